@@ -1,0 +1,263 @@
+//! `retrace`: the command-line interface. Thin: parse arguments, call the library, print.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use retrace::{Config, Error, RestoreError, RestoreOptions, Workspace};
+
+#[path = "retrace/cli_progress.rs"]
+mod cli_progress;
+#[path = "retrace/demo.rs"]
+mod demo;
+
+use cli_progress::Bar;
+
+/// A workspace time machine for AI coding agents.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Workspace directory (default: the current directory).
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Capture the workspace now.
+    Snapshot {
+        /// A label shown by `retrace log`.
+        #[arg(long)]
+        label: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List snapshots, newest first.
+    Log {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Paths added, modified and deleted between two snapshots (or a snapshot and the disk).
+    Diff {
+        /// From this snapshot (id or unique prefix of 8+ hex digits).
+        a: String,
+        /// To this snapshot (default: the disk).
+        b: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the workspace's files equal to a snapshot.
+    Restore {
+        /// Snapshot id or unique prefix.
+        id: String,
+        /// Restore even over changes not in any snapshot (they are snapshotted first).
+        #[arg(long)]
+        force: bool,
+        /// Only list what would change.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Workspace root, store, snapshot count, exclusions and unsnapshotted changes.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A self-contained walkthrough in a temporary directory.
+    Demo,
+}
+
+/// Exit code of a refusal by a guard or nothing to do.
+const REFUSED: u8 = 1;
+/// Exit code of an error.
+const FAILED: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let refused = matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. })
+            );
+            eprintln!("retrace: {e:#}");
+            ExitCode::from(if refused { REFUSED } else { FAILED })
+        }
+    }
+}
+
+fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
+    let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    Ok(Workspace::open(&dir, &Config::from_env())?)
+}
+
+fn print_json(v: &serde_json::Value) {
+    println!("{v}");
+}
+
+fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Demo => demo::run(),
+        Command::Snapshot { label, json } => {
+            let ws = open(cli.dir.as_ref())?;
+            let bar = Bar::new();
+            let c = ws.snapshot_with(label, &bar)?;
+            drop(bar);
+            if json {
+                print_json(&serde_json::json!({
+                    "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,
+                    "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
+                    "skipped": c.skipped, "nested_repos": c.nested_repos,
+                }));
+            } else {
+                println!("snapshot {}", c.id);
+                println!(
+                    "{} files, {} bytes, {} new bytes stored ({} files read)",
+                    c.files, c.bytes, c.new_bytes, c.hashed
+                );
+                for n in &c.nested_repos {
+                    println!("nested repository left alone: {n}");
+                }
+                for s in &c.skipped {
+                    println!("skipped {}: {}", s.path, s.reason);
+                }
+            }
+            Ok(0)
+        }
+        Command::Log { json } => {
+            let ws = open(cli.dir.as_ref())?;
+            let log = ws.log()?;
+            if json {
+                let rows: Vec<_> = log
+                    .iter()
+                    .map(|s| serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
+                        "label": s.label, "files": s.files, "bytes": s.bytes}))
+                    .collect();
+                print_json(&serde_json::Value::Array(rows));
+            } else if log.is_empty() {
+                println!("no snapshots yet; take one with `retrace snapshot`");
+                return Ok(REFUSED);
+            } else {
+                for s in &log {
+                    println!(
+                        "{}  {}  {:>6} files  {}",
+                        s.root.short(),
+                        format_time(s.time_ms),
+                        s.files,
+                        s.label.as_deref().unwrap_or("")
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Command::Diff { a, b, json } => {
+            let ws = open(cli.dir.as_ref())?;
+            let a = ws.resolve(&a)?;
+            let b = b.map(|b| ws.resolve(&b)).transpose()?;
+            let d = ws.diff(&a, b.as_ref())?;
+            if json {
+                print_json(&serde_json::to_value(&d)?);
+            } else {
+                for p in &d.added {
+                    println!("A {p}");
+                }
+                for p in &d.modified {
+                    println!("M {p}");
+                }
+                for p in &d.deleted {
+                    println!("D {p}");
+                }
+            }
+            Ok(if d.is_empty() { REFUSED } else { 0 })
+        }
+        Command::Restore { id, force, dry_run, json } => {
+            let ws = open(cli.dir.as_ref())?;
+            let id = ws.resolve(&id)?;
+            let bar = Bar::new();
+            let r = ws.restore_with(&id, RestoreOptions { force, dry_run }, &bar)?;
+            drop(bar);
+            if json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                let verb = if dry_run { "would write" } else { "wrote" };
+                for p in &r.written {
+                    println!("{verb} {p}");
+                }
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                for p in &r.deleted {
+                    println!("{verb} {p}");
+                }
+                for s in &r.left_alone {
+                    println!("left alone {}: {}", s.path, s.reason);
+                }
+                if let Some(s) = r.safety_snapshot {
+                    println!("your unsnapshotted changes were saved first as snapshot {}", s.short());
+                }
+                if !r.verified {
+                    println!("warning: these paths changed during the restore: {}", r.verify_diff.join(", "));
+                }
+                println!(
+                    "{} {}: {} written, {} deleted",
+                    if dry_run { "dry run of restore to" } else { "restored" },
+                    id.short(),
+                    r.written.len(),
+                    r.deleted.len()
+                );
+            }
+            Ok(if r.written.is_empty() && r.deleted.is_empty() { REFUSED } else { 0 })
+        }
+        Command::Status { json } => {
+            let ws = open(cli.dir.as_ref())?;
+            let s = ws.status()?;
+            if json {
+                print_json(&serde_json::to_value(&s)?);
+            } else {
+                println!("workspace  {}", s.root.display());
+                println!("store      {} ({} bytes)", s.store.display(), s.store_bytes);
+                println!("snapshots  {}", s.snapshots);
+                println!("excluded   {}", s.exclusions.join(", "));
+                for n in &s.nested_repos {
+                    println!("nested     {n} (left alone)");
+                }
+                match s.last_known {
+                    None => println!("state      no snapshot yet"),
+                    Some(_) if s.changed_count == 0 => println!("state      clean (matches the last known state)"),
+                    Some(k) => {
+                        println!("state      {} path(s) changed since {}:", s.changed_count, k.short());
+                        for p in &s.changed {
+                            println!("  {p}");
+                        }
+                    }
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS` UTC from Unix milliseconds.
+fn format_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm), valid for all dates after 1970.
+    let z = days.cast_signed() + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}

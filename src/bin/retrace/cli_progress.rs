@@ -1,0 +1,55 @@
+//! An indicatif bar on stderr for long captures and restores: it appears only when stderr is
+//! a terminal and the work has taken more than a second.
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use retrace::Progress;
+
+const DELAY: Duration = Duration::from_secs(1);
+
+pub struct Bar {
+    bar: ProgressBar,
+    tty: bool,
+    started: Mutex<Option<Instant>>,
+}
+
+impl Bar {
+    pub fn new() -> Bar {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        Bar { bar, tty: std::io::stderr().is_terminal(), started: Mutex::new(None) }
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, phase: &str, total: u64) {
+        self.bar.set_length(total);
+        self.bar.set_position(0);
+        self.bar.set_style(
+            ProgressStyle::with_template("{msg:>8} [{bar:30}] {pos}/{len} ({eta})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        self.bar.set_message(phase.to_string());
+        if let Ok(mut s) = self.started.lock() {
+            *s = Some(Instant::now());
+        }
+    }
+
+    fn advance(&self, n: u64) {
+        self.bar.inc(n);
+        if self.tty && self.bar.is_hidden() {
+            let late = self.started.lock().ok().and_then(|s| *s).is_some_and(|t| t.elapsed() > DELAY);
+            if late {
+                self.bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+        self.bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+}

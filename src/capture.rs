@@ -1,0 +1,441 @@
+//! Capture: scan + stat cache + hash + trees → a snapshot (root tree id) in the store.
+//!
+//! Files the stat cache vouches for are not read. Others are read once: hashed, and, when
+//! the store lacks them, compressed and queued. Files over [`CHUNK_THRESHOLD`] are split by
+//! FastCDC so an edit to a big file stores only the changed chunks. A file whose `fstat`
+//! changes while it is read is re-read (up to 3 times) and then reported as unstable.
+//! Queued objects are written in batches (non-durable) and the snapshot is committed with
+//! one durable commit.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{CaptureError, StoreError};
+use crate::object::record::compress;
+use crate::object::{
+    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, EntryKind, ObjectId, ObjectKind,
+    Tree, TreeEntry,
+};
+use crate::progress::Progress;
+use crate::scan::{self, ScanEntry, ScanKind, Skipped};
+use crate::statcache::{CacheEntry, StatCache};
+use crate::store::{NewObject, SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
+
+/// Queued bytes that trigger an intermediate (non-durable) batch write.
+const BATCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// One path of a snapshot, flattened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlatEntry {
+    /// Path relative to the workspace root, `/`-separated bytes.
+    pub path: Vec<u8>,
+    /// What it is.
+    pub kind: EntryKind,
+    /// Blob or tree id (zero for nested repositories).
+    pub id: ObjectId,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// What a capture found and stored.
+#[derive(Clone, Debug, Serialize)]
+pub struct Capture {
+    /// Root tree id: the snapshot id.
+    pub id: ObjectId,
+    /// Files and symlinks captured.
+    pub files: u64,
+    /// Their total size.
+    pub bytes: u64,
+    /// Objects added to the store.
+    pub new_objects: u64,
+    /// Stored (compressed) bytes added to the store.
+    pub new_bytes: u64,
+    /// Files that had to be read (stat cache misses).
+    pub hashed: u64,
+    /// Paths left out (unreadable, unstable), with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Nested repositories recorded but not entered.
+    pub nested_repos: Vec<String>,
+    /// Every path of the snapshot, sorted by path bytes (not serialized).
+    #[serde(skip)]
+    pub entries: Vec<FlatEntry>,
+}
+
+/// How to capture.
+pub struct CaptureOptions<'a> {
+    /// Write new objects to the store (false: only compute ids, e.g. to compare).
+    pub store_objects: bool,
+    /// Append a snapshot record (`retrace log`) and make it the last known state.
+    pub record: Option<Option<String>>,
+    /// Progress sink.
+    pub progress: &'a dyn Progress,
+}
+
+pub(crate) struct CaptureContext<'a> {
+    pub root: &'a Path,
+    pub store: &'a Store,
+    pub statcache: &'a Path,
+    pub store_dir: Option<&'a Path>,
+}
+
+struct Pending {
+    objects: Vec<NewObject>,
+    bytes: usize,
+}
+
+struct Hasher<'a> {
+    root: &'a Path,
+    reader: &'a StoreReader,
+    store_objects: bool,
+    pending: Mutex<Pending>,
+    store: &'a Store,
+    error: Mutex<Option<StoreError>>,
+    flushed: Mutex<WriteStats>,
+}
+
+/// The result of looking at one file or symlink.
+enum Looked {
+    Done { id: ObjectId, cache: Option<CacheEntry>, hashed: bool },
+    Skip(String),
+}
+
+impl Hasher<'_> {
+    fn known(&self, id: &ObjectId) -> bool {
+        match self.reader.contains(id) {
+            Ok(b) => b,
+            Err(e) => {
+                self.fail(e);
+                true
+            }
+        }
+    }
+
+    fn fail(&self, e: StoreError) {
+        if let Ok(mut slot) = self.error.lock() {
+            slot.get_or_insert(e);
+        }
+    }
+
+    fn queue(&self, objects: Vec<NewObject>) {
+        if objects.is_empty() || !self.store_objects {
+            return;
+        }
+        let batch = {
+            let Ok(mut p) = self.pending.lock() else { return };
+            p.bytes += objects.iter().map(|o| o.payload.len()).sum::<usize>();
+            p.objects.extend(objects);
+            if p.bytes < BATCH_BYTES {
+                return;
+            }
+            p.bytes = 0;
+            std::mem::take(&mut p.objects)
+        };
+        match self.store.write(batch, None, None, false) {
+            Ok(w) => {
+                if let Ok(mut f) = self.flushed.lock() {
+                    f.objects += w.objects;
+                    f.stored_bytes += w.stored_bytes;
+                }
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn blob(&self, data: &[u8], id: ObjectId) -> Option<NewObject> {
+        if !self.store_objects || self.known(&id) {
+            return None;
+        }
+        let (codec, payload) = compress(data);
+        Some(NewObject { id, kind: ObjectKind::Blob, raw_len: data.len() as u64, codec, payload })
+    }
+
+    fn look(&self, e: &ScanEntry, cache: &StatCache) -> Looked {
+        let path = self.root.join(std::ffi::OsStr::from_bytes(&e.path));
+        if e.kind == ScanKind::Symlink {
+            return match std::fs::read_link(&path) {
+                Ok(target) => {
+                    let bytes = target.as_os_str().as_bytes();
+                    let id = ObjectId::of_blob(bytes);
+                    self.queue(self.blob(bytes, id).into_iter().collect());
+                    Looked::Done { id, cache: None, hashed: true }
+                }
+                Err(err) => Looked::Skip(err.to_string()),
+            };
+        }
+        if let Some(id) = cache.lookup(e) {
+            if !self.store_objects || self.known(&id) {
+                return Looked::Done { id, cache: Some(CacheEntry::from_scan(e, id)), hashed: false };
+            }
+        }
+        for _ in 0..3 {
+            match self.read_file(&path, e) {
+                Ok(Some((id, entry, objects))) => {
+                    self.queue(objects);
+                    return Looked::Done { id, cache: Some(entry), hashed: true };
+                }
+                Ok(None) => {}
+                Err(err) => return Looked::Skip(err.to_string()),
+            }
+        }
+        Looked::Skip("file kept changing while it was read; it will be captured next time".into())
+    }
+
+    /// Reads and hashes one file. `Ok(None)` when it changed while being read.
+    #[allow(clippy::type_complexity)]
+    fn read_file(
+        &self,
+        path: &Path,
+        e: &ScanEntry,
+    ) -> std::io::Result<Option<(ObjectId, CacheEntry, Vec<NewObject>)>> {
+        let mut f = File::open(path)?;
+        let before = f.metadata()?;
+        let mut objects = Vec::new();
+        let id = if before.len() <= CHUNK_THRESHOLD {
+            let mut data = Vec::with_capacity(usize::try_from(before.len()).unwrap_or(0));
+            (&mut f).take(CHUNK_THRESHOLD + 1).read_to_end(&mut data)?;
+            if data.len() as u64 != before.len() {
+                return Ok(None);
+            }
+            let id = ObjectId::of_blob(&data);
+            objects.extend(self.blob(&data, id));
+            id
+        } else {
+            let mut whole = blake3::Hasher::new();
+            let mut chunks = Vec::new();
+            let mut total = 0u64;
+            let stream = fastcdc::v2020::StreamCDC::new(&mut f, CHUNK_MIN, CHUNK_AVG, CHUNK_MAX);
+            for chunk in stream {
+                let chunk = chunk.map_err(std::io::Error::other)?;
+                whole.update(&chunk.data);
+                let cid = ObjectId::of_blob(&chunk.data);
+                objects.extend(self.blob(&chunk.data, cid));
+                total += chunk.data.len() as u64;
+                chunks.push((cid, u32::try_from(chunk.data.len()).unwrap_or(u32::MAX)));
+            }
+            if total != before.len() {
+                return Ok(None);
+            }
+            let id = ObjectId(*whole.finalize().as_bytes());
+            if self.store_objects && !self.known(&id) {
+                let list = ChunkList { version: 1, chunks }.encode();
+                let (codec, payload) = compress(&list);
+                objects.push(NewObject { id, kind: ObjectKind::ChunkedBlob, raw_len: total, codec, payload });
+            }
+            id
+        };
+        let after = f.metadata()?;
+        let stable = after.len() == before.len()
+            && after.mtime() == before.mtime()
+            && after.mtime_nsec() == before.mtime_nsec()
+            && after.ctime() == before.ctime()
+            && after.ctime_nsec() == before.ctime_nsec();
+        if !stable {
+            return Ok(None);
+        }
+        let entry = CacheEntry {
+            path: e.path.clone(),
+            mode: after.mode(),
+            size: after.len(),
+            mtime_ns: after.mtime() * 1_000_000_000 + after.mtime_nsec(),
+            ctime_ns: after.ctime() * 1_000_000_000 + after.ctime_nsec(),
+            ino: after.ino(),
+            id,
+        };
+        Ok(Some((id, entry, objects)))
+    }
+}
+
+fn split_parent(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (&[], path),
+    }
+}
+
+fn kind_of(e: &ScanEntry) -> EntryKind {
+    match e.kind {
+        ScanKind::File if e.mode & 0o100 != 0 => EntryKind::Executable,
+        ScanKind::File => EntryKind::File,
+        ScanKind::Symlink => EntryKind::Symlink,
+        ScanKind::Dir => EntryKind::Dir,
+        ScanKind::NestedRepo => EntryKind::NestedRepo,
+    }
+}
+
+/// Builds the tree objects bottom-up from flat non-directory entries and the directory list.
+/// Returns the root id and fills in each directory entry's tree id and size.
+pub(crate) fn build_trees(
+    entries: &mut [FlatEntry],
+    mut emit: impl FnMut(ObjectId, Vec<u8>),
+) -> ObjectId {
+    let mut children: HashMap<Vec<u8>, Vec<TreeEntry>> = HashMap::new();
+    children.insert(Vec::new(), Vec::new());
+    let mut dirs: Vec<usize> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if e.kind == EntryKind::Dir {
+            children.entry(e.path.clone()).or_default();
+            dirs.push(i);
+        }
+    }
+    for e in entries.iter().filter(|e| e.kind != EntryKind::Dir) {
+        let (parent, name) = split_parent(&e.path);
+        let te = TreeEntry { name: name.to_vec(), kind: e.kind, id: e.id, size: e.size };
+        children.entry(parent.to_vec()).or_default().push(te);
+    }
+    // Deepest directories first, so every child tree exists before its parent.
+    dirs.sort_by_key(|&i| std::cmp::Reverse(entries[i].path.iter().filter(|&&b| b == b'/').count()));
+    let finish = |kids: Vec<TreeEntry>, emit: &mut dyn FnMut(ObjectId, Vec<u8>)| {
+        let mut tree = Tree { entries: kids };
+        tree.entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let size = tree.entries.iter().map(|t| t.size).sum::<u64>();
+        let bytes = tree.encode();
+        let id = ObjectId::of_tree(&bytes);
+        emit(id, bytes);
+        (id, size)
+    };
+    for i in dirs {
+        let kids = children.remove(&entries[i].path).unwrap_or_default();
+        let (id, size) = finish(kids, &mut emit);
+        entries[i].id = id;
+        entries[i].size = size;
+        let (parent, name) = split_parent(&entries[i].path);
+        let te = TreeEntry { name: name.to_vec(), kind: EntryKind::Dir, id, size };
+        children.entry(parent.to_vec()).or_default().push(te);
+    }
+    let root = children.remove(&Vec::new()).unwrap_or_default();
+    finish(root, &mut emit).0
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// Captures the workspace.
+pub(crate) fn capture(
+    ctx: &CaptureContext<'_>,
+    opts: &CaptureOptions<'_>,
+) -> Result<Capture, CaptureError> {
+    std::fs::read_dir(ctx.root)
+        .map_err(|source| CaptureError::Root { path: ctx.root.into(), source })?;
+    let scan = scan::scan(ctx.root, ctx.store_dir);
+    let reader = ctx.store.reader()?;
+    let store_id = reader.store_id()?;
+    let cache = StatCache::load(ctx.statcache, &store_id);
+    let hasher = Hasher {
+        root: ctx.root,
+        reader: &reader,
+        store_objects: opts.store_objects,
+        pending: Mutex::new(Pending { objects: Vec::new(), bytes: 0 }),
+        store: ctx.store,
+        error: Mutex::new(None),
+        flushed: Mutex::new(WriteStats::default()),
+    };
+    let content: Vec<&ScanEntry> = scan
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink))
+        .collect();
+    opts.progress.start("capture", content.len() as u64);
+    let looked: Vec<Looked> = content
+        .par_iter()
+        .map(|e| {
+            let r = hasher.look(e, &cache);
+            opts.progress.advance(1);
+            r
+        })
+        .collect();
+    opts.progress.finish();
+    drop(cache);
+    if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
+        return Err(e.into());
+    }
+    let mut skipped = scan.skipped.clone();
+    let mut cache_entries = Vec::with_capacity(looked.len());
+    let mut results: HashMap<&[u8], ObjectId> = HashMap::with_capacity(looked.len());
+    let mut hashed = 0;
+    for (e, l) in content.iter().zip(looked) {
+        match l {
+            Looked::Done { id, cache, hashed: h } => {
+                results.insert(&e.path, id);
+                cache_entries.extend(cache);
+                hashed += u64::from(h);
+            }
+            Looked::Skip(reason) => {
+                skipped.push(Skipped { path: String::from_utf8_lossy(&e.path).into_owned(), reason });
+            }
+        }
+    }
+    let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
+    let mut nested_repos = Vec::new();
+    for e in &scan.entries {
+        let id = match e.kind {
+            ScanKind::File | ScanKind::Symlink => match results.get(e.path.as_slice()) {
+                Some(id) => *id,
+                None => continue,
+            },
+            ScanKind::NestedRepo => {
+                nested_repos.push(String::from_utf8_lossy(&e.path).into_owned());
+                ObjectId::ZERO
+            }
+            ScanKind::Dir => ObjectId::ZERO,
+        };
+        entries.push(FlatEntry { path: e.path.clone(), kind: kind_of(e), id, size: e.size });
+    }
+    let mut trees = Vec::new();
+    let root = build_trees(&mut entries, |id, bytes| {
+        if opts.store_objects && !hasher.known(&id) {
+            let (codec, payload) = compress(&bytes);
+            trees.push(NewObject { id, kind: ObjectKind::Tree, raw_len: bytes.len() as u64, codec, payload });
+        }
+    });
+    let files = entries.iter().filter(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable | EntryKind::Symlink)).count() as u64;
+    let bytes = entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| e.size).sum();
+    let mut capture = Capture {
+        id: root,
+        files,
+        bytes,
+        new_objects: 0,
+        new_bytes: 0,
+        hashed,
+        skipped,
+        nested_repos,
+        entries,
+    };
+    if opts.store_objects {
+        let mut batch = hasher.pending.into_inner().map(|p| p.objects).unwrap_or_default();
+        batch.extend(trees);
+        let record = opts.record.as_ref().map(|label| SnapshotRecord {
+            version: 1,
+            root,
+            time_ms: now_ms(),
+            label: label.clone(),
+            files,
+            bytes,
+        });
+        let last_known = record.as_ref().map(|_| root);
+        let stats = ctx.store.write(batch, record.as_ref(), last_known, true)?;
+        let flushed = hasher.flushed.into_inner().unwrap_or_default();
+        capture.new_objects = stats.objects + flushed.objects;
+        capture.new_bytes = stats.stored_bytes + flushed.stored_bytes;
+        // The cache is disposable: failing to write it only costs re-hashing next time.
+        let _ = StatCache::write(ctx.statcache, &store_id, cache_entries, now_ns());
+    }
+    Ok(capture)
+}
+
+/// Joins a workspace-relative byte path onto the root.
+#[must_use]
+pub fn abs_path(root: &Path, rel: &[u8]) -> PathBuf {
+    root.join(std::ffi::OsStr::from_bytes(rel))
+}

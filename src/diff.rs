@@ -1,0 +1,101 @@
+//! Flattening snapshots into sorted path lists and comparing them.
+
+use serde::Serialize;
+
+use crate::capture::FlatEntry;
+use crate::error::StoreError;
+use crate::object::{EntryKind, ObjectId};
+use crate::store::StoreReader;
+
+/// Every path of the snapshot `root`, sorted by path bytes; trees are read and verified.
+///
+/// # Errors
+/// [`StoreError::Missing`] / [`StoreError::Corrupt`] for a damaged or hostile tree.
+pub fn flatten(reader: &StoreReader, root: &ObjectId) -> Result<Vec<FlatEntry>, StoreError> {
+    let mut out = Vec::new();
+    let mut stack = vec![(Vec::new(), *root)];
+    while let Some((prefix, id)) = stack.pop() {
+        let tree = reader.read_tree(&id)?;
+        for e in tree.entries {
+            let mut path = prefix.clone();
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(&e.name);
+            if e.kind == EntryKind::Dir {
+                stack.push((path.clone(), e.id));
+            }
+            out.push(FlatEntry { path, kind: e.kind, id: e.id, size: e.size });
+        }
+    }
+    out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Paths that differ between two snapshots (directories are not listed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    /// In the second, not the first.
+    pub added: Vec<String>,
+    /// In both with different content, kind or executable bit.
+    pub modified: Vec<String>,
+    /// In the first, not the second.
+    pub deleted: Vec<String>,
+}
+
+impl Diff {
+    /// Whether nothing differs.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.modified.is_empty() && self.deleted.is_empty()
+    }
+
+    /// Every changed path, sorted.
+    #[must_use]
+    pub fn paths(&self) -> Vec<String> {
+        let mut all: Vec<String> =
+            self.added.iter().chain(&self.modified).chain(&self.deleted).cloned().collect();
+        all.sort();
+        all
+    }
+}
+
+/// Compares two sorted flat lists.
+#[must_use]
+pub fn diff(from: &[FlatEntry], to: &[FlatEntry]) -> Diff {
+    let name = |e: &FlatEntry| String::from_utf8_lossy(&e.path).into_owned();
+    let leaf = |e: &FlatEntry| e.kind != EntryKind::Dir;
+    let mut d = Diff::default();
+    let (mut i, mut j) = (0, 0);
+    while i < from.len() || j < to.len() {
+        match (from.get(i), to.get(j)) {
+            (Some(a), Some(b)) if a.path == b.path => {
+                if (leaf(a) || leaf(b)) && (a.kind != b.kind || a.id != b.id) {
+                    if leaf(a) && leaf(b) {
+                        d.modified.push(name(a));
+                    } else if leaf(a) {
+                        d.deleted.push(name(a));
+                    } else {
+                        d.added.push(name(b));
+                    }
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(a), b) if b.is_none_or(|b| a.path < b.path) => {
+                if leaf(a) {
+                    d.deleted.push(name(a));
+                }
+                i += 1;
+            }
+            (_, Some(b)) => {
+                if leaf(b) {
+                    d.added.push(name(b));
+                }
+                j += 1;
+            }
+            (Some(_), None) | (None, None) => break,
+        }
+    }
+    d
+}

@@ -1,0 +1,163 @@
+//! Typed errors, split by operation, each naming the path concerned and what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::object::ObjectId;
+
+/// Opening, reading or writing a store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store directory could not be created.
+    #[error("cannot create {path}: {source}; check its permissions or set RETRACE_HOME")]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// redb could not open the database.
+    #[error("cannot open store {path}: {source}; if it is damaged, move it aside and retry")]
+    Open {
+        /// The store file.
+        path: PathBuf,
+        /// The cause.
+        source: redb::DatabaseError,
+    },
+    /// Another process kept the store for longer than the bounded wait.
+    #[error("store {path} is busy: another retrace process held it for {secs} s; try again")]
+    Busy {
+        /// The store file.
+        path: PathBuf,
+        /// How long we waited.
+        secs: u64,
+    },
+    /// The store was written by a newer (or unknown) format.
+    #[error(
+        "store {path} is format {found}, this retrace reads format {expected}; upgrade retrace \
+         or set RETRACE_HOME to another directory"
+    )]
+    UnknownFormat {
+        /// The store file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The version this build reads.
+        expected: u32,
+    },
+    /// Any other database failure.
+    #[error("store {path}: {source}")]
+    Db {
+        /// The store file.
+        path: PathBuf,
+        /// The cause.
+        source: redb::Error,
+    },
+    /// An object referenced by a snapshot is not in the store.
+    #[error("object {id} is missing from store {path}; run `retrace-dump verify` to see the damage")]
+    Missing {
+        /// The store file.
+        path: PathBuf,
+        /// The object.
+        id: ObjectId,
+    },
+    /// An object failed verification or decoding.
+    #[error("object {id} in store {path} is corrupt ({detail}); run `retrace-dump verify`")]
+    Corrupt {
+        /// The store file.
+        path: PathBuf,
+        /// The object.
+        id: ObjectId,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A snapshot id prefix matched nothing or several snapshots.
+    #[error("{0}")]
+    BadSnapshotId(String),
+}
+
+/// Capturing a workspace failed as a whole (single unreadable files are reported, not fatal).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaptureError {
+    /// The workspace root cannot be read.
+    #[error("cannot read workspace {path}: {source}")]
+    Root {
+        /// The root.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Restoring a snapshot failed or was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// The workspace differs from its last known state; restoring would lose those edits.
+    #[error(
+        "the workspace has {} change(s) not in any snapshot (e.g. {}); snapshot them first or \
+         pass --force (a safety snapshot is taken before forcing)",
+        paths.len(), paths.first().map(String::as_str).unwrap_or("?")
+    )]
+    Dirty {
+        /// Up to 20 changed paths.
+        paths: Vec<String>,
+    },
+    /// A path of the snapshot would be written through a symlinked directory or outside the
+    /// workspace.
+    #[error("refusing to write {path}: {reason}")]
+    Unsafe {
+        /// The path, relative to the workspace.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Writing a file failed midway.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// Scanning the current state failed.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// The store failed (missing or corrupt objects are reported before any write).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<RestoreError> for Error {
+    fn from(e: RestoreError) -> Error {
+        Error::Restore(Box::new(e))
+    }
+}
+
+/// Any retrace failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// See [`StoreError`].
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// See [`CaptureError`].
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// See [`RestoreError`].
+    #[error(transparent)]
+    Restore(Box<RestoreError>),
+    /// The workspace directory is unusable.
+    #[error("workspace {path}: {reason}")]
+    Workspace {
+        /// The directory given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: String,
+    },
+}

@@ -1,0 +1,57 @@
+//! Where stores live: `$RETRACE_HOME`, else `$XDG_STATE_HOME/retrace`, else
+//! `~/.local/state/retrace`; one directory per workspace named by a hash of its root path.
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+
+/// The retrace home directory from the environment.
+#[must_use]
+pub fn default_home() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(h) = env("RETRACE_HOME") {
+        return h;
+    }
+    if let Some(x) = env("XDG_STATE_HOME") {
+        return x.join("retrace");
+    }
+    env("HOME").unwrap_or_else(|| PathBuf::from("/tmp")).join(".local/state/retrace")
+}
+
+/// The workspace id: the first 32 hex digits of `blake3(canonical root path)`.
+#[must_use]
+pub fn workspace_id(root: &Path) -> String {
+    blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex()[..32].to_string()
+}
+
+/// Creates `dir` and its missing parents with mode 0700, whatever the umask.
+///
+/// # Errors
+/// [`StoreError::CreateDir`] naming the directory.
+pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|source| StoreError::CreateDir { path: dir.into(), source })
+}
+
+/// The workspace root for a directory: the nearest enclosing directory holding `.git` (the
+/// git toplevel), else the directory itself. `dir` must already be canonical.
+#[must_use]
+pub fn find_root(dir: &Path) -> PathBuf {
+    let mut cur = Some(dir);
+    while let Some(d) = cur {
+        if d.join(".git").symlink_metadata().is_ok() {
+            return d.to_path_buf();
+        }
+        cur = d.parent();
+    }
+    dir.to_path_buf()
+}

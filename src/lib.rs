@@ -1,0 +1,41 @@
+//! retrace: a workspace time machine for AI coding agents.
+//!
+//! retrace captures a whole workspace (every file git would not ignore) into its own
+//! content-addressed store — blake3 ids, zstd compression, an embedded redb database kept
+//! outside the workspace — and restores any snapshot exactly and safely. See
+//! `docs/architecture.md` for the design and `docs/format.md` for the on-disk format.
+//!
+//! The entry point is [`Workspace`]:
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let home = tempfile::tempdir().unwrap();
+//! use retrace::{Config, Workspace};
+//! std::fs::write(dir.path().join("main.rs"), "fn main() {}").unwrap();
+//! let ws = Workspace::open(dir.path(), &Config::with_home(home.path())).unwrap();
+//! let snap = ws.snapshot(None).unwrap();
+//! assert_eq!(snap.files, 1);
+//! ```
+
+#![forbid(unsafe_op_in_unsafe_fn)]
+
+pub mod capture;
+pub mod diff;
+pub mod error;
+pub mod home;
+pub mod object;
+pub mod progress;
+pub mod restore;
+pub mod scan;
+pub mod statcache;
+pub mod store;
+mod workspace;
+
+pub use capture::Capture;
+pub use diff::Diff;
+pub use error::{CaptureError, Error, RestoreError, StoreError};
+pub use object::ObjectId;
+pub use progress::{NoProgress, Progress};
+pub use restore::RestoreOutcome;
+pub use store::SnapshotRecord;
+pub use workspace::{Config, MAX_LISTED, RestoreOptions, Status, Workspace};

@@ -1,0 +1,18 @@
+//! Objects of the content-addressed store: ids, trees, index records and payload codecs.
+
+mod id;
+pub mod record;
+pub mod tree;
+
+pub use id::ObjectId;
+pub use record::{ChunkList, Codec, ObjectKind, ObjectRecord};
+pub use tree::{EntryKind, Tree, TreeEntry};
+
+/// Files larger than this are split by FastCDC into chunk blobs.
+pub const CHUNK_THRESHOLD: u64 = 1024 * 1024;
+/// FastCDC minimum chunk size.
+pub const CHUNK_MIN: usize = 64 * 1024;
+/// FastCDC average chunk size.
+pub const CHUNK_AVG: usize = 256 * 1024;
+/// FastCDC maximum chunk size.
+pub const CHUNK_MAX: usize = 1024 * 1024;

@@ -1,0 +1,151 @@
+//! Trees: one directory each, entries sorted by name bytes, encoded with postcard.
+//!
+//! Decoding validates everything a restore relies on: a name is never empty, `.`, `..`,
+//! and never holds `/` or NUL, and names are strictly ascending (no duplicates). A tree that
+//! fails any of these is corrupt or hostile and is refused before a single file is written.
+
+use serde::{Deserialize, Serialize};
+
+use super::ObjectId;
+
+/// The tree encoding version written today.
+pub const TREE_VERSION: u8 = 1;
+
+/// What a tree entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryKind {
+    /// A regular file, not executable; `id` is its blob.
+    File,
+    /// A regular file with the owner's executable bit set.
+    Executable,
+    /// A symbolic link; `id` is a blob holding the link target bytes. Never followed.
+    Symlink,
+    /// A subdirectory; `id` is its tree.
+    Dir,
+    /// A directory holding its own `.git` (a nested repository or submodule). Its files are
+    /// not captured and restore never touches it; `id` is [`ObjectId::ZERO`].
+    NestedRepo,
+}
+
+/// One entry of a tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeEntry {
+    /// The file name bytes (Unix names are bytes, not necessarily UTF-8).
+    pub name: Vec<u8>,
+    /// What the entry is.
+    pub kind: EntryKind,
+    /// Blob id, tree id, or zero for a nested repository.
+    pub id: ObjectId,
+    /// File size in bytes; for a directory the total size of the files below it.
+    pub size: u64,
+}
+
+/// One directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tree {
+    /// Entries, strictly ascending by name bytes.
+    pub entries: Vec<TreeEntry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TreeRecord {
+    version: u8,
+    entries: Vec<TreeEntry>,
+}
+
+/// Why bytes are not a valid tree.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TreeError {
+    /// postcard could not decode the bytes.
+    #[error("tree does not decode: {0}")]
+    Decode(String),
+    /// A newer retrace wrote this tree.
+    #[error("tree version {0} is newer than this retrace understands (1); upgrade retrace")]
+    UnknownVersion(u8),
+    /// A name that would escape its directory or cannot be a file name.
+    #[error("tree holds an unsafe entry name {0:?}")]
+    BadName(String),
+    /// Names out of order or repeated.
+    #[error("tree entries are not strictly sorted at {0:?}")]
+    Unsorted(String),
+}
+
+/// Whether `name` is acceptable as a single path component we may create.
+#[must_use]
+pub fn is_safe_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|&b| b == b'/' || b == 0)
+}
+
+impl Tree {
+    /// Encodes the tree; entries must already be sorted (capture builds them sorted).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        let record = TreeRecord { version: TREE_VERSION, entries: self.entries.clone() };
+        postcard::to_allocvec(&record).expect("encoding plain data into a Vec cannot fail")
+    }
+
+    /// The id of this tree's encoding.
+    #[must_use]
+    pub fn id(&self) -> ObjectId {
+        ObjectId::of_tree(&self.encode())
+    }
+
+    /// Decodes and validates a tree.
+    ///
+    /// # Errors
+    /// [`TreeError`] when the bytes are not a tree this retrace can safely restore.
+    pub fn decode(bytes: &[u8]) -> Result<Tree, TreeError> {
+        let version = *bytes.first().ok_or_else(|| TreeError::Decode("empty".into()))?;
+        if version != TREE_VERSION {
+            return Err(TreeError::UnknownVersion(version));
+        }
+        let record: TreeRecord =
+            postcard::from_bytes(bytes).map_err(|e| TreeError::Decode(e.to_string()))?;
+        for (i, e) in record.entries.iter().enumerate() {
+            if !is_safe_name(&e.name) {
+                return Err(TreeError::BadName(String::from_utf8_lossy(&e.name).into_owned()));
+            }
+            if i > 0 && record.entries[i - 1].name >= e.name {
+                return Err(TreeError::Unsorted(String::from_utf8_lossy(&e.name).into_owned()));
+            }
+        }
+        Ok(Tree { entries: record.entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &[u8]) -> TreeEntry {
+        TreeEntry { name: name.to_vec(), kind: EntryKind::File, id: ObjectId::ZERO, size: 0 }
+    }
+
+    #[test]
+    fn round_trips() {
+        let t = Tree { entries: vec![entry(b"a"), entry(b"b\xff")] };
+        assert_eq!(Tree::decode(&t.encode()).unwrap(), t);
+    }
+
+    #[test]
+    fn rejects_names_that_escape() {
+        for bad in [&b".."[..], b".", b"", b"a/b", b"a\0"] {
+            let t = Tree { entries: vec![entry(bad)] };
+            assert!(matches!(Tree::decode(&t.encode()), Err(TreeError::BadName(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn rejects_duplicates_and_disorder() {
+        let t = Tree { entries: vec![entry(b"b"), entry(b"a")] };
+        assert!(matches!(Tree::decode(&t.encode()), Err(TreeError::Unsorted(_))));
+        let t = Tree { entries: vec![entry(b"a"), entry(b"a")] };
+        assert!(matches!(Tree::decode(&t.encode()), Err(TreeError::Unsorted(_))));
+    }
+
+    #[test]
+    fn refuses_future_versions() {
+        assert_eq!(Tree::decode(&[2, 0]), Err(TreeError::UnknownVersion(2)));
+    }
+}

@@ -1,0 +1,187 @@
+//! Carrying out a [`Plan`]: verify every object, then delete, create and write.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use super::plan::Plan;
+use crate::capture::{FlatEntry, abs_path};
+use crate::error::RestoreError;
+use crate::object::EntryKind;
+use crate::progress::Progress;
+use crate::store::StoreReader;
+
+/// Verified content kept in memory between the check and the writes, up to this many bytes;
+/// beyond it, objects are verified, dropped, and read (and verified) again when written.
+const KEEP_BYTES: u64 = 512 * 1024 * 1024;
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Reads and verifies every object the plan writes. Nothing on disk changes.
+///
+/// # Errors
+/// The first missing or corrupt object.
+pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>, RestoreError> {
+    let total: u64 = plan.writes.iter().map(|w| w.size).sum();
+    let keep = total <= KEEP_BYTES;
+    plan.writes
+        .par_iter()
+        .map(|w| {
+            let data = reader.read_blob(&w.id)?;
+            Ok(keep.then_some(data))
+        })
+        .collect()
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> RestoreError + '_ {
+    move |source| RestoreError::Io { path: path.to_path_buf(), source }
+}
+
+/// Checks that every directory from the root down to `dir` is a real directory, never a
+/// symlink, right before writing into it (guards against a symlink swapped in meanwhile).
+fn check_real_dirs(root: &Path, dir: &[u8], seen: &Mutex<HashSet<Vec<u8>>>) -> Result<(), RestoreError> {
+    if dir.is_empty() || seen.lock().is_ok_and(|s| s.contains(dir)) {
+        return Ok(());
+    }
+    let mut end = 0;
+    while end < dir.len() {
+        end = dir[end + 1..].iter().position(|&b| b == b'/').map_or(dir.len(), |i| end + 1 + i);
+        let part = &dir[..end];
+        let meta = abs_path(root, part).symlink_metadata().map_err(io(&abs_path(root, part)))?;
+        if !meta.file_type().is_dir() {
+            return Err(RestoreError::Unsafe {
+                path: String::from_utf8_lossy(part).into_owned(),
+                reason: "not a real directory (a symlink appeared?); nothing beyond it is written".into(),
+            });
+        }
+    }
+    if let Ok(mut s) = seen.lock() {
+        s.insert(dir.to_vec());
+    }
+    Ok(())
+}
+
+fn parent(path: &[u8]) -> &[u8] {
+    path.iter().rposition(|&b| b == b'/').map_or(&[][..], |i| &path[..i])
+}
+
+fn write_one(root: &Path, w: &FlatEntry, data: &[u8]) -> Result<(), RestoreError> {
+    let dest = abs_path(root, &w.path);
+    let dir = dest.parent().unwrap_or(root);
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.retrace-tmp-{}-{n}", std::process::id()));
+    let result = (|| {
+        if w.kind == EntryKind::Symlink {
+            use std::os::unix::ffi::OsStrExt;
+            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &tmp).map_err(io(&dest))?;
+        } else {
+            let old_mode = dest.symlink_metadata().ok().filter(|m| m.is_file()).map(|m| m.permissions().mode());
+            let base = old_mode.unwrap_or(0o644) & 0o7777;
+            let mode = if w.kind == EntryKind::Executable {
+                base | ((base & 0o444) >> 2) | 0o100
+            } else {
+                base & !0o111
+            };
+            let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&dest))?;
+            f.write_all(data).map_err(io(&dest))?;
+            f.set_permissions(fs::Permissions::from_mode(mode)).map_err(io(&dest))?;
+        }
+        fs::rename(&tmp, &dest).map_err(io(&dest))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// What [`apply`] changed.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Directories removed because they ended up empty.
+    pub removed_dirs: Vec<String>,
+}
+
+/// Applies a verified plan. `data` comes from [`verify`].
+///
+/// # Errors
+/// The first I/O failure or unsafe path met.
+pub fn apply(
+    root: &Path,
+    reader: &StoreReader,
+    plan: &Plan,
+    data: Vec<Option<Vec<u8>>>,
+    progress: &dyn Progress,
+) -> Result<Applied, RestoreError> {
+    progress.start("restore", (plan.writes.len() + plan.deletes.len()) as u64);
+    for d in &plan.deletes {
+        let p = abs_path(root, d);
+        match fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&p)(e)),
+        }
+        progress.advance(1);
+    }
+    let mut applied = Applied::default();
+    // Directories replaced by files must go before the files are written.
+    let replaced: HashSet<&[u8]> = plan.writes.iter().map(|w| w.path.as_slice()).collect();
+    prune(root, plan.prune.iter().filter(|p| replaced.contains(p.as_slice())), &mut applied)?;
+    for d in &plan.mkdirs {
+        let p = abs_path(root, d);
+        check_real_dirs(root, parent(d), &Mutex::new(HashSet::new()))?;
+        match fs::create_dir(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => return Err(io(&p)(e)),
+        }
+    }
+    let seen = Mutex::new(HashSet::new());
+    plan.writes
+        .par_iter()
+        .zip(data.into_par_iter())
+        .try_for_each(|(w, kept)| {
+            check_real_dirs(root, parent(&w.path), &seen)?;
+            let bytes = match kept {
+                Some(b) => b,
+                None => reader.read_blob(&w.id)?,
+            };
+            write_one(root, w, &bytes)?;
+            progress.advance(1);
+            Ok::<(), RestoreError>(())
+        })?;
+    // Directories the restore emptied: managed directories absent from the target (every
+    // ancestor of a deleted file that the target lacks is one), deepest first; a directory
+    // still holding anything (ignored files) stays.
+    let rest = plan.prune.iter().filter(|p| !replaced.contains(p.as_slice()));
+    prune(root, rest, &mut applied)?;
+    progress.finish();
+    Ok(applied)
+}
+
+fn prune<'a>(
+    root: &Path,
+    dirs: impl Iterator<Item = &'a Vec<u8>>,
+    applied: &mut Applied,
+) -> Result<(), RestoreError> {
+    let mut dirs: Vec<&Vec<u8>> = dirs.collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.iter().filter(|&&b| b == b'/').count()));
+    dirs.dedup();
+    for d in dirs {
+        let p = abs_path(root, d);
+        match fs::remove_dir(&p) {
+            Ok(()) => applied.removed_dirs.push(String::from_utf8_lossy(d).into_owned()),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty) => {}
+            Err(e) if e.raw_os_error() == Some(20) => {} // ENOTDIR: already replaced
+            Err(e) => return Err(io(&p)(e)),
+        }
+    }
+    Ok(())
+}
+

@@ -1,0 +1,169 @@
+//! Deciding what a restore writes and deletes, before anything is touched.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::capture::{FlatEntry, abs_path};
+use crate::error::RestoreError;
+use crate::object::EntryKind;
+use crate::scan::Skipped;
+use crate::scan::exclude::is_hard_excluded;
+
+/// Every change a restore will make.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Target files and symlinks to write.
+    pub writes: Vec<FlatEntry>,
+    /// Managed files and symlinks to delete.
+    pub deletes: Vec<Vec<u8>>,
+    /// Directories to create, parents first.
+    pub mkdirs: Vec<Vec<u8>>,
+    /// Managed directories absent from the target (or replaced by a file): removed after
+    /// the deletes when they are empty.
+    pub prune: Vec<Vec<u8>>,
+    /// Target paths left alone because something unmanaged is in the way.
+    pub left_alone: Vec<Skipped>,
+}
+
+impl Plan {
+    /// Whether the restore changes nothing.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.deletes.is_empty() && self.mkdirs.is_empty() && self.prune.is_empty()
+    }
+}
+
+fn is_leaf(k: EntryKind) -> bool {
+    matches!(k, EntryKind::File | EntryKind::Executable | EntryKind::Symlink)
+}
+
+fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.iter().enumerate().filter(|&(_, &b)| b == b'/').map(move |(i, _)| &path[..i])
+}
+
+fn lossy(p: &[u8]) -> String {
+    String::from_utf8_lossy(p).into_owned()
+}
+
+/// Plans the restore of `target` over the disk state `current` (both sorted by path).
+///
+/// # Errors
+/// [`RestoreError::Unsafe`] when the target would write through a symlink, into a
+/// hard-excluded name, or over a directory holding unmanaged files.
+pub fn plan(root: &Path, current: &[FlatEntry], target: &[FlatEntry]) -> Result<Plan, RestoreError> {
+    let mut plan = Plan::default();
+    let find = |p: &[u8]| current.binary_search_by(|c| c.path.as_slice().cmp(p)).ok().map(|i| &current[i]);
+    // Subtrees of the target we must not enter: nested repositories on disk, and paths
+    // where an unmanaged file blocks a directory.
+    let mut blocked: HashSet<Vec<u8>> = current
+        .iter()
+        .filter(|c| c.kind == EntryKind::NestedRepo)
+        .map(|c| c.path.clone())
+        .collect();
+    for t in target {
+        if t.path.split(|&b| b == b'/').any(is_hard_excluded) {
+            return Err(RestoreError::Unsafe {
+                path: lossy(&t.path),
+                reason: "the snapshot names a hard-excluded path (.git, node_modules, .env)".into(),
+            });
+        }
+        if blocked.contains(&t.path) || ancestors(&t.path).any(|a| blocked.contains(a)) {
+            if t.kind != EntryKind::NestedRepo {
+                plan.left_alone.push(Skipped {
+                    path: lossy(&t.path),
+                    reason: "inside a nested repository or an unmanaged path".into(),
+                });
+            }
+            continue;
+        }
+        if t.kind == EntryKind::NestedRepo {
+            continue;
+        }
+        match find(&t.path) {
+            Some(c) if c.kind == t.kind && (c.id == t.id || c.kind == EntryKind::Dir) => {}
+            Some(c) => match (is_leaf(c.kind), t.kind == EntryKind::Dir) {
+                // A rename replaces a file or symlink atomically: no delete first.
+                (true, false) => plan.writes.push(t.clone()),
+                (true, true) => {
+                    plan.deletes.push(c.path.clone());
+                    plan.mkdirs.push(t.path.clone());
+                }
+                (false, _) => {
+                    check_only_managed(root, &c.path, current)?;
+                    plan.prune.push(c.path.clone());
+                    plan.writes.push(t.clone());
+                }
+            },
+            None => match abs_path(root, &t.path).symlink_metadata() {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if t.kind == EntryKind::Dir {
+                        plan.mkdirs.push(t.path.clone());
+                    } else {
+                        plan.writes.push(t.clone());
+                    }
+                }
+                Err(e) => {
+                    return Err(RestoreError::Io { path: abs_path(root, &t.path), source: e });
+                }
+                Ok(m) if t.kind == EntryKind::Dir && m.file_type().is_symlink() => {
+                    return Err(RestoreError::Unsafe {
+                        path: lossy(&t.path),
+                        reason: "it is a symlink on disk that retrace does not manage; \
+                                 writing into it could escape the workspace"
+                            .into(),
+                    });
+                }
+                Ok(m) if t.kind == EntryKind::Dir && m.is_dir() => {}
+                Ok(_) => {
+                    plan.left_alone.push(Skipped {
+                        path: lossy(&t.path),
+                        reason: "an ignored or excluded file is in the way".into(),
+                    });
+                    blocked.insert(t.path.clone());
+                }
+            },
+        }
+    }
+    let in_target = |p: &[u8]| target.binary_search_by(|t| t.path.as_slice().cmp(p)).is_ok();
+    for c in current {
+        if in_target(&c.path) || ancestors(&c.path).any(|a| blocked.contains(a)) {
+            continue;
+        }
+        if is_leaf(c.kind) {
+            plan.deletes.push(c.path.clone());
+        } else if c.kind == EntryKind::Dir {
+            plan.prune.push(c.path.clone());
+        }
+    }
+    plan.mkdirs.sort();
+    plan.deletes.sort();
+    plan.deletes.dedup();
+    plan.prune.sort();
+    plan.prune.dedup();
+    Ok(plan)
+}
+
+/// A managed directory replaced by a file may hold only managed entries: anything else
+/// (ignored build output, say) would be lost, so the restore is refused.
+fn check_only_managed(root: &Path, dir: &[u8], current: &[FlatEntry]) -> Result<(), RestoreError> {
+    let base = abs_path(root, dir);
+    for entry in walkdir::WalkDir::new(&base).min_depth(1).follow_links(false) {
+        let entry = entry.map_err(|e| RestoreError::Io {
+            path: base.clone(),
+            source: e.into_io_error().unwrap_or_else(|| std::io::Error::other("walk failed")),
+        })?;
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        let rel = rel.as_os_str().as_encoded_bytes();
+        if current.binary_search_by(|c| c.path.as_slice().cmp(rel)).is_err() {
+            return Err(RestoreError::Unsafe {
+                path: lossy(dir),
+                reason: format!(
+                    "the snapshot has a file here, but the directory holds {} which retrace \
+                     does not manage; move it away first",
+                    lossy(rel)
+                ),
+            });
+        }
+    }
+    Ok(())
+}

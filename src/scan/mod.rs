@@ -1,0 +1,215 @@
+//! Parallel, gitignore-aware walk of a workspace producing `lstat` results, sorted by path.
+//!
+//! Only git's rules apply (`.gitignore` at every level, `.git/info/exclude`, the global
+//! excludes file), in git repositories and plain folders alike; hidden files are included;
+//! symlinks are recorded, never followed. Hard exclusions ([`exclude::HARD_EXCLUSIONS`]) and
+//! the store directory are skipped before any rule is consulted. A directory holding its own
+//! `.git` is a nested repository: recorded, not entered.
+
+pub mod exclude;
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+
+/// What the walk found at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanKind {
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+    /// A directory (entered).
+    Dir,
+    /// A directory with its own `.git` (not entered).
+    NestedRepo,
+}
+
+/// One path found by the walk with its `lstat` data.
+#[derive(Clone, Debug)]
+pub struct ScanEntry {
+    /// Path relative to the workspace root, `/`-separated bytes.
+    pub path: Vec<u8>,
+    /// What it is.
+    pub kind: ScanKind,
+    /// `st_size`.
+    pub size: u64,
+    /// `st_mtime` in nanoseconds.
+    pub mtime_ns: i64,
+    /// `st_ctime` in nanoseconds.
+    pub ctime_ns: i64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// `st_mode`.
+    pub mode: u32,
+}
+
+/// A path the walk could not read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// Path relative to the workspace root.
+    pub path: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+/// The result of a walk.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Entries sorted by path bytes (the root itself is not listed).
+    pub entries: Vec<ScanEntry>,
+    /// Paths left out because they could not be read.
+    pub skipped: Vec<Skipped>,
+}
+
+fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
+    path.strip_prefix(root).unwrap_or(path).as_os_str().as_bytes().to_vec()
+}
+
+/// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped.
+#[must_use]
+pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
+    let store_dir: Option<PathBuf> = store_dir.map(Path::to_path_buf);
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .standard_filters(false)
+        .hidden(false)
+        .parents(false)
+        .ignore(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(move |e| {
+            if e.depth() == 0 {
+                return true;
+            }
+            if exclude::is_hard_excluded(e.file_name().as_bytes()) {
+                return false;
+            }
+            store_dir.as_deref().is_none_or(|s| e.path() != s)
+        });
+    let shared = Shared { entries: Mutex::new(Vec::new()), skipped: Mutex::new(Vec::new()) };
+    builder.build_parallel().visit(&mut VisitorBuilder { root, shared: &shared });
+    let mut entries = shared.entries.into_inner().unwrap_or_else(PoisonError::into_inner);
+    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    let mut skipped = shared.skipped.into_inner().unwrap_or_else(PoisonError::into_inner);
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    Scan { entries, skipped }
+}
+
+struct Shared {
+    entries: Mutex<Vec<ScanEntry>>,
+    skipped: Mutex<Vec<Skipped>>,
+}
+
+struct VisitorBuilder<'s> {
+    root: &'s Path,
+    shared: &'s Shared,
+}
+
+impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
+    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
+        Box::new(Visitor {
+            root: self.root,
+            shared: self.shared,
+            entries: Vec::new(),
+            skipped: Vec::new(),
+        })
+    }
+}
+
+/// One walker thread's visitor: collects locally and hands its results to the shared
+/// vectors when the walk ends, so threads do not contend on a lock per entry.
+struct Visitor<'s> {
+    root: &'s Path,
+    shared: &'s Shared,
+    entries: Vec<ScanEntry>,
+    skipped: Vec<Skipped>,
+}
+
+impl Drop for Visitor<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut v) = self.shared.entries.lock() {
+            v.append(&mut self.entries);
+        }
+        if let Ok(mut v) = self.shared.skipped.lock() {
+            v.append(&mut self.skipped);
+        }
+    }
+}
+
+impl Visitor<'_> {
+    fn skip(&mut self, path: &Path, reason: String) {
+        let path = String::from_utf8_lossy(&rel_path(self.root, path)).into_owned();
+        self.skipped.push(Skipped { path, reason });
+    }
+}
+
+impl ParallelVisitor for Visitor<'_> {
+    fn visit(&mut self, result: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+        let entry = match result {
+            Ok(e) => e,
+            Err(err) => {
+                let path = error_path(&err).unwrap_or_default();
+                self.skip(&path, err.to_string());
+                return WalkState::Continue;
+            }
+        };
+        if entry.depth() == 0 {
+            return WalkState::Continue;
+        }
+        let path = entry.path();
+        let meta = match path.symlink_metadata() {
+            Ok(m) => m,
+            Err(err) => {
+                self.skip(path, err.to_string());
+                return WalkState::Continue;
+            }
+        };
+        let ft = meta.file_type();
+        let mut state = WalkState::Continue;
+        let kind = if ft.is_symlink() {
+            ScanKind::Symlink
+        } else if ft.is_dir() {
+            if path.join(".git").symlink_metadata().is_ok() {
+                state = WalkState::Skip;
+                ScanKind::NestedRepo
+            } else {
+                ScanKind::Dir
+            }
+        } else if ft.is_file() {
+            ScanKind::File
+        } else {
+            // Sockets, fifos and devices are not workspace content.
+            return WalkState::Continue;
+        };
+        let sized = matches!(kind, ScanKind::File | ScanKind::Symlink);
+        self.entries.push(ScanEntry {
+            path: rel_path(self.root, path),
+            kind,
+            size: if sized { meta.len() } else { 0 },
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+        });
+        state
+    }
+}
+
+fn error_path(err: &ignore::Error) -> Option<PathBuf> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path.clone()),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            error_path(err)
+        }
+        ignore::Error::Partial(errs) => errs.first().and_then(error_path),
+        _ => None,
+    }
+}
+

@@ -1,0 +1,638 @@
+//! The workspace store: one redb database holding objects (in the pack log), snapshots and
+//! the workspace's last known state.
+//!
+//! Several processes may open one store at once: it is opened in redb's multi-process
+//! `MultiWriter` mode, and write transactions (one at a time across processes) are taken
+//! with a bounded wait, so a second `retrace snapshot` started at the same moment waits its
+//! turn instead of failing.
+
+mod pack;
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redb::{
+    ConcurrencyMode, Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase,
+    ReadableTable, ReadableTableMetadata, TransactionError, WriteTransaction,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::StoreError;
+use crate::object::record::{RECORD_VERSION, decompress};
+use crate::object::{ChunkList, Codec, ObjectId, ObjectKind, ObjectRecord, Tree};
+use schema::{
+    FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID, META_WORKSPACE, OBJECTS,
+    PACKS, SNAPSHOTS,
+};
+
+/// How long an open or a write waits for other processes before answering "busy".
+pub const LOCK_WAIT: Duration = Duration::from_secs(120);
+
+/// A new object ready to be written: payload already encoded (and maybe compressed).
+#[derive(Debug)]
+pub struct NewObject {
+    /// Its id.
+    pub id: ObjectId,
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// Content length (see [`ObjectRecord::raw_len`]).
+    pub raw_len: u64,
+    /// Payload codec.
+    pub codec: Codec,
+    /// The stored payload bytes.
+    pub payload: Vec<u8>,
+}
+
+/// One entry of `retrace log`: a captured snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// Record version (1).
+    pub version: u8,
+    /// Root tree id; the snapshot's id.
+    pub root: ObjectId,
+    /// Unix milliseconds when captured.
+    pub time_ms: u64,
+    /// Optional label.
+    pub label: Option<String>,
+    /// Number of files (and symlinks) captured.
+    pub files: u64,
+    /// Total bytes of those files.
+    pub bytes: u64,
+}
+
+/// What [`Store::write`] did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WriteStats {
+    /// Objects actually added (absent before).
+    pub objects: u64,
+    /// Stored (compressed) bytes added.
+    pub stored_bytes: u64,
+}
+
+/// Object, byte and file counts of a store (`retrace-dump stats`).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct StoreStats {
+    /// Blob objects (including chunks).
+    pub blobs: u64,
+    /// Chunked blobs.
+    pub chunked: u64,
+    /// Trees.
+    pub trees: u64,
+    /// Sum of content lengths of blobs (logical bytes held).
+    pub logical_bytes: u64,
+    /// Sum of stored payload lengths (compressed bytes).
+    pub stored_bytes: u64,
+    /// Size of the pack log.
+    pub log_bytes: u64,
+    /// Size of the redb file.
+    pub file_bytes: u64,
+    /// Snapshots recorded.
+    pub snapshots: u64,
+}
+
+/// A handle on one store file.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Unix milliseconds now.
+#[must_use]
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// 16 unpredictable-enough bytes (time, pid, address entropy) for a store id.
+fn random_id() -> [u8; 16] {
+    let mut h = blake3::Hasher::new();
+    h.update(&format!("{:?}{}", SystemTime::now(), std::process::id()).into_bytes());
+    h.update(&(std::ptr::from_ref(&h) as usize).to_le_bytes());
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out
+}
+
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+    b.set_cache_size(256 * 1024 * 1024);
+    b
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`, waiting up to [`LOCK_WAIT`] for other
+    /// processes, and checks the format version.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the file cannot be opened, stays busy, or has an unknown format.
+    pub fn open(path: &Path, workspace: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent() {
+            crate::home::create_private_dir(dir)?;
+        }
+        let started = Instant::now();
+        let db = loop {
+            match builder().create(path) {
+                Ok(db) => break db,
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < LOCK_WAIT => {
+                    thread::sleep(Duration::from_millis(20));
+                }
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(StoreError::Busy { path: path.into(), secs: LOCK_WAIT.as_secs() });
+                }
+                Err(source) => return Err(StoreError::Open { path: path.into(), source }),
+            }
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        let store = Store { db, path: path.to_path_buf() };
+        store.init(workspace)?;
+        Ok(store)
+    }
+
+    /// Opens an existing store read-only (for `retrace-dump`); never changes it.
+    ///
+    /// # Errors
+    /// [`StoreError`] when it cannot be opened or has an unknown format.
+    pub fn open_read_only(path: &Path) -> Result<ReadOnlyStore, StoreError> {
+        let db = builder()
+            .open_read_only(path)
+            .map_err(|source| StoreError::Open { path: path.into(), source })?;
+        let store = ReadOnlyStore { db, path: path.to_path_buf() };
+        let r = store.reader()?;
+        r.check_format()?;
+        Ok(store)
+    }
+
+    /// The store file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn db_err(&self) -> impl Fn(redb::Error) -> StoreError + '_ {
+        move |source| StoreError::Db { path: self.path.clone(), source }
+    }
+
+    fn init(&self, workspace: &Path) -> Result<(), StoreError> {
+        let r = self.reader()?;
+        if r.format()?.is_some() {
+            return r.check_format();
+        }
+        drop(r);
+        let tx = self.begin_write()?;
+        {
+            let e = self.db_err();
+            let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
+            let existing = meta.get(META_FORMAT).map_err(|x| e(x.into()))?.map(|g| g.value().to_vec());
+            if existing.is_none() {
+                meta.insert(META_FORMAT, FORMAT_VERSION.to_le_bytes().as_slice())
+                    .map_err(|x| e(x.into()))?;
+                meta.insert(META_WORKSPACE, workspace.as_os_str().as_encoded_bytes())
+                    .map_err(|x| e(x.into()))?;
+                meta.insert(META_STORE_ID, random_id().as_slice()).map_err(|x| e(x.into()))?;
+            }
+            tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
+            tx.open_table(PACKS).map_err(|x| e(x.into()))?;
+            tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+        }
+        tx.commit().map_err(|x| self.db_err()(x.into()))?;
+        self.reader()?.check_format()
+    }
+
+    /// Begins a write transaction, waiting up to [`LOCK_WAIT`] for other writers.
+    fn begin_write(&self) -> Result<WriteTransaction, StoreError> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match self.db.try_begin_write() {
+                Ok(tx) => return Ok(tx),
+                Err(TransactionError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
+                    thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(TransactionError::WouldBlock) => {
+                    return Err(StoreError::Busy {
+                        path: self.path.clone(),
+                        secs: LOCK_WAIT.as_secs(),
+                    });
+                }
+                Err(e) => return Err(self.db_err()(e.into())),
+            }
+        }
+    }
+
+    /// A consistent read view of the store.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn reader(&self) -> Result<StoreReader, StoreError> {
+        StoreReader::new(&self.db, &self.path)
+    }
+
+    /// Writes `objects` (those not present yet; duplicates ignored), optionally a snapshot
+    /// record and the new last known state, in one transaction. `durable` commits with an
+    /// fsync; a non-durable batch becomes durable with the next durable commit.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the write fails; nothing is committed then.
+    pub fn write(
+        &self,
+        mut objects: Vec<NewObject>,
+        snapshot: Option<&SnapshotRecord>,
+        last_known: Option<ObjectId>,
+        durable: bool,
+    ) -> Result<WriteStats, StoreError> {
+        let e = self.db_err();
+        let mut tx = self.begin_write()?;
+        if !durable {
+            tx.set_durability(Durability::None)
+                .map_err(|x| e(redb::Error::Corrupted(x.to_string())))?;
+        }
+        let mut stats = WriteStats::default();
+        {
+            let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
+            let mut index = tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
+            let mut packs = tx.open_table(PACKS).map_err(|x| e(x.into()))?;
+            let mut log_end = meta
+                .get(META_LOG_END)
+                .map_err(|x| e(x.into()))?
+                .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
+                .unwrap_or(0);
+            // Sorted keys insert about twice as fast into redb's B-tree.
+            objects.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+            objects.dedup_by(|a, b| a.id == b.id);
+            let mut tail = None;
+            let written = now_secs();
+            for o in &objects {
+                if index.get(&o.id.0).map_err(|x| e(x.into()))?.is_some() {
+                    continue;
+                }
+                let stored_len = u32::try_from(o.payload.len()).map_err(|_| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    id: o.id,
+                    detail: "payload over 4 GiB".into(),
+                })?;
+                let offset = pack::append(&mut packs, &mut log_end, &mut tail, &o.payload)
+                    .map_err(&e)?;
+                let rec = ObjectRecord {
+                    version: RECORD_VERSION,
+                    kind: o.kind,
+                    raw_len: o.raw_len,
+                    offset,
+                    stored_len,
+                    codec: o.codec,
+                    written,
+                };
+                index.insert(&o.id.0, rec.encode().as_slice()).map_err(|x| e(x.into()))?;
+                stats.objects += 1;
+                stats.stored_bytes += u64::from(stored_len);
+            }
+            pack::flush_tail(&mut packs, log_end, tail).map_err(&e)?;
+            meta.insert(META_LOG_END, log_end.to_le_bytes().as_slice()).map_err(|x| e(x.into()))?;
+            if let Some(rec) = snapshot {
+                let mut snaps = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+                let next = snaps
+                    .last()
+                    .map_err(|x| e(x.into()))?
+                    .map_or(1, |(k, _)| k.value() + 1);
+                let bytes = postcard::to_allocvec(rec).expect("encoding plain data cannot fail");
+                snaps.insert(next, bytes.as_slice()).map_err(|x| e(x.into()))?;
+            }
+            if let Some(root) = last_known {
+                meta.insert(META_LAST_KNOWN, root.0.as_slice()).map_err(|x| e(x.into()))?;
+            }
+        }
+        tx.commit().map_err(|x| e(x.into()))?;
+        Ok(stats)
+    }
+}
+
+/// A store opened read-only (`retrace-dump`).
+pub struct ReadOnlyStore {
+    db: redb::ReadOnlyDatabase,
+    path: PathBuf,
+}
+
+impl ReadOnlyStore {
+    /// A consistent read view.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn reader(&self) -> Result<StoreReader, StoreError> {
+        StoreReader::new(&self.db, &self.path)
+    }
+
+    /// The store file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A read transaction with the object tables open; cheap to share between threads.
+pub struct StoreReader {
+    path: PathBuf,
+    meta: Option<ReadOnlyTable<&'static str, &'static [u8]>>,
+    objects: Option<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
+    packs: Option<ReadOnlyTable<u64, &'static [u8]>>,
+    snapshots: Option<ReadOnlyTable<u64, &'static [u8]>>,
+    _tx: ReadTransaction,
+}
+
+fn open_opt<K: redb::Key + 'static, V: redb::Value + 'static>(
+    tx: &ReadTransaction,
+    def: redb::TableDefinition<K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, redb::Error> {
+    match tx.open_table(def) {
+        Ok(t) => Ok(Some(t)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl StoreReader {
+    fn new(db: &impl ReadableDatabase, path: &Path) -> Result<StoreReader, StoreError> {
+        let e = |source: redb::Error| StoreError::Db { path: path.into(), source };
+        let tx = db.begin_read().map_err(|x| e(x.into()))?;
+        Ok(StoreReader {
+            path: path.into(),
+            meta: open_opt(&tx, META).map_err(e)?,
+            objects: open_opt(&tx, OBJECTS).map_err(e)?,
+            packs: open_opt(&tx, PACKS).map_err(e)?,
+            snapshots: open_opt(&tx, SNAPSHOTS).map_err(e)?,
+            _tx: tx,
+        })
+    }
+
+    fn db_err(&self, source: impl Into<redb::Error>) -> StoreError {
+        StoreError::Db { path: self.path.clone(), source: source.into() }
+    }
+
+    fn meta_value(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(meta) = &self.meta else { return Ok(None) };
+        Ok(meta.get(key).map_err(|x| self.db_err(x))?.map(|g| g.value().to_vec()))
+    }
+
+    fn format(&self) -> Result<Option<u32>, StoreError> {
+        Ok(self
+            .meta_value(META_FORMAT)?
+            .map(|v| v.try_into().map_or(u32::MAX, u32::from_le_bytes)))
+    }
+
+    fn check_format(&self) -> Result<(), StoreError> {
+        match self.format()? {
+            Some(FORMAT_VERSION) => Ok(()),
+            found => Err(StoreError::UnknownFormat {
+                path: self.path.clone(),
+                found: found.unwrap_or(0),
+                expected: FORMAT_VERSION,
+            }),
+        }
+    }
+
+    /// The workspace root recorded when the store was created.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn workspace(&self) -> Result<Option<PathBuf>, StoreError> {
+        Ok(self.meta_value(META_WORKSPACE)?.map(|b| {
+            use std::os::unix::ffi::OsStringExt;
+            PathBuf::from(std::ffi::OsString::from_vec(b))
+        }))
+    }
+
+    /// The store's random id (see [`schema::META_STORE_ID`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn store_id(&self) -> Result<[u8; 16], StoreError> {
+        Ok(self
+            .meta_value(META_STORE_ID)?
+            .and_then(|v| <[u8; 16]>::try_from(v.as_slice()).ok())
+            .unwrap_or([0; 16]))
+    }
+
+    /// The root id of the workspace's last known state.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn last_known(&self) -> Result<Option<ObjectId>, StoreError> {
+        Ok(self
+            .meta_value(META_LAST_KNOWN)?
+            .and_then(|v| <[u8; 32]>::try_from(v.as_slice()).ok().map(ObjectId)))
+    }
+
+    /// Whether the object is present.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn contains(&self, id: &ObjectId) -> Result<bool, StoreError> {
+        let Some(t) = &self.objects else { return Ok(false) };
+        Ok(t.get(&id.0).map_err(|x| self.db_err(x))?.is_some())
+    }
+
+    /// The index record of an object.
+    ///
+    /// # Errors
+    /// [`StoreError::Missing`] or [`StoreError::Corrupt`].
+    pub fn record(&self, id: &ObjectId) -> Result<ObjectRecord, StoreError> {
+        let missing = || StoreError::Missing { path: self.path.clone(), id: *id };
+        let t = self.objects.as_ref().ok_or_else(missing)?;
+        let g = t.get(&id.0).map_err(|x| self.db_err(x))?.ok_or_else(missing)?;
+        ObjectRecord::decode(g.value()).map_err(|x| self.corrupt(id, x.to_string()))
+    }
+
+    fn corrupt(&self, id: &ObjectId, detail: String) -> StoreError {
+        StoreError::Corrupt { path: self.path.clone(), id: *id, detail }
+    }
+
+    /// The decompressed payload of an object (unverified).
+    fn payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
+        let packs = self.packs.as_ref().ok_or_else(|| self.corrupt(id, "no pack log".into()))?;
+        let stored = pack::read(packs, rec.offset, rec.stored_len)
+            .map_err(|x| self.db_err(x))?
+            .ok_or_else(|| self.corrupt(id, "payload outside the pack log".into()))?;
+        let raw_len = match rec.kind {
+            ObjectKind::ChunkedBlob => None,
+            _ => Some(rec.raw_len),
+        };
+        match raw_len {
+            Some(n) => decompress(rec.codec, &stored, n).map_err(|x| self.corrupt(id, x)),
+            None => match rec.codec {
+                Codec::Raw => Ok(stored),
+                Codec::Zstd => zstd::stream::decode_all(stored.as_slice())
+                    .map_err(|x| self.corrupt(id, x.to_string())),
+            },
+        }
+    }
+
+    /// The verified content of a blob or chunked blob.
+    ///
+    /// # Errors
+    /// [`StoreError::Missing`] or [`StoreError::Corrupt`] (the bytes do not hash to `id`).
+    pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>, StoreError> {
+        let rec = self.record(id)?;
+        let data = match rec.kind {
+            ObjectKind::Blob => self.payload(id, &rec)?,
+            ObjectKind::ChunkedBlob => {
+                let list = ChunkList::decode(&self.payload(id, &rec)?)
+                    .map_err(|x| self.corrupt(id, x.to_string()))?;
+                let cap = usize::try_from(rec.raw_len).unwrap_or(0).min(1 << 30);
+                let mut out = Vec::with_capacity(cap);
+                for (chunk, _) in &list.chunks {
+                    let crec = self.record(chunk)?;
+                    if crec.kind != ObjectKind::Blob {
+                        return Err(self.corrupt(id, "chunk is not a blob".into()));
+                    }
+                    out.extend_from_slice(&self.payload(chunk, &crec)?);
+                }
+                out
+            }
+            ObjectKind::Tree => return Err(self.corrupt(id, "expected a blob, found a tree".into())),
+        };
+        if ObjectId::of_blob(&data) != *id {
+            return Err(self.corrupt(id, "content does not hash to its id".into()));
+        }
+        Ok(data)
+    }
+
+    /// The chunk list of a chunked blob (for verification and stats).
+    ///
+    /// # Errors
+    /// [`StoreError::Missing`] or [`StoreError::Corrupt`].
+    pub fn chunk_list(&self, id: &ObjectId) -> Result<ChunkList, StoreError> {
+        let rec = self.record(id)?;
+        if rec.kind != ObjectKind::ChunkedBlob {
+            return Err(self.corrupt(id, "not a chunked blob".into()));
+        }
+        ChunkList::decode(&self.payload(id, &rec)?).map_err(|x| self.corrupt(id, x.to_string()))
+    }
+
+    /// A verified, validated tree.
+    ///
+    /// # Errors
+    /// [`StoreError::Missing`] or [`StoreError::Corrupt`] (bad id, hostile names, bad order).
+    pub fn read_tree(&self, id: &ObjectId) -> Result<Tree, StoreError> {
+        let rec = self.record(id)?;
+        if rec.kind != ObjectKind::Tree {
+            return Err(self.corrupt(id, "expected a tree".into()));
+        }
+        let bytes = self.payload(id, &rec)?;
+        if ObjectId::of_tree(&bytes) != *id {
+            return Err(self.corrupt(id, "tree does not hash to its id".into()));
+        }
+        Tree::decode(&bytes).map_err(|x| self.corrupt(id, x.to_string()))
+    }
+
+    /// Every object id with its record, in id order. Records that do not decode are
+    /// returned as errors in place.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn objects(&self) -> Result<Vec<(ObjectId, Result<ObjectRecord, StoreError>)>, StoreError> {
+        let Some(t) = &self.objects else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|x| self.db_err(x))? {
+            let (k, v) = item.map_err(|x| self.db_err(x))?;
+            let id = ObjectId(*k.value());
+            out.push((id, ObjectRecord::decode(v.value()).map_err(|x| self.corrupt(&id, x.to_string()))));
+        }
+        Ok(out)
+    }
+
+    /// Snapshots, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`], or [`StoreError::Corrupt`] for a record that does not decode.
+    pub fn snapshots(&self) -> Result<Vec<SnapshotRecord>, StoreError> {
+        let Some(t) = &self.snapshots else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|x| self.db_err(x))? {
+            let (_, v) = item.map_err(|x| self.db_err(x))?;
+            let bytes = v.value();
+            if bytes.first() != Some(&1) {
+                return Err(self.corrupt(&ObjectId::ZERO, "snapshot record of unknown version".into()));
+            }
+            out.push(
+                postcard::from_bytes(bytes)
+                    .map_err(|x| self.corrupt(&ObjectId::ZERO, format!("snapshot record: {x}")))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Resolves a snapshot id given in full or by a unique prefix of at least 8 hex digits.
+    ///
+    /// # Errors
+    /// [`StoreError::BadSnapshotId`] when it matches nothing or several snapshots.
+    pub fn resolve(&self, prefix: &str) -> Result<ObjectId, StoreError> {
+        let p = prefix.to_ascii_lowercase();
+        if p.len() < 8 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::BadSnapshotId(format!(
+                "{prefix:?} is not a snapshot id: give at least 8 hex digits (see `retrace log`)"
+            )));
+        }
+        let mut found: Vec<ObjectId> = Vec::new();
+        for s in self.snapshots()? {
+            if s.root.to_hex().starts_with(&p) && !found.contains(&s.root) {
+                found.push(s.root);
+            }
+        }
+        if let Some(full) = ObjectId::from_hex(&p) {
+            if found.is_empty() && self.contains(&full)? {
+                return Ok(full);
+            }
+        }
+        match found.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(StoreError::BadSnapshotId(format!(
+                "no snapshot starts with {prefix}; see `retrace log`"
+            ))),
+            _ => Err(StoreError::BadSnapshotId(format!(
+                "{prefix} matches {} snapshots; give more digits",
+                found.len()
+            ))),
+        }
+    }
+
+    /// Object and byte counts.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut s = StoreStats::default();
+        for (_, rec) in self.objects()? {
+            let Ok(rec) = rec else { continue };
+            match rec.kind {
+                ObjectKind::Blob => {
+                    s.blobs += 1;
+                    s.logical_bytes += rec.raw_len;
+                }
+                ObjectKind::ChunkedBlob => s.chunked += 1,
+                ObjectKind::Tree => s.trees += 1,
+            }
+            s.stored_bytes += u64::from(rec.stored_len);
+        }
+        s.log_bytes = self
+            .meta_value(META_LOG_END)?
+            .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0);
+        s.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        s.snapshots = match &self.snapshots {
+            Some(t) => t.len().map_err(|x| self.db_err(x))?,
+            None => 0,
+        };
+        Ok(s)
+    }
+}

@@ -1,0 +1,35 @@
+//! Every redb table of a workspace store and the format version. `docs/format.md` describes
+//! each record field by field.
+
+use redb::TableDefinition;
+
+/// Store format version written today; a store with another version is refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// `meta`: small named values. Keys: [`META_FORMAT`], [`META_WORKSPACE`], [`META_LOG_END`],
+/// [`META_LAST_KNOWN`].
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `objects`: object id → postcard [`crate::object::ObjectRecord`].
+pub const OBJECTS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("objects");
+/// `packs`: pack number → up to [`PACK_BYTES`] bytes of the append-only pack log.
+pub const PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("packs");
+/// `snapshots`: sequence number → postcard [`crate::store::SnapshotRecord`].
+pub const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
+
+/// Random 16 bytes chosen when the store is created; the stat cache records it so a cache
+/// never vouches for objects of another (or a recreated) store.
+pub const META_STORE_ID: &str = "store_id";
+/// Format version, u32 little endian.
+pub const META_FORMAT: &str = "format";
+/// Canonical workspace root path bytes.
+pub const META_WORKSPACE: &str = "workspace";
+/// Length of the pack log in bytes, u64 little endian.
+pub const META_LOG_END: &str = "log_end";
+/// Root tree id of the workspace's last known state (last captured or restored), 32 bytes.
+pub const META_LAST_KNOWN: &str = "last_known";
+
+/// Bytes per pack value. redb stores a value in a leaf of a power-of-two number of 4 KiB
+/// pages; 64 KiB minus room for the leaf header fills such a leaf exactly. Measured: values of
+/// 64 KiB − 64 keep the file at 1.05× the payload, while 256 KiB values give 1.45× and
+/// exact powers of two 2.7× (docs/benchmarks.md, "redb value sizes").
+pub const PACK_BYTES: u64 = 65536 - 128;

@@ -1,0 +1,339 @@
+//! The workspace handle: one folder, its store, and the operations on them.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
+use crate::diff::{Diff, diff, flatten};
+use crate::error::{Error, RestoreError, StoreError};
+use crate::home;
+use crate::object::ObjectId;
+use crate::progress::{NoProgress, Progress};
+use crate::restore::{RestoreOutcome, apply, plan};
+use crate::scan::exclude::HARD_EXCLUSIONS;
+use crate::store::{SnapshotRecord, Store, now_ms};
+
+/// Most paths listed when a guard refuses.
+pub const MAX_LISTED: usize = 20;
+
+/// Options for opening a workspace.
+#[derive(Clone, Debug)]
+pub struct Config {
+    home: PathBuf,
+}
+
+impl Config {
+    /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`).
+    #[must_use]
+    pub fn from_env() -> Config {
+        Config { home: home::default_home() }
+    }
+
+    /// Uses `home` as the retrace home directory.
+    #[must_use]
+    pub fn with_home(home: impl Into<PathBuf>) -> Config {
+        Config { home: home.into() }
+    }
+
+    /// The retrace home directory.
+    #[must_use]
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+}
+
+/// Options for [`Workspace::restore`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RestoreOptions {
+    /// Restore even over changes not in any snapshot (they are snapshotted first).
+    pub force: bool,
+    /// Only report what would change.
+    pub dry_run: bool,
+}
+
+/// `retrace status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    /// Workspace root.
+    pub root: PathBuf,
+    /// Store file.
+    pub store: PathBuf,
+    /// Store file size in bytes.
+    pub store_bytes: u64,
+    /// Snapshots recorded.
+    pub snapshots: u64,
+    /// Names excluded whatever the ignore rules say, plus the store directory.
+    pub exclusions: Vec<String>,
+    /// Root id of the last known state.
+    pub last_known: Option<ObjectId>,
+    /// Paths that differ from the last known state (at most [`MAX_LISTED`]).
+    pub changed: Vec<String>,
+    /// How many paths differ in all.
+    pub changed_count: usize,
+    /// Nested repositories left alone.
+    pub nested_repos: Vec<String>,
+}
+
+/// A workspace and its store. Opening one is cheap; every operation takes what it needs.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let home = tempfile::tempdir().unwrap();
+/// use retrace::{Config, RestoreOptions, Workspace};
+/// std::fs::write(dir.path().join("a.txt"), "one").unwrap();
+/// let ws = Workspace::open(dir.path(), &Config::with_home(home.path())).unwrap();
+/// let snap = ws.snapshot(Some("first".into())).unwrap();
+/// std::fs::write(dir.path().join("a.txt"), "two").unwrap();
+/// ws.snapshot(None).unwrap();
+/// ws.restore(&snap.id, RestoreOptions::default()).unwrap();
+/// assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "one");
+/// ```
+pub struct Workspace {
+    root: PathBuf,
+    dir: PathBuf,
+    store: Store,
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+impl Workspace {
+    /// Opens the workspace containing `path` (the git toplevel when inside a git worktree,
+    /// else `path` itself), creating its store on first use.
+    ///
+    /// # Errors
+    /// [`Error::Workspace`] for a missing directory or a store inside the workspace;
+    /// [`Error::Store`] when the store cannot be opened.
+    pub fn open(path: &Path, config: &Config) -> Result<Workspace, Error> {
+        let canonical = path.canonicalize().map_err(|e| Error::Workspace {
+            path: path.into(),
+            reason: format!("{e}; pass an existing directory with -C"),
+        })?;
+        if !canonical.is_dir() {
+            return Err(Error::Workspace { path: path.into(), reason: "not a directory".into() });
+        }
+        let root = home::find_root(&canonical);
+        home::create_private_dir(config.home())?;
+        let home_dir = config.home().canonicalize().map_err(|source| {
+            Error::Store(StoreError::CreateDir { path: config.home().into(), source })
+        })?;
+        let dir = home_dir.join("workspaces").join(home::workspace_id(&root));
+        if dir.starts_with(&root) {
+            return Err(Error::Workspace {
+                path: root,
+                reason: format!(
+                    "the store directory {} would lie inside the workspace; set RETRACE_HOME \
+                     to a directory outside it",
+                    dir.display()
+                ),
+            });
+        }
+        home::create_private_dir(&dir)?;
+        let store = Store::open(&dir.join("store.redb"), &root)?;
+        let info = format!(
+            "{{\"path\": {}, \"last_used_ms\": {}}}\n",
+            json_string(&root.to_string_lossy()),
+            now_ms()
+        );
+        let _ = std::fs::write(dir.join("workspace.json"), info);
+        Ok(Workspace { root, dir, store })
+    }
+
+    /// The store file a workspace containing `path` uses, without opening or creating it.
+    ///
+    /// # Errors
+    /// [`Error::Workspace`] when `path` does not exist.
+    pub fn locate_store(path: &Path, config: &Config) -> Result<PathBuf, Error> {
+        let canonical = path.canonicalize().map_err(|e| Error::Workspace {
+            path: path.into(),
+            reason: format!("{e}; pass an existing directory with -C"),
+        })?;
+        let root = home::find_root(&canonical);
+        let home_dir = config.home().canonicalize().unwrap_or_else(|_| config.home().to_path_buf());
+        Ok(home_dir.join("workspaces").join(home::workspace_id(&root)).join("store.redb"))
+    }
+
+    /// The workspace root.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The store file.
+    #[must_use]
+    pub fn store_path(&self) -> &Path {
+        self.store.path()
+    }
+
+    fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
+        let statcache = self.dir.join("statcache");
+        let ctx = CaptureContext {
+            root: &self.root,
+            store: &self.store,
+            statcache: &statcache,
+            store_dir: Some(&self.dir),
+        };
+        Ok(capture::capture(&ctx, opts)?)
+    }
+
+    /// Captures the workspace now and records it in the log.
+    ///
+    /// # Errors
+    /// [`Error`] when the store or the root cannot be used (unreadable files are skipped
+    /// and listed, not fatal).
+    pub fn snapshot(&self, label: Option<String>) -> Result<Capture, Error> {
+        self.snapshot_with(label, &NoProgress)
+    }
+
+    /// [`Workspace::snapshot`] with progress reporting.
+    ///
+    /// # Errors
+    /// As [`Workspace::snapshot`].
+    pub fn snapshot_with(&self, label: Option<String>, progress: &dyn Progress) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions { store_objects: true, record: Some(label), progress })
+    }
+
+    /// Scans the disk and computes its snapshot id without storing anything.
+    ///
+    /// # Errors
+    /// As [`Workspace::snapshot`].
+    pub fn scan_disk(&self, progress: &dyn Progress) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions { store_objects: false, record: None, progress })
+    }
+
+    /// Snapshots of this workspace, newest first.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read.
+    pub fn log(&self) -> Result<Vec<SnapshotRecord>, Error> {
+        let mut all = self.store.reader()?.snapshots()?;
+        all.reverse();
+        Ok(all)
+    }
+
+    /// Resolves a snapshot id or unique prefix (≥ 8 hex digits).
+    ///
+    /// # Errors
+    /// [`StoreError::BadSnapshotId`] when it matches nothing or several snapshots.
+    pub fn resolve(&self, prefix: &str) -> Result<ObjectId, Error> {
+        Ok(self.store.reader()?.resolve(prefix)?)
+    }
+
+    /// Paths that differ from snapshot `a` to snapshot `b`, or to the disk when `b` is None.
+    ///
+    /// # Errors
+    /// [`Error::Store`] for missing or corrupt objects.
+    pub fn diff(&self, a: &ObjectId, b: Option<&ObjectId>) -> Result<Diff, Error> {
+        let reader = self.store.reader()?;
+        let from = flatten(&reader, a)?;
+        let to = match b {
+            Some(b) => flatten(&reader, b)?,
+            None => self.scan_disk(&NoProgress)?.entries,
+        };
+        Ok(diff(&from, &to))
+    }
+
+    /// Makes the workspace's managed files equal to snapshot `id`.
+    ///
+    /// # Errors
+    /// [`RestoreError::Dirty`] (wrapped) when the disk differs from the last known state and
+    /// `force` is not set; missing or corrupt objects before anything is written; I/O.
+    pub fn restore(&self, id: &ObjectId, opts: RestoreOptions) -> Result<RestoreOutcome, Error> {
+        self.restore_with(id, opts, &NoProgress)
+    }
+
+    /// [`Workspace::restore`] with progress reporting.
+    ///
+    /// # Errors
+    /// As [`Workspace::restore`].
+    pub fn restore_with(
+        &self,
+        id: &ObjectId,
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<RestoreOutcome, Error> {
+        let reader = self.store.reader()?;
+        let target = flatten(&reader, id)?;
+        let mut current = self.scan_disk(progress)?;
+        let mut outcome = RestoreOutcome { target: Some(*id), dry_run: opts.dry_run, ..RestoreOutcome::default() };
+        let last_known = reader.last_known()?;
+        if last_known != Some(current.id) {
+            let changed = match last_known {
+                Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
+                None => current.entries.iter().map(|e| String::from_utf8_lossy(&e.path).into_owned()).collect(),
+            };
+            if !changed.is_empty() && !opts.force {
+                return Err(RestoreError::Dirty { paths: changed.into_iter().take(MAX_LISTED).collect() }.into());
+            }
+            if !changed.is_empty() && !opts.dry_run {
+                let label = format!("safety: before forced restore to {}", id.short());
+                current = self.snapshot_with(Some(label), progress)?;
+                outcome.safety_snapshot = Some(current.id);
+            }
+        }
+        let plan = plan::plan(&self.root, &current.entries, &target)?;
+        let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
+        outcome.written = plan.writes.iter().map(|w| lossy(&w.path)).collect();
+        outcome.deleted = plan.deletes.iter().map(lossy).collect();
+        outcome.left_alone.clone_from(&plan.left_alone);
+        if opts.dry_run {
+            outcome.verified = true;
+            return Ok(outcome);
+        }
+        let data = apply::verify(&reader, &plan)?;
+        let applied = apply::apply(&self.root, &reader, &plan, data, progress)?;
+        outcome.removed_dirs = applied.removed_dirs;
+        // Re-scan: refreshes the stat cache (so the next capture is cheap) and proves the
+        // disk now equals the target.
+        let after = self.capture(&CaptureOptions { store_objects: true, record: None, progress })?;
+        let left: std::collections::HashSet<&str> = plan.left_alone.iter().map(|s| s.path.as_str()).collect();
+        outcome.verify_diff = diff(&target, &after.entries)
+            .paths()
+            .into_iter()
+            .filter(|p| !left.contains(p.as_str()))
+            .collect();
+        outcome.verified = outcome.verify_diff.is_empty();
+        self.store.write(Vec::new(), None, Some(*id), true)?;
+        Ok(outcome)
+    }
+
+    /// Root, store, counts, exclusions and whether the disk differs from the last known state.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read.
+    pub fn status(&self) -> Result<Status, Error> {
+        let reader = self.store.reader()?;
+        let stats = reader.stats()?;
+        let last_known = reader.last_known()?;
+        let current = self.scan_disk(&NoProgress)?;
+        let changed = match last_known {
+            Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
+            None => Vec::new(),
+        };
+        let mut exclusions: Vec<String> = HARD_EXCLUSIONS.iter().map(|s| (*s).to_string()).collect();
+        exclusions.push(format!("{} (the store)", self.dir.display()));
+        Ok(Status {
+            root: self.root.clone(),
+            store: self.store.path().to_path_buf(),
+            store_bytes: stats.file_bytes,
+            snapshots: stats.snapshots,
+            exclusions,
+            last_known,
+            changed_count: changed.len(),
+            changed: changed.into_iter().take(MAX_LISTED).collect(),
+            nested_repos: current.nested_repos,
+        })
+    }
+}
