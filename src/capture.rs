@@ -104,7 +104,11 @@ struct Hasher<'a> {
 
 /// The result of looking at one file or symlink.
 enum Looked {
-    Done { id: ObjectId, cache: Option<CacheEntry>, hashed: bool },
+    Done {
+        id: ObjectId,
+        cache: Option<CacheEntry>,
+        hashed: bool,
+    },
     Skip(String),
 }
 
@@ -130,7 +134,9 @@ impl Hasher<'_> {
             return;
         }
         let batch = {
-            let Ok(mut p) = self.pending.lock() else { return };
+            let Ok(mut p) = self.pending.lock() else {
+                return;
+            };
             p.bytes += objects.iter().map(|o| o.payload.len()).sum::<usize>();
             p.objects.extend(objects);
             if p.bytes < BATCH_BYTES {
@@ -155,7 +161,13 @@ impl Hasher<'_> {
             return None;
         }
         let (codec, payload) = compress(data);
-        Some(NewObject { id, kind: ObjectKind::Blob, raw_len: data.len() as u64, codec, payload })
+        Some(NewObject {
+            id,
+            kind: ObjectKind::Blob,
+            raw_len: data.len() as u64,
+            codec,
+            payload,
+        })
     }
 
     fn look(&self, e: &ScanEntry, cache: &StatCache) -> Looked {
@@ -166,21 +178,35 @@ impl Hasher<'_> {
                     let bytes = target.as_os_str().as_bytes();
                     let id = ObjectId::of_blob(bytes);
                     self.queue(self.blob(bytes, id).into_iter().collect());
-                    Looked::Done { id, cache: None, hashed: true }
+                    Looked::Done {
+                        id,
+                        cache: None,
+                        hashed: true,
+                    }
                 }
                 Err(err) => Looked::Skip(err.to_string()),
             };
         }
-        if let Some(id) = cache.lookup(e) {
-            if !self.store_objects || self.known(&id) {
-                return Looked::Done { id, cache: Some(CacheEntry::from_scan(e, id)), hashed: false };
+        if let Some(id) = cache.lookup(e)
+            && (!self.store_objects || self.known(&id))
+        {
+            {
+                return Looked::Done {
+                    id,
+                    cache: Some(CacheEntry::from_scan(e, id)),
+                    hashed: false,
+                };
             }
         }
         for _ in 0..3 {
             match self.read_file(&path, e) {
                 Ok(Some((id, entry, objects))) => {
                     self.queue(objects);
-                    return Looked::Done { id, cache: Some(entry), hashed: true };
+                    return Looked::Done {
+                        id,
+                        cache: Some(entry),
+                        hashed: true,
+                    };
                 }
                 Ok(None) => {}
                 Err(err) => return Looked::Skip(err.to_string()),
@@ -228,7 +254,13 @@ impl Hasher<'_> {
             if self.store_objects && !self.known(&id) {
                 let list = ChunkList { version: 1, chunks }.encode();
                 let (codec, payload) = compress(&list);
-                objects.push(NewObject { id, kind: ObjectKind::ChunkedBlob, raw_len: total, codec, payload });
+                objects.push(NewObject {
+                    id,
+                    kind: ObjectKind::ChunkedBlob,
+                    raw_len: total,
+                    codec,
+                    payload,
+                });
             }
             id
         };
@@ -288,11 +320,18 @@ pub(crate) fn build_trees(
     }
     for e in entries.iter().filter(|e| e.kind != EntryKind::Dir) {
         let (parent, name) = split_parent(&e.path);
-        let te = TreeEntry { name: name.to_vec(), kind: e.kind, id: e.id, size: e.size };
+        let te = TreeEntry {
+            name: name.to_vec(),
+            kind: e.kind,
+            id: e.id,
+            size: e.size,
+        };
         children.entry(parent.to_vec()).or_default().push(te);
     }
     // Deepest directories first, so every child tree exists before its parent.
-    dirs.sort_by_key(|&i| std::cmp::Reverse(entries[i].path.iter().filter(|&&b| b == b'/').count()));
+    dirs.sort_by_key(|&i| {
+        std::cmp::Reverse(entries[i].path.iter().filter(|&&b| b == b'/').count())
+    });
     let finish = |kids: Vec<TreeEntry>, emit: &mut dyn FnMut(ObjectId, Vec<u8>)| {
         let mut tree = Tree { entries: kids };
         tree.entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
@@ -308,7 +347,12 @@ pub(crate) fn build_trees(
         entries[i].id = id;
         entries[i].size = size;
         let (parent, name) = split_parent(&entries[i].path);
-        let te = TreeEntry { name: name.to_vec(), kind: EntryKind::Dir, id, size };
+        let te = TreeEntry {
+            name: name.to_vec(),
+            kind: EntryKind::Dir,
+            id,
+            size,
+        };
         children.entry(parent.to_vec()).or_default().push(te);
     }
     let root = children.remove(&Vec::new()).unwrap_or_default();
@@ -326,8 +370,10 @@ pub(crate) fn capture(
     ctx: &CaptureContext<'_>,
     opts: &CaptureOptions<'_>,
 ) -> Result<Capture, CaptureError> {
-    std::fs::read_dir(ctx.root)
-        .map_err(|source| CaptureError::Root { path: ctx.root.into(), source })?;
+    std::fs::read_dir(ctx.root).map_err(|source| CaptureError::Root {
+        path: ctx.root.into(),
+        source,
+    })?;
     let scan = scan::scan(ctx.root, ctx.store_dir);
     let reader = ctx.store.reader()?;
     let store_id = reader.store_id()?;
@@ -336,7 +382,10 @@ pub(crate) fn capture(
         root: ctx.root,
         reader: &reader,
         store_objects: opts.store_objects,
-        pending: Mutex::new(Pending { objects: Vec::new(), bytes: 0 }),
+        pending: Mutex::new(Pending {
+            objects: Vec::new(),
+            bytes: 0,
+        }),
         store: ctx.store,
         error: Mutex::new(None),
         flushed: Mutex::new(WriteStats::default()),
@@ -366,13 +415,20 @@ pub(crate) fn capture(
     let mut hashed = 0;
     for (e, l) in content.iter().zip(looked) {
         match l {
-            Looked::Done { id, cache, hashed: h } => {
+            Looked::Done {
+                id,
+                cache,
+                hashed: h,
+            } => {
                 results.insert(&e.path, id);
                 cache_entries.extend(cache);
                 hashed += u64::from(h);
             }
             Looked::Skip(reason) => {
-                skipped.push(Skipped { path: String::from_utf8_lossy(&e.path).into_owned(), reason });
+                skipped.push(Skipped {
+                    path: String::from_utf8_lossy(&e.path).into_owned(),
+                    reason,
+                });
             }
         }
     }
@@ -390,17 +446,40 @@ pub(crate) fn capture(
             }
             ScanKind::Dir => ObjectId::ZERO,
         };
-        entries.push(FlatEntry { path: e.path.clone(), kind: kind_of(e), id, size: e.size });
+        entries.push(FlatEntry {
+            path: e.path.clone(),
+            kind: kind_of(e),
+            id,
+            size: e.size,
+        });
     }
     let mut trees = Vec::new();
     let root = build_trees(&mut entries, |id, bytes| {
         if opts.store_objects && !hasher.known(&id) {
             let (codec, payload) = compress(&bytes);
-            trees.push(NewObject { id, kind: ObjectKind::Tree, raw_len: bytes.len() as u64, codec, payload });
+            trees.push(NewObject {
+                id,
+                kind: ObjectKind::Tree,
+                raw_len: bytes.len() as u64,
+                codec,
+                payload,
+            });
         }
     });
-    let files = entries.iter().filter(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable | EntryKind::Symlink)).count() as u64;
-    let bytes = entries.iter().filter(|e| e.kind != EntryKind::Dir).map(|e| e.size).sum();
+    let files = entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EntryKind::File | EntryKind::Executable | EntryKind::Symlink
+            )
+        })
+        .count() as u64;
+    let bytes = entries
+        .iter()
+        .filter(|e| e.kind != EntryKind::Dir)
+        .map(|e| e.size)
+        .sum();
     let mut capture = Capture {
         id: root,
         files,
@@ -413,7 +492,11 @@ pub(crate) fn capture(
         entries,
     };
     if opts.store_objects {
-        let mut batch = hasher.pending.into_inner().map(|p| p.objects).unwrap_or_default();
+        let mut batch = hasher
+            .pending
+            .into_inner()
+            .map(|p| p.objects)
+            .unwrap_or_default();
         batch.extend(trees);
         let record = opts.record.as_ref().map(|label| SnapshotRecord {
             version: 1,

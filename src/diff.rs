@@ -25,7 +25,12 @@ pub fn flatten(reader: &StoreReader, root: &ObjectId) -> Result<Vec<FlatEntry>, 
             if e.kind == EntryKind::Dir {
                 stack.push((path.clone(), e.id));
             }
-            out.push(FlatEntry { path, kind: e.kind, id: e.id, size: e.size });
+            out.push(FlatEntry {
+                path,
+                kind: e.kind,
+                id: e.id,
+                size: e.size,
+            });
         }
     }
     out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
@@ -53,8 +58,13 @@ impl Diff {
     /// Every changed path, sorted.
     #[must_use]
     pub fn paths(&self) -> Vec<String> {
-        let mut all: Vec<String> =
-            self.added.iter().chain(&self.modified).chain(&self.deleted).cloned().collect();
+        let mut all: Vec<String> = self
+            .added
+            .iter()
+            .chain(&self.modified)
+            .chain(&self.deleted)
+            .cloned()
+            .collect();
         all.sort();
         all
     }

@@ -55,7 +55,9 @@ pub enum StoreError {
         source: redb::Error,
     },
     /// An object referenced by a snapshot is not in the store.
-    #[error("object {id} is missing from store {path}; run `retrace-dump verify` to see the damage")]
+    #[error(
+        "object {id} is missing from store {path}; run `retrace-dump verify` to see the damage"
+    )]
     Missing {
         /// The store file.
         path: PathBuf,

@@ -10,14 +10,20 @@ use crate::error::StoreError;
 /// The retrace home directory from the environment.
 #[must_use]
 pub fn default_home() -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(h) = env("RETRACE_HOME") {
         return h;
     }
     if let Some(x) = env("XDG_STATE_HOME") {
         return x.join("retrace");
     }
-    env("HOME").unwrap_or_else(|| PathBuf::from("/tmp")).join(".local/state/retrace")
+    env("HOME")
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join(".local/state/retrace")
 }
 
 /// The workspace id: the first 32 hex digits of `blake3(canonical root path)`.
@@ -39,7 +45,10 @@ pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
         .mode(0o700)
         .create(dir)
         .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-        .map_err(|source| StoreError::CreateDir { path: dir.into(), source })
+        .map_err(|source| StoreError::CreateDir {
+            path: dir.into(),
+            source,
+        })
 }
 
 /// The workspace root for a directory: the nearest enclosing directory holding `.git` (the

@@ -73,32 +73,44 @@ pub struct StatCache {
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes)
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_le_bytes)
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
 }
 
 impl StatCache {
     /// An empty cache (every lookup misses).
     #[must_use]
     pub fn empty() -> StatCache {
-        StatCache { map: None, count: 0, written_ns: 0 }
+        StatCache {
+            map: None,
+            count: 0,
+            written_ns: 0,
+        }
     }
 
     /// Loads the cache at `path`; anything missing, malformed, or written for another store
     /// gives an empty cache.
     #[must_use]
     pub fn load(path: &Path, store_id: &[u8; 16]) -> StatCache {
-        let Ok(file) = File::open(path) else { return StatCache::empty() };
+        let Ok(file) = File::open(path) else {
+            return StatCache::empty();
+        };
         // SAFETY: the cache file is only ever replaced by rename, never written in place
         // (see `write`), so the mapped inode does not change under us. A process that wrote
         // it in place anyway could only make lookups return wrong ids for paths, and every
         // id read is bounds-checked; that would cost a wrong snapshot entry, never memory
         // safety in this process beyond what the kernel guarantees for a private read map.
         // Measured: mapping avoids reading the whole file for a no-change capture.
-        let Ok(map) = (unsafe { Mmap::map(&file) }) else { return StatCache::empty() };
+        let Ok(map) = (unsafe { Mmap::map(&file) }) else {
+            return StatCache::empty();
+        };
         if map.len() < HEADER_LEN || &map[..4] != MAGIC || u32_at(&map, 4) != VERSION {
             return StatCache::empty();
         }
@@ -106,12 +118,20 @@ impl StatCache {
             return StatCache::empty();
         }
         let written_ns = i64::from_le_bytes(map[8..16].try_into().unwrap_or([0; 8]));
-        let Ok(count) = usize::try_from(u64_at(&map, 32)) else { return StatCache::empty() };
-        let records_end = count.checked_mul(RECORD_LEN).and_then(|n| n.checked_add(HEADER_LEN));
+        let Ok(count) = usize::try_from(u64_at(&map, 32)) else {
+            return StatCache::empty();
+        };
+        let records_end = count
+            .checked_mul(RECORD_LEN)
+            .and_then(|n| n.checked_add(HEADER_LEN));
         if records_end.is_none_or(|end| end > map.len()) {
             return StatCache::empty();
         }
-        StatCache { map: Some(map), count, written_ns }
+        StatCache {
+            map: Some(map),
+            count,
+            written_ns,
+        }
     }
 
     /// Number of entries.
@@ -231,14 +251,19 @@ mod tests {
 
     fn write(dir: &Path, entries: &[ScanEntry], at: i64) {
         let id = ObjectId::of_blob(b"hello");
-        let list = entries.iter().map(|e| CacheEntry::from_scan(e, id)).collect();
+        let list = entries
+            .iter()
+            .map(|e| CacheEntry::from_scan(e, id))
+            .collect();
         StatCache::write(&dir.join("c"), &STORE, list, at).unwrap();
     }
 
     #[test]
     fn hits_only_on_identical_stat_data() {
         let d = tempfile::tempdir().unwrap();
-        let entries: Vec<_> = (0..50).map(|i| scan_entry(format!("f{i:03}").as_bytes(), T0)).collect();
+        let entries: Vec<_> = (0..50)
+            .map(|i| scan_entry(format!("f{i:03}").as_bytes(), T0))
+            .collect();
         write(d.path(), &entries, T0 + 10 * RACY_MARGIN_NS);
         let c = StatCache::load(&d.path().join("c"), &STORE);
         assert_eq!(c.len(), 50);
@@ -257,11 +282,21 @@ mod tests {
         let e = scan_entry(b"racy", T0);
         // Written in the same instant the file was modified: must be re-hashed.
         write(d.path(), std::slice::from_ref(&e), T0);
-        assert_eq!(StatCache::load(&d.path().join("c"), &STORE).lookup(&e), None);
+        assert_eq!(
+            StatCache::load(&d.path().join("c"), &STORE).lookup(&e),
+            None
+        );
         write(d.path(), std::slice::from_ref(&e), T0 + RACY_MARGIN_NS - 1);
-        assert_eq!(StatCache::load(&d.path().join("c"), &STORE).lookup(&e), None);
+        assert_eq!(
+            StatCache::load(&d.path().join("c"), &STORE).lookup(&e),
+            None
+        );
         write(d.path(), std::slice::from_ref(&e), T0 + RACY_MARGIN_NS + 1);
-        assert!(StatCache::load(&d.path().join("c"), &STORE).lookup(&e).is_some());
+        assert!(
+            StatCache::load(&d.path().join("c"), &STORE)
+                .lookup(&e)
+                .is_some()
+        );
     }
 
     #[test]

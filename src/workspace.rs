@@ -27,7 +27,9 @@ impl Config {
     /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`).
     #[must_use]
     pub fn from_env() -> Config {
-        Config { home: home::default_home() }
+        Config {
+            home: home::default_home(),
+        }
     }
 
     /// Uses `home` as the retrace home directory.
@@ -122,12 +124,18 @@ impl Workspace {
             reason: format!("{e}; pass an existing directory with -C"),
         })?;
         if !canonical.is_dir() {
-            return Err(Error::Workspace { path: path.into(), reason: "not a directory".into() });
+            return Err(Error::Workspace {
+                path: path.into(),
+                reason: "not a directory".into(),
+            });
         }
         let root = home::find_root(&canonical);
         home::create_private_dir(config.home())?;
         let home_dir = config.home().canonicalize().map_err(|source| {
-            Error::Store(StoreError::CreateDir { path: config.home().into(), source })
+            Error::Store(StoreError::CreateDir {
+                path: config.home().into(),
+                source,
+            })
         })?;
         let dir = home_dir.join("workspaces").join(home::workspace_id(&root));
         if dir.starts_with(&root) {
@@ -161,8 +169,14 @@ impl Workspace {
             reason: format!("{e}; pass an existing directory with -C"),
         })?;
         let root = home::find_root(&canonical);
-        let home_dir = config.home().canonicalize().unwrap_or_else(|_| config.home().to_path_buf());
-        Ok(home_dir.join("workspaces").join(home::workspace_id(&root)).join("store.redb"))
+        let home_dir = config
+            .home()
+            .canonicalize()
+            .unwrap_or_else(|_| config.home().to_path_buf());
+        Ok(home_dir
+            .join("workspaces")
+            .join(home::workspace_id(&root))
+            .join("store.redb"))
     }
 
     /// The workspace root.
@@ -201,8 +215,16 @@ impl Workspace {
     ///
     /// # Errors
     /// As [`Workspace::snapshot`].
-    pub fn snapshot_with(&self, label: Option<String>, progress: &dyn Progress) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions { store_objects: true, record: Some(label), progress })
+    pub fn snapshot_with(
+        &self,
+        label: Option<String>,
+        progress: &dyn Progress,
+    ) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions {
+            store_objects: true,
+            record: Some(label),
+            progress,
+        })
     }
 
     /// Scans the disk and computes its snapshot id without storing anything.
@@ -210,7 +232,11 @@ impl Workspace {
     /// # Errors
     /// As [`Workspace::snapshot`].
     pub fn scan_disk(&self, progress: &dyn Progress) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions { store_objects: false, record: None, progress })
+        self.capture(&CaptureOptions {
+            store_objects: false,
+            record: None,
+            progress,
+        })
     }
 
     /// Snapshots of this workspace, newest first.
@@ -267,15 +293,26 @@ impl Workspace {
         let reader = self.store.reader()?;
         let target = flatten(&reader, id)?;
         let mut current = self.scan_disk(progress)?;
-        let mut outcome = RestoreOutcome { target: Some(*id), dry_run: opts.dry_run, ..RestoreOutcome::default() };
+        let mut outcome = RestoreOutcome {
+            target: Some(*id),
+            dry_run: opts.dry_run,
+            ..RestoreOutcome::default()
+        };
         let last_known = reader.last_known()?;
         if last_known != Some(current.id) {
             let changed = match last_known {
                 Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
-                None => current.entries.iter().map(|e| String::from_utf8_lossy(&e.path).into_owned()).collect(),
+                None => current
+                    .entries
+                    .iter()
+                    .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                    .collect(),
             };
             if !changed.is_empty() && !opts.force {
-                return Err(RestoreError::Dirty { paths: changed.into_iter().take(MAX_LISTED).collect() }.into());
+                return Err(RestoreError::Dirty {
+                    paths: changed.into_iter().take(MAX_LISTED).collect(),
+                }
+                .into());
             }
             if !changed.is_empty() && !opts.dry_run {
                 let label = format!("safety: before forced restore to {}", id.short());
@@ -297,8 +334,13 @@ impl Workspace {
         outcome.removed_dirs = applied.removed_dirs;
         // Re-scan: refreshes the stat cache (so the next capture is cheap) and proves the
         // disk now equals the target.
-        let after = self.capture(&CaptureOptions { store_objects: true, record: None, progress })?;
-        let left: std::collections::HashSet<&str> = plan.left_alone.iter().map(|s| s.path.as_str()).collect();
+        let after = self.capture(&CaptureOptions {
+            store_objects: true,
+            record: None,
+            progress,
+        })?;
+        let left: std::collections::HashSet<&str> =
+            plan.left_alone.iter().map(|s| s.path.as_str()).collect();
         outcome.verify_diff = diff(&target, &after.entries)
             .paths()
             .into_iter()
@@ -322,7 +364,8 @@ impl Workspace {
             Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
             None => Vec::new(),
         };
-        let mut exclusions: Vec<String> = HARD_EXCLUSIONS.iter().map(|s| (*s).to_string()).collect();
+        let mut exclusions: Vec<String> =
+            HARD_EXCLUSIONS.iter().map(|s| (*s).to_string()).collect();
         exclusions.push(format!("{} (the store)", self.dir.display()));
         Ok(Status {
             root: self.root.clone(),

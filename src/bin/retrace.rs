@@ -140,8 +140,10 @@ fn run(cli: Cli) -> Result<u8> {
             if json {
                 let rows: Vec<_> = log
                     .iter()
-                    .map(|s| serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
-                        "label": s.label, "files": s.files, "bytes": s.bytes}))
+                    .map(|s| {
+                        serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
+                        "label": s.label, "files": s.files, "bytes": s.bytes})
+                    })
                     .collect();
                 print_json(&serde_json::Value::Array(rows));
             } else if log.is_empty() {
@@ -180,7 +182,12 @@ fn run(cli: Cli) -> Result<u8> {
             }
             Ok(if d.is_empty() { REFUSED } else { 0 })
         }
-        Command::Restore { id, force, dry_run, json } => {
+        Command::Restore {
+            id,
+            force,
+            dry_run,
+            json,
+        } => {
             let ws = open(cli.dir.as_ref())?;
             let id = ws.resolve(&id)?;
             let bar = Bar::new();
@@ -201,20 +208,34 @@ fn run(cli: Cli) -> Result<u8> {
                     println!("left alone {}: {}", s.path, s.reason);
                 }
                 if let Some(s) = r.safety_snapshot {
-                    println!("your unsnapshotted changes were saved first as snapshot {}", s.short());
+                    println!(
+                        "your unsnapshotted changes were saved first as snapshot {}",
+                        s.short()
+                    );
                 }
                 if !r.verified {
-                    println!("warning: these paths changed during the restore: {}", r.verify_diff.join(", "));
+                    println!(
+                        "warning: these paths changed during the restore: {}",
+                        r.verify_diff.join(", ")
+                    );
                 }
                 println!(
                     "{} {}: {} written, {} deleted",
-                    if dry_run { "dry run of restore to" } else { "restored" },
+                    if dry_run {
+                        "dry run of restore to"
+                    } else {
+                        "restored"
+                    },
                     id.short(),
                     r.written.len(),
                     r.deleted.len()
                 );
             }
-            Ok(if r.written.is_empty() && r.deleted.is_empty() { REFUSED } else { 0 })
+            Ok(if r.written.is_empty() && r.deleted.is_empty() {
+                REFUSED
+            } else {
+                0
+            })
         }
         Command::Status { json } => {
             let ws = open(cli.dir.as_ref())?;
@@ -231,9 +252,15 @@ fn run(cli: Cli) -> Result<u8> {
                 }
                 match s.last_known {
                     None => println!("state      no snapshot yet"),
-                    Some(_) if s.changed_count == 0 => println!("state      clean (matches the last known state)"),
+                    Some(_) if s.changed_count == 0 => {
+                        println!("state      clean (matches the last known state)")
+                    }
                     Some(k) => {
-                        println!("state      {} path(s) changed since {}:", s.changed_count, k.short());
+                        println!(
+                            "state      {} path(s) changed since {}:",
+                            s.changed_count,
+                            k.short()
+                        );
                         for p in &s.changed {
                             println!("  {p}");
                         }
@@ -259,5 +286,10 @@ fn format_time(ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }

@@ -117,12 +117,11 @@ impl ChunkList {
 /// Compresses `raw` with zstd, or keeps it raw when compression saves less than 1/32.
 #[must_use]
 pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
-    if raw.len() >= 64 {
-        if let Ok(z) = zstd::bulk::compress(raw, ZSTD_LEVEL) {
-            if z.len() + raw.len() / 32 < raw.len() {
-                return (Codec::Zstd, z);
-            }
-        }
+    if raw.len() >= 64
+        && let Ok(z) = zstd::bulk::compress(raw, ZSTD_LEVEL)
+        && z.len() + raw.len() / 32 < raw.len()
+    {
+        return (Codec::Zstd, z);
     }
     (Codec::Raw, raw.to_vec())
 }
@@ -140,7 +139,10 @@ pub fn decompress(codec: Codec, stored: &[u8], raw_len: u64) -> Result<Vec<u8>, 
         }
     };
     if out.len() as u64 != raw_len {
-        return Err(format!("length {} differs from recorded {raw_len}", out.len()));
+        return Err(format!(
+            "length {} differs from recorded {raw_len}",
+            out.len()
+        ));
     }
     Ok(out)
 }
@@ -155,7 +157,9 @@ mod tests {
         let (c, z) = compress(&text);
         assert_eq!(c, Codec::Zstd);
         assert_eq!(decompress(c, &z, text.len() as u64).unwrap(), text);
-        let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let noise: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         let (c, _) = compress(&noise);
         assert_eq!(c, Codec::Raw);
     }
@@ -173,6 +177,9 @@ mod tests {
         };
         assert_eq!(ObjectRecord::decode(&r.encode()).unwrap(), r);
         r.version = 9;
-        assert_eq!(ObjectRecord::decode(&r.encode()), Err(RecordError::UnknownVersion(9)));
+        assert_eq!(
+            ObjectRecord::decode(&r.encode()),
+            Err(RecordError::UnknownVersion(9))
+        );
     }
 }

@@ -81,7 +81,10 @@ impl Tree {
     /// Encodes the tree; entries must already be sorted (capture builds them sorted).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let record = TreeRecord { version: TREE_VERSION, entries: self.entries.clone() };
+        let record = TreeRecord {
+            version: TREE_VERSION,
+            entries: self.entries.clone(),
+        };
         postcard::to_allocvec(&record).expect("encoding plain data into a Vec cannot fail")
     }
 
@@ -96,7 +99,9 @@ impl Tree {
     /// # Errors
     /// [`TreeError`] when the bytes are not a tree this retrace can safely restore.
     pub fn decode(bytes: &[u8]) -> Result<Tree, TreeError> {
-        let version = *bytes.first().ok_or_else(|| TreeError::Decode("empty".into()))?;
+        let version = *bytes
+            .first()
+            .ok_or_else(|| TreeError::Decode("empty".into()))?;
         if version != TREE_VERSION {
             return Err(TreeError::UnknownVersion(version));
         }
@@ -104,13 +109,19 @@ impl Tree {
             postcard::from_bytes(bytes).map_err(|e| TreeError::Decode(e.to_string()))?;
         for (i, e) in record.entries.iter().enumerate() {
             if !is_safe_name(&e.name) {
-                return Err(TreeError::BadName(String::from_utf8_lossy(&e.name).into_owned()));
+                return Err(TreeError::BadName(
+                    String::from_utf8_lossy(&e.name).into_owned(),
+                ));
             }
             if i > 0 && record.entries[i - 1].name >= e.name {
-                return Err(TreeError::Unsorted(String::from_utf8_lossy(&e.name).into_owned()));
+                return Err(TreeError::Unsorted(
+                    String::from_utf8_lossy(&e.name).into_owned(),
+                ));
             }
         }
-        Ok(Tree { entries: record.entries })
+        Ok(Tree {
+            entries: record.entries,
+        })
     }
 }
 
@@ -119,29 +130,51 @@ mod tests {
     use super::*;
 
     fn entry(name: &[u8]) -> TreeEntry {
-        TreeEntry { name: name.to_vec(), kind: EntryKind::File, id: ObjectId::ZERO, size: 0 }
+        TreeEntry {
+            name: name.to_vec(),
+            kind: EntryKind::File,
+            id: ObjectId::ZERO,
+            size: 0,
+        }
     }
 
     #[test]
     fn round_trips() {
-        let t = Tree { entries: vec![entry(b"a"), entry(b"b\xff")] };
+        let t = Tree {
+            entries: vec![entry(b"a"), entry(b"b\xff")],
+        };
         assert_eq!(Tree::decode(&t.encode()).unwrap(), t);
     }
 
     #[test]
     fn rejects_names_that_escape() {
         for bad in [&b".."[..], b".", b"", b"a/b", b"a\0"] {
-            let t = Tree { entries: vec![entry(bad)] };
-            assert!(matches!(Tree::decode(&t.encode()), Err(TreeError::BadName(_))), "{bad:?}");
+            let t = Tree {
+                entries: vec![entry(bad)],
+            };
+            assert!(
+                matches!(Tree::decode(&t.encode()), Err(TreeError::BadName(_))),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn rejects_duplicates_and_disorder() {
-        let t = Tree { entries: vec![entry(b"b"), entry(b"a")] };
-        assert!(matches!(Tree::decode(&t.encode()), Err(TreeError::Unsorted(_))));
-        let t = Tree { entries: vec![entry(b"a"), entry(b"a")] };
-        assert!(matches!(Tree::decode(&t.encode()), Err(TreeError::Unsorted(_))));
+        let t = Tree {
+            entries: vec![entry(b"b"), entry(b"a")],
+        };
+        assert!(matches!(
+            Tree::decode(&t.encode()),
+            Err(TreeError::Unsorted(_))
+        ));
+        let t = Tree {
+            entries: vec![entry(b"a"), entry(b"a")],
+        };
+        assert!(matches!(
+            Tree::decode(&t.encode()),
+            Err(TreeError::Unsorted(_))
+        ));
     }
 
     #[test]

@@ -40,24 +40,37 @@ pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> RestoreError + '_ {
-    move |source| RestoreError::Io { path: path.to_path_buf(), source }
+    move |source| RestoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Checks that every directory from the root down to `dir` is a real directory, never a
 /// symlink, right before writing into it (guards against a symlink swapped in meanwhile).
-fn check_real_dirs(root: &Path, dir: &[u8], seen: &Mutex<HashSet<Vec<u8>>>) -> Result<(), RestoreError> {
+fn check_real_dirs(
+    root: &Path,
+    dir: &[u8],
+    seen: &Mutex<HashSet<Vec<u8>>>,
+) -> Result<(), RestoreError> {
     if dir.is_empty() || seen.lock().is_ok_and(|s| s.contains(dir)) {
         return Ok(());
     }
     let mut end = 0;
     while end < dir.len() {
-        end = dir[end + 1..].iter().position(|&b| b == b'/').map_or(dir.len(), |i| end + 1 + i);
+        end = dir[end + 1..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(dir.len(), |i| end + 1 + i);
         let part = &dir[..end];
-        let meta = abs_path(root, part).symlink_metadata().map_err(io(&abs_path(root, part)))?;
+        let meta = abs_path(root, part)
+            .symlink_metadata()
+            .map_err(io(&abs_path(root, part)))?;
         if !meta.file_type().is_dir() {
             return Err(RestoreError::Unsafe {
                 path: String::from_utf8_lossy(part).into_owned(),
-                reason: "not a real directory (a symlink appeared?); nothing beyond it is written".into(),
+                reason: "not a real directory (a symlink appeared?); nothing beyond it is written"
+                    .into(),
             });
         }
     }
@@ -68,30 +81,45 @@ fn check_real_dirs(root: &Path, dir: &[u8], seen: &Mutex<HashSet<Vec<u8>>>) -> R
 }
 
 fn parent(path: &[u8]) -> &[u8] {
-    path.iter().rposition(|&b| b == b'/').map_or(&[][..], |i| &path[..i])
+    path.iter()
+        .rposition(|&b| b == b'/')
+        .map_or(&[][..], |i| &path[..i])
 }
 
 fn write_one(root: &Path, w: &FlatEntry, data: &[u8]) -> Result<(), RestoreError> {
     let dest = abs_path(root, &w.path);
     let dir = dest.parent().unwrap_or(root);
-    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.retrace-tmp-{}-{n}", std::process::id()));
     let result = (|| {
         if w.kind == EntryKind::Symlink {
             use std::os::unix::ffi::OsStrExt;
-            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &tmp).map_err(io(&dest))?;
+            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &tmp)
+                .map_err(io(&dest))?;
         } else {
-            let old_mode = dest.symlink_metadata().ok().filter(|m| m.is_file()).map(|m| m.permissions().mode());
+            let old_mode = dest
+                .symlink_metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .map(|m| m.permissions().mode());
             let base = old_mode.unwrap_or(0o644) & 0o7777;
             let mode = if w.kind == EntryKind::Executable {
                 base | ((base & 0o444) >> 2) | 0o100
             } else {
                 base & !0o111
             };
-            let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&dest))?;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(io(&dest))?;
             f.write_all(data).map_err(io(&dest))?;
-            f.set_permissions(fs::Permissions::from_mode(mode)).map_err(io(&dest))?;
+            f.set_permissions(fs::Permissions::from_mode(mode))
+                .map_err(io(&dest))?;
         }
         fs::rename(&tmp, &dest).map_err(io(&dest))
     })();
@@ -132,7 +160,13 @@ pub fn apply(
     let mut applied = Applied::default();
     // Directories replaced by files must go before the files are written.
     let replaced: HashSet<&[u8]> = plan.writes.iter().map(|w| w.path.as_slice()).collect();
-    prune(root, plan.prune.iter().filter(|p| replaced.contains(p.as_slice())), &mut applied)?;
+    prune(
+        root,
+        plan.prune
+            .iter()
+            .filter(|p| replaced.contains(p.as_slice())),
+        &mut applied,
+    )?;
     for d in &plan.mkdirs {
         let p = abs_path(root, d);
         check_real_dirs(root, parent(d), &Mutex::new(HashSet::new()))?;
@@ -159,7 +193,10 @@ pub fn apply(
     // Directories the restore emptied: managed directories absent from the target (every
     // ancestor of a deleted file that the target lacks is one), deepest first; a directory
     // still holding anything (ignored files) stays.
-    let rest = plan.prune.iter().filter(|p| !replaced.contains(p.as_slice()));
+    let rest = plan
+        .prune
+        .iter()
+        .filter(|p| !replaced.contains(p.as_slice()));
     prune(root, rest, &mut applied)?;
     progress.finish();
     Ok(applied)
@@ -176,12 +213,17 @@ fn prune<'a>(
     for d in dirs {
         let p = abs_path(root, d);
         match fs::remove_dir(&p) {
-            Ok(()) => applied.removed_dirs.push(String::from_utf8_lossy(d).into_owned()),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty) => {}
+            Ok(()) => applied
+                .removed_dirs
+                .push(String::from_utf8_lossy(d).into_owned()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty
+                ) => {}
             Err(e) if e.raw_os_error() == Some(20) => {} // ENOTDIR: already replaced
             Err(e) => return Err(io(&p)(e)),
         }
     }
     Ok(())
 }
-

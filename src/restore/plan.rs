@@ -29,16 +29,25 @@ impl Plan {
     /// Whether the restore changes nothing.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.deletes.is_empty() && self.mkdirs.is_empty() && self.prune.is_empty()
+        self.writes.is_empty()
+            && self.deletes.is_empty()
+            && self.mkdirs.is_empty()
+            && self.prune.is_empty()
     }
 }
 
 fn is_leaf(k: EntryKind) -> bool {
-    matches!(k, EntryKind::File | EntryKind::Executable | EntryKind::Symlink)
+    matches!(
+        k,
+        EntryKind::File | EntryKind::Executable | EntryKind::Symlink
+    )
 }
 
 fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
-    path.iter().enumerate().filter(|&(_, &b)| b == b'/').map(move |(i, _)| &path[..i])
+    path.iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'/')
+        .map(move |(i, _)| &path[..i])
 }
 
 fn lossy(p: &[u8]) -> String {
@@ -50,9 +59,18 @@ fn lossy(p: &[u8]) -> String {
 /// # Errors
 /// [`RestoreError::Unsafe`] when the target would write through a symlink, into a
 /// hard-excluded name, or over a directory holding unmanaged files.
-pub fn plan(root: &Path, current: &[FlatEntry], target: &[FlatEntry]) -> Result<Plan, RestoreError> {
+pub fn plan(
+    root: &Path,
+    current: &[FlatEntry],
+    target: &[FlatEntry],
+) -> Result<Plan, RestoreError> {
     let mut plan = Plan::default();
-    let find = |p: &[u8]| current.binary_search_by(|c| c.path.as_slice().cmp(p)).ok().map(|i| &current[i]);
+    let find = |p: &[u8]| {
+        current
+            .binary_search_by(|c| c.path.as_slice().cmp(p))
+            .ok()
+            .map(|i| &current[i])
+    };
     // Subtrees of the target we must not enter: nested repositories on disk, and paths
     // where an unmanaged file blocks a directory.
     let mut blocked: HashSet<Vec<u8>> = current
@@ -103,7 +121,10 @@ pub fn plan(root: &Path, current: &[FlatEntry], target: &[FlatEntry]) -> Result<
                     }
                 }
                 Err(e) => {
-                    return Err(RestoreError::Io { path: abs_path(root, &t.path), source: e });
+                    return Err(RestoreError::Io {
+                        path: abs_path(root, &t.path),
+                        source: e,
+                    });
                 }
                 Ok(m) if t.kind == EntryKind::Dir && m.file_type().is_symlink() => {
                     return Err(RestoreError::Unsafe {
@@ -124,7 +145,11 @@ pub fn plan(root: &Path, current: &[FlatEntry], target: &[FlatEntry]) -> Result<
             },
         }
     }
-    let in_target = |p: &[u8]| target.binary_search_by(|t| t.path.as_slice().cmp(p)).is_ok();
+    let in_target = |p: &[u8]| {
+        target
+            .binary_search_by(|t| t.path.as_slice().cmp(p))
+            .is_ok()
+    };
     for c in current {
         if in_target(&c.path) || ancestors(&c.path).any(|a| blocked.contains(a)) {
             continue;
@@ -147,14 +172,22 @@ pub fn plan(root: &Path, current: &[FlatEntry], target: &[FlatEntry]) -> Result<
 /// (ignored build output, say) would be lost, so the restore is refused.
 fn check_only_managed(root: &Path, dir: &[u8], current: &[FlatEntry]) -> Result<(), RestoreError> {
     let base = abs_path(root, dir);
-    for entry in walkdir::WalkDir::new(&base).min_depth(1).follow_links(false) {
+    for entry in walkdir::WalkDir::new(&base)
+        .min_depth(1)
+        .follow_links(false)
+    {
         let entry = entry.map_err(|e| RestoreError::Io {
             path: base.clone(),
-            source: e.into_io_error().unwrap_or_else(|| std::io::Error::other("walk failed")),
+            source: e
+                .into_io_error()
+                .unwrap_or_else(|| std::io::Error::other("walk failed")),
         })?;
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
         let rel = rel.as_os_str().as_encoded_bytes();
-        if current.binary_search_by(|c| c.path.as_slice().cmp(rel)).is_err() {
+        if current
+            .binary_search_by(|c| c.path.as_slice().cmp(rel))
+            .is_err()
+        {
             return Err(RestoreError::Unsafe {
                 path: lossy(dir),
                 reason: format!(

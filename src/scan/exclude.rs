@@ -15,10 +15,22 @@ mod tests {
 
     #[test]
     fn excludes_git_node_modules_and_env_files() {
-        for n in [&b".git"[..], b"node_modules", b".env", b".env.local", b".env.production"] {
+        for n in [
+            &b".git"[..],
+            b"node_modules",
+            b".env",
+            b".env.local",
+            b".env.production",
+        ] {
             assert!(is_hard_excluded(n), "{n:?}");
         }
-        for n in [&b".gitignore"[..], b"env", b".envrc", b"node_modules2", b"src"] {
+        for n in [
+            &b".gitignore"[..],
+            b"env",
+            b".envrc",
+            b"node_modules2",
+            b"src",
+        ] {
             assert!(!is_hard_excluded(n), "{n:?}");
         }
     }

@@ -66,7 +66,11 @@ pub struct Scan {
 }
 
 fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
-    path.strip_prefix(root).unwrap_or(path).as_os_str().as_bytes().to_vec()
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .as_os_str()
+        .as_bytes()
+        .to_vec()
 }
 
 /// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped.
@@ -93,11 +97,23 @@ pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
             }
             store_dir.as_deref().is_none_or(|s| e.path() != s)
         });
-    let shared = Shared { entries: Mutex::new(Vec::new()), skipped: Mutex::new(Vec::new()) };
-    builder.build_parallel().visit(&mut VisitorBuilder { root, shared: &shared });
-    let mut entries = shared.entries.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let shared = Shared {
+        entries: Mutex::new(Vec::new()),
+        skipped: Mutex::new(Vec::new()),
+    };
+    builder.build_parallel().visit(&mut VisitorBuilder {
+        root,
+        shared: &shared,
+    });
+    let mut entries = shared
+        .entries
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
     entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    let mut skipped = shared.skipped.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut skipped = shared
+        .skipped
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Scan { entries, skipped }
 }
@@ -212,4 +228,3 @@ fn error_path(err: &ignore::Error) -> Option<PathBuf> {
         _ => None,
     }
 }
-

@@ -23,8 +23,8 @@ use crate::error::StoreError;
 use crate::object::record::{RECORD_VERSION, decompress};
 use crate::object::{ChunkList, Codec, ObjectId, ObjectKind, ObjectRecord, Tree};
 use schema::{
-    FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID, META_WORKSPACE, OBJECTS,
-    PACKS, SNAPSHOTS,
+    FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
+    META_WORKSPACE, OBJECTS, PACKS, SNAPSHOTS,
 };
 
 /// How long an open or a write waits for other processes before answering "busy".
@@ -92,6 +92,9 @@ pub struct StoreStats {
     pub snapshots: u64,
 }
 
+/// One row of [`StoreReader::objects`]: an id and its record (or why it does not decode).
+pub type ObjectListing = (ObjectId, Result<ObjectRecord, StoreError>);
+
 /// A handle on one store file.
 pub struct Store {
     db: Database,
@@ -99,7 +102,9 @@ pub struct Store {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Unix milliseconds now.
@@ -145,9 +150,17 @@ impl Store {
                     thread::sleep(Duration::from_millis(20));
                 }
                 Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(StoreError::Busy { path: path.into(), secs: LOCK_WAIT.as_secs() });
+                    return Err(StoreError::Busy {
+                        path: path.into(),
+                        secs: LOCK_WAIT.as_secs(),
+                    });
                 }
-                Err(source) => return Err(StoreError::Open { path: path.into(), source }),
+                Err(source) => {
+                    return Err(StoreError::Open {
+                        path: path.into(),
+                        source,
+                    });
+                }
             }
         };
         #[cfg(unix)]
@@ -155,7 +168,10 @@ impl Store {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        let store = Store { db, path: path.to_path_buf() };
+        let store = Store {
+            db,
+            path: path.to_path_buf(),
+        };
         store.init(workspace)?;
         Ok(store)
     }
@@ -167,8 +183,14 @@ impl Store {
     pub fn open_read_only(path: &Path) -> Result<ReadOnlyStore, StoreError> {
         let db = builder()
             .open_read_only(path)
-            .map_err(|source| StoreError::Open { path: path.into(), source })?;
-        let store = ReadOnlyStore { db, path: path.to_path_buf() };
+            .map_err(|source| StoreError::Open {
+                path: path.into(),
+                source,
+            })?;
+        let store = ReadOnlyStore {
+            db,
+            path: path.to_path_buf(),
+        };
         let r = store.reader()?;
         r.check_format()?;
         Ok(store)
@@ -181,7 +203,10 @@ impl Store {
     }
 
     fn db_err(&self) -> impl Fn(redb::Error) -> StoreError + '_ {
-        move |source| StoreError::Db { path: self.path.clone(), source }
+        move |source| StoreError::Db {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     fn init(&self, workspace: &Path) -> Result<(), StoreError> {
@@ -194,13 +219,17 @@ impl Store {
         {
             let e = self.db_err();
             let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
-            let existing = meta.get(META_FORMAT).map_err(|x| e(x.into()))?.map(|g| g.value().to_vec());
+            let existing = meta
+                .get(META_FORMAT)
+                .map_err(|x| e(x.into()))?
+                .map(|g| g.value().to_vec());
             if existing.is_none() {
                 meta.insert(META_FORMAT, FORMAT_VERSION.to_le_bytes().as_slice())
                     .map_err(|x| e(x.into()))?;
                 meta.insert(META_WORKSPACE, workspace.as_os_str().as_encoded_bytes())
                     .map_err(|x| e(x.into()))?;
-                meta.insert(META_STORE_ID, random_id().as_slice()).map_err(|x| e(x.into()))?;
+                meta.insert(META_STORE_ID, random_id().as_slice())
+                    .map_err(|x| e(x.into()))?;
             }
             tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
             tx.open_table(PACKS).map_err(|x| e(x.into()))?;
@@ -270,7 +299,7 @@ impl Store {
                 .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
                 .unwrap_or(0);
             // Sorted keys insert about twice as fast into redb's B-tree.
-            objects.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+            objects.sort_unstable_by_key(|o| o.id);
             objects.dedup_by(|a, b| a.id == b.id);
             let mut tail = None;
             let written = now_secs();
@@ -278,13 +307,14 @@ impl Store {
                 if index.get(&o.id.0).map_err(|x| e(x.into()))?.is_some() {
                     continue;
                 }
-                let stored_len = u32::try_from(o.payload.len()).map_err(|_| StoreError::Corrupt {
-                    path: self.path.clone(),
-                    id: o.id,
-                    detail: "payload over 4 GiB".into(),
-                })?;
-                let offset = pack::append(&mut packs, &mut log_end, &mut tail, &o.payload)
-                    .map_err(&e)?;
+                let stored_len =
+                    u32::try_from(o.payload.len()).map_err(|_| StoreError::Corrupt {
+                        path: self.path.clone(),
+                        id: o.id,
+                        detail: "payload over 4 GiB".into(),
+                    })?;
+                let offset =
+                    pack::append(&mut packs, &mut log_end, &mut tail, &o.payload).map_err(&e)?;
                 let rec = ObjectRecord {
                     version: RECORD_VERSION,
                     kind: o.kind,
@@ -294,12 +324,15 @@ impl Store {
                     codec: o.codec,
                     written,
                 };
-                index.insert(&o.id.0, rec.encode().as_slice()).map_err(|x| e(x.into()))?;
+                index
+                    .insert(&o.id.0, rec.encode().as_slice())
+                    .map_err(|x| e(x.into()))?;
                 stats.objects += 1;
                 stats.stored_bytes += u64::from(stored_len);
             }
             pack::flush_tail(&mut packs, log_end, tail).map_err(&e)?;
-            meta.insert(META_LOG_END, log_end.to_le_bytes().as_slice()).map_err(|x| e(x.into()))?;
+            meta.insert(META_LOG_END, log_end.to_le_bytes().as_slice())
+                .map_err(|x| e(x.into()))?;
             if let Some(rec) = snapshot {
                 let mut snaps = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
                 let next = snaps
@@ -307,10 +340,13 @@ impl Store {
                     .map_err(|x| e(x.into()))?
                     .map_or(1, |(k, _)| k.value() + 1);
                 let bytes = postcard::to_allocvec(rec).expect("encoding plain data cannot fail");
-                snaps.insert(next, bytes.as_slice()).map_err(|x| e(x.into()))?;
+                snaps
+                    .insert(next, bytes.as_slice())
+                    .map_err(|x| e(x.into()))?;
             }
             if let Some(root) = last_known {
-                meta.insert(META_LAST_KNOWN, root.0.as_slice()).map_err(|x| e(x.into()))?;
+                meta.insert(META_LAST_KNOWN, root.0.as_slice())
+                    .map_err(|x| e(x.into()))?;
             }
         }
         tx.commit().map_err(|x| e(x.into()))?;
@@ -363,7 +399,10 @@ fn open_opt<K: redb::Key + 'static, V: redb::Value + 'static>(
 
 impl StoreReader {
     fn new(db: &impl ReadableDatabase, path: &Path) -> Result<StoreReader, StoreError> {
-        let e = |source: redb::Error| StoreError::Db { path: path.into(), source };
+        let e = |source: redb::Error| StoreError::Db {
+            path: path.into(),
+            source,
+        };
         let tx = db.begin_read().map_err(|x| e(x.into()))?;
         Ok(StoreReader {
             path: path.into(),
@@ -376,12 +415,20 @@ impl StoreReader {
     }
 
     fn db_err(&self, source: impl Into<redb::Error>) -> StoreError {
-        StoreError::Db { path: self.path.clone(), source: source.into() }
+        StoreError::Db {
+            path: self.path.clone(),
+            source: source.into(),
+        }
     }
 
     fn meta_value(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(meta) = &self.meta else { return Ok(None) };
-        Ok(meta.get(key).map_err(|x| self.db_err(x))?.map(|g| g.value().to_vec()))
+        let Some(meta) = &self.meta else {
+            return Ok(None);
+        };
+        Ok(meta
+            .get(key)
+            .map_err(|x| self.db_err(x))?
+            .map(|g| g.value().to_vec()))
     }
 
     fn format(&self) -> Result<Option<u32>, StoreError> {
@@ -438,7 +485,9 @@ impl StoreReader {
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
     pub fn contains(&self, id: &ObjectId) -> Result<bool, StoreError> {
-        let Some(t) = &self.objects else { return Ok(false) };
+        let Some(t) = &self.objects else {
+            return Ok(false);
+        };
         Ok(t.get(&id.0).map_err(|x| self.db_err(x))?.is_some())
     }
 
@@ -447,19 +496,32 @@ impl StoreReader {
     /// # Errors
     /// [`StoreError::Missing`] or [`StoreError::Corrupt`].
     pub fn record(&self, id: &ObjectId) -> Result<ObjectRecord, StoreError> {
-        let missing = || StoreError::Missing { path: self.path.clone(), id: *id };
+        let missing = || StoreError::Missing {
+            path: self.path.clone(),
+            id: *id,
+        };
         let t = self.objects.as_ref().ok_or_else(missing)?;
-        let g = t.get(&id.0).map_err(|x| self.db_err(x))?.ok_or_else(missing)?;
+        let g = t
+            .get(&id.0)
+            .map_err(|x| self.db_err(x))?
+            .ok_or_else(missing)?;
         ObjectRecord::decode(g.value()).map_err(|x| self.corrupt(id, x.to_string()))
     }
 
     fn corrupt(&self, id: &ObjectId, detail: String) -> StoreError {
-        StoreError::Corrupt { path: self.path.clone(), id: *id, detail }
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            id: *id,
+            detail,
+        }
     }
 
     /// The decompressed payload of an object (unverified).
     fn payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
-        let packs = self.packs.as_ref().ok_or_else(|| self.corrupt(id, "no pack log".into()))?;
+        let packs = self
+            .packs
+            .as_ref()
+            .ok_or_else(|| self.corrupt(id, "no pack log".into()))?;
         let stored = pack::read(packs, rec.offset, rec.stored_len)
             .map_err(|x| self.db_err(x))?
             .ok_or_else(|| self.corrupt(id, "payload outside the pack log".into()))?;
@@ -499,7 +561,9 @@ impl StoreReader {
                 }
                 out
             }
-            ObjectKind::Tree => return Err(self.corrupt(id, "expected a blob, found a tree".into())),
+            ObjectKind::Tree => {
+                return Err(self.corrupt(id, "expected a blob, found a tree".into()));
+            }
         };
         if ObjectId::of_blob(&data) != *id {
             return Err(self.corrupt(id, "content does not hash to its id".into()));
@@ -540,13 +604,18 @@ impl StoreReader {
     ///
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
-    pub fn objects(&self) -> Result<Vec<(ObjectId, Result<ObjectRecord, StoreError>)>, StoreError> {
-        let Some(t) = &self.objects else { return Ok(Vec::new()) };
+    pub fn objects(&self) -> Result<Vec<ObjectListing>, StoreError> {
+        let Some(t) = &self.objects else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for item in t.iter().map_err(|x| self.db_err(x))? {
             let (k, v) = item.map_err(|x| self.db_err(x))?;
             let id = ObjectId(*k.value());
-            out.push((id, ObjectRecord::decode(v.value()).map_err(|x| self.corrupt(&id, x.to_string()))));
+            out.push((
+                id,
+                ObjectRecord::decode(v.value()).map_err(|x| self.corrupt(&id, x.to_string())),
+            ));
         }
         Ok(out)
     }
@@ -556,13 +625,17 @@ impl StoreReader {
     /// # Errors
     /// [`StoreError::Db`], or [`StoreError::Corrupt`] for a record that does not decode.
     pub fn snapshots(&self) -> Result<Vec<SnapshotRecord>, StoreError> {
-        let Some(t) = &self.snapshots else { return Ok(Vec::new()) };
+        let Some(t) = &self.snapshots else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for item in t.iter().map_err(|x| self.db_err(x))? {
             let (_, v) = item.map_err(|x| self.db_err(x))?;
             let bytes = v.value();
             if bytes.first() != Some(&1) {
-                return Err(self.corrupt(&ObjectId::ZERO, "snapshot record of unknown version".into()));
+                return Err(
+                    self.corrupt(&ObjectId::ZERO, "snapshot record of unknown version".into())
+                );
             }
             out.push(
                 postcard::from_bytes(bytes)
@@ -589,10 +662,11 @@ impl StoreReader {
                 found.push(s.root);
             }
         }
-        if let Some(full) = ObjectId::from_hex(&p) {
-            if found.is_empty() && self.contains(&full)? {
-                return Ok(full);
-            }
+        if let Some(full) = ObjectId::from_hex(&p)
+            && found.is_empty()
+            && self.contains(&full)?
+        {
+            return Ok(full);
         }
         match found.as_slice() {
             [one] => Ok(*one),

@@ -16,7 +16,7 @@ pub(crate) fn append(
     let offset = *log_end;
     let mut buf = match tail.take() {
         Some(b) => b,
-        None if offset % PACK_BYTES != 0 => packs
+        None if !offset.is_multiple_of(PACK_BYTES) => packs
             .get(offset / PACK_BYTES)?
             .map(|g| g.value().to_vec())
             .unwrap_or_default(),
@@ -49,10 +49,10 @@ pub(crate) fn flush_tail(
     log_end: u64,
     tail: Option<Vec<u8>>,
 ) -> Result<(), redb::Error> {
-    if let Some(buf) = tail {
-        if !buf.is_empty() {
-            packs.insert(log_end / PACK_BYTES, buf.as_slice())?;
-        }
+    if let Some(buf) = tail
+        && !buf.is_empty()
+    {
+        packs.insert(log_end / PACK_BYTES, buf.as_slice())?;
     }
     Ok(())
 }
@@ -68,11 +68,15 @@ pub(crate) fn read(
     let mut pos = offset;
     while pos < end {
         let pack_no = pos / PACK_BYTES;
-        let Some(guard) = packs.get(pack_no)? else { return Ok(None) };
+        let Some(guard) = packs.get(pack_no)? else {
+            return Ok(None);
+        };
         let data = guard.value();
         let start = usize::try_from(pos % PACK_BYTES).unwrap_or(usize::MAX);
         let want = usize::try_from((end - pos).min(PACK_BYTES - pos % PACK_BYTES)).unwrap_or(0);
-        let Some(slice) = data.get(start..start + want) else { return Ok(None) };
+        let Some(slice) = data.get(start..start + want) else {
+            return Ok(None);
+        };
         out.extend_from_slice(slice);
         pos += want as u64;
     }

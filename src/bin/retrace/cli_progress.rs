@@ -19,7 +19,11 @@ pub struct Bar {
 impl Bar {
     pub fn new() -> Bar {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
-        Bar { bar, tty: std::io::stderr().is_terminal(), started: Mutex::new(None) }
+        Bar {
+            bar,
+            tty: std::io::stderr().is_terminal(),
+            started: Mutex::new(None),
+        }
     }
 }
 
@@ -41,7 +45,12 @@ impl Progress for Bar {
     fn advance(&self, n: u64) {
         self.bar.inc(n);
         if self.tty && self.bar.is_hidden() {
-            let late = self.started.lock().ok().and_then(|s| *s).is_some_and(|t| t.elapsed() > DELAY);
+            let late = self
+                .started
+                .lock()
+                .ok()
+                .and_then(|s| *s)
+                .is_some_and(|t| t.elapsed() > DELAY);
             if late {
                 self.bar.set_draw_target(ProgressDrawTarget::stderr());
             }

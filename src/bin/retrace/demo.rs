@@ -37,7 +37,10 @@ pub fn run() -> Result<u8> {
 fn walkthrough(root: &Path, home: &Path) -> Result<()> {
     println!("retrace demo in {}", root.display());
     step(1, "a small project, with an ignored build directory");
-    fs::write(root.join("src/main.rs"), "fn main() {\n    println!(\"hello\");\n}\n")?;
+    fs::write(
+        root.join("src/main.rs"),
+        "fn main() {\n    println!(\"hello\");\n}\n",
+    )?;
     fs::write(root.join("src/lib.rs"), "pub fn answer() -> u32 { 42 }\n")?;
     fs::write(root.join("README.md"), "# demo\n")?;
     fs::write(root.join(".gitignore"), "target/\n")?;
@@ -48,15 +51,34 @@ fn walkthrough(root: &Path, home: &Path) -> Result<()> {
     step(2, "snapshot before the agent's turn");
     let ws = Workspace::open(root, &Config::with_home(home))?;
     let before = ws.snapshot(Some("before the agent".into()))?;
-    println!("   snapshot {} ({} files, {} bytes, {} stored)", before.id.short(), before.files, before.bytes, before.new_bytes);
+    println!(
+        "   snapshot {} ({} files, {} bytes, {} stored)",
+        before.id.short(),
+        before.files,
+        before.bytes,
+        before.new_bytes
+    );
 
-    step(3, "the \"agent\" edits a file, deletes one, adds one, and rebuilds");
-    fs::write(root.join("src/main.rs"), "fn main() {\n    panic!(\"oops\");\n}\n")?;
+    step(
+        3,
+        "the \"agent\" edits a file, deletes one, adds one, and rebuilds",
+    );
+    fs::write(
+        root.join("src/main.rs"),
+        "fn main() {\n    panic!(\"oops\");\n}\n",
+    )?;
     fs::remove_file(root.join("src/lib.rs"))?;
     fs::write(root.join("notes.txt"), "scratch notes\n")?;
-    fs::write(root.join("target/app.bin"), "new build output, still ignored\n")?;
+    fs::write(
+        root.join("target/app.bin"),
+        "new build output, still ignored\n",
+    )?;
     let after = ws.snapshot(Some("after the agent".into()))?;
-    println!("   snapshot {} ({} new bytes stored: only what changed)", after.id.short(), after.new_bytes);
+    println!(
+        "   snapshot {} ({} new bytes stored: only what changed)",
+        after.id.short(),
+        after.new_bytes
+    );
     let d = ws.diff(&before.id, Some(&after.id))?;
     for p in &d.added {
         println!("   A {p}");
@@ -78,8 +100,14 @@ fn walkthrough(root: &Path, home: &Path) -> Result<()> {
     let kept = fs::read_to_string(root.join("target/app.bin"))?;
     println!("   target/app.bin: {}", kept.trim());
     ensure!(kept.contains("new build output"), "ignored file changed");
-    ensure!(fs::read_to_string(root.join("src/main.rs"))?.contains("hello"), "main.rs not restored");
-    ensure!(root.join("src/lib.rs").exists() && !root.join("notes.txt").exists(), "restore incomplete");
+    ensure!(
+        fs::read_to_string(root.join("src/main.rs"))?.contains("hello"),
+        "main.rs not restored"
+    );
+    ensure!(
+        root.join("src/lib.rs").exists() && !root.join("notes.txt").exists(),
+        "restore incomplete"
+    );
 
     step(6, "unsnapshotted work is protected");
     fs::write(root.join("README.md"), "# demo\nwork in progress\n")?;

@@ -1,0 +1,258 @@
+//! `retrace-dump`: inspect stores read-only — stats, trees, objects, integrity.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use retrace::object::{EntryKind, ObjectKind};
+use retrace::store::{ReadOnlyStore, Store, StoreReader};
+use retrace::{Config, ObjectId, Workspace};
+
+/// Inspect retrace stores (read-only; never changes them).
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// A workspace directory whose store to read.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// A store file to read.
+    #[arg(long, global = true, value_name = "PATH")]
+    store: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Object counts, logical vs stored vs file bytes (every store when none is given).
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a tree: a snapshot id (or prefix) and an optional path inside it.
+    Tree {
+        /// Snapshot or tree id.
+        id: String,
+        /// A directory inside it.
+        path: Option<String>,
+    },
+    /// Print an object: a blob's bytes, or a tree's listing.
+    Cat {
+        /// Object id (64 hex digits) or snapshot prefix.
+        id: String,
+    },
+    /// Re-hash every object and check every tree reference (every store when none is given).
+    Verify,
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(4),
+        Err(e) => {
+            eprintln!("retrace-dump: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn stores(cli: &Cli, all_if_none: bool) -> Result<Vec<PathBuf>> {
+    if let Some(s) = &cli.store {
+        return Ok(vec![s.clone()]);
+    }
+    let config = Config::from_env();
+    if let Some(d) = &cli.dir {
+        return Ok(vec![Workspace::locate_store(d, &config)?]);
+    }
+    if !all_if_none {
+        return Ok(vec![Workspace::locate_store(Path::new("."), &config)?]);
+    }
+    let dir = config.home().join("workspaces");
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            let p = e.path().join("store.redb");
+            if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn open(path: &Path) -> Result<ReadOnlyStore> {
+    if !path.is_file() {
+        bail!(
+            "no store at {}; run `retrace snapshot` in the workspace first",
+            path.display()
+        );
+    }
+    Store::open_read_only(path).with_context(|| format!("opening {}", path.display()))
+}
+
+fn resolve(r: &StoreReader, id: &str) -> Result<ObjectId> {
+    if let Some(full) = ObjectId::from_hex(id) {
+        return Ok(full);
+    }
+    Ok(r.resolve(id)?)
+}
+
+fn run(cli: Cli) -> Result<bool> {
+    match &cli.command {
+        Command::Stats { json } => {
+            for path in stores(&cli, true)? {
+                let store = open(&path)?;
+                let r = store.reader()?;
+                let s = r.stats()?;
+                let ratio = s.file_bytes as f64 / s.stored_bytes.max(1) as f64;
+                if *json {
+                    let mut v = serde_json::to_value(&s)?;
+                    v["store"] = serde_json::json!(path.display().to_string());
+                    v["workspace"] =
+                        serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
+                    v["file_to_stored_ratio"] = serde_json::json!(ratio);
+                    println!("{v}");
+                } else {
+                    println!("store      {}", path.display());
+                    if let Some(w) = r.workspace()? {
+                        println!("workspace  {}", w.display());
+                    }
+                    println!("snapshots  {}", s.snapshots);
+                    println!(
+                        "objects    {} blobs, {} chunked blobs, {} trees",
+                        s.blobs, s.chunked, s.trees
+                    );
+                    println!("logical    {} bytes (blob content)", s.logical_bytes);
+                    println!(
+                        "stored     {} bytes (compressed payloads; pack log {})",
+                        s.stored_bytes, s.log_bytes
+                    );
+                    println!("file       {} bytes ({ratio:.3}x stored)", s.file_bytes);
+                }
+            }
+            Ok(true)
+        }
+        Command::Tree { id, path } => {
+            let store = open(&stores(&cli, false)?[0])?;
+            let r = store.reader()?;
+            let mut tree_id = resolve(&r, id)?;
+            if let Some(p) = path {
+                for part in p.split('/').filter(|s| !s.is_empty()) {
+                    let tree = r.read_tree(&tree_id)?;
+                    let e = tree
+                        .entries
+                        .iter()
+                        .find(|e| e.name == part.as_bytes() && e.kind == EntryKind::Dir)
+                        .with_context(|| format!("no directory {part} in {}", tree_id.short()))?;
+                    tree_id = e.id;
+                }
+            }
+            print_tree(&r, &tree_id)?;
+            Ok(true)
+        }
+        Command::Cat { id } => {
+            let store = open(&stores(&cli, false)?[0])?;
+            let r = store.reader()?;
+            let id = resolve(&r, id)?;
+            match r.record(&id)?.kind {
+                ObjectKind::Tree => print_tree(&r, &id)?,
+                _ => {
+                    use std::io::Write;
+                    std::io::stdout().write_all(&r.read_blob(&id)?)?;
+                }
+            }
+            Ok(true)
+        }
+        Command::Verify => {
+            let mut clean = true;
+            for path in stores(&cli, true)? {
+                let faults = match open(&path) {
+                    Ok(store) => verify(&store.reader()?)?,
+                    Err(e) => vec![format!("{e:#}")],
+                };
+                if faults.is_empty() {
+                    println!("ok     {}", path.display());
+                } else {
+                    clean = false;
+                    println!("FAULTS {} ({})", path.display(), faults.len());
+                    for f in faults.iter().take(50) {
+                        println!("  {f}");
+                    }
+                }
+            }
+            Ok(clean)
+        }
+    }
+}
+
+fn print_tree(r: &StoreReader, id: &ObjectId) -> Result<()> {
+    for e in r.read_tree(id)?.entries {
+        let kind = match e.kind {
+            EntryKind::File => "file",
+            EntryKind::Executable => "exec",
+            EntryKind::Symlink => "link",
+            EntryKind::Dir => "dir ",
+            EntryKind::NestedRepo => "repo",
+        };
+        println!(
+            "{kind} {} {:>10} {}",
+            e.id.short(),
+            e.size,
+            String::from_utf8_lossy(&e.name)
+        );
+    }
+    Ok(())
+}
+
+/// Every fault found: objects that do not hash to their id, undecodable records, trees that
+/// reference missing objects or the wrong kind, snapshots whose root is missing.
+fn verify(r: &StoreReader) -> Result<Vec<String>> {
+    let mut faults = Vec::new();
+    let objects = r.objects()?;
+    for (id, rec) in &objects {
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                faults.push(e.to_string());
+                continue;
+            }
+        };
+        let checked = match rec.kind {
+            ObjectKind::Blob | ObjectKind::ChunkedBlob => r.read_blob(id).map(|_| ()),
+            ObjectKind::Tree => r.read_tree(id).map(|tree| {
+                for e in tree.entries {
+                    let want = match e.kind {
+                        EntryKind::NestedRepo => continue,
+                        EntryKind::Dir => &[ObjectKind::Tree][..],
+                        _ => &[ObjectKind::Blob, ObjectKind::ChunkedBlob][..],
+                    };
+                    match r.record(&e.id) {
+                        Ok(child) if want.contains(&child.kind) => {}
+                        Ok(_) => faults.push(format!(
+                            "tree {} entry {:?} points at the wrong kind of object",
+                            id.short(),
+                            String::from_utf8_lossy(&e.name)
+                        )),
+                        Err(err) => faults.push(format!(
+                            "tree {} entry {:?}: {err}",
+                            id.short(),
+                            String::from_utf8_lossy(&e.name)
+                        )),
+                    }
+                }
+            }),
+        };
+        if let Err(e) = checked {
+            faults.push(e.to_string());
+        }
+    }
+    for s in r.snapshots()? {
+        if let Err(e) = r.record(&s.root) {
+            faults.push(format!("snapshot {}: {e}", s.root.short()));
+        }
+    }
+    Ok(faults)
+}
