@@ -157,16 +157,12 @@ pub fn apply(
         }
         progress.advance(1);
     }
+    // Directories the restore emptied: managed directories absent from the target (every
+    // ancestor of a deleted file that the target lacks is one), deepest first, before the
+    // writes since a file may take a directory's place; one still holding anything (ignored
+    // files) stays.
     let mut applied = Applied::default();
-    // Directories replaced by files must go before the files are written.
-    let replaced: HashSet<&[u8]> = plan.writes.iter().map(|w| w.path.as_slice()).collect();
-    prune(
-        root,
-        plan.prune
-            .iter()
-            .filter(|p| replaced.contains(p.as_slice())),
-        &mut applied,
-    )?;
+    prune(root, plan.prune.iter(), &mut applied)?;
     for d in &plan.mkdirs {
         let p = abs_path(root, d);
         check_real_dirs(root, parent(d), &Mutex::new(HashSet::new()))?;
@@ -190,14 +186,6 @@ pub fn apply(
             progress.advance(1);
             Ok::<(), RestoreError>(())
         })?;
-    // Directories the restore emptied: managed directories absent from the target (every
-    // ancestor of a deleted file that the target lacks is one), deepest first; a directory
-    // still holding anything (ignored files) stays.
-    let rest = plan
-        .prune
-        .iter()
-        .filter(|p| !replaced.contains(p.as_slice()));
-    prune(root, rest, &mut applied)?;
     progress.finish();
     Ok(applied)
 }

@@ -113,7 +113,8 @@ pub fn plan(
                 }
             },
             None => match abs_path(root, &t.path).symlink_metadata() {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // ENOTDIR: an ancestor is a managed file this plan already replaces.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => {
                     if t.kind == EntryKind::Dir {
                         plan.mkdirs.push(t.path.clone());
                     } else {

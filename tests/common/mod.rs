@@ -1,0 +1,105 @@
+//! Helpers shared by the scenario tests: temp workspaces, a model of the tree, the binaries.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use retrace::{Config, Workspace};
+
+/// A workspace directory and a private retrace home, both removed on drop.
+pub struct Env {
+    pub ws: tempfile::TempDir,
+    pub home: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env { ws: tempfile::tempdir().unwrap(), home: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.ws.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.ws.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    pub fn open(&self) -> Workspace {
+        Workspace::open(self.root(), &Config::with_home(self.home.path())).unwrap()
+    }
+
+    /// Runs a binary of this package with RETRACE_HOME set and HOME isolated.
+    pub fn run(&self, bin: &str, args: &[&str]) -> Output {
+        self.command(bin, args).output().unwrap()
+    }
+
+    pub fn command(&self, bin: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(bin);
+        c.args(args)
+            .current_dir(self.root())
+            .env("RETRACE_HOME", self.home.path())
+            .env("HOME", self.home.path())
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME");
+        c
+    }
+}
+
+pub const RETRACE: &str = env!("CARGO_BIN_EXE_retrace");
+pub const RETRACE_DUMP: &str = env!("CARGO_BIN_EXE_retrace-dump");
+
+/// What a path holds, for comparing a directory to a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    File { data: Vec<u8>, exec: bool },
+    Symlink(PathBuf),
+    Dir,
+}
+
+/// Every path under `root` except `.git`, with what it holds.
+pub fn tree_of(root: &Path) -> BTreeMap<PathBuf, Node> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1).follow_links(false) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+        let ft = e.file_type();
+        let node = if ft.is_symlink() {
+            Node::Symlink(fs::read_link(e.path()).unwrap())
+        } else if ft.is_dir() {
+            Node::Dir
+        } else {
+            let mode = e.metadata().unwrap().permissions().mode();
+            Node::File { data: fs::read(e.path()).unwrap(), exec: mode & 0o100 != 0 }
+        };
+        out.insert(rel, node);
+    }
+    out
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts `retrace-dump verify` finds the store of this env clean.
+pub fn assert_verified(env: &Env) {
+    let o = env.run(RETRACE_DUMP, &["verify"]);
+    assert!(o.status.success(), "verify failed:\n{}{}", stdout(&o), stderr(&o));
+}
