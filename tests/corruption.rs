@@ -1,0 +1,134 @@
+//! A damaged or hostile store: detected, reported, and nothing written.
+
+mod common;
+
+use std::fs;
+
+use common::{Env, RETRACE_DUMP, stdout};
+use redb::ReadableTable;
+use retrace::object::{Codec, EntryKind, ObjectId, ObjectKind, Tree, TreeEntry};
+use retrace::store::schema::{META, PACK_BYTES, PACKS};
+use retrace::store::{NewObject, SnapshotRecord, Store};
+use retrace::{Error, RestoreOptions, StoreError};
+
+fn open_raw(env: &Env) -> redb::Database {
+    let path = env.open().store_path().to_path_buf();
+    let mut b = redb::Database::builder();
+    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    b.open(path).unwrap()
+}
+
+#[test]
+fn a_corrupt_object_is_detected_and_nothing_is_written() {
+    let env = Env::new();
+    env.write("a.txt", "the original content of a");
+    env.write("b.txt", "the original content of b");
+    let ws = env.open();
+    let first = ws.snapshot(None).unwrap();
+    env.write("a.txt", "changed a");
+    env.write("b.txt", "changed b");
+    env.write("c.txt", "new c");
+    ws.snapshot(None).unwrap();
+    let a_id = ObjectId::of_blob(b"the original content of a");
+    let rec = ws_record(&env, a_id);
+    drop(ws);
+    {
+        let db = open_raw(&env);
+        let tx = db.begin_write().unwrap();
+        {
+            let mut packs = tx.open_table(PACKS).unwrap();
+            let no = rec / PACK_BYTES;
+            let at = usize::try_from(rec % PACK_BYTES).unwrap();
+            let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
+            bytes[at] ^= 0xff;
+            packs.insert(no, bytes.as_slice()).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let ws = env.open();
+    let err = ws.restore(&first.id, RestoreOptions::default()).unwrap_err();
+    assert!(matches!(&err, Error::Restore(_)), "{err:?}");
+    assert!(err.to_string().contains(&a_id.to_hex()), "names the object: {err}");
+    assert_eq!(env.read("a.txt"), "changed a");
+    assert_eq!(env.read("b.txt"), "changed b", "nothing written, not even the intact file");
+    assert!(env.path("c.txt").exists(), "nothing deleted");
+    let v = env.run(RETRACE_DUMP, &["verify"]);
+    assert!(!v.status.success());
+    assert!(stdout(&v).contains(&a_id.short()), "{}", stdout(&v));
+}
+
+fn ws_record(env: &Env, id: ObjectId) -> u64 {
+    let store = Store::open_read_only(env.open().store_path()).unwrap();
+    store.reader().unwrap().record(&id).unwrap().offset
+}
+
+#[test]
+fn hostile_tree_entries_are_rejected_before_any_write() {
+    for bad in [&b".."[..], b"a/b", b"x\0y", b"."] {
+        let env = Env::new();
+        env.write("keep.txt", "keep");
+        let ws = env.open();
+        ws.snapshot(None).unwrap();
+        // Craft a tree naming `bad`, valid in every other way, and record it as a snapshot.
+        let blob = b"pwned".to_vec();
+        let blob_id = ObjectId::of_blob(&blob);
+        let tree = Tree {
+            entries: vec![TreeEntry { name: bad.to_vec(), kind: EntryKind::File, id: blob_id, size: 5 }],
+        };
+        let bytes = tree.encode();
+        let tree_id = ObjectId::of_tree(&bytes);
+        let store = Store::open(ws.store_path(), env.root()).unwrap();
+        let objects = vec![
+            NewObject { id: blob_id, kind: ObjectKind::Blob, raw_len: 5, codec: Codec::Raw, payload: blob },
+            NewObject { id: tree_id, kind: ObjectKind::Tree, raw_len: bytes.len() as u64, codec: Codec::Raw, payload: bytes },
+        ];
+        let rec = SnapshotRecord { version: 1, root: tree_id, time_ms: 0, label: None, files: 1, bytes: 5 };
+        store.write(objects, Some(&rec), None, true).unwrap();
+        let err = ws.restore(&tree_id, RestoreOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("unsafe entry name"), "{bad:?}: {err}");
+        assert_eq!(env.read("keep.txt"), "keep");
+        assert_eq!(fs::read_dir(env.root()).unwrap().count(), 1);
+    }
+}
+
+#[test]
+fn a_store_of_a_future_format_is_refused_clearly() {
+    let env = Env::new();
+    env.write("a", "a");
+    env.open().snapshot(None).unwrap();
+    {
+        let db = open_raw(&env);
+        let tx = db.begin_write().unwrap();
+        tx.open_table(META).unwrap().insert("format", 99u32.to_le_bytes().as_slice()).unwrap();
+        tx.commit().unwrap();
+    }
+    let err = retrace::Workspace::open(env.root(), &retrace::Config::with_home(env.home.path()))
+        .err()
+        .expect("refused");
+    assert!(matches!(err, Error::Store(StoreError::UnknownFormat { found: 99, .. })), "{err:?}");
+    assert!(err.to_string().contains("upgrade retrace"), "{err}");
+}
+
+#[test]
+fn a_truncated_pack_log_is_reported_not_a_panic() {
+    let env = Env::new();
+    env.write("a.txt", "content");
+    let ws = env.open();
+    let snap = ws.snapshot(None).unwrap();
+    drop(ws);
+    {
+        let db = open_raw(&env);
+        let tx = db.begin_write().unwrap();
+        {
+            let mut packs = tx.open_table(PACKS).unwrap();
+            let keys: Vec<u64> = packs.iter().unwrap().map(|r| r.unwrap().0.value()).collect();
+            for k in keys {
+                packs.insert(k, &b"short"[..]).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let ws = env.open();
+    let err = ws.diff(&snap.id, None).unwrap_err();
+    assert!(err.to_string().contains("corrupt"), "{err}");
+}

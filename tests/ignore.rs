@@ -1,0 +1,103 @@
+//! Which files a snapshot holds: git's ignore rules, hard exclusions, nested repositories.
+
+mod common;
+
+use std::fs;
+
+use common::{Env, RETRACE, stdout};
+
+fn captured(env: &Env) -> Vec<String> {
+    let ws = env.open();
+    let c = ws.snapshot(None).unwrap();
+    let mut paths: Vec<String> = c
+        .entries
+        .iter()
+        .filter(|e| e.kind != retrace::object::EntryKind::Dir)
+        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn nested_gitignores_and_negation_apply_outside_git_repos() {
+    let env = Env::new();
+    env.write(".gitignore", "*.log\n!keep.log\n/top-only.txt\n");
+    env.write("a.log", "x");
+    env.write("keep.log", "x");
+    env.write("top-only.txt", "x");
+    env.write("sub/top-only.txt", "x");
+    env.write("sub/.gitignore", "generated/\n");
+    env.write("sub/generated/g.rs", "x");
+    env.write("sub/b.log", "x");
+    env.write("sub/code.rs", "x");
+    env.write(".hidden", "hidden files are included");
+    assert_eq!(
+        captured(&env),
+        vec![".gitignore", ".hidden", "keep.log", "sub/.gitignore", "sub/code.rs", "sub/top-only.txt"]
+    );
+}
+
+#[test]
+fn git_info_exclude_applies_in_a_git_repo() {
+    let env = Env::new();
+    env.write(".git/info/exclude", "secret-notes.md\n");
+    env.write(".git/HEAD", "ref: refs/heads/main\n");
+    env.write("secret-notes.md", "x");
+    env.write("main.rs", "x");
+    assert_eq!(captured(&env), vec!["main.rs"]);
+}
+
+#[test]
+fn hard_exclusions_beat_negation() {
+    let env = Env::new();
+    env.write(".gitignore", "!.env\n!.env.local\n!node_modules/\n!node_modules/**\n");
+    env.write(".env", "SECRET=1");
+    env.write(".env.local", "SECRET=2");
+    env.write("node_modules/pkg/index.js", "x");
+    env.write("deep/node_modules/pkg/index.js", "x");
+    env.write("deep/.env.production", "SECRET=3");
+    env.write("app.js", "x");
+    assert_eq!(captured(&env), vec![".gitignore", "app.js"]);
+}
+
+#[test]
+fn the_global_excludes_file_applies() {
+    let env = Env::new();
+    // HOME is the temp home for child processes; git's default global excludes file.
+    let git_cfg = env.home.path().join(".config/git");
+    fs::create_dir_all(&git_cfg).unwrap();
+    fs::write(git_cfg.join("ignore"), "*.swp\n").unwrap();
+    env.write("notes.txt.swp", "editor swap");
+    env.write("notes.txt", "x");
+    let o = env.run(RETRACE, &["snapshot", "--json"]);
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["files"], 1, "{v}");
+}
+
+#[test]
+fn nested_repositories_are_recorded_not_entered() {
+    let env = Env::new();
+    env.write("app/main.rs", "x");
+    env.write("third_party/lib/.git/HEAD", "ref: refs/heads/main\n");
+    env.write("third_party/lib/src.c", "x");
+    env.write("sub2/.git", "gitdir: ../.git/modules/sub2\n"); // a submodule's .git file
+    env.write("sub2/file", "x");
+    let ws = env.open();
+    let c = ws.snapshot(None).unwrap();
+    assert_eq!(c.nested_repos, vec!["sub2", "third_party/lib"]);
+    assert_eq!(c.files, 1);
+    let status = ws.status().unwrap();
+    assert_eq!(status.nested_repos, vec!["sub2", "third_party/lib"]);
+}
+
+#[test]
+fn the_store_is_never_inside_the_workspace() {
+    let env = Env::new();
+    env.write("a", "x");
+    let err = retrace::Workspace::open(env.root(), &retrace::Config::with_home(env.path("state")))
+        .err()
+        .expect("store inside the workspace is refused");
+    assert!(err.to_string().contains("RETRACE_HOME"), "{err}");
+}
