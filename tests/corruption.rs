@@ -46,11 +46,20 @@ fn a_corrupt_object_is_detected_and_nothing_is_written() {
         tx.commit().unwrap();
     }
     let ws = env.open();
-    let err = ws.restore(&first.id, RestoreOptions::default()).unwrap_err();
+    let err = ws
+        .restore(&first.id, RestoreOptions::default())
+        .unwrap_err();
     assert!(matches!(&err, Error::Restore(_)), "{err:?}");
-    assert!(err.to_string().contains(&a_id.to_hex()), "names the object: {err}");
+    assert!(
+        err.to_string().contains(&a_id.to_hex()),
+        "names the object: {err}"
+    );
     assert_eq!(env.read("a.txt"), "changed a");
-    assert_eq!(env.read("b.txt"), "changed b", "nothing written, not even the intact file");
+    assert_eq!(
+        env.read("b.txt"),
+        "changed b",
+        "nothing written, not even the intact file"
+    );
     assert!(env.path("c.txt").exists(), "nothing deleted");
     let v = env.run(RETRACE_DUMP, &["verify"]);
     assert!(!v.status.success());
@@ -73,19 +82,46 @@ fn hostile_tree_entries_are_rejected_before_any_write() {
         let blob = b"pwned".to_vec();
         let blob_id = ObjectId::of_blob(&blob);
         let tree = Tree {
-            entries: vec![TreeEntry { name: bad.to_vec(), kind: EntryKind::File, id: blob_id, size: 5 }],
+            entries: vec![TreeEntry {
+                name: bad.to_vec(),
+                kind: EntryKind::File,
+                id: blob_id,
+                size: 5,
+            }],
         };
         let bytes = tree.encode();
         let tree_id = ObjectId::of_tree(&bytes);
         let store = Store::open(ws.store_path(), env.root()).unwrap();
         let objects = vec![
-            NewObject { id: blob_id, kind: ObjectKind::Blob, raw_len: 5, codec: Codec::Raw, payload: blob },
-            NewObject { id: tree_id, kind: ObjectKind::Tree, raw_len: bytes.len() as u64, codec: Codec::Raw, payload: bytes },
+            NewObject {
+                id: blob_id,
+                kind: ObjectKind::Blob,
+                raw_len: 5,
+                codec: Codec::Raw,
+                payload: blob,
+            },
+            NewObject {
+                id: tree_id,
+                kind: ObjectKind::Tree,
+                raw_len: bytes.len() as u64,
+                codec: Codec::Raw,
+                payload: bytes,
+            },
         ];
-        let rec = SnapshotRecord { version: 1, root: tree_id, time_ms: 0, label: None, files: 1, bytes: 5 };
+        let rec = SnapshotRecord {
+            version: 1,
+            root: tree_id,
+            time_ms: 0,
+            label: None,
+            files: 1,
+            bytes: 5,
+        };
         store.write(objects, Some(&rec), None, true).unwrap();
         let err = ws.restore(&tree_id, RestoreOptions::default()).unwrap_err();
-        assert!(err.to_string().contains("unsafe entry name"), "{bad:?}: {err}");
+        assert!(
+            err.to_string().contains("unsafe entry name"),
+            "{bad:?}: {err}"
+        );
         assert_eq!(env.read("keep.txt"), "keep");
         assert_eq!(fs::read_dir(env.root()).unwrap().count(), 1);
     }
@@ -99,13 +135,22 @@ fn a_store_of_a_future_format_is_refused_clearly() {
     {
         let db = open_raw(&env);
         let tx = db.begin_write().unwrap();
-        tx.open_table(META).unwrap().insert("format", 99u32.to_le_bytes().as_slice()).unwrap();
+        tx.open_table(META)
+            .unwrap()
+            .insert("format", 99u32.to_le_bytes().as_slice())
+            .unwrap();
         tx.commit().unwrap();
     }
     let err = retrace::Workspace::open(env.root(), &retrace::Config::with_home(env.home.path()))
         .err()
         .expect("refused");
-    assert!(matches!(err, Error::Store(StoreError::UnknownFormat { found: 99, .. })), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::Store(StoreError::UnknownFormat { found: 99, .. })
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("upgrade retrace"), "{err}");
 }
 
@@ -121,7 +166,11 @@ fn a_truncated_pack_log_is_reported_not_a_panic() {
         let tx = db.begin_write().unwrap();
         {
             let mut packs = tx.open_table(PACKS).unwrap();
-            let keys: Vec<u64> = packs.iter().unwrap().map(|r| r.unwrap().0.value()).collect();
+            let keys: Vec<u64> = packs
+                .iter()
+                .unwrap()
+                .map(|r| r.unwrap().0.value())
+                .collect();
             for k in keys {
                 packs.insert(k, &b"short"[..]).unwrap();
             }

@@ -34,7 +34,14 @@ fn nested_gitignores_and_negation_apply_outside_git_repos() {
     env.write(".hidden", "hidden files are included");
     assert_eq!(
         captured(&env),
-        vec![".gitignore", ".hidden", "keep.log", "sub/.gitignore", "sub/code.rs", "sub/top-only.txt"]
+        vec![
+            ".gitignore",
+            ".hidden",
+            "keep.log",
+            "sub/.gitignore",
+            "sub/code.rs",
+            "sub/top-only.txt"
+        ]
     );
 }
 
@@ -51,7 +58,10 @@ fn git_info_exclude_applies_in_a_git_repo() {
 #[test]
 fn hard_exclusions_beat_negation() {
     let env = Env::new();
-    env.write(".gitignore", "!.env\n!.env.local\n!node_modules/\n!node_modules/**\n");
+    env.write(
+        ".gitignore",
+        "!.env\n!.env.local\n!node_modules/\n!node_modules/**\n",
+    );
     env.write(".env", "SECRET=1");
     env.write(".env.local", "SECRET=2");
     env.write("node_modules/pkg/index.js", "x");

@@ -14,7 +14,10 @@ fn two_snapshot_processes_started_together_both_succeed() {
     for round in 0..8 {
         let env = Env::new();
         for i in 0..200 {
-            env.write(&format!("d{}/f{i}.txt", i % 10), format!("file {i} round {round}"));
+            env.write(
+                &format!("d{}/f{i}.txt", i % 10),
+                format!("file {i} round {round}"),
+            );
         }
         // The store does not exist yet: both processes race to create it too.
         let children: Vec<_> = (0..2)
@@ -26,7 +29,10 @@ fn two_snapshot_processes_started_together_both_succeed() {
                     .unwrap()
             })
             .collect();
-        let outputs: Vec<_> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+        let outputs: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
         for o in &outputs {
             assert!(o.status.success(), "round {round}: {}", stderr(o));
             let v: serde_json::Value = serde_json::from_str(&stdout(o)).unwrap();
@@ -61,14 +67,21 @@ fn an_unreadable_file_is_left_out_and_named() {
     let skipped = v["skipped"].as_array().unwrap();
     assert_eq!(skipped.len(), 1, "{v}");
     assert_eq!(skipped[0]["path"], "secret.txt");
-    assert!(skipped[0]["reason"].as_str().unwrap().contains("ermission"), "{v}");
+    assert!(
+        skipped[0]["reason"].as_str().unwrap().contains("ermission"),
+        "{v}"
+    );
 }
 
 /// Whether this process runs as root (from /proc, without libc).
 fn is_root() -> bool {
     fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -77,12 +90,18 @@ fn exit_codes_distinguish_refusal_usage_and_errors() {
     let env = Env::new();
     env.write("a.txt", "one");
     let o = env.run(RETRACE, &["snapshot", "--json"]);
-    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"].as_str().unwrap().to_string();
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     env.write("a.txt", "unsaved");
     let refused = env.run(RETRACE, &["restore", &id[..12]]);
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
     assert!(stderr(&refused).contains("a.txt"));
-    assert_eq!(env.run(RETRACE, &["no-such-command"]).status.code(), Some(2));
+    assert_eq!(
+        env.run(RETRACE, &["no-such-command"]).status.code(),
+        Some(2)
+    );
     let missing = env.run(RETRACE, &["-C", "/nonexistent/dir", "status"]);
     assert_eq!(missing.status.code(), Some(3));
     assert!(stderr(&missing).contains("/nonexistent/dir"));

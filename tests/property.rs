@@ -13,7 +13,9 @@ use common::{Env, assert_verified, tree_of};
 use proptest::prelude::*;
 use retrace::RestoreOptions;
 
-const NAMES: &[&str] = &["a", "b", "ü", "日本", "sp ace", ".hid", "x.txt", "-dash", "ñ.rs", "Z"];
+const NAMES: &[&str] = &[
+    "a", "b", "ü", "日本", "sp ace", ".hid", "x.txt", "-dash", "ñ.rs", "Z",
+];
 
 #[derive(Clone, Debug)]
 enum Spec {
@@ -28,7 +30,10 @@ enum Content {
     Text(String),
     Binary(Vec<u8>),
     /// A big file (chunked): `len` bytes of a seeded pattern.
-    Big { seed: u8, len: usize },
+    Big {
+        seed: u8,
+        len: usize,
+    },
 }
 
 impl Content {
@@ -72,7 +77,8 @@ fn spec() -> impl Strategy<Value = Spec> {
 }
 
 fn path() -> impl Strategy<Value = PathBuf> {
-    prop::collection::vec(0..NAMES.len(), 1..4).prop_map(|ix| ix.iter().map(|&i| NAMES[i]).collect())
+    prop::collection::vec(0..NAMES.len(), 1..4)
+        .prop_map(|ix| ix.iter().map(|&i| NAMES[i]).collect())
 }
 
 /// Builds a model, dropping entries that conflict with earlier ones (a file where a
@@ -80,7 +86,10 @@ fn path() -> impl Strategy<Value = PathBuf> {
 fn model(entries: Vec<(PathBuf, Spec)>) -> BTreeMap<PathBuf, Spec> {
     let mut m: BTreeMap<PathBuf, Spec> = BTreeMap::new();
     for (p, s) in entries {
-        let blocked_by_leaf = p.ancestors().skip(1).any(|a| m.get(a).is_some_and(|s| !matches!(s, Spec::EmptyDir)));
+        let blocked_by_leaf = p
+            .ancestors()
+            .skip(1)
+            .any(|a| m.get(a).is_some_and(|s| !matches!(s, Spec::EmptyDir)));
         let has_children = m.keys().any(|k| k != &p && k.starts_with(&p));
         if blocked_by_leaf || has_children || m.contains_key(&p) {
             continue;
@@ -118,7 +127,10 @@ fn materialize(root: &Path, m: &BTreeMap<PathBuf, Spec>) {
     }
 }
 
-fn trees() -> impl Strategy<Value = (Vec<(PathBuf, Spec)>, Vec<bool>, Vec<(PathBuf, Spec)>)> {
+/// A first tree, which of its entries survive the mutation, and entries the mutation adds.
+type Mutation = (Vec<(PathBuf, Spec)>, Vec<bool>, Vec<(PathBuf, Spec)>);
+
+fn trees() -> impl Strategy<Value = Mutation> {
     (
         prop::collection::vec((path(), spec()), 0..25),
         prop::collection::vec(any::<bool>(), 25),

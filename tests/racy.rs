@@ -19,6 +19,10 @@ fn hundred_write_then_capture_rounds_always_see_the_new_content() {
         let snap = ws.snapshot(None).unwrap();
         let entry = snap.entries.iter().find(|e| e.path == b"hot.txt").unwrap();
         assert_eq!(entry.kind, EntryKind::File);
-        assert_eq!(entry.id, ObjectId::of_blob(content.as_bytes()), "round {round}");
+        assert_eq!(
+            entry.id,
+            ObjectId::of_blob(content.as_bytes()),
+            "round {round}"
+        );
     }
 }

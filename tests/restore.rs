@@ -27,7 +27,11 @@ fn restore_brings_back_edited_deleted_and_removes_added_files() {
     let out = ws.restore(&snap.id, RestoreOptions::default()).unwrap();
     assert!(out.verified, "{:?}", out.verify_diff);
     assert_eq!(tree_of(env.root()), before_tree);
-    assert!(out.removed_dirs.contains(&"new".to_string()), "{:?}", out.removed_dirs);
+    assert!(
+        out.removed_dirs.contains(&"new".to_string()),
+        "{:?}",
+        out.removed_dirs
+    );
     assert_verified(&env);
 }
 
@@ -41,7 +45,9 @@ fn restore_refuses_to_overwrite_unsnapshotted_changes_and_lists_them() {
     ws.snapshot(None).unwrap();
     env.write("a.txt", "unsaved work");
     env.write("b.txt", "also unsaved");
-    let err = ws.restore(&first.id, RestoreOptions::default()).unwrap_err();
+    let err = ws
+        .restore(&first.id, RestoreOptions::default())
+        .unwrap_err();
     match err {
         Error::Restore(r) => match *r {
             RestoreError::Dirty { paths } => assert_eq!(paths, vec!["a.txt", "b.txt"]),
@@ -59,7 +65,15 @@ fn forced_restore_snapshots_the_unsaved_work_first() {
     let ws = env.open();
     let first = ws.snapshot(None).unwrap();
     env.write("a.txt", "unsaved work");
-    let out = ws.restore(&first.id, RestoreOptions { force: true, dry_run: false }).unwrap();
+    let out = ws
+        .restore(
+            &first.id,
+            RestoreOptions {
+                force: true,
+                dry_run: false,
+            },
+        )
+        .unwrap();
     assert_eq!(env.read("a.txt"), "one");
     let safety = out.safety_snapshot.expect("a safety snapshot");
     // The unsaved work can be brought back.
@@ -76,7 +90,15 @@ fn dry_run_writes_nothing() {
     env.write("a.txt", "two");
     env.write("b.txt", "b");
     ws.snapshot(None).unwrap();
-    let out = ws.restore(&first.id, RestoreOptions { force: false, dry_run: true }).unwrap();
+    let out = ws
+        .restore(
+            &first.id,
+            RestoreOptions {
+                force: false,
+                dry_run: true,
+            },
+        )
+        .unwrap();
     assert_eq!(out.written, vec!["a.txt"]);
     assert_eq!(out.deleted, vec!["b.txt"]);
     assert_eq!(env.read("a.txt"), "two");
@@ -104,7 +126,10 @@ fn restore_keeps_exec_bits_symlinks_and_empty_files() {
     ws.snapshot(None).unwrap();
     ws.restore(&snap.id, RestoreOptions::default()).unwrap();
     assert_eq!(tree_of(env.root()), before);
-    assert_eq!(before.get(std::path::Path::new("link")), Some(&Node::Symlink("run.sh".into())));
+    assert_eq!(
+        before.get(std::path::Path::new("link")),
+        Some(&Node::Symlink("run.sh".into()))
+    );
 }
 
 #[test]
@@ -162,8 +187,15 @@ fn restore_refuses_to_write_through_an_unmanaged_symlink() {
     ws.snapshot(None).unwrap();
     let err = ws.restore(&snap.id, RestoreOptions::default()).unwrap_err();
     assert!(err.to_string().contains("symlink"), "{err}");
-    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0, "nothing written outside");
-    assert!(env.path(".gitignore").exists(), "nothing changed in the workspace");
+    assert_eq!(
+        fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing written outside"
+    );
+    assert!(
+        env.path(".gitignore").exists(),
+        "nothing changed in the workspace"
+    );
 }
 
 #[test]
@@ -172,6 +204,16 @@ fn unknown_snapshot_ids_are_clear_errors() {
     env.write("a", "a");
     let ws = env.open();
     ws.snapshot(None).unwrap();
-    assert!(ws.resolve("1234").unwrap_err().to_string().contains("at least 8"));
-    assert!(ws.resolve("ffffffffff").unwrap_err().to_string().contains("no snapshot"));
+    assert!(
+        ws.resolve("1234")
+            .unwrap_err()
+            .to_string()
+            .contains("at least 8")
+    );
+    assert!(
+        ws.resolve("ffffffffff")
+            .unwrap_err()
+            .to_string()
+            .contains("no snapshot")
+    );
 }

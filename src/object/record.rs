@@ -157,9 +157,11 @@ mod tests {
         let (c, z) = compress(&text);
         assert_eq!(c, Codec::Zstd);
         assert_eq!(decompress(c, &z, text.len() as u64).unwrap(), text);
-        let noise: Vec<u8> = (0..4096u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect();
+        let mut noise = vec![0u8; 4096];
+        blake3::Hasher::new()
+            .update(b"seed")
+            .finalize_xof()
+            .fill(&mut noise);
         let (c, _) = compress(&noise);
         assert_eq!(c, Codec::Raw);
     }

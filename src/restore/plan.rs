@@ -114,7 +114,9 @@ pub fn plan(
             },
             None => match abs_path(root, &t.path).symlink_metadata() {
                 // ENOTDIR: an ancestor is a managed file this plan already replaces.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) =>
+                {
                     if t.kind == EntryKind::Dir {
                         plan.mkdirs.push(t.path.clone());
                     } else {

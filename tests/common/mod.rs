@@ -17,7 +17,10 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        Env { ws: tempfile::tempdir().unwrap(), home: tempfile::tempdir().unwrap() }
+        Env {
+            ws: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -83,7 +86,10 @@ pub fn tree_of(root: &Path) -> BTreeMap<PathBuf, Node> {
             Node::Dir
         } else {
             let mode = e.metadata().unwrap().permissions().mode();
-            Node::File { data: fs::read(e.path()).unwrap(), exec: mode & 0o100 != 0 }
+            Node::File {
+                data: fs::read(e.path()).unwrap(),
+                exec: mode & 0o100 != 0,
+            }
         };
         out.insert(rel, node);
     }
@@ -101,5 +107,10 @@ pub fn stderr(o: &Output) -> String {
 /// Asserts `retrace-dump verify` finds the store of this env clean.
 pub fn assert_verified(env: &Env) {
     let o = env.run(RETRACE_DUMP, &["verify"]);
-    assert!(o.status.success(), "verify failed:\n{}{}", stdout(&o), stderr(&o));
+    assert!(
+        o.status.success(),
+        "verify failed:\n{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
 }
