@@ -4,8 +4,8 @@
 //! the store lacks them, compressed and queued. Files over [`CHUNK_THRESHOLD`] are split by
 //! FastCDC so an edit to a big file stores only the changed chunks. A file whose `fstat`
 //! changes while it is read is re-read (up to 3 times) and then reported as unstable.
-//! Queued objects are written in batches (non-durable) and the snapshot is committed with
-//! one durable commit.
+//! Queued objects are written in batches of [`BATCH_BYTES`], the last one together with the
+//! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -30,7 +30,7 @@ use crate::scan::{self, ScanEntry, ScanKind, Skipped};
 use crate::statcache::{CacheEntry, StatCache};
 use crate::store::{NewObject, SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
 
-/// Queued bytes that trigger an intermediate (non-durable) batch write.
+/// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
 const BATCH_BYTES: usize = 64 * 1024 * 1024;
 
 /// One path of a snapshot, flattened.
@@ -145,7 +145,7 @@ impl Hasher<'_> {
             p.bytes = 0;
             std::mem::take(&mut p.objects)
         };
-        match self.store.write(batch, None, None, false) {
+        match self.store.write(batch, None, None) {
             Ok(w) => {
                 if let Ok(mut f) = self.flushed.lock() {
                     f.objects += w.objects;
@@ -187,9 +187,9 @@ impl Hasher<'_> {
                 Err(err) => Looked::Skip(err.to_string()),
             };
         }
-        if let Some(id) = cache.lookup(e)
-            && (!self.store_objects || self.known(&id))
-        {
+        // A cache hit is trusted without asking the store: the cache is written only after
+        // its objects committed, and it names the store (id) it vouches for.
+        if let Some(id) = cache.lookup(e) {
             {
                 return Looked::Done {
                     id,
@@ -405,6 +405,7 @@ pub(crate) fn capture(
         })
         .collect();
     opts.progress.finish();
+    let cached_before = cache.len();
     drop(cache);
     if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e.into());
@@ -507,12 +508,17 @@ pub(crate) fn capture(
             bytes,
         });
         let last_known = record.as_ref().map(|_| root);
-        let stats = ctx.store.write(batch, record.as_ref(), last_known, true)?;
+        let stats = ctx.store.write(batch, record.as_ref(), last_known)?;
         let flushed = hasher.flushed.into_inner().unwrap_or_default();
         capture.new_objects = stats.objects + flushed.objects;
         capture.new_bytes = stats.stored_bytes + flushed.stored_bytes;
-        // The cache is disposable: failing to write it only costs re-hashing next time.
-        let _ = StatCache::write(ctx.statcache, &store_id, cache_entries, now_ns());
+        // Nothing read and the same paths: the cache on disk is already exact (and has no
+        // racy entries, which are never hits), so a no-change capture skips the rewrite.
+        let unchanged = hashed == 0 && cache_entries.len() == cached_before;
+        if !unchanged {
+            // The cache is disposable: failing to write it only costs re-hashing next time.
+            let _ = StatCache::write(ctx.statcache, &store_id, cache_entries, now_ns());
+        }
     }
     Ok(capture)
 }

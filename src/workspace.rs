@@ -347,7 +347,9 @@ impl Workspace {
             .filter(|p| !left.contains(p.as_str()))
             .collect();
         outcome.verified = outcome.verify_diff.is_empty();
-        self.store.write(Vec::new(), None, Some(*id), true)?;
+        self.store.write(Vec::new(), None, Some(*id))?;
+        drop(reader);
+        self.store.compact_if_sparse();
         Ok(outcome)
     }
 

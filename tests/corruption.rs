@@ -116,7 +116,7 @@ fn hostile_tree_entries_are_rejected_before_any_write() {
             files: 1,
             bytes: 5,
         };
-        store.write(objects, Some(&rec), None, true).unwrap();
+        store.write(objects, Some(&rec), None).unwrap();
         let err = ws.restore(&tree_id, RestoreOptions::default()).unwrap_err();
         assert!(
             err.to_string().contains("unsafe entry name"),

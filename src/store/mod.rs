@@ -10,12 +10,13 @@ mod pack;
 pub mod schema;
 
 use std::path::{Path, PathBuf};
+use std::sync::{PoisonError, RwLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redb::{
-    ConcurrencyMode, Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase,
-    ReadableTable, ReadableTableMetadata, TransactionError, WriteTransaction,
+    ConcurrencyMode, Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, TransactionError, WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,11 @@ use schema::{
     FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
     META_WORKSPACE, OBJECTS, PACKS, SNAPSHOTS,
 };
+
+/// Stores smaller than this are never compacted (redb's own metadata dominates them).
+const COMPACT_MIN_FILE: u64 = 8 * 1024 * 1024;
+/// Compact when the file exceeds this percentage of the pack log.
+const COMPACT_RATIO_PERCENT: u64 = 112;
 
 /// How long an open or a write waits for other processes before answering "busy".
 pub const LOCK_WAIT: Duration = Duration::from_secs(120);
@@ -97,7 +103,8 @@ pub type ObjectListing = (ObjectId, Result<ObjectRecord, StoreError>);
 
 /// A handle on one store file.
 pub struct Store {
-    db: Database,
+    /// Write-locked only to compact (redb's `compact` needs `&mut`); everything else reads.
+    db: RwLock<Database>,
     path: PathBuf,
 }
 
@@ -128,7 +135,7 @@ fn random_id() -> [u8; 16] {
 fn builder() -> redb::Builder {
     let mut b = Database::builder();
     b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
-    b.set_cache_size(256 * 1024 * 1024);
+    b.set_cache_size(64 * 1024 * 1024);
     b
 }
 
@@ -169,7 +176,7 @@ impl Store {
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
         let store = Store {
-            db,
+            db: RwLock::new(db),
             path: path.to_path_buf(),
         };
         store.init(workspace)?;
@@ -244,7 +251,12 @@ impl Store {
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
-            match self.db.try_begin_write() {
+            let attempt = self
+                .db
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .try_begin_write();
+            match attempt {
                 Ok(tx) => return Ok(tx),
                 Err(TransactionError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
                     thread::sleep(pause);
@@ -266,12 +278,46 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
     pub fn reader(&self) -> Result<StoreReader, StoreError> {
-        StoreReader::new(&self.db, &self.path)
+        StoreReader::new(
+            &*self.db.read().unwrap_or_else(PoisonError::into_inner),
+            &self.path,
+        )
+    }
+
+    /// Compacts the file when it holds much more than its live data, best effort.
+    ///
+    /// redb grows a file by doubling it (until 4 GiB) and shrinks it only when more than half
+    /// of the last region is free, so a store can carry up to 2× its data in free pages.
+    /// Compaction trims that; it is quick when the free pages trail the file (measured: 72 ms
+    /// for a 100 MB store, docs/benchmarks.md). It needs no live transaction in any process,
+    /// so it is skipped (not waited for) when another process is busy. Returns whether it ran.
+    pub fn compact_if_sparse(&self) -> bool {
+        let Ok(reader) = self.reader() else {
+            return false;
+        };
+        let live = reader.log_end().unwrap_or(0);
+        drop(reader);
+        let file = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        if file < COMPACT_MIN_FILE || file * 100 <= live * COMPACT_RATIO_PERCENT {
+            return false;
+        }
+        let Ok(mut db) = self.db.write() else {
+            return false;
+        };
+        let mut ran = false;
+        for _ in 0..4 {
+            match db.compact() {
+                Ok(true) => ran = true,
+                Ok(false) | Err(_) => break,
+            }
+        }
+        ran
     }
 
     /// Writes `objects` (those not present yet; duplicates ignored), optionally a snapshot
-    /// record and the new last known state, in one transaction. `durable` commits with an
-    /// fsync; a non-durable batch becomes durable with the next durable commit.
+    /// record and the new last known state, in one durable transaction. (redb's
+    /// multi-process mode has no non-durable commits, so capture batches its objects into
+    /// few, large transactions instead.)
     ///
     /// # Errors
     /// [`StoreError`] when the write fails; nothing is committed then.
@@ -280,14 +326,9 @@ impl Store {
         mut objects: Vec<NewObject>,
         snapshot: Option<&SnapshotRecord>,
         last_known: Option<ObjectId>,
-        durable: bool,
     ) -> Result<WriteStats, StoreError> {
         let e = self.db_err();
-        let mut tx = self.begin_write()?;
-        if !durable {
-            tx.set_durability(Durability::None)
-                .map_err(|x| e(redb::Error::Corrupted(x.to_string())))?;
-        }
+        let tx = self.begin_write()?;
         let mut stats = WriteStats::default();
         {
             let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
@@ -680,6 +721,17 @@ impl StoreReader {
         }
     }
 
+    /// Length of the pack log in bytes.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn log_end(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .meta_value(META_LOG_END)?
+            .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0))
+    }
+
     /// Object and byte counts.
     ///
     /// # Errors
@@ -698,10 +750,7 @@ impl StoreReader {
             }
             s.stored_bytes += u64::from(rec.stored_len);
         }
-        s.log_bytes = self
-            .meta_value(META_LOG_END)?
-            .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
-            .unwrap_or(0);
+        s.log_bytes = self.log_end()?;
         s.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
         s.snapshots = match &self.snapshots {
             Some(t) => t.len().map_err(|x| self.db_err(x))?,

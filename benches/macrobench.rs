@@ -1,0 +1,393 @@
+//! Macro benchmark: retrace beside `git add -A && git write-tree` (through a private
+//! GIT_DIR and GIT_INDEX_FILE, as shadow-git checkpoint tools run it) and a bare parallel
+//! `lstat` walk, on a generated deterministic workspace.
+//!
+//! `cargo bench --bench macrobench -- [--files N] [--dir PATH] [--turns N]`
+//!
+//! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
+//! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
+//! repository. After generating it the benchmark waits out the stat cache's racy window
+//! (2 s) so that "no-change" measures the steady state an agent sees between turns.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use retrace::{Config, RestoreOptions, Workspace};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*: deterministic and fast; quality is irrelevant here.
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn lines(rng: &mut Rng) -> Vec<String> {
+    let words = [
+        "let", "fn", "self", "value", "config", "return", "match", "Some", "None", "error", "path",
+        "file", "impl", "struct", "pub", "use", "for", "in", "if", "else", "result", "data",
+    ];
+    (0..600)
+        .map(|_| {
+            let n = 3 + rng.below(9);
+            let indent = " ".repeat(4 * rng.below(4) as usize);
+            let body: Vec<&str> = (0..n)
+                .map(|_| words[rng.below(words.len() as u64) as usize])
+                .collect();
+            format!("{indent}{};\n", body.join(" "))
+        })
+        .collect()
+}
+
+fn text_file(rng: &mut Rng, vocab: &[String]) -> Vec<u8> {
+    let target = 1024 + rng.below(19 * 1024) as usize;
+    let mut out = Vec::with_capacity(target + 100);
+    while out.len() < target {
+        out.extend_from_slice(vocab[rng.below(vocab.len() as u64) as usize].as_bytes());
+    }
+    out
+}
+
+fn binary(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        out.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn rel(i: usize) -> String {
+    format!("src/m{:02}/d{:03}/f{i:06}.rs", i % 37, (i / 37) % 113)
+}
+
+fn generate(root: &Path, files: usize) {
+    let _ = fs::remove_dir_all(root);
+    fs::create_dir_all(root).unwrap();
+    let mut rng = Rng(0x5eed);
+    let vocab = lines(&mut rng);
+    fs::write(root.join(".gitignore"), "target/\nnode_modules/\n").unwrap();
+    let mut previous: Vec<u8> = Vec::new();
+    for i in 0..files {
+        let p = root.join(rel(i));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let roll = rng.below(100);
+        let data = if roll < 8 {
+            let len = 1024 + rng.below(16 * 1024) as usize;
+            binary(&mut rng, len)
+        } else if roll < 11 && !previous.is_empty() {
+            previous.clone()
+        } else {
+            text_file(&mut rng, &vocab)
+        };
+        fs::write(&p, &data).unwrap();
+        previous = data;
+    }
+    let big_dir = root.join("assets");
+    fs::create_dir_all(&big_dir).unwrap();
+    for (i, mib) in [1usize, 3, 8, 20, 50].iter().enumerate() {
+        let data: Vec<u8> = if i % 2 == 0 {
+            binary(&mut rng, mib << 20)
+        } else {
+            let mut d = Vec::with_capacity(mib << 20);
+            while d.len() < mib << 20 {
+                d.extend_from_slice(vocab[rng.below(vocab.len() as u64) as usize].as_bytes());
+            }
+            d
+        };
+        fs::write(big_dir.join(format!("big{i}.bin")), data).unwrap();
+    }
+    for dir in ["node_modules/pkg/lib", "target/release/deps"] {
+        fs::create_dir_all(root.join(dir)).unwrap();
+        for i in 0..(files / 20).max(10) {
+            fs::write(
+                root.join(dir).join(format!("x{i}.js")),
+                text_file(&mut rng, &vocab),
+            )
+            .unwrap();
+        }
+    }
+    fs::create_dir_all(root.join("vendor/nested/.git")).unwrap();
+    fs::write(
+        root.join("vendor/nested/.git/HEAD"),
+        "ref: refs/heads/main\n",
+    )
+    .unwrap();
+    fs::write(root.join("vendor/nested/lib.c"), "int nested;\n").unwrap();
+}
+
+/// Changes 25 files: 10 modified, 10 added, 5 deleted.
+fn turn(root: &Path, files: usize, n: u64) {
+    let mut rng = Rng(0xabc0 + n);
+    let vocab = lines(&mut rng);
+    for _ in 0..10 {
+        let p = root.join(rel(rng.below(files as u64) as usize));
+        if p.exists() {
+            let mut d = fs::read(&p).unwrap();
+            d.extend_from_slice(format!("// turn {n}\n").as_bytes());
+            fs::write(&p, d).unwrap();
+        }
+    }
+    for i in 0..10 {
+        let p = root.join(format!("src/new/t{n}/f{i}.rs"));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text_file(&mut rng, &vocab)).unwrap();
+    }
+    for _ in 0..5 {
+        let _ = fs::remove_file(root.join(rel(rng.below(files as u64) as usize)));
+    }
+}
+
+fn reset_peak() {
+    let _ = fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_rss() -> u64 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
+    let t = Instant::now();
+    let r = f();
+    (t.elapsed(), r)
+}
+
+fn bare_walk(root: &Path) -> usize {
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let mut b = ignore::WalkBuilder::new(root);
+    b.standard_filters(false)
+        .hidden(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(true)
+        .require_git(false);
+    b.build_parallel().run(|| {
+        Box::new(|e| {
+            if let Ok(e) = e
+                && e.path().symlink_metadata().is_ok()
+            {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    count.into_inner()
+}
+
+struct Git {
+    git_dir: PathBuf,
+    root: PathBuf,
+    head: Option<String>,
+}
+
+impl Git {
+    fn cmd(&self, args: &[&str]) -> String {
+        let o = Command::new("git")
+            .args(args)
+            .env("GIT_DIR", &self.git_dir)
+            .env("GIT_WORK_TREE", &self.root)
+            .env("GIT_INDEX_FILE", self.git_dir.join("shadow-index"))
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@b")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@b")
+            .current_dir(&self.root)
+            .output()
+            .expect("git runs");
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// What shadow-git tools do per checkpoint: add everything, write the tree, commit it.
+    fn capture(&mut self) -> String {
+        self.cmd(&["add", "-A"]);
+        let tree = self.cmd(&["write-tree"]);
+        let mut args = vec!["commit-tree", tree.as_str(), "-m", "checkpoint"];
+        let parent = self.head.clone();
+        if let Some(p) = &parent {
+            args.extend(["-p", p.as_str()]);
+        }
+        let commit = self.cmd(&args);
+        self.cmd(&["update-ref", "refs/heads/main", &commit]);
+        self.head = Some(commit);
+        tree
+    }
+}
+
+fn dir_size(p: &Path) -> u64 {
+    walkdir::WalkDir::new(p)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(std::fs::Metadata::is_file)
+        .map(|m| m.len())
+        .sum()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let files: usize = arg("--files")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let turns: u64 = arg("--turns").and_then(|v| v.parse().ok()).unwrap_or(10);
+    let base = arg("--dir").map_or_else(
+        || std::env::temp_dir().join(format!("retrace-bench-{files}")),
+        PathBuf::from,
+    );
+    let root = base.join("ws");
+    let home = base.join("home");
+    let git_dir = base.join("shadow.git");
+    let _ = fs::remove_dir_all(&home);
+    let _ = fs::remove_dir_all(&git_dir);
+    eprintln!("generating {files} files in {} ...", root.display());
+    generate(&root, files);
+    let logical = dir_size(&root.join("src")) + dir_size(&root.join("assets"));
+    std::thread::sleep(Duration::from_millis(2500));
+
+    let walk = (0..3).map(|_| timed(|| bare_walk(&root)).0).min().unwrap();
+
+    let ws = Workspace::open(&root, &Config::with_home(&home)).unwrap();
+    reset_peak();
+    let (cold, snap0) = timed(|| ws.snapshot(Some("cold".into())).unwrap());
+    let cold_rss = peak_rss();
+    std::thread::sleep(Duration::from_millis(2500));
+    // Settles the entries the cold run wrote within the racy window.
+    let (warm, _) = timed(|| ws.snapshot(None).unwrap());
+    reset_peak();
+    let nochange = (0..3)
+        .map(|_| timed(|| ws.snapshot(None).unwrap()).0)
+        .min()
+        .unwrap();
+    let nochange_rss = peak_rss();
+    let hashed = ws.snapshot(None).unwrap().hashed;
+    turn(&root, files, 0);
+    let (turn_t, _) = timed(|| ws.snapshot(Some("turn 0".into())).unwrap());
+    let (restore_t, r) = timed(|| ws.restore(&snap0.id, RestoreOptions::default()).unwrap());
+    assert!(r.verified);
+
+    fs::create_dir_all(&git_dir).unwrap();
+    let mut git = Git {
+        git_dir: git_dir.clone(),
+        root: root.clone(),
+        head: None,
+    };
+    let init = Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&git_dir)
+        .status();
+    assert!(init.is_ok_and(|s| s.success()), "git init");
+    let (git_cold, git_tree0) = timed(|| git.capture());
+    let git_nochange = (0..3).map(|_| timed(|| git.capture()).0).min().unwrap();
+    turn(&root, files, 0);
+    let (git_turn, _) = timed(|| git.capture());
+    let (git_restore, _) = timed(|| git.cmd(&["read-tree", "-u", "--reset", &git_tree0]));
+
+    // A history of `turns` turns for both, from the cold state.
+    ws.snapshot(None).unwrap();
+    ws.restore(
+        &snap0.id,
+        RestoreOptions {
+            force: true,
+            dry_run: false,
+        },
+    )
+    .unwrap();
+    for n in 1..turns {
+        turn(&root, files, n);
+        ws.snapshot(None).unwrap();
+        git.capture();
+    }
+    let store_bytes = fs::metadata(ws.store_path()).unwrap().len();
+    let (gc_t, _) = timed(|| git.cmd(&["gc", "-q"]));
+    let git_bytes = dir_size(&git_dir.join("objects"));
+
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let row = |name: &str, r: Duration, g: Duration| {
+        println!(
+            "| {name:<22} | {:>10.0} ms | {:>10.0} ms | {:>9.0} ms | {:>7.2}x | {:>7.2}x |",
+            ms(r),
+            ms(g),
+            ms(walk),
+            ms(g) / ms(r),
+            ms(r) / ms(walk)
+        );
+    };
+    println!(
+        "\nworkspace: {files} files + 5 big files, {:.0} MB of managed content",
+        logical as f64 / 1e6
+    );
+    println!(
+        "| measurement            |    retrace    |      git      |  bare walk   | git/ret  | ret/walk |"
+    );
+    println!(
+        "|------------------------|---------------|---------------|--------------|----------|----------|"
+    );
+    row("cold capture", cold, git_cold);
+    row("no-change capture", nochange, git_nochange);
+    row("turn of 25 files", turn_t, git_turn);
+    row("restore of that turn", restore_t, git_restore);
+    println!(
+        "| store after {turns} turns   | {:>10.1} MB | {:>10.1} MB | git gc {:.0} ms | ret/git {:.2}x |",
+        store_bytes as f64 / 1e6,
+        git_bytes as f64 / 1e6,
+        ms(gc_t),
+        store_bytes as f64 / git_bytes as f64
+    );
+    println!(
+        "| peak RSS, cold capture | {:>10.1} MB | {} bytes/file |",
+        cold_rss as f64 / 1e6,
+        cold_rss / files as u64
+    );
+    println!(
+        "| peak RSS, no-change    | {:>10.1} MB | {} bytes/file |",
+        nochange_rss as f64 / 1e6,
+        nochange_rss / files as u64
+    );
+    println!(
+        "(settling capture after cold: {:.0} ms; files re-read by a no-change capture: {hashed})",
+        ms(warm)
+    );
+    let s = Workspace::locate_store(&root, &Config::with_home(&home)).unwrap();
+    drop(ws);
+    let st = retrace::store::Store::open_read_only(&s)
+        .unwrap()
+        .reader()
+        .unwrap()
+        .stats()
+        .unwrap();
+    println!(
+        "(store file {} B for {} B of compressed payload: {:.3}x)",
+        st.file_bytes,
+        st.stored_bytes,
+        st.file_bytes as f64 / st.stored_bytes as f64
+    );
+}
