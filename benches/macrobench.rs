@@ -387,7 +387,7 @@ fn main() {
     println!(
         "(store file {} B for {} B of compressed payload: {:.3}x)",
         st.file_bytes,
-        st.stored_bytes,
-        st.file_bytes as f64 / st.stored_bytes as f64
+        st.log_bytes,
+        st.file_bytes as f64 / st.log_bytes as f64
     );
 }

@@ -7,7 +7,7 @@
 //! Queued objects are written in batches of [`BATCH_BYTES`], the last one together with the
 //! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -20,15 +20,15 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{CaptureError, StoreError};
-use crate::object::record::compress;
+use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT};
 use crate::object::{
-    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, EntryKind, ObjectId, ObjectKind,
-    Tree, TreeEntry,
+    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, EntryKind, NewFrame, ObjectId,
+    ObjectKind, PendingObject, Tree, TreeEntry,
 };
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
 use crate::statcache::{CacheEntry, StatCache};
-use crate::store::{NewObject, SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
+use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
 
 /// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
 const BATCH_BYTES: usize = 64 * 1024 * 1024;
@@ -87,9 +87,16 @@ pub(crate) struct CaptureContext<'a> {
     pub store_dir: Option<&'a Path>,
 }
 
+/// Objects waiting to be framed and frames waiting to be written.
+#[derive(Default)]
 struct Pending {
-    objects: Vec<NewObject>,
-    bytes: usize,
+    /// Small objects for the shared frame being filled.
+    solid: Vec<PendingObject>,
+    solid_bytes: usize,
+    /// Ids already queued in this capture (identical files are stored once).
+    queued: HashSet<ObjectId>,
+    frames: Vec<NewFrame>,
+    frame_bytes: usize,
 }
 
 struct Hasher<'a> {
@@ -129,21 +136,49 @@ impl Hasher<'_> {
         }
     }
 
-    fn queue(&self, objects: Vec<NewObject>) {
-        if objects.is_empty() || !self.store_objects {
+    /// Queues objects for writing: small ones into the shared frame, others alone. Frames
+    /// are compressed by the calling worker, outside the lock, so compression stays parallel.
+    fn queue(&self, objects: Vec<PendingObject>) {
+        if !self.store_objects {
             return;
         }
+        for o in objects {
+            let full = {
+                let Ok(mut p) = self.pending.lock() else {
+                    return;
+                };
+                if !p.queued.insert(o.0) {
+                    continue;
+                }
+                if o.3.len() >= SOLID_MAX_OBJECT {
+                    drop(p);
+                    self.push_frame(NewFrame::pack(&[o]));
+                    continue;
+                }
+                p.solid_bytes += o.3.len();
+                p.solid.push(o);
+                if p.solid_bytes < FRAME_RAW_BYTES {
+                    continue;
+                }
+                p.solid_bytes = 0;
+                std::mem::take(&mut p.solid)
+            };
+            self.push_frame(NewFrame::pack(&full));
+        }
+    }
+
+    fn push_frame(&self, frame: NewFrame) {
         let batch = {
             let Ok(mut p) = self.pending.lock() else {
                 return;
             };
-            p.bytes += objects.iter().map(|o| o.payload.len()).sum::<usize>();
-            p.objects.extend(objects);
-            if p.bytes < BATCH_BYTES {
+            p.frame_bytes += frame.stored.len();
+            p.frames.push(frame);
+            if p.frame_bytes < BATCH_BYTES {
                 return;
             }
-            p.bytes = 0;
-            std::mem::take(&mut p.objects)
+            p.frame_bytes = 0;
+            std::mem::take(&mut p.frames)
         };
         match self.store.write(batch, None, None) {
             Ok(w) => {
@@ -156,18 +191,12 @@ impl Hasher<'_> {
         }
     }
 
-    fn blob(&self, data: &[u8], id: ObjectId) -> Option<NewObject> {
+    /// The object for `data`, unless the store already has it or nothing is stored.
+    fn blob(&self, data: &[u8], id: ObjectId) -> Option<PendingObject> {
         if !self.store_objects || self.known(&id) {
             return None;
         }
-        let (codec, payload) = compress(data);
-        Some(NewObject {
-            id,
-            kind: ObjectKind::Blob,
-            raw_len: data.len() as u64,
-            codec,
-            payload,
-        })
+        Some((id, ObjectKind::Blob, data.len() as u64, data.to_vec()))
     }
 
     fn look(&self, e: &ScanEntry, cache: &StatCache) -> Looked {
@@ -221,7 +250,7 @@ impl Hasher<'_> {
         &self,
         path: &Path,
         e: &ScanEntry,
-    ) -> std::io::Result<Option<(ObjectId, CacheEntry, Vec<NewObject>)>> {
+    ) -> std::io::Result<Option<(ObjectId, CacheEntry, Vec<PendingObject>)>> {
         let mut f = File::open(path)?;
         let before = f.metadata()?;
         let mut objects = Vec::new();
@@ -253,14 +282,7 @@ impl Hasher<'_> {
             let id = ObjectId(*whole.finalize().as_bytes());
             if self.store_objects && !self.known(&id) {
                 let list = ChunkList { version: 1, chunks }.encode();
-                let (codec, payload) = compress(&list);
-                objects.push(NewObject {
-                    id,
-                    kind: ObjectKind::ChunkedBlob,
-                    raw_len: total,
-                    codec,
-                    payload,
-                });
+                objects.push((id, ObjectKind::ChunkedBlob, total, list));
             }
             id
         };
@@ -382,10 +404,7 @@ pub(crate) fn capture(
         root: ctx.root,
         reader: &reader,
         store_objects: opts.store_objects,
-        pending: Mutex::new(Pending {
-            objects: Vec::new(),
-            bytes: 0,
-        }),
+        pending: Mutex::new(Pending::default()),
         store: ctx.store,
         error: Mutex::new(None),
         flushed: Mutex::new(WriteStats::default()),
@@ -457,16 +476,10 @@ pub(crate) fn capture(
     let mut trees = Vec::new();
     let root = build_trees(&mut entries, |id, bytes| {
         if opts.store_objects && !hasher.known(&id) {
-            let (codec, payload) = compress(&bytes);
-            trees.push(NewObject {
-                id,
-                kind: ObjectKind::Tree,
-                raw_len: bytes.len() as u64,
-                codec,
-                payload,
-            });
+            trees.push((id, ObjectKind::Tree, bytes.len() as u64, bytes));
         }
     });
+    hasher.queue(trees);
     let files = entries
         .iter()
         .filter(|e| {
@@ -493,12 +506,11 @@ pub(crate) fn capture(
         entries,
     };
     if opts.store_objects {
-        let mut batch = hasher
-            .pending
-            .into_inner()
-            .map(|p| p.objects)
-            .unwrap_or_default();
-        batch.extend(trees);
+        let pending = hasher.pending.into_inner().unwrap_or_default();
+        let mut batch = pending.frames;
+        if !pending.solid.is_empty() {
+            batch.push(NewFrame::pack(&pending.solid));
+        }
         let record = opts.record.as_ref().map(|label| SnapshotRecord {
             version: 1,
             root,

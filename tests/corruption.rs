@@ -6,9 +6,9 @@ use std::fs;
 
 use common::{Env, RETRACE_DUMP, stdout};
 use redb::ReadableTable;
-use retrace::object::{Codec, EntryKind, ObjectId, ObjectKind, Tree, TreeEntry};
+use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, Tree, TreeEntry};
 use retrace::store::schema::{META, PACK_BYTES, PACKS};
-use retrace::store::{NewObject, SnapshotRecord, Store};
+use retrace::store::{SnapshotRecord, Store};
 use retrace::{Error, RestoreOptions, StoreError};
 
 fn open_raw(env: &Env) -> redb::Database {
@@ -21,7 +21,9 @@ fn open_raw(env: &Env) -> redb::Database {
 #[test]
 fn a_corrupt_object_is_detected_and_nothing_is_written() {
     let env = Env::new();
-    env.write("a.txt", "the original content of a");
+    // Over 64 KiB, so the blob has a frame of its own and the trees stay readable.
+    let original_a = "the original content of a\n".repeat(4000);
+    env.write("a.txt", &original_a);
     env.write("b.txt", "the original content of b");
     let ws = env.open();
     let first = ws.snapshot(None).unwrap();
@@ -29,7 +31,7 @@ fn a_corrupt_object_is_detected_and_nothing_is_written() {
     env.write("b.txt", "changed b");
     env.write("c.txt", "new c");
     ws.snapshot(None).unwrap();
-    let a_id = ObjectId::of_blob(b"the original content of a");
+    let a_id = ObjectId::of_blob(original_a.as_bytes());
     let rec = ws_record(&env, a_id);
     drop(ws);
     {
@@ -92,22 +94,11 @@ fn hostile_tree_entries_are_rejected_before_any_write() {
         let bytes = tree.encode();
         let tree_id = ObjectId::of_tree(&bytes);
         let store = Store::open(ws.store_path(), env.root()).unwrap();
-        let objects = vec![
-            NewObject {
-                id: blob_id,
-                kind: ObjectKind::Blob,
-                raw_len: 5,
-                codec: Codec::Raw,
-                payload: blob,
-            },
-            NewObject {
-                id: tree_id,
-                kind: ObjectKind::Tree,
-                raw_len: bytes.len() as u64,
-                codec: Codec::Raw,
-                payload: bytes,
-            },
-        ];
+        let tree_len = bytes.len() as u64;
+        let frame = NewFrame::pack(&[
+            (blob_id, ObjectKind::Blob, 5, blob),
+            (tree_id, ObjectKind::Tree, tree_len, bytes),
+        ]);
         let rec = SnapshotRecord {
             version: 1,
             root: tree_id,
@@ -116,7 +107,7 @@ fn hostile_tree_entries_are_rejected_before_any_write() {
             files: 1,
             bytes: 5,
         };
-        store.write(objects, Some(&rec), None).unwrap();
+        store.write(vec![frame], Some(&rec), None).unwrap();
         let err = ws.restore(&tree_id, RestoreOptions::default()).unwrap_err();
         assert!(
             err.to_string().contains("unsafe entry name"),

@@ -107,13 +107,13 @@ fn run(cli: Cli) -> Result<bool> {
                 let store = open(&path)?;
                 let r = store.reader()?;
                 let s = r.stats()?;
-                let ratio = s.file_bytes as f64 / s.stored_bytes.max(1) as f64;
+                let ratio = s.file_bytes as f64 / s.log_bytes.max(1) as f64;
                 if *json {
                     let mut v = serde_json::to_value(&s)?;
                     v["store"] = serde_json::json!(path.display().to_string());
                     v["workspace"] =
                         serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
-                    v["file_to_stored_ratio"] = serde_json::json!(ratio);
+                    v["file_to_log_ratio"] = serde_json::json!(ratio);
                     println!("{v}");
                 } else {
                     println!("store      {}", path.display());
@@ -127,10 +127,13 @@ fn run(cli: Cli) -> Result<bool> {
                     );
                     println!("logical    {} bytes (blob content)", s.logical_bytes);
                     println!(
-                        "stored     {} bytes (compressed payloads; pack log {})",
-                        s.stored_bytes, s.log_bytes
+                        "stored     {} bytes compressed in the pack log ({} bytes framed)",
+                        s.log_bytes, s.payload_bytes
                     );
-                    println!("file       {} bytes ({ratio:.3}x stored)", s.file_bytes);
+                    println!(
+                        "file       {} bytes ({ratio:.3}x the pack log)",
+                        s.file_bytes
+                    );
                 }
             }
             Ok(true)
@@ -211,7 +214,9 @@ fn print_tree(r: &StoreReader, id: &ObjectId) -> Result<()> {
 /// reference missing objects or the wrong kind, snapshots whose root is missing.
 fn verify(r: &StoreReader) -> Result<Vec<String>> {
     let mut faults = Vec::new();
-    let objects = r.objects()?;
+    let mut objects = r.objects()?;
+    // In pack-log order, so each shared frame is decompressed once (the reader caches it).
+    objects.sort_by_key(|(_, rec)| rec.as_ref().map_or(0, |r| r.offset));
     for (id, rec) in &objects {
         let rec = match rec {
             Ok(rec) => rec,

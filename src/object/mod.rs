@@ -5,7 +5,9 @@ pub mod record;
 pub mod tree;
 
 pub use id::ObjectId;
-pub use record::{ChunkList, Codec, ObjectKind, ObjectRecord};
+pub use record::{
+    ChunkList, Codec, FrameMember, NewFrame, ObjectKind, ObjectRecord, PendingObject,
+};
 pub use tree::{EntryKind, Tree, TreeEntry};
 
 /// Files larger than this are split by FastCDC into chunk blobs.

@@ -1,4 +1,14 @@
-//! The index record of a stored object and the payload encodings (compression, chunk lists).
+//! The index record of a stored object, frames, and the payload encodings.
+//!
+//! Objects are stored in **frames**: a frame is one stored payload in the pack log holding
+//! one or more objects' bytes end to end, compressed together. Small objects (under
+//! [`SOLID_MAX_OBJECT`]) share frames of up to [`FRAME_RAW_BYTES`], so zstd sees the
+//! redundancy *between* files (licence headers, imports, repeated lines) the way git's
+//! delta packs do; measured on the benchmark workspace this stores 18% less than
+//! compressing each file alone, and costs one frame decompression (about 1 ms) per read.
+//! Bigger objects (FastCDC chunks, medium files) get a frame of their own.
+
+use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
@@ -7,9 +17,15 @@ use super::ObjectId;
 /// Record version written today.
 pub const RECORD_VERSION: u8 = 1;
 
-/// zstd level for blobs and trees. Measured on source-like text (docs/benchmarks.md): level 3
-/// compresses within a few percent of level 9 at several times the speed.
+/// zstd level. Measured on source-like text (docs/benchmarks.md): level 3 compresses shared
+/// frames within 10% of level 6 at a fifth of the time.
 pub const ZSTD_LEVEL: i32 = 3;
+
+/// Objects smaller than this share frames.
+pub const SOLID_MAX_OBJECT: usize = 64 * 1024;
+
+/// A shared frame is closed once it holds this many raw bytes.
+pub const FRAME_RAW_BYTES: usize = 1024 * 1024;
 
 /// What an object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,31 +38,38 @@ pub enum ObjectKind {
     Tree,
 }
 
-/// How a payload is stored in the pack log.
+/// How a frame is stored in the pack log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Codec {
     /// As is (compression did not pay).
     Raw,
-    /// zstd frame.
+    /// One zstd frame.
     Zstd,
 }
 
-/// Index entry of one object: where its payload lives in the pack log and what it is.
+/// Index entry of one object: which frame holds it, where, and what it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectRecord {
     /// Always [`RECORD_VERSION`] when written by this retrace.
     pub version: u8,
     /// Blob, chunked blob or tree.
     pub kind: ObjectKind,
-    /// Length of the object's content: the file size for blobs and chunked blobs, the
-    /// encoded tree length for trees.
-    pub raw_len: u64,
-    /// Byte offset of the stored payload in the pack log.
+    /// Content size: the file size for blobs and chunked blobs, the encoding's length for
+    /// trees.
+    pub size: u64,
+    /// Byte offset of the frame in the pack log.
     pub offset: u64,
-    /// Stored payload length in the pack log.
+    /// Stored length of the frame in the pack log.
     pub stored_len: u32,
-    /// How the payload is stored.
+    /// How the frame is stored.
     pub codec: Codec,
+    /// Length of the frame once decompressed.
+    pub frame_len: u32,
+    /// Where this object's payload starts in the decompressed frame.
+    pub within: u32,
+    /// Length of this object's payload (differs from `size` for chunked blobs, whose
+    /// payload is their chunk list).
+    pub len: u32,
     /// Unix seconds when the object was written (GC grace period).
     pub written: u64,
 }
@@ -61,6 +84,17 @@ pub enum RecordError {
     /// A newer retrace wrote this record.
     #[error("record version {0} is newer than this retrace understands; upgrade retrace")]
     UnknownVersion(u8),
+    /// The payload lies outside its frame.
+    #[error("record points outside its frame")]
+    OutOfFrame,
+}
+
+fn check_version(bytes: &[u8]) -> Result<(), RecordError> {
+    match bytes.first() {
+        Some(&RECORD_VERSION) => Ok(()),
+        Some(&v) => Err(RecordError::UnknownVersion(v)),
+        None => Err(RecordError::Decode("empty".into())),
+    }
 }
 
 impl ObjectRecord {
@@ -70,17 +104,18 @@ impl ObjectRecord {
         postcard::to_allocvec(self).expect("encoding plain data into a Vec cannot fail")
     }
 
-    /// Decodes a record, refusing unknown versions.
+    /// Decodes a record, refusing unknown versions and payloads outside their frame.
     ///
     /// # Errors
-    /// [`RecordError`] on bytes that are not a record of a known version.
+    /// [`RecordError`] on bytes that are not a valid record of a known version.
     pub fn decode(bytes: &[u8]) -> Result<ObjectRecord, RecordError> {
-        match bytes.first() {
-            Some(&RECORD_VERSION) => {}
-            Some(&v) => return Err(RecordError::UnknownVersion(v)),
-            None => return Err(RecordError::Decode("empty".into())),
+        check_version(bytes)?;
+        let r: ObjectRecord =
+            postcard::from_bytes(bytes).map_err(|e| RecordError::Decode(e.to_string()))?;
+        if u64::from(r.within) + u64::from(r.len) > u64::from(r.frame_len) {
+            return Err(RecordError::OutOfFrame);
         }
-        postcard::from_bytes(bytes).map_err(|e| RecordError::Decode(e.to_string()))
+        Ok(r)
     }
 }
 
@@ -105,23 +140,91 @@ impl ChunkList {
     /// # Errors
     /// [`RecordError`] on bytes that are not a chunk list of a known version.
     pub fn decode(bytes: &[u8]) -> Result<ChunkList, RecordError> {
-        match bytes.first() {
-            Some(&RECORD_VERSION) => {}
-            Some(&v) => return Err(RecordError::UnknownVersion(v)),
-            None => return Err(RecordError::Decode("empty".into())),
-        }
+        check_version(bytes)?;
         postcard::from_bytes(bytes).map_err(|e| RecordError::Decode(e.to_string()))
     }
+}
+
+/// One object inside a [`NewFrame`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameMember {
+    /// Its id.
+    pub id: ObjectId,
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// Content size (see [`ObjectRecord::size`]).
+    pub size: u64,
+    /// Start of its payload in the decompressed frame.
+    pub within: u32,
+    /// Payload length.
+    pub len: u32,
+}
+
+/// A frame ready to be appended to the pack log.
+#[derive(Clone, Debug)]
+pub struct NewFrame {
+    /// How `stored` is encoded.
+    pub codec: Codec,
+    /// The stored bytes.
+    pub stored: Vec<u8>,
+    /// Decompressed length.
+    pub raw_len: u32,
+    /// The objects it holds.
+    pub members: Vec<FrameMember>,
+}
+
+/// One object waiting for a frame: id, kind, content size and payload bytes.
+pub type PendingObject = (ObjectId, ObjectKind, u64, Vec<u8>);
+
+impl NewFrame {
+    /// Compresses `objects` together into one frame. Payloads must total under 4 GiB.
+    #[must_use]
+    pub fn pack(objects: &[PendingObject]) -> NewFrame {
+        let total: usize = objects.iter().map(|o| o.3.len()).sum();
+        let mut raw = Vec::with_capacity(total);
+        let mut members = Vec::with_capacity(objects.len());
+        for (id, kind, size, payload) in objects {
+            members.push(FrameMember {
+                id: *id,
+                kind: *kind,
+                size: *size,
+                within: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+                len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+            });
+            raw.extend_from_slice(payload);
+        }
+        let (codec, stored) = compress(&raw);
+        NewFrame {
+            codec,
+            stored,
+            raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+            members,
+        }
+    }
+}
+
+thread_local! {
+    // Creating a zstd context per call cost 17% of a cold capture (measured with perf).
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
 /// Compresses `raw` with zstd, or keeps it raw when compression saves less than 1/32.
 #[must_use]
 pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
-    if raw.len() >= 64
-        && let Ok(z) = zstd::bulk::compress(raw, ZSTD_LEVEL)
-        && z.len() + raw.len() / 32 < raw.len()
-    {
-        return (Codec::Zstd, z);
+    if raw.len() >= 64 {
+        let z = COMPRESSOR.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.is_none() {
+                *c = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
+            }
+            c.as_mut().and_then(|c| c.compress(raw).ok())
+        });
+        if let Some(z) = z
+            && z.len() + raw.len() / 32 < raw.len()
+        {
+            return (Codec::Zstd, z);
+        }
     }
     (Codec::Raw, raw.to_vec())
 }
@@ -130,17 +233,25 @@ pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
 ///
 /// # Errors
 /// A message when the frame is not valid zstd or does not have the recorded length.
-pub fn decompress(codec: Codec, stored: &[u8], raw_len: u64) -> Result<Vec<u8>, String> {
+pub fn decompress(codec: Codec, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, String> {
     let out = match codec {
         Codec::Raw => stored.to_vec(),
-        Codec::Zstd => {
-            let cap = usize::try_from(raw_len).map_err(|_| "object too large".to_string())?;
-            zstd::bulk::decompress(stored, cap).map_err(|e| e.to_string())?
-        }
+        Codec::Zstd => DECOMPRESSOR.with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_none() {
+                *d = zstd::bulk::Decompressor::new().ok();
+            }
+            match d.as_mut() {
+                Some(d) => d
+                    .decompress(stored, raw_len as usize)
+                    .map_err(|e| e.to_string()),
+                None => Err("cannot create a zstd decompressor".to_string()),
+            }
+        })?,
     };
-    if out.len() as u64 != raw_len {
+    if out.len() != raw_len as usize {
         return Err(format!(
-            "length {} differs from recorded {raw_len}",
+            "frame length {} differs from recorded {raw_len}",
             out.len()
         ));
     }
@@ -156,7 +267,10 @@ mod tests {
         let text = b"fn main() { println!(\"hello\"); }\n".repeat(100);
         let (c, z) = compress(&text);
         assert_eq!(c, Codec::Zstd);
-        assert_eq!(decompress(c, &z, text.len() as u64).unwrap(), text);
+        assert_eq!(
+            decompress(c, &z, u32::try_from(text.len()).unwrap()).unwrap(),
+            text
+        );
         let mut noise = vec![0u8; 4096];
         blake3::Hasher::new()
             .update(b"seed")
@@ -167,17 +281,46 @@ mod tests {
     }
 
     #[test]
-    fn records_refuse_future_versions() {
+    fn frames_place_members_end_to_end() {
+        let a = (
+            ObjectId::of_blob(b"aaa"),
+            ObjectKind::Blob,
+            3,
+            b"aaa".to_vec(),
+        );
+        let b = (
+            ObjectId::of_blob(b"bb"),
+            ObjectKind::Blob,
+            2,
+            b"bb".to_vec(),
+        );
+        let f = NewFrame::pack(&[a, b]);
+        assert_eq!(f.raw_len, 5);
+        assert_eq!((f.members[1].within, f.members[1].len), (3, 2));
+        let raw = decompress(f.codec, &f.stored, f.raw_len).unwrap();
+        assert_eq!(&raw[3..5], b"bb");
+    }
+
+    #[test]
+    fn records_refuse_future_versions_and_out_of_frame_payloads() {
         let mut r = ObjectRecord {
             version: RECORD_VERSION,
             kind: ObjectKind::Blob,
-            raw_len: 1,
+            size: 1,
             offset: 2,
             stored_len: 3,
             codec: Codec::Raw,
+            frame_len: 10,
+            within: 4,
+            len: 6,
             written: 4,
         };
         assert_eq!(ObjectRecord::decode(&r.encode()).unwrap(), r);
+        r.len = 7;
+        assert_eq!(
+            ObjectRecord::decode(&r.encode()),
+            Err(RecordError::OutOfFrame)
+        );
         r.version = 9;
         assert_eq!(
             ObjectRecord::decode(&r.encode()),

@@ -10,7 +10,7 @@ mod pack;
 pub mod schema;
 
 use std::path::{Path, PathBuf};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,8 +21,9 @@ use redb::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
+use crate::object::NewFrame;
 use crate::object::record::{RECORD_VERSION, decompress};
-use crate::object::{ChunkList, Codec, ObjectId, ObjectKind, ObjectRecord, Tree};
+use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord, Tree};
 use schema::{
     FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
     META_WORKSPACE, OBJECTS, PACKS, SNAPSHOTS,
@@ -35,21 +36,6 @@ const COMPACT_RATIO_PERCENT: u64 = 112;
 
 /// How long an open or a write waits for other processes before answering "busy".
 pub const LOCK_WAIT: Duration = Duration::from_secs(120);
-
-/// A new object ready to be written: payload already encoded (and maybe compressed).
-#[derive(Debug)]
-pub struct NewObject {
-    /// Its id.
-    pub id: ObjectId,
-    /// Its kind.
-    pub kind: ObjectKind,
-    /// Content length (see [`ObjectRecord::raw_len`]).
-    pub raw_len: u64,
-    /// Payload codec.
-    pub codec: Codec,
-    /// The stored payload bytes.
-    pub payload: Vec<u8>,
-}
 
 /// One entry of `retrace log`: a captured snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,9 +74,9 @@ pub struct StoreStats {
     pub trees: u64,
     /// Sum of content lengths of blobs (logical bytes held).
     pub logical_bytes: u64,
-    /// Sum of stored payload lengths (compressed bytes).
-    pub stored_bytes: u64,
-    /// Size of the pack log.
+    /// Sum of payload lengths (uncompressed, as framed).
+    pub payload_bytes: u64,
+    /// Size of the pack log: the compressed bytes stored.
     pub log_bytes: u64,
     /// Size of the redb file.
     pub file_bytes: u64,
@@ -314,16 +300,16 @@ impl Store {
         ran
     }
 
-    /// Writes `objects` (those not present yet; duplicates ignored), optionally a snapshot
-    /// record and the new last known state, in one durable transaction. (redb's
-    /// multi-process mode has no non-durable commits, so capture batches its objects into
+    /// Writes `frames` (skipping frames whose objects are all present already), optionally a
+    /// snapshot record and the new last known state, in one durable transaction. (redb's
+    /// multi-process mode has no non-durable commits, so capture batches its frames into
     /// few, large transactions instead.)
     ///
     /// # Errors
     /// [`StoreError`] when the write fails; nothing is committed then.
     pub fn write(
         &self,
-        mut objects: Vec<NewObject>,
+        frames: Vec<NewFrame>,
         snapshot: Option<&SnapshotRecord>,
         last_known: Option<ObjectId>,
     ) -> Result<WriteStats, StoreError> {
@@ -339,38 +325,59 @@ impl Store {
                 .map_err(|x| e(x.into()))?
                 .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
                 .unwrap_or(0);
-            // Sorted keys insert about twice as fast into redb's B-tree.
-            objects.sort_unstable_by_key(|o| o.id);
-            objects.dedup_by(|a, b| a.id == b.id);
             let mut tail = None;
             let written = now_secs();
-            for o in &objects {
-                if index.get(&o.id.0).map_err(|x| e(x.into()))?.is_some() {
+            let mut records: Vec<(ObjectId, ObjectRecord)> = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for f in &frames {
+                let mut fresh = Vec::new();
+                for m in &f.members {
+                    if seen.contains(&m.id)
+                        || index.get(&m.id.0).map_err(|x| e(x.into()))?.is_some()
+                    {
+                        continue;
+                    }
+                    seen.insert(m.id);
+                    fresh.push(m);
+                }
+                if fresh.is_empty() {
                     continue;
                 }
                 let stored_len =
-                    u32::try_from(o.payload.len()).map_err(|_| StoreError::Corrupt {
+                    u32::try_from(f.stored.len()).map_err(|_| StoreError::Corrupt {
                         path: self.path.clone(),
-                        id: o.id,
-                        detail: "payload over 4 GiB".into(),
+                        id: fresh[0].id,
+                        detail: "frame over 4 GiB".into(),
                     })?;
                 let offset =
-                    pack::append(&mut packs, &mut log_end, &mut tail, &o.payload).map_err(&e)?;
-                let rec = ObjectRecord {
-                    version: RECORD_VERSION,
-                    kind: o.kind,
-                    raw_len: o.raw_len,
-                    offset,
-                    stored_len,
-                    codec: o.codec,
-                    written,
-                };
-                index
-                    .insert(&o.id.0, rec.encode().as_slice())
-                    .map_err(|x| e(x.into()))?;
-                stats.objects += 1;
+                    pack::append(&mut packs, &mut log_end, &mut tail, &f.stored).map_err(&e)?;
+                for m in fresh {
+                    records.push((
+                        m.id,
+                        ObjectRecord {
+                            version: RECORD_VERSION,
+                            kind: m.kind,
+                            size: m.size,
+                            offset,
+                            stored_len,
+                            codec: f.codec,
+                            frame_len: f.raw_len,
+                            within: m.within,
+                            len: m.len,
+                            written,
+                        },
+                    ));
+                }
                 stats.stored_bytes += u64::from(stored_len);
             }
+            // Sorted keys insert about twice as fast into redb's B-tree.
+            records.sort_unstable_by_key(|r| r.0);
+            for (id, rec) in &records {
+                index
+                    .insert(&id.0, rec.encode().as_slice())
+                    .map_err(|x| e(x.into()))?;
+            }
+            stats.objects = records.len() as u64;
             pack::flush_tail(&mut packs, log_end, tail).map_err(&e)?;
             meta.insert(META_LOG_END, log_end.to_le_bytes().as_slice())
                 .map_err(|x| e(x.into()))?;
@@ -424,8 +431,12 @@ pub struct StoreReader {
     objects: Option<ReadOnlyTable<&'static [u8; 32], &'static [u8]>>,
     packs: Option<ReadOnlyTable<u64, &'static [u8]>>,
     snapshots: Option<ReadOnlyTable<u64, &'static [u8]>>,
+    frames: Mutex<Vec<(u64, Arc<Vec<u8>>)>>,
     _tx: ReadTransaction,
 }
+
+/// Decompressed frames a reader keeps (each at most about 1 MiB).
+const FRAME_CACHE: usize = 8;
 
 fn open_opt<K: redb::Key + 'static, V: redb::Value + 'static>(
     tx: &ReadTransaction,
@@ -451,6 +462,7 @@ impl StoreReader {
             objects: open_opt(&tx, OBJECTS).map_err(e)?,
             packs: open_opt(&tx, PACKS).map_err(e)?,
             snapshots: open_opt(&tx, SNAPSHOTS).map_err(e)?,
+            frames: Mutex::new(Vec::with_capacity(FRAME_CACHE)),
             _tx: tx,
         })
     }
@@ -557,27 +569,40 @@ impl StoreReader {
         }
     }
 
-    /// The decompressed payload of an object (unverified).
+    /// The payload of an object (unverified), through a small cache of decompressed frames:
+    /// neighbours in a restore or a tree walk usually share a frame.
     fn payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
+        let frame = self.frame(id, rec)?;
+        let start = rec.within as usize;
+        frame
+            .get(start..start + rec.len as usize)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| self.corrupt(id, "payload outside its frame".into()))
+    }
+
+    fn frame(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Arc<Vec<u8>>, StoreError> {
+        if let Ok(cache) = self.frames.lock()
+            && let Some((_, f)) = cache.iter().find(|(o, _)| *o == rec.offset)
+        {
+            return Ok(Arc::clone(f));
+        }
         let packs = self
             .packs
             .as_ref()
             .ok_or_else(|| self.corrupt(id, "no pack log".into()))?;
         let stored = pack::read(packs, rec.offset, rec.stored_len)
             .map_err(|x| self.db_err(x))?
-            .ok_or_else(|| self.corrupt(id, "payload outside the pack log".into()))?;
-        let raw_len = match rec.kind {
-            ObjectKind::ChunkedBlob => None,
-            _ => Some(rec.raw_len),
-        };
-        match raw_len {
-            Some(n) => decompress(rec.codec, &stored, n).map_err(|x| self.corrupt(id, x)),
-            None => match rec.codec {
-                Codec::Raw => Ok(stored),
-                Codec::Zstd => zstd::stream::decode_all(stored.as_slice())
-                    .map_err(|x| self.corrupt(id, x.to_string())),
-            },
+            .ok_or_else(|| self.corrupt(id, "frame outside the pack log".into()))?;
+        let frame = Arc::new(
+            decompress(rec.codec, &stored, rec.frame_len).map_err(|x| self.corrupt(id, x))?,
+        );
+        if let Ok(mut cache) = self.frames.lock() {
+            if cache.len() >= FRAME_CACHE {
+                cache.remove(0);
+            }
+            cache.push((rec.offset, Arc::clone(&frame)));
         }
+        Ok(frame)
     }
 
     /// The verified content of a blob or chunked blob.
@@ -591,7 +616,7 @@ impl StoreReader {
             ObjectKind::ChunkedBlob => {
                 let list = ChunkList::decode(&self.payload(id, &rec)?)
                     .map_err(|x| self.corrupt(id, x.to_string()))?;
-                let cap = usize::try_from(rec.raw_len).unwrap_or(0).min(1 << 30);
+                let cap = usize::try_from(rec.size).unwrap_or(0).min(1 << 30);
                 let mut out = Vec::with_capacity(cap);
                 for (chunk, _) in &list.chunks {
                     let crec = self.record(chunk)?;
@@ -743,12 +768,12 @@ impl StoreReader {
             match rec.kind {
                 ObjectKind::Blob => {
                     s.blobs += 1;
-                    s.logical_bytes += rec.raw_len;
+                    s.logical_bytes += rec.size;
                 }
                 ObjectKind::ChunkedBlob => s.chunked += 1,
                 ObjectKind::Tree => s.trees += 1,
             }
-            s.stored_bytes += u64::from(rec.stored_len);
+            s.payload_bytes += u64::from(rec.len);
         }
         s.log_bytes = self.log_end()?;
         s.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
