@@ -220,11 +220,13 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions {
+        let c = self.capture(&CaptureOptions {
             store_objects: true,
             record: Some(label),
             progress,
-        })
+        })?;
+        self.store.compact_if_sparse();
+        Ok(c)
     }
 
     /// Scans the disk and computes its snapshot id without storing anything.

@@ -294,7 +294,9 @@ impl Store {
         for _ in 0..4 {
             match db.compact() {
                 Ok(true) => ran = true,
-                Ok(false) | Err(_) => break,
+                Ok(false) => break,
+                // Busy elsewhere (a reader in another process): try again next time.
+                Err(_) => break,
             }
         }
         ran
