@@ -237,13 +237,14 @@ impl Git {
     }
 }
 
+/// Disk space used by the files under `p` (blocks, so sparse files count what they use).
 fn dir_size(p: &Path) -> u64 {
     walkdir::WalkDir::new(p)
         .into_iter()
         .flatten()
         .filter_map(|e| e.metadata().ok())
         .filter(std::fs::Metadata::is_file)
-        .map(|m| m.len())
+        .map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512)
         .sum()
 }
 
@@ -326,7 +327,7 @@ fn main() {
         ws.snapshot(None).unwrap();
         git.capture();
     }
-    let store_bytes = fs::metadata(ws.store_path()).unwrap().len();
+    let store_bytes = retrace::store::disk_bytes(ws.store_path());
     let (gc_t, _) = timed(|| git.cmd(&["gc", "-q"]));
     let git_bytes = dir_size(&git_dir.join("objects"));
 
@@ -385,9 +386,10 @@ fn main() {
         .stats()
         .unwrap();
     println!(
-        "(store file {} B for {} B of compressed payload: {:.3}x)",
+        "(store file: {} B on disk, length {} B, for {} B of compressed payload: {:.3}x)",
+        st.disk_bytes,
         st.file_bytes,
         st.log_bytes,
-        st.file_bytes as f64 / st.log_bytes as f64
+        st.disk_bytes as f64 / st.log_bytes as f64
     );
 }

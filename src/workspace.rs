@@ -61,7 +61,7 @@ pub struct Status {
     pub root: PathBuf,
     /// Store file.
     pub store: PathBuf,
-    /// Store file size in bytes.
+    /// Disk space the store file occupies.
     pub store_bytes: u64,
     /// Snapshots recorded.
     pub snapshots: u64,
@@ -374,7 +374,7 @@ impl Workspace {
         Ok(Status {
             root: self.root.clone(),
             store: self.store.path().to_path_buf(),
-            store_bytes: stats.file_bytes,
+            store_bytes: stats.disk_bytes,
             snapshots: stats.snapshots,
             exclusions,
             last_known,

@@ -107,13 +107,13 @@ fn run(cli: Cli) -> Result<bool> {
                 let store = open(&path)?;
                 let r = store.reader()?;
                 let s = r.stats()?;
-                let ratio = s.file_bytes as f64 / s.log_bytes.max(1) as f64;
+                let ratio = s.disk_bytes as f64 / s.log_bytes.max(1) as f64;
                 if *json {
                     let mut v = serde_json::to_value(&s)?;
                     v["store"] = serde_json::json!(path.display().to_string());
                     v["workspace"] =
                         serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
-                    v["file_to_log_ratio"] = serde_json::json!(ratio);
+                    v["disk_to_log_ratio"] = serde_json::json!(ratio);
                     println!("{v}");
                 } else {
                     println!("store      {}", path.display());
@@ -131,8 +131,8 @@ fn run(cli: Cli) -> Result<bool> {
                         s.log_bytes, s.payload_bytes
                     );
                     println!(
-                        "file       {} bytes ({ratio:.3}x the pack log)",
-                        s.file_bytes
+                        "file       {} bytes on disk ({ratio:.3}x the pack log; length {})",
+                        s.disk_bytes, s.file_bytes
                     );
                 }
             }
