@@ -396,7 +396,9 @@ pub(crate) fn capture(
         path: ctx.root.into(),
         source,
     })?;
+    let mut phases = crate::trace::Phases::new("capture");
     let scan = scan::scan(ctx.root, ctx.store_dir);
+    phases.mark("scan");
     let reader = ctx.store.reader()?;
     let store_id = reader.store_id()?;
     let cache = StatCache::load(ctx.statcache, &store_id);
@@ -424,6 +426,7 @@ pub(crate) fn capture(
         })
         .collect();
     opts.progress.finish();
+    phases.mark("stat cache + hash");
     let cached_before = cache.len();
     drop(cache);
     if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
@@ -480,6 +483,7 @@ pub(crate) fn capture(
         }
     });
     hasher.queue(trees);
+    phases.mark("trees");
     let files = entries
         .iter()
         .filter(|e| {
@@ -521,6 +525,7 @@ pub(crate) fn capture(
         });
         let last_known = record.as_ref().map(|_| root);
         let stats = ctx.store.write(batch, record.as_ref(), last_known)?;
+        phases.mark("commit");
         let flushed = hasher.flushed.into_inner().unwrap_or_default();
         capture.new_objects = stats.objects + flushed.objects;
         capture.new_bytes = stats.stored_bytes + flushed.stored_bytes;
@@ -532,6 +537,7 @@ pub(crate) fn capture(
             let _ = StatCache::write(ctx.statcache, &store_id, cache_entries, now_ns());
         }
     }
+    phases.mark("stat cache write");
     Ok(capture)
 }
 

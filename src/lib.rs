@@ -29,6 +29,7 @@ pub mod restore;
 pub mod scan;
 pub mod statcache;
 pub mod store;
+mod trace;
 mod workspace;
 
 pub use capture::Capture;

@@ -97,6 +97,15 @@ fn check_version(bytes: &[u8]) -> Result<(), RecordError> {
     }
 }
 
+/// Decodes a whole buffer: trailing bytes mean the record is not what it claims.
+fn strict<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, RecordError> {
+    match postcard::take_from_bytes(bytes) {
+        Ok((value, [])) => Ok(value),
+        Ok(_) => Err(RecordError::Decode("trailing bytes".into())),
+        Err(e) => Err(RecordError::Decode(e.to_string())),
+    }
+}
+
 impl ObjectRecord {
     /// postcard encoding.
     #[must_use]
@@ -110,8 +119,7 @@ impl ObjectRecord {
     /// [`RecordError`] on bytes that are not a valid record of a known version.
     pub fn decode(bytes: &[u8]) -> Result<ObjectRecord, RecordError> {
         check_version(bytes)?;
-        let r: ObjectRecord =
-            postcard::from_bytes(bytes).map_err(|e| RecordError::Decode(e.to_string()))?;
+        let r: ObjectRecord = strict(bytes)?;
         if u64::from(r.within) + u64::from(r.len) > u64::from(r.frame_len) {
             return Err(RecordError::OutOfFrame);
         }
@@ -141,7 +149,7 @@ impl ChunkList {
     /// [`RecordError`] on bytes that are not a chunk list of a known version.
     pub fn decode(bytes: &[u8]) -> Result<ChunkList, RecordError> {
         check_version(bytes)?;
-        postcard::from_bytes(bytes).map_err(|e| RecordError::Decode(e.to_string()))
+        strict(bytes)
     }
 }
 

@@ -107,6 +107,12 @@ impl Tree {
         }
         let record: TreeRecord =
             postcard::from_bytes(bytes).map_err(|e| TreeError::Decode(e.to_string()))?;
+        // One encoding per tree: trailing bytes or overlong varints would give one tree
+        // several ids.
+        let canonical = postcard::to_allocvec(&record).map_err(|e| TreeError::Decode(e.to_string()))?;
+        if canonical != bytes {
+            return Err(TreeError::Decode("not in canonical form".into()));
+        }
         for (i, e) in record.entries.iter().enumerate() {
             if !is_safe_name(&e.name) {
                 return Err(TreeError::BadName(
@@ -175,6 +181,13 @@ mod tests {
             Tree::decode(&t.encode()),
             Err(TreeError::Unsorted(_))
         ));
+    }
+
+    #[test]
+    fn rejects_trailing_bytes() {
+        let mut bytes = Tree { entries: vec![entry(b"a")] }.encode();
+        bytes.push(0);
+        assert!(matches!(Tree::decode(&bytes), Err(TreeError::Decode(_))));
     }
 
     #[test]

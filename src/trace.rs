@@ -1,0 +1,38 @@
+//! Phase timings on stderr when `RETRACE_TRACE=1`, for diagnosing slow captures and restores
+//! on real workspaces (benchmarks measure; this explains).
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RETRACE_TRACE").is_some_and(|v| v == "1"))
+}
+
+/// Times the phases of one operation.
+pub(crate) struct Phases {
+    what: &'static str,
+    start: Instant,
+    last: Instant,
+}
+
+impl Phases {
+    pub(crate) fn new(what: &'static str) -> Phases {
+        let now = Instant::now();
+        Phases { what, start: now, last: now }
+    }
+
+    /// Reports the time since the previous mark.
+    pub(crate) fn mark(&mut self, phase: &str) {
+        if enabled() {
+            let now = Instant::now();
+            eprintln!(
+                "retrace trace: {} {phase}: {:.1} ms (total {:.1} ms)",
+                self.what,
+                (now - self.last).as_secs_f64() * 1e3,
+                (now - self.start).as_secs_f64() * 1e3
+            );
+            self.last = now;
+        }
+    }
+}
