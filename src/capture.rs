@@ -7,7 +7,7 @@
 //! Queued objects are written in batches of [`BATCH_BYTES`], the last one together with the
 //! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -27,7 +27,7 @@ use crate::object::{
 };
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
-use crate::statcache::{CacheEntry, StatCache};
+use crate::statcache::{CacheEntry, RACY_MARGIN_NS, StatCache};
 use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
 
 /// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
@@ -109,12 +109,18 @@ struct Hasher<'a> {
     flushed: Mutex<WriteStats>,
 }
 
-/// The result of looking at one file or symlink.
+/// The result of looking at one scanned path.
 enum Looked {
     Done {
+        /// Blob id (files, symlinks); for directories the cached tree id on a hit.
         id: ObjectId,
-        cache: Option<CacheEntry>,
+        size: u64,
+        /// The stat cache vouched for it (a directory: it was listed).
+        hit: bool,
+        /// The file was read.
         hashed: bool,
+        /// What to record in the next stat cache.
+        stat: Option<CacheEntry>,
     },
     Skip(String),
 }
@@ -199,49 +205,70 @@ impl Hasher<'_> {
         Some((id, ObjectKind::Blob, data.len() as u64, data.to_vec()))
     }
 
+    /// Looks at one scanned path: a stat cache hit, or (files, symlinks) a read.
     fn look(&self, e: &ScanEntry, cache: &StatCache) -> Looked {
+        // A cache hit is trusted without asking the store: the cache is written only after
+        // its objects committed, and it names the store (id) it vouches for.
+        if let Some((id, size)) = cache.lookup(e) {
+            let stat = Some(CacheEntry::from_scan(e, id));
+            return Looked::Done {
+                id,
+                size,
+                hit: true,
+                hashed: false,
+                stat,
+            };
+        }
         let path = self.root.join(std::ffi::OsStr::from_bytes(&e.path));
-        if e.kind == ScanKind::Symlink {
-            return match std::fs::read_link(&path) {
+        match e.kind {
+            // Filled in when the trees are built.
+            ScanKind::Dir | ScanKind::NestedRepo => Looked::Done {
+                id: ObjectId::ZERO,
+                size: 0,
+                hit: false,
+                hashed: false,
+                stat: None,
+            },
+            ScanKind::Symlink => match std::fs::read_link(&path) {
                 Ok(target) => {
                     let bytes = target.as_os_str().as_bytes();
                     let id = ObjectId::of_blob(bytes);
                     self.queue(self.blob(bytes, id).into_iter().collect());
+                    let stat = Some(CacheEntry::from_scan(e, id));
                     Looked::Done {
                         id,
-                        cache: None,
-                        hashed: true,
+                        size: e.size,
+                        hit: false,
+                        hashed: false,
+                        stat,
                     }
                 }
                 Err(err) => Looked::Skip(err.to_string()),
-            };
-        }
-        // A cache hit is trusted without asking the store: the cache is written only after
-        // its objects committed, and it names the store (id) it vouches for.
-        if let Some(id) = cache.lookup(e) {
-            {
-                return Looked::Done {
-                    id,
-                    cache: Some(CacheEntry::from_scan(e, id)),
-                    hashed: false,
-                };
-            }
-        }
-        for _ in 0..3 {
-            match self.read_file(&path, e) {
-                Ok(Some((id, entry, objects))) => {
-                    self.queue(objects);
-                    return Looked::Done {
-                        id,
-                        cache: Some(entry),
-                        hashed: true,
-                    };
+            },
+            ScanKind::File => {
+                for _ in 0..3 {
+                    match self.read_file(&path, e) {
+                        Ok(Some((id, entry, objects))) => {
+                            self.queue(objects);
+                            let size = entry.size;
+                            let stat = Some(entry);
+                            return Looked::Done {
+                                id,
+                                size,
+                                hit: false,
+                                hashed: true,
+                                stat,
+                            };
+                        }
+                        Ok(None) => {}
+                        Err(err) => return Looked::Skip(err.to_string()),
+                    }
                 }
-                Ok(None) => {}
-                Err(err) => return Looked::Skip(err.to_string()),
+                Looked::Skip(
+                    "file kept changing while it was read; it will be captured next time".into(),
+                )
             }
         }
-        Looked::Skip("file kept changing while it was read; it will be captured next time".into())
     }
 
     /// Reads and hashes one file. `Ok(None)` when it changed while being read.
@@ -295,23 +322,27 @@ impl Hasher<'_> {
         if !stable {
             return Ok(None);
         }
+        // A rewrite within one tick of a coarse clock leaves mtime and ctime unchanged, so a
+        // recently modified file is read a second time: a torn read would not hash the same.
+        let mtime_ns = after.mtime() * 1_000_000_000 + after.mtime_nsec();
+        if mtime_ns >= now_ns() - RACY_MARGIN_NS {
+            let mut again = blake3::Hasher::new();
+            again.update_reader(File::open(path)?)?;
+            if ObjectId(*again.finalize().as_bytes()) != id {
+                return Ok(None);
+            }
+        }
         let entry = CacheEntry {
             path: e.path.clone(),
             mode: after.mode(),
             size: after.len(),
-            mtime_ns: after.mtime() * 1_000_000_000 + after.mtime_nsec(),
+            mtime_ns,
             ctime_ns: after.ctime() * 1_000_000_000 + after.ctime_nsec(),
             ino: after.ino(),
             id,
+            kind: ScanKind::File,
         };
         Ok(Some((id, entry, objects)))
-    }
-}
-
-fn split_parent(path: &[u8]) -> (&[u8], &[u8]) {
-    match path.iter().rposition(|&b| b == b'/') {
-        Some(i) => (&path[..i], &path[i + 1..]),
-        None => (&[], path),
     }
 }
 
@@ -325,60 +356,111 @@ fn kind_of(e: &ScanEntry) -> EntryKind {
     }
 }
 
-/// Builds the tree objects bottom-up from flat non-directory entries and the directory list.
-/// Returns the root id and fills in each directory entry's tree id and size.
-pub(crate) fn build_trees(
-    entries: &mut [FlatEntry],
-    mut emit: impl FnMut(ObjectId, Vec<u8>),
-) -> ObjectId {
-    let mut children: HashMap<Vec<u8>, Vec<TreeEntry>> = HashMap::new();
-    children.insert(Vec::new(), Vec::new());
-    let mut dirs: Vec<usize> = Vec::new();
-    for (i, e) in entries.iter().enumerate() {
-        if e.kind == EntryKind::Dir {
-            children.entry(e.path.clone()).or_default();
-            dirs.push(i);
+/// Builds trees over the sorted flat entries, reusing the stat cache's tree id for every
+/// directory it proves unchanged: the directory itself was listed, every path below it hit,
+/// and the cache lists no path below it that the disk lacks (equal counts of two contiguous
+/// ranges, since paths sharing a prefix sort together). A no-change capture then builds no
+/// tree at all, and a turn rebuilds only the directories on the paths it touched.
+struct TreeBuilder<'a> {
+    entries: &'a [FlatEntry],
+    hits: &'a [bool],
+    /// `misses[i]`: how many of `entries[..i]` missed.
+    misses: Vec<usize>,
+    cache: &'a StatCache,
+    /// Computed (directory index, tree id, size).
+    built: Vec<(usize, ObjectId, u64)>,
+}
+
+impl<'a> TreeBuilder<'a> {
+    fn new(entries: &'a [FlatEntry], hits: &'a [bool], cache: &'a StatCache) -> TreeBuilder<'a> {
+        let mut misses = Vec::with_capacity(entries.len() + 1);
+        misses.push(0);
+        for h in hits {
+            misses.push(misses.last().copied().unwrap_or(0) + usize::from(!h));
+        }
+        TreeBuilder {
+            entries,
+            hits,
+            misses,
+            cache,
+            built: Vec::new(),
         }
     }
-    for e in entries.iter().filter(|e| e.kind != EntryKind::Dir) {
-        let (parent, name) = split_parent(&e.path);
-        let te = TreeEntry {
-            name: name.to_vec(),
-            kind: e.kind,
-            id: e.id,
-            size: e.size,
-        };
-        children.entry(parent.to_vec()).or_default().push(te);
+
+    /// The range of entries below `prefix` (which ends in `/`), searched in `lo..hi`.
+    fn below(&self, prefix: &[u8], lo: usize, hi: usize) -> (usize, usize) {
+        let part = &self.entries[lo..hi];
+        let start = lo + part.partition_point(|e| e.path.as_slice() < prefix);
+        let end =
+            lo + part.partition_point(|e| e.path.starts_with(prefix) || e.path.as_slice() < prefix);
+        (start, end)
     }
-    // Deepest directories first, so every child tree exists before its parent.
-    dirs.sort_by_key(|&i| {
-        std::cmp::Reverse(entries[i].path.iter().filter(|&&b| b == b'/').count())
-    });
-    let finish = |kids: Vec<TreeEntry>, emit: &mut dyn FnMut(ObjectId, Vec<u8>)| {
-        let mut tree = Tree { entries: kids };
+
+    fn clean(&self, prefix: &[u8], lo: usize, hi: usize) -> bool {
+        self.misses[hi] == self.misses[lo] && self.cache.count_prefix(prefix) == hi - lo
+    }
+
+    /// The tree of the directory `prefix` (empty for the root, else ending in `/`) whose
+    /// descendants are `entries[lo..hi]`.
+    fn build(
+        &mut self,
+        prefix: &[u8],
+        lo: usize,
+        hi: usize,
+        emit: &mut dyn FnMut(ObjectId, Vec<u8>),
+    ) -> (ObjectId, u64) {
+        let mut tree = Tree::default();
+        let mut i = lo;
+        while i < hi {
+            let e = &self.entries[i];
+            let name = &e.path[prefix.len()..];
+            if name.contains(&b'/') {
+                i += 1; // deeper: part of a subdirectory handled below
+                continue;
+            }
+            let (id, size) = if e.kind == EntryKind::Dir {
+                let mut sub = e.path.clone();
+                sub.push(b'/');
+                let (slo, shi) = self.below(&sub, i + 1, hi);
+                if self.hits[i] && self.clean(&sub, slo, shi) {
+                    (e.id, e.size)
+                } else {
+                    let built = self.build(&sub, slo, shi, emit);
+                    self.built.push((i, built.0, built.1));
+                    built
+                }
+            } else {
+                (e.id, e.size)
+            };
+            tree.entries.push(TreeEntry {
+                name: name.to_vec(),
+                kind: e.kind,
+                id,
+                size,
+            });
+            i += 1;
+        }
         tree.entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let size = tree.entries.iter().map(|t| t.size).sum::<u64>();
+        let size = tree.entries.iter().map(|t| t.size).sum();
         let bytes = tree.encode();
         let id = ObjectId::of_tree(&bytes);
         emit(id, bytes);
         (id, size)
-    };
-    for i in dirs {
-        let kids = children.remove(&entries[i].path).unwrap_or_default();
-        let (id, size) = finish(kids, &mut emit);
-        entries[i].id = id;
-        entries[i].size = size;
-        let (parent, name) = split_parent(&entries[i].path);
-        let te = TreeEntry {
-            name: name.to_vec(),
-            kind: EntryKind::Dir,
-            id,
-            size,
-        };
-        children.entry(parent.to_vec()).or_default().push(te);
     }
-    let root = children.remove(&Vec::new()).unwrap_or_default();
-    finish(root, &mut emit).0
+
+    /// The root tree id; fills in every rebuilt directory's id and size in `entries`.
+    fn root(
+        mut self,
+        emit: &mut dyn FnMut(ObjectId, Vec<u8>),
+    ) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
+        let n = self.entries.len();
+        let root_known = self.cache.root() != ObjectId::ZERO;
+        if root_known && self.misses[n] == 0 && self.cache.len() == n {
+            return (self.cache.root(), Vec::new());
+        }
+        let (id, _) = self.build(&[], 0, n, emit);
+        (id, self.built)
+    }
 }
 
 fn now_ns() -> i64 {
@@ -401,6 +483,8 @@ pub(crate) fn capture(
     phases.mark("scan");
     let reader = ctx.store.reader()?;
     let store_id = reader.store_id()?;
+    // Without storing, the cache could vouch for ids the store lacks: only a storing
+    // capture may use it for directories, but files hit either way.
     let cache = StatCache::load(ctx.statcache, &store_id);
     let hasher = Hasher {
         root: ctx.root,
@@ -411,41 +495,57 @@ pub(crate) fn capture(
         error: Mutex::new(None),
         flushed: Mutex::new(WriteStats::default()),
     };
-    let content: Vec<&ScanEntry> = scan
+    let files = scan
         .entries
         .iter()
         .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink))
-        .collect();
-    opts.progress.start("capture", content.len() as u64);
-    let looked: Vec<Looked> = content
+        .count();
+    opts.progress.start("capture", files as u64);
+    let looked: Vec<Looked> = scan
+        .entries
         .par_iter()
         .map(|e| {
             let r = hasher.look(e, &cache);
-            opts.progress.advance(1);
+            if matches!(e.kind, ScanKind::File | ScanKind::Symlink) {
+                opts.progress.advance(1);
+            }
             r
         })
         .collect();
     opts.progress.finish();
-    phases.mark("stat cache + hash");
-    let cached_before = cache.len();
-    drop(cache);
+    phases.mark("stat cache + read");
     if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e.into());
     }
-    let mut skipped = scan.skipped.clone();
-    let mut cache_entries = Vec::with_capacity(looked.len());
-    let mut results: HashMap<&[u8], ObjectId> = HashMap::with_capacity(looked.len());
+    let mut skipped = scan.skipped;
+    let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
+    let mut hits: Vec<bool> = Vec::with_capacity(scan.entries.len());
+    let mut stats: Vec<Option<CacheEntry>> = Vec::with_capacity(scan.entries.len());
+    let mut nested_repos = Vec::new();
     let mut hashed = 0;
-    for (e, l) in content.iter().zip(looked) {
+    for (e, l) in scan.entries.into_iter().zip(looked) {
         match l {
             Looked::Done {
                 id,
-                cache,
+                size,
+                hit,
                 hashed: h,
+                stat,
             } => {
-                results.insert(&e.path, id);
-                cache_entries.extend(cache);
+                if e.kind == ScanKind::NestedRepo {
+                    nested_repos.push(String::from_utf8_lossy(&e.path).into_owned());
+                }
                 hashed += u64::from(h);
+                hits.push(hit);
+                // Directories and nested repositories are listed too (ids filled in below).
+                stats.push(stat.or_else(|| Some(CacheEntry::from_scan(&e, ObjectId::ZERO))));
+                let kind = kind_of(&e);
+                entries.push(FlatEntry {
+                    path: e.path,
+                    kind,
+                    id,
+                    size,
+                });
             }
             Looked::Skip(reason) => {
                 skipped.push(Skipped {
@@ -455,49 +555,30 @@ pub(crate) fn capture(
             }
         }
     }
-    let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
-    let mut nested_repos = Vec::new();
-    for e in &scan.entries {
-        let id = match e.kind {
-            ScanKind::File | ScanKind::Symlink => match results.get(e.path.as_slice()) {
-                Some(id) => *id,
-                None => continue,
-            },
-            ScanKind::NestedRepo => {
-                nested_repos.push(String::from_utf8_lossy(&e.path).into_owned());
-                ObjectId::ZERO
-            }
-            ScanKind::Dir => ObjectId::ZERO,
-        };
-        entries.push(FlatEntry {
-            path: e.path.clone(),
-            kind: kind_of(e),
-            id,
-            size: e.size,
-        });
-    }
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
     let mut trees = Vec::new();
-    let root = build_trees(&mut entries, |id, bytes| {
+    let (root, built) = TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes| {
         if opts.store_objects && !hasher.known(&id) {
             trees.push((id, ObjectKind::Tree, bytes.len() as u64, bytes));
         }
     });
+    for (i, id, size) in built {
+        entries[i].id = id;
+        entries[i].size = size;
+    }
     hasher.queue(trees);
     phases.mark("trees");
-    let files = entries
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.kind,
-                EntryKind::File | EntryKind::Executable | EntryKind::Symlink
-            )
-        })
-        .count() as u64;
-    let bytes = entries
-        .iter()
-        .filter(|e| e.kind != EntryKind::Dir)
-        .map(|e| e.size)
-        .sum();
+    let cached_before = cache.len();
+    drop(cache);
+    let leaf = |e: &&FlatEntry| {
+        matches!(
+            e.kind,
+            EntryKind::File | EntryKind::Executable | EntryKind::Symlink
+        )
+    };
+    let files = entries.iter().filter(leaf).count() as u64;
+    let bytes = entries.iter().filter(leaf).map(|e| e.size).sum();
+    let all_hit = hits.iter().all(|h| *h);
     let mut capture = Capture {
         id: root,
         files,
@@ -507,7 +588,7 @@ pub(crate) fn capture(
         hashed,
         skipped,
         nested_repos,
-        entries,
+        entries: Vec::new(),
     };
     if opts.store_objects {
         let pending = hasher.pending.into_inner().unwrap_or_default();
@@ -524,20 +605,35 @@ pub(crate) fn capture(
             bytes,
         });
         let last_known = record.as_ref().map(|_| root);
-        let stats = ctx.store.write(batch, record.as_ref(), last_known)?;
+        let written = ctx.store.write(batch, record.as_ref(), last_known)?;
         phases.mark("commit");
         let flushed = hasher.flushed.into_inner().unwrap_or_default();
-        capture.new_objects = stats.objects + flushed.objects;
-        capture.new_bytes = stats.stored_bytes + flushed.stored_bytes;
+        capture.new_objects = written.objects + flushed.objects;
+        capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
-        let unchanged = hashed == 0 && cache_entries.len() == cached_before;
-        if !unchanged {
+        if !(all_hit && entries.len() == cached_before) {
+            let list = entries
+                .iter()
+                .zip(stats)
+                .filter_map(|(e, s)| {
+                    s.map(|s| CacheEntry {
+                        id: e.id,
+                        size: if e.kind == EntryKind::Dir {
+                            e.size
+                        } else {
+                            s.size
+                        },
+                        ..s
+                    })
+                })
+                .collect();
             // The cache is disposable: failing to write it only costs re-hashing next time.
-            let _ = StatCache::write(ctx.statcache, &store_id, cache_entries, now_ns());
+            let _ = StatCache::write(ctx.statcache, &store_id, &root, list, now_ns());
         }
+        phases.mark("stat cache write");
     }
-    phases.mark("stat cache write");
+    capture.entries = entries;
     Ok(capture)
 }
 

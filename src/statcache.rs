@@ -3,9 +3,14 @@
 //! data: every malformed input reads as an empty cache.
 //!
 //! Layout (little endian): header `b"RTSC"`, version u32, `written_ns` i64, store id
-//! `[u8; 16]`, entry count u64; then `count` fixed records of [`RECORD_LEN`] bytes sorted
-//! by path; then the path bytes. A record is `path_off u64, path_len u32, mode u32, size
-//! u64, mtime_ns i64, ctime_ns i64, ino u64, id [u8; 32]`.
+//! `[u8; 16]`, entry count u64, root tree id `[u8; 32]`; then `count` fixed records of
+//! [`RECORD_LEN`] bytes sorted by path; then the path bytes. A record is `path_off u64,
+//! path_len u32, mode u32, size u64, mtime_ns i64, ctime_ns i64, ino u64, id [u8; 32],
+//! kind u8, 7 bytes of padding`.
+//!
+//! Every path of the snapshot is listed — files, symlinks, directories (with their tree id)
+//! and nested repositories — so that a capture can prove a whole directory unchanged (all
+//! its descendants hit, none missing) and reuse its tree id without rebuilding it.
 //!
 //! **Racy timestamps.** A file modified in the same timestamp tick as an earlier write can
 //! keep its `lstat` data. So, like git, an entry is trusted only when its mtime and ctime
@@ -20,13 +25,13 @@ use std::path::Path;
 use memmap2::Mmap;
 
 use crate::object::ObjectId;
-use crate::scan::ScanEntry;
+use crate::scan::{ScanEntry, ScanKind};
 
 const MAGIC: &[u8; 4] = b"RTSC";
-const VERSION: u32 = 1;
-const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8;
+const VERSION: u32 = 2;
+const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32;
 /// Bytes per record.
-pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32;
+pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
 /// Entries whose mtime or ctime is within this of the cache's write time are not trusted.
 pub const RACY_MARGIN_NS: i64 = 2_000_000_000;
 
@@ -45,8 +50,19 @@ pub struct CacheEntry {
     pub ctime_ns: i64,
     /// inode number.
     pub ino: u64,
-    /// Content id.
+    /// Content id: blob, or tree for a directory, zero for a nested repository.
     pub id: ObjectId,
+    /// What the path is.
+    pub kind: ScanKind,
+}
+
+fn kind_byte(k: ScanKind) -> u8 {
+    match k {
+        ScanKind::File => 0,
+        ScanKind::Symlink => 1,
+        ScanKind::Dir => 2,
+        ScanKind::NestedRepo => 3,
+    }
 }
 
 impl CacheEntry {
@@ -61,6 +77,7 @@ impl CacheEntry {
             ctime_ns: e.ctime_ns,
             ino: e.ino,
             id,
+            kind: e.kind,
         }
     }
 }
@@ -70,6 +87,7 @@ pub struct StatCache {
     map: Option<Mmap>,
     count: usize,
     written_ns: i64,
+    root: ObjectId,
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -92,6 +110,7 @@ impl StatCache {
             map: None,
             count: 0,
             written_ns: 0,
+            root: ObjectId::ZERO,
         }
     }
 
@@ -127,10 +146,12 @@ impl StatCache {
         if records_end.is_none_or(|end| end > map.len()) {
             return StatCache::empty();
         }
+        let root = ObjectId(map[40..72].try_into().unwrap_or([0; 32]));
         StatCache {
             map: Some(map),
             count,
             written_ns,
+            root,
         }
     }
 
@@ -156,33 +177,60 @@ impl StatCache {
         Some((path, rec))
     }
 
-    /// The cached id for `e`, when its `lstat` data match and the entry is not racy.
+    /// The root tree id of the snapshot the cache was written for.
     #[must_use]
-    pub fn lookup(&self, e: &ScanEntry) -> Option<ObjectId> {
+    pub fn root(&self) -> ObjectId {
+        self.root
+    }
+
+    /// Index of the first record whose path is not below `path`.
+    fn lower_bound(&self, path: &[u8]) -> usize {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let (path, rec) = self.record(mid)?;
-            match path.cmp(e.path.as_slice()) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => {
-                    let mtime = u64_at(rec, 24).cast_signed();
-                    let ctime = u64_at(rec, 32).cast_signed();
-                    let fresh = u32_at(rec, 12) == e.mode
-                        && u64_at(rec, 16) == e.size
-                        && mtime == e.mtime_ns
-                        && ctime == e.ctime_ns
-                        && u64_at(rec, 40) == e.ino;
-                    let settled = mtime < self.written_ns - RACY_MARGIN_NS
-                        && ctime < self.written_ns - RACY_MARGIN_NS;
-                    return (fresh && settled)
-                        .then(|| rec[48..80].try_into().ok().map(ObjectId))
-                        .flatten();
-                }
+            match self.record(mid) {
+                Some((p, _)) if p < path => lo = mid + 1,
+                _ => hi = mid,
             }
         }
-        None
+        lo
+    }
+
+    /// How many records have paths starting with `prefix`, which must end in `/`.
+    #[must_use]
+    pub fn count_prefix(&self, prefix: &[u8]) -> usize {
+        let mut end = prefix.to_vec();
+        if let Some(last) = end.last_mut() {
+            *last += 1; // '/' + 1 = '0': the first path past every "prefix..." path
+        }
+        self.lower_bound(&end) - self.lower_bound(prefix)
+    }
+
+    /// The cached id and size for `e`. Directories and nested repositories hit on path and
+    /// kind alone (whether their contents changed is decided from their descendants); files
+    /// and symlinks hit only when their `lstat` data match and the entry is not racy.
+    #[must_use]
+    pub fn lookup(&self, e: &ScanEntry) -> Option<(ObjectId, u64)> {
+        let i = self.lower_bound(&e.path);
+        let (path, rec) = self.record(i)?;
+        if path != e.path.as_slice() || rec[80] != kind_byte(e.kind) {
+            return None;
+        }
+        let id = ObjectId(rec[48..80].try_into().ok()?);
+        let size = u64_at(rec, 16);
+        if matches!(e.kind, ScanKind::Dir | ScanKind::NestedRepo) {
+            return Some((id, size));
+        }
+        let mtime = u64_at(rec, 24).cast_signed();
+        let ctime = u64_at(rec, 32).cast_signed();
+        let fresh = u32_at(rec, 12) == e.mode
+            && size == e.size
+            && mtime == e.mtime_ns
+            && ctime == e.ctime_ns
+            && u64_at(rec, 40) == e.ino;
+        let settled =
+            mtime < self.written_ns - RACY_MARGIN_NS && ctime < self.written_ns - RACY_MARGIN_NS;
+        (fresh && settled).then_some((id, size))
     }
 
     /// Writes `entries` (any order) as the new cache at `path`, atomically: a temp file in
@@ -193,6 +241,7 @@ impl StatCache {
     pub fn write(
         path: &Path,
         store_id: &[u8; 16],
+        root: &ObjectId,
         mut entries: Vec<CacheEntry>,
         written_ns: i64,
     ) -> std::io::Result<()> {
@@ -205,6 +254,7 @@ impl StatCache {
         buf.extend_from_slice(&written_ns.to_le_bytes());
         buf.extend_from_slice(store_id);
         buf.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        buf.extend_from_slice(&root.0);
         let mut off = (HEADER_LEN + entries.len() * RECORD_LEN) as u64;
         for e in &entries {
             buf.extend_from_slice(&off.to_le_bytes());
@@ -215,6 +265,7 @@ impl StatCache {
             buf.extend_from_slice(&e.ctime_ns.to_le_bytes());
             buf.extend_from_slice(&e.ino.to_le_bytes());
             buf.extend_from_slice(&e.id.0);
+            buf.extend_from_slice(&[kind_byte(e.kind), 0, 0, 0, 0, 0, 0, 0]);
             off += e.path.len() as u64;
         }
         for e in &entries {
@@ -232,7 +283,6 @@ impl StatCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::ScanKind;
 
     fn scan_entry(path: &[u8], mtime_ns: i64) -> ScanEntry {
         ScanEntry {
@@ -255,7 +305,7 @@ mod tests {
             .iter()
             .map(|e| CacheEntry::from_scan(e, id))
             .collect();
-        StatCache::write(&dir.join("c"), &STORE, list, at).unwrap();
+        StatCache::write(&dir.join("c"), &STORE, &ObjectId::ZERO, list, at).unwrap();
     }
 
     #[test]
@@ -268,12 +318,38 @@ mod tests {
         let c = StatCache::load(&d.path().join("c"), &STORE);
         assert_eq!(c.len(), 50);
         for e in &entries {
-            assert_eq!(c.lookup(e), Some(ObjectId::of_blob(b"hello")));
+            assert_eq!(c.lookup(e), Some((ObjectId::of_blob(b"hello"), 5)));
         }
         let mut changed = entries[3].clone();
         changed.size = 6;
         assert_eq!(c.lookup(&changed), None);
         assert_eq!(c.lookup(&scan_entry(b"absent", T0)), None);
+    }
+
+    #[test]
+    fn counts_entries_below_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let paths: [&[u8]; 6] = [b"a", b"a.txt", b"a/b", b"a/b/c", b"a0", b"b/x"];
+        let entries: Vec<_> = paths.iter().map(|p| scan_entry(p, T0)).collect();
+        write(d.path(), &entries, T0);
+        let c = StatCache::load(&d.path().join("c"), &STORE);
+        assert_eq!(c.count_prefix(b"a/"), 2);
+        assert_eq!(c.count_prefix(b"a/b/"), 1);
+        assert_eq!(c.count_prefix(b"b/"), 1);
+        assert_eq!(c.count_prefix(b"c/"), 0);
+    }
+
+    #[test]
+    fn directories_hit_on_path_and_kind() {
+        let d = tempfile::tempdir().unwrap();
+        let mut dir = scan_entry(b"src", T0);
+        dir.kind = ScanKind::Dir;
+        write(d.path(), std::slice::from_ref(&dir), T0);
+        let c = StatCache::load(&d.path().join("c"), &STORE);
+        dir.mtime_ns += 1; // a directory's own times say nothing about its files
+        assert!(c.lookup(&dir).is_some());
+        dir.kind = ScanKind::NestedRepo;
+        assert_eq!(c.lookup(&dir), None);
     }
 
     #[test]

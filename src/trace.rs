@@ -19,7 +19,11 @@ pub(crate) struct Phases {
 impl Phases {
     pub(crate) fn new(what: &'static str) -> Phases {
         let now = Instant::now();
-        Phases { what, start: now, last: now }
+        Phases {
+            what,
+            start: now,
+            last: now,
+        }
     }
 
     /// Reports the time since the previous mark.

@@ -109,7 +109,8 @@ impl Tree {
             postcard::from_bytes(bytes).map_err(|e| TreeError::Decode(e.to_string()))?;
         // One encoding per tree: trailing bytes or overlong varints would give one tree
         // several ids.
-        let canonical = postcard::to_allocvec(&record).map_err(|e| TreeError::Decode(e.to_string()))?;
+        let canonical =
+            postcard::to_allocvec(&record).map_err(|e| TreeError::Decode(e.to_string()))?;
         if canonical != bytes {
             return Err(TreeError::Decode("not in canonical form".into()));
         }
@@ -185,7 +186,10 @@ mod tests {
 
     #[test]
     fn rejects_trailing_bytes() {
-        let mut bytes = Tree { entries: vec![entry(b"a")] }.encode();
+        let mut bytes = Tree {
+            entries: vec![entry(b"a")],
+        }
+        .encode();
         bytes.push(0);
         assert!(matches!(Tree::decode(&bytes), Err(TreeError::Decode(_))));
     }
