@@ -1,0 +1,103 @@
+//! Captures that reuse the stat cache (unchanged files not read, unchanged directories not
+//! rebuilt) must give exactly the snapshot a capture from scratch gives.
+//!
+//! Time is injected by editing the cache's `written_ns` header field (docs/format.md): moving
+//! it an hour ahead makes every entry settled, as if the capture had happened long ago, with
+//! no sleeping. Mutations always change a file's size, so they can never share an entry's
+//! `lstat` data (that case is the racy-timestamp rule's, tested in `racy.rs`).
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::Env;
+use retrace::{Config, Workspace};
+
+fn statcache(env: &Env) -> std::path::PathBuf {
+    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    store.with_file_name("statcache")
+}
+
+/// Pretends the stat cache was written an hour later than it was.
+fn age_cache(env: &Env) {
+    let p = statcache(env);
+    let mut bytes = fs::read(&p).unwrap();
+    let written = i64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    bytes[8..16].copy_from_slice(&(written + 3_600_000_000_000).to_le_bytes());
+    fs::write(&p, bytes).unwrap();
+}
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn rel(i: u64) -> String {
+    format!("d{}/e{}/f{i}.txt", i % 5, i % 3)
+}
+
+fn mutate(root: &Path, rng: &mut Lcg, round: u64) {
+    for _ in 0..1 + rng.next(6) {
+        let i = rng.next(60);
+        let p = root.join(rel(i));
+        match rng.next(5) {
+            0 => {
+                let _ = fs::remove_file(&p);
+            }
+            1 => {
+                let _ = fs::remove_dir_all(root.join(format!("d{}", i % 5)));
+            }
+            2 => {
+                fs::create_dir_all(root.join(format!("empty{round}/x"))).unwrap();
+            }
+            _ => {
+                fs::create_dir_all(p.parent().unwrap()).unwrap();
+                // Grows the file: its size, hence its lstat data, always changes.
+                let mut data = fs::read(&p).unwrap_or_default();
+                data.extend_from_slice(format!("round {round} file {i}\n").as_bytes());
+                fs::write(&p, data).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn incremental_captures_equal_captures_from_scratch() {
+    let env = Env::new();
+    for i in 0..60 {
+        env.write(&rel(i), format!("file {i}\n"));
+    }
+    std::os::unix::fs::symlink("d0", env.path("link")).unwrap();
+    let ws = env.open();
+    let mut rng = Lcg(7);
+    let first = ws.snapshot(None).unwrap();
+    age_cache(&env);
+    let again = ws.snapshot(None).unwrap();
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.hashed, 0, "an unchanged workspace reads no file");
+    for round in 0..40 {
+        age_cache(&env);
+        mutate(env.root(), &mut rng, round);
+        let incremental = ws.snapshot(None).unwrap();
+        assert!(
+            incremental.hashed <= 8,
+            "round {round}: read {} files",
+            incremental.hashed
+        );
+        fs::remove_file(statcache(&env)).unwrap();
+        let scratch = ws.scan_disk(&retrace::NoProgress).unwrap();
+        assert_eq!(incremental.id, scratch.id, "round {round}");
+        assert_eq!(incremental.entries, scratch.entries, "round {round}");
+        // Rebuild the cache for the next round from this state.
+        ws.snapshot(None).unwrap();
+    }
+    common::assert_verified(&env);
+}
