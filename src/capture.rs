@@ -27,8 +27,12 @@ use crate::object::{
 };
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
-use crate::statcache::{CacheEntry, RACY_MARGIN_NS, StatCache};
+use crate::statcache::{CacheEntry, RACY_MARGIN_NS, Stat, StatCache};
 use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
+
+/// Entries per parallel job when looking paths up: large enough to merge with the cache in
+/// long linear runs, small enough to balance files of very different sizes.
+const LOOK_BLOCK: usize = 256;
 
 /// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
 const BATCH_BYTES: usize = 64 * 1024 * 1024;
@@ -119,8 +123,8 @@ enum Looked {
         hit: bool,
         /// The file was read.
         hashed: bool,
-        /// What to record in the next stat cache.
-        stat: Option<CacheEntry>,
+        /// `fstat` taken when the file was read, which the next stat cache records.
+        fresh: Option<Stat>,
     },
     Skip(String),
 }
@@ -206,17 +210,16 @@ impl Hasher<'_> {
     }
 
     /// Looks at one scanned path: a stat cache hit, or (files, symlinks) a read.
-    fn look(&self, e: &ScanEntry, cache: &StatCache) -> Looked {
+    fn look(&self, e: &ScanEntry, cached: Option<(ObjectId, u64)>) -> Looked {
         // A cache hit is trusted without asking the store: the cache is written only after
         // its objects committed, and it names the store (id) it vouches for.
-        if let Some((id, size)) = cache.lookup(e) {
-            let stat = Some(CacheEntry::from_scan(e, id));
+        if let Some((id, size)) = cached {
             return Looked::Done {
                 id,
                 size,
                 hit: true,
                 hashed: false,
-                stat,
+                fresh: None,
             };
         }
         let path = self.root.join(std::ffi::OsStr::from_bytes(&e.path));
@@ -227,37 +230,35 @@ impl Hasher<'_> {
                 size: 0,
                 hit: false,
                 hashed: false,
-                stat: None,
+                fresh: None,
             },
             ScanKind::Symlink => match std::fs::read_link(&path) {
                 Ok(target) => {
                     let bytes = target.as_os_str().as_bytes();
                     let id = ObjectId::of_blob(bytes);
                     self.queue(self.blob(bytes, id).into_iter().collect());
-                    let stat = Some(CacheEntry::from_scan(e, id));
                     Looked::Done {
                         id,
                         size: e.size,
                         hit: false,
                         hashed: false,
-                        stat,
+                        fresh: None,
                     }
                 }
                 Err(err) => Looked::Skip(err.to_string()),
             },
             ScanKind::File => {
                 for _ in 0..3 {
-                    match self.read_file(&path, e) {
-                        Ok(Some((id, entry, objects))) => {
+                    match self.read_file(&path) {
+                        Ok(Some((id, stat, objects))) => {
                             self.queue(objects);
-                            let size = entry.size;
-                            let stat = Some(entry);
+                            let (size, fresh) = (stat.size, Some(stat));
                             return Looked::Done {
                                 id,
                                 size,
                                 hit: false,
                                 hashed: true,
-                                stat,
+                                fresh,
                             };
                         }
                         Ok(None) => {}
@@ -276,8 +277,7 @@ impl Hasher<'_> {
     fn read_file(
         &self,
         path: &Path,
-        e: &ScanEntry,
-    ) -> std::io::Result<Option<(ObjectId, CacheEntry, Vec<PendingObject>)>> {
+    ) -> std::io::Result<Option<(ObjectId, Stat, Vec<PendingObject>)>> {
         let mut f = File::open(path)?;
         let before = f.metadata()?;
         let mut objects = Vec::new();
@@ -332,17 +332,14 @@ impl Hasher<'_> {
                 return Ok(None);
             }
         }
-        let entry = CacheEntry {
-            path: e.path.clone(),
+        let stat = Stat {
             mode: after.mode(),
             size: after.len(),
             mtime_ns,
             ctime_ns: after.ctime() * 1_000_000_000 + after.ctime_nsec(),
             ino: after.ino(),
-            id,
-            kind: ScanKind::File,
         };
-        Ok(Some((id, entry, objects)))
+        Ok(Some((id, stat, objects)))
     }
 }
 
@@ -501,15 +498,21 @@ pub(crate) fn capture(
         .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink))
         .count();
     opts.progress.start("capture", files as u64);
+    // Both lists are sorted: each block of entries merges with the cache linearly.
     let looked: Vec<Looked> = scan
         .entries
-        .par_iter()
-        .map(|e| {
-            let r = hasher.look(e, &cache);
-            if matches!(e.kind, ScanKind::File | ScanKind::Symlink) {
-                opts.progress.advance(1);
-            }
-            r
+        .par_chunks(LOOK_BLOCK)
+        .flat_map_iter(|block| {
+            let mut pos = cache.position(&block[0].path);
+            let files = block
+                .iter()
+                .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink));
+            // Progress is reported per block: a bar's lock per file would cost more than a hit.
+            opts.progress.advance(files.count() as u64);
+            let (cache, hasher) = (&cache, &hasher);
+            block
+                .iter()
+                .map(move |e| hasher.look(e, cache.lookup_at(e, &mut pos)))
         })
         .collect();
     opts.progress.finish();
@@ -520,7 +523,7 @@ pub(crate) fn capture(
     let mut skipped = scan.skipped;
     let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
     let mut hits: Vec<bool> = Vec::with_capacity(scan.entries.len());
-    let mut stats: Vec<Option<CacheEntry>> = Vec::with_capacity(scan.entries.len());
+    let mut stats: Vec<(Stat, ScanKind)> = Vec::with_capacity(scan.entries.len());
     let mut nested_repos = Vec::new();
     let mut hashed = 0;
     for (e, l) in scan.entries.into_iter().zip(looked) {
@@ -530,7 +533,7 @@ pub(crate) fn capture(
                 size,
                 hit,
                 hashed: h,
-                stat,
+                fresh,
             } => {
                 if e.kind == ScanKind::NestedRepo {
                     nested_repos.push(String::from_utf8_lossy(&e.path).into_owned());
@@ -538,7 +541,7 @@ pub(crate) fn capture(
                 hashed += u64::from(h);
                 hits.push(hit);
                 // Directories and nested repositories are listed too (ids filled in below).
-                stats.push(stat.or_else(|| Some(CacheEntry::from_scan(&e, ObjectId::ZERO))));
+                stats.push((fresh.unwrap_or_else(|| Stat::of(&e)), e.kind));
                 let kind = kind_of(&e);
                 entries.push(FlatEntry {
                     path: e.path,
@@ -616,16 +619,16 @@ pub(crate) fn capture(
             let list = entries
                 .iter()
                 .zip(stats)
-                .filter_map(|(e, s)| {
-                    s.map(|s| CacheEntry {
-                        id: e.id,
-                        size: if e.kind == EntryKind::Dir {
-                            e.size
-                        } else {
-                            s.size
-                        },
-                        ..s
-                    })
+                .map(|(e, (stat, kind))| {
+                    let stat = if kind == ScanKind::Dir {
+                        Stat {
+                            size: e.size,
+                            ..stat
+                        }
+                    } else {
+                        stat
+                    };
+                    CacheEntry::new(e.path.clone(), stat, e.id, kind)
                 })
                 .collect();
             // The cache is disposable: failing to write it only costs re-hashing next time.

@@ -65,7 +65,51 @@ fn kind_byte(k: ScanKind) -> u8 {
     }
 }
 
+/// The `lstat` fields the cache compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    /// `st_mode`.
+    pub mode: u32,
+    /// `st_size`.
+    pub size: u64,
+    /// mtime in nanoseconds.
+    pub mtime_ns: i64,
+    /// ctime in nanoseconds.
+    pub ctime_ns: i64,
+    /// inode number.
+    pub ino: u64,
+}
+
+impl Stat {
+    /// The fields of a scanned entry.
+    #[must_use]
+    pub fn of(e: &ScanEntry) -> Stat {
+        Stat {
+            mode: e.mode,
+            size: e.size,
+            mtime_ns: e.mtime_ns,
+            ctime_ns: e.ctime_ns,
+            ino: e.ino,
+        }
+    }
+}
+
 impl CacheEntry {
+    /// An entry from its parts.
+    #[must_use]
+    pub fn new(path: Vec<u8>, stat: Stat, id: ObjectId, kind: ScanKind) -> CacheEntry {
+        CacheEntry {
+            path,
+            mode: stat.mode,
+            size: stat.size,
+            mtime_ns: stat.mtime_ns,
+            ctime_ns: stat.ctime_ns,
+            ino: stat.ino,
+            id,
+            kind,
+        }
+    }
+
     /// An entry for a scanned path with a known id.
     #[must_use]
     pub fn from_scan(e: &ScanEntry, id: ObjectId) -> CacheEntry {
@@ -184,6 +228,11 @@ impl StatCache {
     }
 
     /// Index of the first record whose path is not below `path`.
+    #[must_use]
+    pub fn position(&self, path: &[u8]) -> usize {
+        self.lower_bound(path)
+    }
+
     fn lower_bound(&self, path: &[u8]) -> usize {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
@@ -211,8 +260,22 @@ impl StatCache {
     /// and symlinks hit only when their `lstat` data match and the entry is not racy.
     #[must_use]
     pub fn lookup(&self, e: &ScanEntry) -> Option<(ObjectId, u64)> {
-        let i = self.lower_bound(&e.path);
-        let (path, rec) = self.record(i)?;
+        let mut pos = self.lower_bound(&e.path);
+        self.lookup_at(e, &mut pos)
+    }
+
+    /// [`StatCache::lookup`] for entries visited in path order: `pos` starts at the
+    /// [`StatCache::position`] of the first entry and only moves forward, so a sorted scan
+    /// merges with the cache in one linear pass instead of a binary search per path.
+    #[must_use]
+    pub fn lookup_at(&self, e: &ScanEntry, pos: &mut usize) -> Option<(ObjectId, u64)> {
+        while let Some((path, _)) = self.record(*pos) {
+            if path >= e.path.as_slice() {
+                break;
+            }
+            *pos += 1;
+        }
+        let (path, rec) = self.record(*pos)?;
         if path != e.path.as_slice() || rec[80] != kind_byte(e.kind) {
             return None;
         }

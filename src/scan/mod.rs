@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
+use rayon::slice::ParallelSliceMut;
 
 /// What the walk found at a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,11 +67,13 @@ pub struct Scan {
 }
 
 fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .as_os_str()
-        .as_bytes()
-        .to_vec()
+    // The walker joins names onto the root as given, so the root is a byte prefix; slicing
+    // is several times cheaper than `Path::strip_prefix`'s component walk.
+    let (root, path) = (root.as_os_str().as_bytes(), path.as_os_str().as_bytes());
+    match path.strip_prefix(root) {
+        Some(rest) => rest.strip_prefix(b"/").unwrap_or(rest).to_vec(),
+        None => path.to_vec(),
+    }
 }
 
 /// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped.
@@ -101,6 +104,7 @@ pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
         entries: Mutex::new(Vec::new()),
         skipped: Mutex::new(Vec::new()),
     };
+    let mut phases = crate::trace::Phases::new("scan");
     builder.build_parallel().visit(&mut VisitorBuilder {
         root,
         shared: &shared,
@@ -109,7 +113,9 @@ pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
         .entries
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner);
-    entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    phases.mark("walk");
+    entries.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    phases.mark("sort");
     let mut skipped = shared
         .skipped
         .into_inner()
