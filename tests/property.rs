@@ -138,6 +138,33 @@ fn trees() -> impl Strategy<Value = Mutation> {
     )
 }
 
+/// Whether two trees are equal; prints the differing paths (not the contents) when not.
+fn same(
+    actual: &BTreeMap<PathBuf, common::Node>,
+    expected: &BTreeMap<PathBuf, common::Node>,
+) -> bool {
+    let keys: std::collections::BTreeSet<_> = actual.keys().chain(expected.keys()).collect();
+    let differ: Vec<_> = keys
+        .into_iter()
+        .filter(|k| actual.get(*k) != expected.get(*k))
+        .collect();
+    for k in &differ {
+        let show = |n: Option<&common::Node>| match n {
+            Some(common::Node::File { data, exec }) => {
+                format!("file {} bytes exec={exec}", data.len())
+            }
+            other => format!("{other:?}"),
+        };
+        eprintln!(
+            "  {}: actual {} expected {}",
+            k.display(),
+            show(actual.get(*k)),
+            show(expected.get(*k))
+        );
+    }
+    differ.is_empty()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -160,10 +187,10 @@ proptest! {
 
         let r = ws.restore(&s1.id, RestoreOptions::default()).unwrap();
         prop_assert!(r.verified, "{:?}", r.verify_diff);
-        prop_assert_eq!(tree_of(env.root()), t1);
+        prop_assert!(same(&tree_of(env.root()), &t1), "restore to the first tree");
         let r = ws.restore(&s2.id, RestoreOptions::default()).unwrap();
         prop_assert!(r.verified, "{:?}", r.verify_diff);
-        prop_assert_eq!(tree_of(env.root()), t2);
+        prop_assert!(same(&tree_of(env.root()), &t2), "restore to the second tree");
         assert_verified(&env);
     }
 }

@@ -217,3 +217,21 @@ fn unknown_snapshot_ids_are_clear_errors() {
             .contains("no snapshot")
     );
 }
+
+#[test]
+fn restore_replaces_a_symlink_with_a_directory_without_looking_through_it() {
+    // Regression (found by the property test): `.hid` becomes a symlink to the root, where a
+    // file `x` exists; restoring `.hid/x` must not mistake that file for `.hid/x`.
+    let env = Env::new();
+    env.write(".hid/x", "inside");
+    let ws = env.open();
+    let before = tree_of(env.root());
+    let snap = ws.snapshot(None).unwrap();
+    fs::remove_dir_all(env.path(".hid")).unwrap();
+    symlink(".", env.path(".hid")).unwrap();
+    env.write("x", "a file at the root");
+    ws.snapshot(None).unwrap();
+    let out = ws.restore(&snap.id, RestoreOptions::default()).unwrap();
+    assert!(out.left_alone.is_empty(), "{:?}", out.left_alone);
+    assert_eq!(tree_of(env.root()), before);
+}

@@ -78,6 +78,7 @@ pub fn plan(
         .filter(|c| c.kind == EntryKind::NestedRepo)
         .map(|c| c.path.clone())
         .collect();
+    let mut created: HashSet<Vec<u8>> = HashSet::new();
     for t in target {
         if t.path.split(|&b| b == b'/').any(is_hard_excluded) {
             return Err(RestoreError::Unsafe {
@@ -104,6 +105,7 @@ pub fn plan(
                 (true, false) => plan.writes.push(t.clone()),
                 (true, true) => {
                     plan.deletes.push(c.path.clone());
+                    created.insert(t.path.clone());
                     plan.mkdirs.push(t.path.clone());
                 }
                 (false, _) => {
@@ -112,12 +114,23 @@ pub fn plan(
                     plan.writes.push(t.clone());
                 }
             },
+            // Below a directory this plan creates nothing exists yet; an lstat there would
+            // see through whatever the plan replaces (a symlink to elsewhere, say).
+            None if ancestors(&t.path).any(|a| created.contains(a)) => {
+                if t.kind == EntryKind::Dir {
+                    created.insert(t.path.clone());
+                    plan.mkdirs.push(t.path.clone());
+                } else {
+                    plan.writes.push(t.clone());
+                }
+            }
             None => match abs_path(root, &t.path).symlink_metadata() {
                 // ENOTDIR: an ancestor is a managed file this plan already replaces.
                 Err(e)
                     if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) =>
                 {
                     if t.kind == EntryKind::Dir {
+                        created.insert(t.path.clone());
                         plan.mkdirs.push(t.path.clone());
                     } else {
                         plan.writes.push(t.clone());
