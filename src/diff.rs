@@ -37,6 +37,64 @@ pub fn flatten(reader: &StoreReader, root: &ObjectId) -> Result<Vec<FlatEntry>, 
     Ok(out)
 }
 
+/// The paths of snapshot `root` that may differ from `current` (a sorted flat list): the
+/// walk does not descend into a directory whose tree id equals the one `current` has at the
+/// same path, since nothing below it can differ. Returns the entries read, sorted, and the
+/// directories skipped that way. A small turn's restore reads a few trees, not all.
+///
+/// # Errors
+/// [`StoreError::Missing`] / [`StoreError::Corrupt`] for a damaged or hostile tree.
+pub fn flatten_changed(
+    reader: &StoreReader,
+    root: &ObjectId,
+    current: &[FlatEntry],
+) -> Result<(Vec<FlatEntry>, Vec<Vec<u8>>), StoreError> {
+    let mut out = Vec::new();
+    let mut same = Vec::new();
+    let mut stack = vec![(Vec::new(), *root)];
+    while let Some((prefix, id)) = stack.pop() {
+        let tree = reader.read_tree(&id)?;
+        for e in tree.entries {
+            let mut path = prefix.clone();
+            if !path.is_empty() {
+                path.push(b'/');
+            }
+            path.extend_from_slice(&e.name);
+            if e.kind == EntryKind::Dir {
+                let unchanged = current
+                    .binary_search_by(|c| c.path.as_slice().cmp(&path))
+                    .is_ok_and(|i| current[i].kind == EntryKind::Dir && current[i].id == e.id);
+                if unchanged {
+                    same.push(path.clone());
+                } else {
+                    stack.push((path.clone(), e.id));
+                }
+            }
+            out.push(FlatEntry {
+                path,
+                kind: e.kind,
+                id: e.id,
+                size: e.size,
+            });
+        }
+    }
+    out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    same.sort_unstable();
+    Ok((out, same))
+}
+
+/// Whether `path` lies strictly below one of the sorted directories `dirs`.
+#[must_use]
+pub fn below_any(path: &[u8], dirs: &[Vec<u8>]) -> bool {
+    path.iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'/')
+        .any(|(i, _)| {
+            dirs.binary_search_by(|d| d.as_slice().cmp(&path[..i]))
+                .is_ok()
+        })
+}
+
 /// Paths that differ between two snapshots (directories are not listed).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Diff {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
-use crate::diff::{Diff, diff, flatten};
+use crate::diff::{Diff, below_any, diff, flatten, flatten_changed};
 use crate::error::{Error, RestoreError, StoreError};
 use crate::home;
 use crate::object::ObjectId;
@@ -293,7 +293,6 @@ impl Workspace {
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
         let reader = self.store.reader()?;
-        let target = flatten(&reader, id)?;
         let mut current = self.scan_disk(progress)?;
         let mut outcome = RestoreOutcome {
             target: Some(*id),
@@ -322,6 +321,9 @@ impl Workspace {
                 outcome.safety_snapshot = Some(current.id);
             }
         }
+        // Only the subtrees whose ids differ from the disk's are read and compared.
+        let (target, same) = flatten_changed(&reader, id, &current.entries)?;
+        current.entries.retain(|e| !below_any(&e.path, &same));
         let plan = plan::plan(&self.root, &current.entries, &target)?;
         let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
         outcome.written = plan.writes.iter().map(|w| lossy(&w.path)).collect();
@@ -341,13 +343,15 @@ impl Workspace {
             record: None,
             progress,
         })?;
-        let left: std::collections::HashSet<&str> =
-            plan.left_alone.iter().map(|s| s.path.as_str()).collect();
-        outcome.verify_diff = diff(&target, &after.entries)
-            .paths()
-            .into_iter()
-            .filter(|p| !left.contains(p.as_str()))
-            .collect();
+        if after.id != *id {
+            let left: std::collections::HashSet<&str> =
+                plan.left_alone.iter().map(|s| s.path.as_str()).collect();
+            outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
+                .paths()
+                .into_iter()
+                .filter(|p| !left.contains(p.as_str()))
+                .collect();
+        }
         outcome.verified = outcome.verify_diff.is_empty();
         self.store.write(Vec::new(), None, Some(*id))?;
         drop(reader);
