@@ -109,3 +109,56 @@ fn exit_codes_distinguish_refusal_usage_and_errors() {
     assert!(forced.status.success(), "{}", stderr(&forced));
     assert_eq!(env.read("a.txt"), "one");
 }
+
+#[test]
+fn the_demo_runs_to_the_end() {
+    let env = Env::new();
+    let o = env.run(RETRACE, &["demo"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("all steps passed"));
+}
+
+#[test]
+fn cli_tour_snapshot_log_diff_restore_status() {
+    let env = Env::new();
+    env.write("src/main.rs", "fn main() {}\n");
+    env.write("notes.md", "# notes\n");
+    let o = env.run(RETRACE, &["snapshot", "--label", "first", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for key in ["id", "files", "bytes", "new_bytes", "skipped"] {
+        assert!(
+            first.get(key).is_some(),
+            "snapshot --json lacks {key}: {first}"
+        );
+    }
+    let id = first["id"].as_str().unwrap().to_string();
+    env.write("src/main.rs", "fn main() { broken }\n");
+    env.write("added.txt", "new");
+    let diff = env.run(RETRACE, &["diff", &id[..8], "--json"]);
+    let d: serde_json::Value = serde_json::from_str(&stdout(&diff)).unwrap();
+    assert_eq!(d["added"], serde_json::json!(["added.txt"]));
+    assert_eq!(d["modified"], serde_json::json!(["src/main.rs"]));
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    let log = env.run(RETRACE, &["log"]);
+    assert!(stdout(&log).contains("first"), "{}", stdout(&log));
+    let dry = env.run(RETRACE, &["restore", &id[..10], "--dry-run"]);
+    assert!(
+        stdout(&dry).contains("would delete added.txt"),
+        "{}",
+        stdout(&dry)
+    );
+    assert!(env.path("added.txt").exists());
+    let r = env.run(RETRACE, &["restore", &id[..10]]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(!env.path("added.txt").exists());
+    let status = env.run(RETRACE, &["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(s["changed_count"], 0);
+    assert_eq!(s["last_known"].as_str(), Some(id.as_str()));
+    let human = stdout(&env.run(RETRACE, &["status"]));
+    assert!(
+        human.contains("node_modules") && human.contains("clean"),
+        "{human}"
+    );
+}

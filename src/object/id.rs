@@ -2,15 +2,39 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Key for `blake3::derive_key` over an encoded tree, so a tree id never equals a blob id.
 pub(crate) const TREE_KEY_CONTEXT: &str = "retrace tree v1";
 
 /// The id of a stored object: `blake3(content)` for blobs (the same digest `b3sum` prints),
 /// `blake3::derive_key("retrace tree v1", encoded_tree)` for trees.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// Serialized as 32 raw bytes in binary formats (postcard: the store) and as 64 hex digits
+/// in human-readable ones (JSON output).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectId(pub [u8; 32]);
+
+impl Serialize for ObjectId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.serialize_str(&self.to_hex())
+        } else {
+            self.0.serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ObjectId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ObjectId, D::Error> {
+        if d.is_human_readable() {
+            let s = String::deserialize(d)?;
+            ObjectId::from_hex(&s).ok_or_else(|| serde::de::Error::custom("not 64 hex digits"))
+        } else {
+            <[u8; 32]>::deserialize(d).map(ObjectId)
+        }
+    }
+}
 
 impl ObjectId {
     /// The all-zero id, used for entries that carry no content (nested repositories).
@@ -101,6 +125,13 @@ mod tests {
         assert_eq!(ObjectId::from_hex(&id.to_hex()), Some(id));
         assert_eq!(ObjectId::from_hex("zz"), None);
         assert_eq!(ObjectId::from_hex(&"g".repeat(64)), None);
+    }
+
+    #[test]
+    fn binary_encoding_is_the_32_raw_bytes() {
+        let id = ObjectId([7; 32]);
+        assert_eq!(postcard::to_allocvec(&id).unwrap(), vec![7; 32]);
+        assert_eq!(postcard::from_bytes::<ObjectId>(&[7; 32]).unwrap(), id);
     }
 
     #[test]
