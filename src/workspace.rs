@@ -14,6 +14,9 @@ use crate::restore::{RestoreOutcome, apply, plan};
 use crate::scan::exclude::HARD_EXCLUSIONS;
 use crate::store::{SnapshotRecord, Store, now_ms};
 
+/// Restores touching at least this many paths re-scan the whole workspace afterwards.
+const FULL_RESCAN_AFTER: usize = 1000;
+
 /// Most paths listed when a guard refuses.
 pub const MAX_LISTED: usize = 20;
 
@@ -292,8 +295,10 @@ impl Workspace {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
+        let mut phases = crate::trace::Phases::new("restore");
         let reader = self.store.reader()?;
         let mut current = self.scan_disk(progress)?;
+        phases.mark("scan disk");
         let mut outcome = RestoreOutcome {
             target: Some(*id),
             dry_run: opts.dry_run,
@@ -324,7 +329,9 @@ impl Workspace {
         // Only the subtrees whose ids differ from the disk's are read and compared.
         let (target, same) = flatten_changed(&reader, id, &current.entries)?;
         current.entries.retain(|e| !below_any(&e.path, &same));
+        phases.mark("read changed trees");
         let plan = plan::plan(&self.root, &current.entries, &target)?;
+        phases.mark("plan");
         let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
         outcome.written = plan.writes.iter().map(|w| lossy(&w.path)).collect();
         outcome.deleted = plan.deletes.iter().map(lossy).collect();
@@ -334,26 +341,38 @@ impl Workspace {
             return Ok(outcome);
         }
         let data = apply::verify(&reader, &plan)?;
+        phases.mark("verify objects");
         let applied = apply::apply(&self.root, &reader, &plan, data, progress)?;
+        phases.mark("apply");
         outcome.removed_dirs = applied.removed_dirs;
-        // Re-scan: refreshes the stat cache (so the next capture is cheap) and proves the
-        // disk now equals the target.
-        let after = self.capture(&CaptureOptions {
-            store_objects: true,
-            record: None,
-            progress,
-        })?;
-        if after.id != *id {
-            let left: std::collections::HashSet<&str> =
-                plan.left_alone.iter().map(|s| s.path.as_str()).collect();
-            outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
-                .paths()
-                .into_iter()
-                .filter(|p| !left.contains(p.as_str()))
-                .collect();
+        if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {
+            // A small restore: re-read exactly what it wrote and check what it deleted is
+            // gone. (A full re-scan would refresh the stat cache, but files written just now
+            // are inside the racy window and would be re-read by the next capture anyway.)
+            outcome.verify_diff = apply::check(&self.root, &plan);
+        } else {
+            // A large restore: re-scan, which also refreshes the stat cache (the files written
+            // first are settled by now, so the next capture need not read them) and proves
+            // the whole disk equals the target.
+            let after = self.capture(&CaptureOptions {
+                store_objects: true,
+                record: None,
+                progress,
+            })?;
+            if after.id != *id {
+                let left: std::collections::HashSet<&str> =
+                    plan.left_alone.iter().map(|s| s.path.as_str()).collect();
+                outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
+                    .paths()
+                    .into_iter()
+                    .filter(|p| !left.contains(p.as_str()))
+                    .collect();
+            }
         }
         outcome.verified = outcome.verify_diff.is_empty();
+        phases.mark("check");
         self.store.write(Vec::new(), None, Some(*id))?;
+        phases.mark("record");
         drop(reader);
         self.store.compact_if_sparse();
         Ok(outcome)

@@ -190,6 +190,59 @@ pub fn apply(
     Ok(applied)
 }
 
+/// Paths the restore wrote or deleted that are not what the plan intended: a written file
+/// that does not hash to its id (or lost its executable bit, or is no longer a symlink), a
+/// deleted path that exists again. Empty when the restore is verified.
+#[must_use]
+pub fn check(root: &Path, plan: &Plan) -> Vec<String> {
+    // Paths deleted then recreated (a file replaced by a directory) are not "deleted".
+    let recreated: HashSet<&[u8]> = plan
+        .writes
+        .iter()
+        .map(|w| w.path.as_slice())
+        .chain(plan.mkdirs.iter().map(Vec::as_slice))
+        .collect();
+    let mut bad: Vec<String> = plan
+        .writes
+        .par_iter()
+        .filter(|w| !written_as_planned(root, w))
+        .map(|w| String::from_utf8_lossy(&w.path).into_owned())
+        .collect();
+    for d in plan
+        .deletes
+        .iter()
+        .filter(|d| !recreated.contains(d.as_slice()))
+    {
+        if abs_path(root, d).symlink_metadata().is_ok() {
+            bad.push(String::from_utf8_lossy(d).into_owned());
+        }
+    }
+    bad.sort();
+    bad
+}
+
+fn written_as_planned(root: &Path, w: &FlatEntry) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let p = abs_path(root, &w.path);
+    let Ok(meta) = p.symlink_metadata() else {
+        return false;
+    };
+    let content = match w.kind {
+        EntryKind::Symlink if meta.file_type().is_symlink() => {
+            fs::read_link(&p).map(|t| t.as_os_str().as_bytes().to_vec())
+        }
+        EntryKind::File | EntryKind::Executable if meta.is_file() => {
+            let exec = meta.permissions().mode() & 0o100 != 0;
+            if exec != (w.kind == EntryKind::Executable) {
+                return false;
+            }
+            fs::read(&p)
+        }
+        _ => return false,
+    };
+    content.is_ok_and(|c| crate::object::ObjectId::of_blob(&c) == w.id)
+}
+
 fn prune<'a>(
     root: &Path,
     dirs: impl Iterator<Item = &'a Vec<u8>>,
@@ -214,4 +267,42 @@ fn prune<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::ObjectId;
+
+    fn entry(path: &str, kind: EntryKind, content: &[u8]) -> FlatEntry {
+        FlatEntry {
+            path: path.into(),
+            kind,
+            id: ObjectId::of_blob(content),
+            size: content.len() as u64,
+        }
+    }
+
+    #[test]
+    fn check_reports_paths_that_are_not_as_planned() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("good"), "good").unwrap();
+        fs::write(d.path().join("edited"), "someone else's edit").unwrap();
+        fs::write(d.path().join("should-run"), "#!/bin/sh").unwrap();
+        fs::write(d.path().join("back-again"), "x").unwrap();
+        let plan = Plan {
+            writes: vec![
+                entry("good", EntryKind::File, b"good"),
+                entry("edited", EntryKind::File, b"planned"),
+                entry("should-run", EntryKind::Executable, b"#!/bin/sh"),
+                entry("missing", EntryKind::File, b"m"),
+            ],
+            deletes: vec![b"back-again".to_vec(), b"gone".to_vec()],
+            ..Plan::default()
+        };
+        assert_eq!(
+            check(d.path(), &plan),
+            vec!["back-again", "edited", "missing", "should-run"]
+        );
+    }
 }
