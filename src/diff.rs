@@ -162,7 +162,7 @@ pub fn diff(from: &[FlatEntry], to: &[FlatEntry]) -> Diff {
                 }
                 j += 1;
             }
-            (Some(_), None) | (None, None) => break,
+            (_, None) => break,
         }
     }
     d

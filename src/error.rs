@@ -104,7 +104,7 @@ pub enum RestoreError {
     #[error(
         "the workspace has {} change(s) not in any snapshot (e.g. {}); snapshot them first or \
          pass --force (a safety snapshot is taken before forcing)",
-        paths.len(), paths.first().map(String::as_str).unwrap_or("?")
+        paths.len(), paths.first().map_or("?", String::as_str)
     )]
     Dirty {
         /// Up to 20 changed paths.

@@ -18,6 +18,14 @@
 //! ```
 
 #![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+#![warn(clippy::pedantic)]
+// Capture and plan are one pass each over sorted data; split, they would scatter it.
+#![allow(clippy::too_many_lines)]
+// Counting '/' in short paths: not worth a dependency.
+#![allow(clippy::naive_bytecount)]
+// Merge loops name their cursors i, j, a, b: clearer than long names.
+#![allow(clippy::many_single_char_names, clippy::similar_names)]
 
 pub mod capture;
 pub mod diff;

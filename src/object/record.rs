@@ -108,6 +108,9 @@ fn strict<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, RecordError> {
 
 impl ObjectRecord {
     /// postcard encoding.
+    ///
+    /// # Panics
+    /// Never: encoding plain data into memory cannot fail.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         postcard::to_allocvec(self).expect("encoding plain data into a Vec cannot fail")
@@ -138,6 +141,9 @@ pub struct ChunkList {
 
 impl ChunkList {
     /// postcard encoding.
+    ///
+    /// # Panics
+    /// Never: encoding plain data into memory cannot fail.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         postcard::to_allocvec(self).expect("encoding plain data into a Vec cannot fail")

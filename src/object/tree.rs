@@ -47,6 +47,14 @@ pub struct Tree {
     pub entries: Vec<TreeEntry>,
 }
 
+/// The encoding borrowed, so that encoding does not copy the entries (postcard writes a
+/// slice exactly as a `Vec`).
+#[derive(Serialize)]
+struct TreeRecordRef<'a> {
+    version: u8,
+    entries: &'a [TreeEntry],
+}
+
 #[derive(Serialize, Deserialize)]
 struct TreeRecord {
     version: u8,
@@ -79,11 +87,14 @@ pub fn is_safe_name(name: &[u8]) -> bool {
 
 impl Tree {
     /// Encodes the tree; entries must already be sorted (capture builds them sorted).
+    ///
+    /// # Panics
+    /// Never: encoding plain data into memory cannot fail.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let record = TreeRecord {
+        let record = TreeRecordRef {
             version: TREE_VERSION,
-            entries: self.entries.clone(),
+            entries: &self.entries,
         };
         postcard::to_allocvec(&record).expect("encoding plain data into a Vec cannot fail")
     }

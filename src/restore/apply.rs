@@ -104,7 +104,7 @@ fn write_one(root: &Path, w: &FlatEntry, data: &[u8]) -> Result<(), RestoreError
             let old_mode = dest
                 .symlink_metadata()
                 .ok()
-                .filter(|m| m.is_file())
+                .filter(std::fs::Metadata::is_file)
                 .map(|m| m.permissions().mode());
             let base = old_mode.unwrap_or(0o644) & 0o7777;
             let mode = if w.kind == EntryKind::Executable {

@@ -43,7 +43,7 @@ pub fn disk_bytes(path: &Path) -> u64 {
 }
 
 /// How long an open or a write waits for other processes before answering "busy".
-pub const LOCK_WAIT: Duration = Duration::from_secs(120);
+pub const LOCK_WAIT: Duration = Duration::from_mins(2);
 
 /// One entry of `retrace log`: a captured snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,9 +306,8 @@ impl Store {
         for _ in 0..4 {
             match db.compact() {
                 Ok(true) => ran = true,
-                Ok(false) => break,
-                // Busy elsewhere (a reader in another process): try again next time.
-                Err(_) => break,
+                // Done, or busy elsewhere (a reader in another process): try next time.
+                Ok(false) | Err(_) => break,
             }
         }
         ran
@@ -321,6 +320,10 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] when the write fails; nothing is committed then.
+    ///
+    /// # Panics
+    /// Never: encoding a plain record into memory cannot fail.
+    #[allow(clippy::needless_pass_by_value)] // takes the batch: it is dropped once written
     pub fn write(
         &self,
         frames: Vec<NewFrame>,
