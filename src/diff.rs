@@ -12,29 +12,7 @@ use crate::store::StoreReader;
 /// # Errors
 /// [`StoreError::Missing`] / [`StoreError::Corrupt`] for a damaged or hostile tree.
 pub fn flatten(reader: &StoreReader, root: &ObjectId) -> Result<Vec<FlatEntry>, StoreError> {
-    let mut out = Vec::new();
-    let mut stack = vec![(Vec::new(), *root)];
-    while let Some((prefix, id)) = stack.pop() {
-        let tree = reader.read_tree(&id)?;
-        for e in tree.entries {
-            let mut path = prefix.clone();
-            if !path.is_empty() {
-                path.push(b'/');
-            }
-            path.extend_from_slice(&e.name);
-            if e.kind == EntryKind::Dir {
-                stack.push((path.clone(), e.id));
-            }
-            out.push(FlatEntry {
-                path,
-                kind: e.kind,
-                id: e.id,
-                size: e.size,
-            });
-        }
-    }
-    out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    flatten_changed(reader, root, &[]).map(|(entries, _)| entries)
 }
 
 /// The paths of snapshot `root` that may differ from `current` (a sorted flat list): the
