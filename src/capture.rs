@@ -628,7 +628,12 @@ pub(crate) fn capture(
                     } else {
                         stat
                     };
-                    CacheEntry::new(e.path.clone(), stat, e.id, kind)
+                    CacheEntry {
+                        path: &e.path,
+                        stat,
+                        id: e.id,
+                        kind,
+                    }
                 })
                 .collect();
             // The cache is disposable: failing to write it only costs re-hashing next time.

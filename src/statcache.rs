@@ -35,21 +35,13 @@ pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
 /// Entries whose mtime or ctime is within this of the cache's write time are not trusted.
 pub const RACY_MARGIN_NS: i64 = 2_000_000_000;
 
-/// One cache entry to write.
-#[derive(Clone, Debug)]
-pub struct CacheEntry {
+/// One cache entry to write; the path is borrowed from the capture's entries.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheEntry<'a> {
     /// Path relative to the workspace root.
-    pub path: Vec<u8>,
-    /// `st_mode`.
-    pub mode: u32,
-    /// `st_size`.
-    pub size: u64,
-    /// mtime in nanoseconds.
-    pub mtime_ns: i64,
-    /// ctime in nanoseconds.
-    pub ctime_ns: i64,
-    /// inode number.
-    pub ino: u64,
+    pub path: &'a [u8],
+    /// `lstat` data.
+    pub stat: Stat,
     /// Content id: blob, or tree for a directory, zero for a nested repository.
     pub id: ObjectId,
     /// What the path is.
@@ -94,32 +86,13 @@ impl Stat {
     }
 }
 
-impl CacheEntry {
-    /// An entry from its parts.
-    #[must_use]
-    pub fn new(path: Vec<u8>, stat: Stat, id: ObjectId, kind: ScanKind) -> CacheEntry {
-        CacheEntry {
-            path,
-            mode: stat.mode,
-            size: stat.size,
-            mtime_ns: stat.mtime_ns,
-            ctime_ns: stat.ctime_ns,
-            ino: stat.ino,
-            id,
-            kind,
-        }
-    }
-
+impl CacheEntry<'_> {
     /// An entry for a scanned path with a known id.
     #[must_use]
-    pub fn from_scan(e: &ScanEntry, id: ObjectId) -> CacheEntry {
+    pub fn from_scan(e: &ScanEntry, id: ObjectId) -> CacheEntry<'_> {
         CacheEntry {
-            path: e.path.clone(),
-            mode: e.mode,
-            size: e.size,
-            mtime_ns: e.mtime_ns,
-            ctime_ns: e.ctime_ns,
-            ino: e.ino,
+            path: &e.path,
+            stat: Stat::of(e),
             id,
             kind: e.kind,
         }
@@ -305,11 +278,14 @@ impl StatCache {
         path: &Path,
         store_id: &[u8; 16],
         root: &ObjectId,
-        mut entries: Vec<CacheEntry>,
+        mut entries: Vec<CacheEntry<'_>>,
         written_ns: i64,
     ) -> std::io::Result<()> {
-        entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-        entries.dedup_by(|a, b| a.path == b.path);
+        // A capture hands them over sorted and unique already.
+        if !entries.is_sorted_by(|a, b| a.path < b.path) {
+            entries.sort_unstable_by(|a, b| a.path.cmp(b.path));
+            entries.dedup_by(|a, b| a.path == b.path);
+        }
         let paths_len: usize = entries.iter().map(|e| e.path.len()).sum();
         let mut buf = Vec::with_capacity(HEADER_LEN + entries.len() * RECORD_LEN + paths_len);
         buf.extend_from_slice(MAGIC);
@@ -322,17 +298,17 @@ impl StatCache {
         for e in &entries {
             buf.extend_from_slice(&off.to_le_bytes());
             buf.extend_from_slice(&u32::try_from(e.path.len()).unwrap_or(0).to_le_bytes());
-            buf.extend_from_slice(&e.mode.to_le_bytes());
-            buf.extend_from_slice(&e.size.to_le_bytes());
-            buf.extend_from_slice(&e.mtime_ns.to_le_bytes());
-            buf.extend_from_slice(&e.ctime_ns.to_le_bytes());
-            buf.extend_from_slice(&e.ino.to_le_bytes());
+            buf.extend_from_slice(&e.stat.mode.to_le_bytes());
+            buf.extend_from_slice(&e.stat.size.to_le_bytes());
+            buf.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
+            buf.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
+            buf.extend_from_slice(&e.stat.ino.to_le_bytes());
             buf.extend_from_slice(&e.id.0);
             buf.extend_from_slice(&[kind_byte(e.kind), 0, 0, 0, 0, 0, 0, 0]);
             off += e.path.len() as u64;
         }
         for e in &entries {
-            buf.extend_from_slice(&e.path);
+            buf.extend_from_slice(e.path);
         }
         let dir = path.parent().unwrap_or(Path::new("."));
         let tmp = dir.join(format!(".statcache.tmp.{}", std::process::id()));
