@@ -166,7 +166,11 @@ fn same(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    // 40 cases in CI; PROPTEST_CASES=1000 for a longer hunt.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(40),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn restore_is_byte_identical_in_both_directions((first, keep, extra) in trees()) {
