@@ -235,3 +235,24 @@ fn restore_replaces_a_symlink_with_a_directory_without_looking_through_it() {
     assert!(out.left_alone.is_empty(), "{:?}", out.left_alone);
     assert_eq!(tree_of(env.root()), before);
 }
+
+#[test]
+fn restore_replacing_a_directory_by_a_symlink_to_the_root_verifies() {
+    // Regression (found by the property test): `a/x` is deleted and `a` becomes a symlink
+    // to the root, where `x` is written; `a/x` then resolves to `x`, which must not count
+    // as the deleted path coming back.
+    let env = Env::new();
+    symlink(".", env.path("a")).unwrap();
+    env.write("x", "");
+    let ws = env.open();
+    let first = ws.snapshot(None).unwrap();
+    let before = tree_of(env.root());
+    fs::remove_file(env.path("a")).unwrap();
+    fs::remove_file(env.path("x")).unwrap();
+    env.write("a/x", "");
+    env.write("b", "");
+    ws.snapshot(None).unwrap();
+    let out = ws.restore(&first.id, RestoreOptions::default()).unwrap();
+    assert!(out.verified, "{:?}", out.verify_diff);
+    assert_eq!(tree_of(env.root()), before);
+}

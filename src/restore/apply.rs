@@ -213,12 +213,28 @@ pub fn check(root: &Path, plan: &Plan) -> Vec<String> {
         .iter()
         .filter(|d| !recreated.contains(d.as_slice()))
     {
-        if abs_path(root, d).symlink_metadata().is_ok() {
+        if exists_in_place(root, d) {
             bad.push(String::from_utf8_lossy(d).into_owned());
         }
     }
     bad.sort();
     bad
+}
+
+/// Whether `path` exists as itself: every ancestor a real directory (an `lstat` through a
+/// symlinked ancestor would find some other file) and the path present.
+fn exists_in_place(root: &Path, path: &[u8]) -> bool {
+    let real_dir = |p: &[u8]| {
+        abs_path(root, p)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir())
+    };
+    let ancestors_real = path
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'/')
+        .all(|(i, _)| real_dir(&path[..i]));
+    ancestors_real && abs_path(root, path).symlink_metadata().is_ok()
 }
 
 fn written_as_planned(root: &Path, w: &FlatEntry) -> bool {
