@@ -27,6 +27,11 @@ pub const SOLID_MAX_OBJECT: usize = 64 * 1024;
 /// A shared frame is closed once it holds this many raw bytes.
 pub const FRAME_RAW_BYTES: usize = 1024 * 1024;
 
+/// No frame is larger than this once decompressed (the largest real ones are trees of
+/// directories with hundreds of thousands of entries). A record claiming more is corrupt,
+/// and refusing it keeps a damaged store from making a reader allocate gigabytes.
+pub const MAX_FRAME_BYTES: u32 = 256 * 1024 * 1024;
+
 /// What an object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ObjectKind {
@@ -84,7 +89,7 @@ pub enum RecordError {
     /// A newer retrace wrote this record.
     #[error("record version {0} is newer than this retrace understands; upgrade retrace")]
     UnknownVersion(u8),
-    /// The payload lies outside its frame.
+    /// The payload lies outside its frame, or the frame is impossibly large.
     #[error("record points outside its frame")]
     OutOfFrame,
 }
@@ -123,7 +128,9 @@ impl ObjectRecord {
     pub fn decode(bytes: &[u8]) -> Result<ObjectRecord, RecordError> {
         check_version(bytes)?;
         let r: ObjectRecord = strict(bytes)?;
-        if u64::from(r.within) + u64::from(r.len) > u64::from(r.frame_len) {
+        if u64::from(r.within) + u64::from(r.len) > u64::from(r.frame_len)
+            || r.frame_len > MAX_FRAME_BYTES
+        {
             return Err(RecordError::OutOfFrame);
         }
         Ok(r)

@@ -633,7 +633,8 @@ impl StoreReader {
             ObjectKind::ChunkedBlob => {
                 let list = ChunkList::decode(&self.payload(id, &rec)?)
                     .map_err(|x| self.corrupt(id, x.to_string()))?;
-                let cap = usize::try_from(rec.size).unwrap_or(0).min(1 << 30);
+                // Only a hint: a corrupt size must not make us allocate it.
+                let cap = usize::try_from(rec.size).unwrap_or(0).min(64 << 20);
                 let mut out = Vec::with_capacity(cap);
                 for (chunk, _) in &list.chunks {
                     let crec = self.record(chunk)?;
