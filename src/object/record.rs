@@ -342,6 +342,13 @@ mod tests {
             ObjectRecord::decode(&r.encode()),
             Err(RecordError::OutOfFrame)
         );
+        r.len = 6;
+        r.frame_len = MAX_FRAME_BYTES + 1;
+        assert_eq!(
+            ObjectRecord::decode(&r.encode()),
+            Err(RecordError::OutOfFrame)
+        );
+        r.frame_len = 10;
         r.version = 9;
         assert_eq!(
             ObjectRecord::decode(&r.encode()),
