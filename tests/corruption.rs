@@ -172,3 +172,57 @@ fn a_truncated_pack_log_is_reported_not_a_panic() {
     let err = ws.diff(&snap.id, None).unwrap_err();
     assert!(err.to_string().contains("corrupt"), "{err}");
 }
+
+#[test]
+fn a_corrupt_chunk_of_a_big_file_is_caught_before_any_write() {
+    let env = Env::new();
+    // 3 MiB, not compressible: several FastCDC chunks, each in a frame of its own.
+    let mut big = vec![0u8; 3 << 20];
+    let mut x = 1u32;
+    for b in &mut big {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        *b = (x >> 24) as u8;
+    }
+    env.write("big.bin", &big);
+    env.write("small.txt", "original");
+    let ws = env.open();
+    let first = ws.snapshot(None).unwrap();
+    env.write("big.bin", "replaced");
+    env.write("small.txt", "changed");
+    ws.snapshot(None).unwrap();
+    let big_id = ObjectId::of_blob(&big);
+    let chunk_offset = {
+        let store = Store::open_read_only(ws.store_path()).unwrap();
+        let reader = store.reader().unwrap();
+        let chunks = reader.chunk_list(&big_id).unwrap().chunks;
+        assert!(chunks.len() > 2, "the file is chunked");
+        reader.record(&chunks[1].0).unwrap().offset
+    };
+    drop(ws);
+    {
+        let db = open_raw(&env);
+        let tx = db.begin_write().unwrap();
+        {
+            let mut packs = tx.open_table(PACKS).unwrap();
+            let no = chunk_offset / PACK_BYTES;
+            let at = usize::try_from(chunk_offset % PACK_BYTES).unwrap();
+            let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
+            bytes[at] ^= 0xff;
+            packs.insert(no, bytes.as_slice()).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let ws = env.open();
+    let err = ws
+        .restore(&first.id, RestoreOptions::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("corrupt"), "{err}");
+    assert_eq!(env.read("small.txt"), "changed", "nothing written");
+    assert_eq!(env.read("big.bin"), "replaced");
+    let leftovers: Vec<_> = fs::read_dir(env.root())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.contains("retrace-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -13,12 +13,13 @@ use rayon::prelude::*;
 use super::plan::Plan;
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
-use crate::object::EntryKind;
+use crate::object::{CHUNK_THRESHOLD, EntryKind};
 use crate::progress::Progress;
 use crate::store::StoreReader;
 
-/// Verified content kept in memory between the check and the writes, up to this many bytes;
-/// beyond it, objects are verified, dropped, and read (and verified) again when written.
+/// Verified content kept in memory between the check and the writes, up to this many bytes
+/// of files up to [`CHUNK_THRESHOLD`]; beyond it, and for bigger files, objects are verified
+/// as they stream past, dropped, and streamed (and verified) again when written.
 const KEEP_BYTES: u64 = 512 * 1024 * 1024;
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -33,8 +34,14 @@ pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>,
     plan.writes
         .par_iter()
         .map(|w| {
-            let data = reader.read_blob(&w.id)?;
-            Ok(keep.then_some(data))
+            // Big files are always streamed: never whole in memory.
+            if keep && w.size <= CHUNK_THRESHOLD {
+                Ok(Some(reader.read_blob(&w.id)?))
+            } else {
+                // Verified as it streams past; read (and verified) again when written.
+                let _ = reader.read_blob_into(&w.id, &mut std::io::sink())?;
+                Ok(None)
+            }
         })
         .collect()
 }
@@ -86,7 +93,14 @@ fn parent(path: &[u8]) -> &[u8] {
         .map_or(&[][..], |i| &path[..i])
 }
 
-fn write_one(root: &Path, w: &FlatEntry, data: &[u8]) -> Result<(), RestoreError> {
+/// Writes one file or symlink: from `kept` bytes, or streamed from the store (big restores:
+/// a file is never whole in memory, and a corrupt chunk leaves only a temp file, removed).
+fn write_one(
+    root: &Path,
+    reader: &StoreReader,
+    w: &FlatEntry,
+    kept: Option<Vec<u8>>,
+) -> Result<(), RestoreError> {
     let dest = abs_path(root, &w.path);
     let dir = dest.parent().unwrap_or(root);
     let name = dest
@@ -98,7 +112,11 @@ fn write_one(root: &Path, w: &FlatEntry, data: &[u8]) -> Result<(), RestoreError
     let result = (|| {
         if w.kind == EntryKind::Symlink {
             use std::os::unix::ffi::OsStrExt;
-            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &tmp)
+            let target = match kept {
+                Some(bytes) => bytes,
+                None => reader.read_blob(&w.id)?,
+            };
+            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &tmp)
                 .map_err(io(&dest))?;
         } else {
             let old_mode = dest
@@ -117,7 +135,13 @@ fn write_one(root: &Path, w: &FlatEntry, data: &[u8]) -> Result<(), RestoreError
                 .create_new(true)
                 .open(&tmp)
                 .map_err(io(&dest))?;
-            f.write_all(data).map_err(io(&dest))?;
+            if let Some(bytes) = kept {
+                f.write_all(&bytes).map_err(io(&dest))?;
+            } else {
+                let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut f);
+                reader.read_blob_into(&w.id, &mut out)?.map_err(io(&dest))?;
+                out.flush().map_err(io(&dest))?;
+            }
             f.set_permissions(fs::Permissions::from_mode(mode))
                 .map_err(io(&dest))?;
         }
@@ -178,11 +202,7 @@ pub fn apply(
         .zip(data.into_par_iter())
         .try_for_each(|(w, kept)| {
             check_real_dirs(root, parent(&w.path), &seen)?;
-            let bytes = match kept {
-                Some(b) => b,
-                None => reader.read_blob(&w.id)?,
-            };
-            write_one(root, w, &bytes)?;
+            write_one(root, reader, w, kept)?;
             progress.advance(1);
             Ok::<(), RestoreError>(())
         })?;

@@ -628,31 +628,70 @@ impl StoreReader {
     /// [`StoreError::Missing`] or [`StoreError::Corrupt`] (the bytes do not hash to `id`).
     pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>, StoreError> {
         let rec = self.record(id)?;
-        let data = match rec.kind {
-            ObjectKind::Blob => self.payload(id, &rec)?,
+        // Only a hint: a corrupt size must not make us allocate it.
+        let mut out = Vec::with_capacity(usize::try_from(rec.size).unwrap_or(0).min(64 << 20));
+        self.blob_into(id, &rec, &mut out)
+            .map_err(|e| e.unwrap_or_else(|io| self.corrupt(id, io.to_string())))?;
+        Ok(out)
+    }
+
+    /// Streams the content of a blob or chunked blob into `out`, chunk by chunk, so a big
+    /// file never sits whole in memory. The content is verified as it streams; on
+    /// [`StoreError::Corrupt`] `out` has received unverified bytes and must be discarded
+    /// (restore writes to a temp file and renames only on success).
+    ///
+    /// # Errors
+    /// The outer error is the store's (missing, corrupt); the inner one, a failure to write
+    /// to `out`.
+    pub fn read_blob_into(
+        &self,
+        id: &ObjectId,
+        out: &mut dyn std::io::Write,
+    ) -> Result<Result<(), std::io::Error>, StoreError> {
+        let rec = self.record(id)?;
+        match self.blob_into(id, &rec, out) {
+            Ok(()) => Ok(Ok(())),
+            Err(Ok(store)) => Err(store),
+            Err(Err(io)) => Ok(Err(io)),
+        }
+    }
+
+    /// The shared body of [`StoreReader::read_blob`] and [`StoreReader::read_blob_into`]:
+    /// `Err(Ok(_))` is a store fault, `Err(Err(_))` a failure of `out`.
+    fn blob_into(
+        &self,
+        id: &ObjectId,
+        rec: &ObjectRecord,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), Result<StoreError, std::io::Error>> {
+        let mut hasher = blake3::Hasher::new();
+        let mut emit = |bytes: &[u8]| {
+            hasher.update(bytes);
+            out.write_all(bytes).map_err(Err)
+        };
+        match rec.kind {
+            ObjectKind::Blob => emit(&self.payload(id, rec).map_err(Ok)?)?,
             ObjectKind::ChunkedBlob => {
-                let list = ChunkList::decode(&self.payload(id, &rec)?)
-                    .map_err(|x| self.corrupt(id, x.to_string()))?;
-                // Only a hint: a corrupt size must not make us allocate it.
-                let cap = usize::try_from(rec.size).unwrap_or(0).min(64 << 20);
-                let mut out = Vec::with_capacity(cap);
+                let list = ChunkList::decode(&self.payload(id, rec).map_err(Ok)?)
+                    .map_err(|x| Ok(self.corrupt(id, x.to_string())))?;
                 for (chunk, _) in &list.chunks {
-                    let crec = self.record(chunk)?;
+                    let crec = self.record(chunk).map_err(Ok)?;
                     if crec.kind != ObjectKind::Blob {
-                        return Err(self.corrupt(id, "chunk is not a blob".into()));
+                        return Err(Ok(self.corrupt(id, "chunk is not a blob".into())));
                     }
-                    out.extend_from_slice(&self.payload(chunk, &crec)?);
+                    emit(&self.payload(chunk, &crec).map_err(Ok)?)?;
                 }
-                out
             }
             ObjectKind::Tree => {
-                return Err(self.corrupt(id, "expected a blob, found a tree".into()));
+                return Err(Ok(self.corrupt(id, "expected a blob, found a tree".into())));
             }
-        };
-        if ObjectId::of_blob(&data) != *id {
-            return Err(self.corrupt(id, "content does not hash to its id".into()));
         }
-        Ok(data)
+        if ObjectId(*hasher.finalize().as_bytes()) != *id {
+            return Err(Ok(
+                self.corrupt(id, "content does not hash to its id".into())
+            ));
+        }
+        Ok(())
     }
 
     /// The chunk list of a chunked blob (for verification and stats).
