@@ -163,8 +163,7 @@ fn run(cli: Cli) -> Result<bool> {
             match r.record(&id)?.kind {
                 ObjectKind::Tree => print_tree(&r, &id)?,
                 _ => {
-                    use std::io::Write;
-                    std::io::stdout().write_all(&r.read_blob(&id)?)?;
+                    r.read_blob_into(&id, &mut std::io::stdout().lock())??;
                 }
             }
             Ok(true)
@@ -202,7 +201,7 @@ fn print_tree(r: &StoreReader, id: &ObjectId) -> Result<()> {
         };
         println!(
             "{kind} {} {:>10} {}",
-            e.id.short(),
+            e.id,
             e.size,
             String::from_utf8_lossy(&e.name)
         );
