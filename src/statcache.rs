@@ -20,7 +20,9 @@
 
 use std::fs::{self, File};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
 
@@ -311,11 +313,25 @@ impl StatCache {
             buf.extend_from_slice(e.path);
         }
         let dir = path.parent().unwrap_or(Path::new("."));
-        let tmp = dir.join(format!(".statcache.tmp.{}", std::process::id()));
-        let mut f = File::create(&tmp)?;
-        f.write_all(&buf)?;
+        // Unique per process and per call: two captures of one workspace may run at once.
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".statcache.tmp.{}.{n}", std::process::id()));
+        // It lists every path of the workspace: readable by its owner only.
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let written = f.write_all(&buf);
         drop(f);
-        fs::rename(&tmp, path)
+        match written {
+            Ok(()) => fs::rename(&tmp, path),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
     }
 }
 
