@@ -34,6 +34,9 @@ const VERSION: u32 = 2;
 const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32;
 /// Bytes per record.
 pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
+/// Numbers the temp files of concurrent writes.
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
 /// Entries whose mtime or ctime is within this of the cache's write time are not trusted.
 pub const RACY_MARGIN_NS: i64 = 2_000_000_000;
 
@@ -314,8 +317,7 @@ impl StatCache {
         }
         let dir = path.parent().unwrap_or(Path::new("."));
         // Unique per process and per call: two captures of one workspace may run at once.
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".statcache.tmp.{}.{n}", std::process::id()));
         // It lists every path of the workspace: readable by its owner only.
         let mut f = fs::OpenOptions::new()
