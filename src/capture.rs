@@ -273,7 +273,6 @@ impl Hasher<'_> {
     }
 
     /// Reads and hashes one file. `Ok(None)` when it changed while being read.
-    #[allow(clippy::type_complexity)]
     fn read_file(
         &self,
         path: &Path,
