@@ -34,19 +34,7 @@ fn a_corrupt_object_is_detected_and_nothing_is_written() {
     let a_id = ObjectId::of_blob(original_a.as_bytes());
     let rec = ws_record(&env, a_id);
     drop(ws);
-    {
-        let db = open_raw(&env);
-        let tx = db.begin_write().unwrap();
-        {
-            let mut packs = tx.open_table(PACKS).unwrap();
-            let no = rec / PACK_BYTES;
-            let at = usize::try_from(rec % PACK_BYTES).unwrap();
-            let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
-            bytes[at] ^= 0xff;
-            packs.insert(no, bytes.as_slice()).unwrap();
-        }
-        tx.commit().unwrap();
-    }
+    flip_byte(&env, rec);
     let ws = env.open();
     let err = ws
         .restore(&first.id, RestoreOptions::default())
@@ -66,6 +54,21 @@ fn a_corrupt_object_is_detected_and_nothing_is_written() {
     let v = env.run(RETRACE_DUMP, &["verify"]);
     assert!(!v.status.success());
     assert!(stdout(&v).contains(&a_id.short()), "{}", stdout(&v));
+}
+
+/// Flips the byte at `offset` of the pack log, behind retrace's back.
+fn flip_byte(env: &Env, offset: u64) {
+    let db = open_raw(env);
+    let tx = db.begin_write().unwrap();
+    {
+        let mut packs = tx.open_table(PACKS).unwrap();
+        let no = offset / PACK_BYTES;
+        let at = usize::try_from(offset % PACK_BYTES).unwrap();
+        let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
+        bytes[at] ^= 0xff;
+        packs.insert(no, bytes.as_slice()).unwrap();
+    }
+    tx.commit().unwrap();
 }
 
 fn ws_record(env: &Env, id: ObjectId) -> u64 {
@@ -199,19 +202,7 @@ fn a_corrupt_chunk_of_a_big_file_is_caught_before_any_write() {
         reader.record(&chunks[1].0).unwrap().offset
     };
     drop(ws);
-    {
-        let db = open_raw(&env);
-        let tx = db.begin_write().unwrap();
-        {
-            let mut packs = tx.open_table(PACKS).unwrap();
-            let no = chunk_offset / PACK_BYTES;
-            let at = usize::try_from(chunk_offset % PACK_BYTES).unwrap();
-            let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
-            bytes[at] ^= 0xff;
-            packs.insert(no, bytes.as_slice()).unwrap();
-        }
-        tx.commit().unwrap();
-    }
+    flip_byte(&env, chunk_offset);
     let ws = env.open();
     let err = ws
         .restore(&first.id, RestoreOptions::default())
