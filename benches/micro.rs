@@ -42,7 +42,9 @@ fn statcache(c: &mut Criterion) {
     g.bench_function("merge 100k sorted paths", |b| {
         b.iter(|| {
             let mut pos = cache.position(&scan[0].path);
-            scan.iter().filter(|e| cache.lookup_at(e, &mut pos).is_some()).count()
+            scan.iter()
+                .filter(|e| cache.lookup_at(e, &mut pos).is_some())
+                .count()
         });
     });
     g.bench_function("binary-search 100k paths", |b| {
@@ -54,16 +56,24 @@ fn statcache(c: &mut Criterion) {
 fn frames(c: &mut Criterion) {
     let text: Vec<_> = (0..100u32)
         .map(|i| {
-            let body: String =
-                (0..200).map(|l| format!("let value_{} = compute({l}, {i});\n", l % 17)).collect();
+            let body: String = (0..200)
+                .map(|l| format!("let value_{} = compute({l}, {i});\n", l % 17))
+                .collect();
             let bytes = body.into_bytes();
-            (ObjectId::of_blob(&bytes), ObjectKind::Blob, bytes.len() as u64, bytes)
+            (
+                ObjectId::of_blob(&bytes),
+                ObjectKind::Blob,
+                bytes.len() as u64,
+                bytes,
+            )
         })
         .collect();
     let total: usize = text.iter().map(|o| o.3.len()).sum();
     let mut g = c.benchmark_group("frame");
     g.throughput(Throughput::Bytes(total as u64));
-    g.bench_function("pack 100 source files", |b| b.iter(|| NewFrame::pack(black_box(&text))));
+    g.bench_function("pack 100 source files", |b| {
+        b.iter(|| NewFrame::pack(black_box(&text)))
+    });
     g.finish();
 }
 
@@ -80,7 +90,9 @@ fn trees(c: &mut Criterion) {
     };
     let bytes = tree.encode();
     let mut g = c.benchmark_group("tree");
-    g.bench_function("encode 200 entries", |b| b.iter(|| black_box(&tree).encode()));
+    g.bench_function("encode 200 entries", |b| {
+        b.iter(|| black_box(&tree).encode())
+    });
     g.bench_function("decode and validate 200 entries", |b| {
         b.iter(|| Tree::decode(black_box(&bytes)).unwrap());
     });
