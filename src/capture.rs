@@ -479,8 +479,8 @@ pub(crate) fn capture(
     phases.mark("scan");
     let reader = ctx.store.reader()?;
     let store_id = reader.store_id()?;
-    // Without storing, the cache could vouch for ids the store lacks: only a storing
-    // capture may use it for directories, but files hit either way.
+    // The cache names the store it was written for, after that store committed every id it
+    // holds, so its ids are usable whether or not this capture stores anything.
     let cache = StatCache::load(ctx.statcache, &store_id);
     let hasher = Hasher {
         root: ctx.root,
