@@ -52,7 +52,14 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(4),
         Err(e) => {
-            eprintln!("retrace-dump: {e:#}");
+            // Library errors already carry their cause in one line; others get the chain.
+            let ours = e.downcast_ref::<retrace::Error>().is_some()
+                || e.downcast_ref::<retrace::StoreError>().is_some();
+            if ours {
+                eprintln!("retrace-dump: {e}");
+            } else {
+                eprintln!("retrace-dump: {e:#}");
+            }
             ExitCode::from(3)
         }
     }
@@ -90,7 +97,7 @@ fn open(path: &Path) -> Result<ReadOnlyStore> {
             path.display()
         );
     }
-    Store::open_read_only(path).with_context(|| format!("opening {}", path.display()))
+    Ok(Store::open_read_only(path)?)
 }
 
 fn resolve(r: &StoreReader, id: &str) -> Result<ObjectId> {
@@ -173,7 +180,7 @@ fn run(cli: Cli) -> Result<bool> {
             for path in stores(&cli, true)? {
                 let faults = match open(&path) {
                     Ok(store) => verify(&store.reader()?)?,
-                    Err(e) => vec![format!("{e:#}")],
+                    Err(e) => vec![format!("{e}")],
                 };
                 if faults.is_empty() {
                     println!("ok     {}", path.display());

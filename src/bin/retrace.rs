@@ -90,7 +90,12 @@ fn main() -> ExitCode {
                 e.downcast_ref::<Error>(),
                 Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. })
             );
-            eprintln!("retrace: {e:#}");
+            // Library errors already carry their cause in one line; others get the chain.
+            if e.downcast_ref::<Error>().is_some() {
+                eprintln!("retrace: {e}");
+            } else {
+                eprintln!("retrace: {e:#}");
+            }
             ExitCode::from(if refused { REFUSED } else { FAILED })
         }
     }
