@@ -25,6 +25,16 @@ pub enum StoreError {
         /// The cause.
         source: redb::DatabaseError,
     },
+    /// The store was not closed cleanly (a process was killed mid-write) and a read-only
+    /// opener cannot repair it.
+    #[error(
+        "store {path} was not closed cleanly (a retrace process was interrupted); the next \
+         `retrace` command on its workspace repairs it (read-only tools cannot)"
+    )]
+    NeedsRepair {
+        /// The store file.
+        path: PathBuf,
+    },
     /// Another process kept the store for longer than the bounded wait.
     #[error("store {path} is busy: another retrace process held it for {secs} s; try again")]
     Busy {

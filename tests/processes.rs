@@ -162,3 +162,50 @@ fn cli_tour_snapshot_log_diff_restore_status() {
         "{human}"
     );
 }
+
+#[test]
+fn a_snapshot_killed_midway_loses_nothing_and_the_next_one_repairs_the_store() {
+    let env = Env::new();
+    for i in 0..3000 {
+        env.write(
+            &format!("d{}/f{i}.txt", i % 30),
+            format!("{i} ").repeat(400),
+        );
+    }
+    let first = env.run(RETRACE, &["snapshot", "--json"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let first_id = serde_json::from_str::<serde_json::Value>(&stdout(&first)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for round in 0..6u64 {
+        for i in 0..300 {
+            env.write(
+                &format!("d{}/f{i}.txt", i % 30),
+                format!("round {round} {i} ").repeat(300),
+            );
+        }
+        let mut child = env
+            .command(RETRACE, &["snapshot"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Let it get some way in (different distances each round), then SIGKILL it.
+        std::thread::sleep(std::time::Duration::from_millis(5 + round * 15));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let dump = env.run(common::RETRACE_DUMP, &["verify"]);
+        let out = stdout(&dump);
+        assert!(
+            dump.status.success() || out.contains("not closed cleanly"),
+            "round {round}: {out}"
+        );
+        // The next command repairs the store; every earlier snapshot is intact.
+        let next = env.run(RETRACE, &["snapshot", "--json"]);
+        assert!(next.status.success(), "round {round}: {}", stderr(&next));
+        assert_verified(&env);
+        let diff = env.run(RETRACE, &["diff", &first_id[..12], "--json"]);
+        assert!(diff.status.success(), "round {round}: {}", stderr(&diff));
+    }
+}

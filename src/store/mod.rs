@@ -186,9 +186,12 @@ impl Store {
     pub fn open_read_only(path: &Path) -> Result<ReadOnlyStore, StoreError> {
         let db = builder()
             .open_read_only(path)
-            .map_err(|source| StoreError::Open {
-                path: path.into(),
-                source,
+            .map_err(|source| match source {
+                redb::DatabaseError::RepairAborted => StoreError::NeedsRepair { path: path.into() },
+                source => StoreError::Open {
+                    path: path.into(),
+                    source,
+                },
             })?;
         let store = ReadOnlyStore {
             db,
