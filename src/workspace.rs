@@ -387,12 +387,16 @@ impl Workspace {
     /// [`Error::Store`] when the store cannot be read.
     pub fn status(&self) -> Result<Status, Error> {
         let reader = self.store.reader()?;
-        let stats = reader.stats()?;
         let last_known = reader.last_known()?;
-        let current = self.scan_disk(&NoProgress)?;
+        let mut current = self.scan_disk(&NoProgress)?;
         let changed = match last_known {
-            Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
-            None => Vec::new(),
+            Some(k) if k != current.id => {
+                // Only the subtrees whose ids differ can hold changes.
+                let (known, same) = flatten_changed(&reader, &k, &current.entries)?;
+                current.entries.retain(|e| !below_any(&e.path, &same));
+                diff(&known, &current.entries).paths()
+            }
+            _ => Vec::new(),
         };
         let mut exclusions: Vec<String> =
             HARD_EXCLUSIONS.iter().map(|s| (*s).to_string()).collect();
@@ -400,8 +404,8 @@ impl Workspace {
         Ok(Status {
             root: self.root.clone(),
             store: self.store.path().to_path_buf(),
-            store_bytes: stats.disk_bytes,
-            snapshots: stats.snapshots,
+            store_bytes: crate::store::disk_bytes(self.store.path()),
+            snapshots: reader.snapshot_count()?,
             exclusions,
             last_known,
             changed_count: changed.len(),

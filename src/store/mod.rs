@@ -806,6 +806,17 @@ impl StoreReader {
         }
     }
 
+    /// Number of snapshots recorded.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn snapshot_count(&self) -> Result<u64, StoreError> {
+        match &self.snapshots {
+            Some(t) => t.len().map_err(|x| self.db_err(x)),
+            None => Ok(0),
+        }
+    }
+
     /// Length of the pack log in bytes.
     ///
     /// # Errors
@@ -838,10 +849,7 @@ impl StoreReader {
         s.log_bytes = self.log_end()?;
         s.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
         s.disk_bytes = disk_bytes(&self.path);
-        s.snapshots = match &self.snapshots {
-            Some(t) => t.len().map_err(|x| self.db_err(x))?,
-            None => 0,
-        };
+        s.snapshots = self.snapshot_count()?;
         Ok(s)
     }
 }
