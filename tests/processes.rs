@@ -161,6 +161,10 @@ fn cli_tour_snapshot_log_diff_restore_status() {
         human.contains("node_modules") && human.contains("clean"),
         "{human}"
     );
+    env.write("src/main.rs", "fn main() { edited }\n");
+    let status = env.run(RETRACE, &["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(s["changed"], serde_json::json!(["src/main.rs"]), "{s}");
 }
 
 #[test]
