@@ -213,3 +213,32 @@ fn a_snapshot_killed_midway_loses_nothing_and_the_next_one_repairs_the_store() {
         assert!(diff.status.success(), "round {round}: {}", stderr(&diff));
     }
 }
+
+#[test]
+fn retrace_dump_lists_trees_prints_objects_and_reports_stats() {
+    let env = Env::new();
+    env.write("src/lib.rs", "pub fn f() {}\n");
+    env.write("README.md", "# readme\n");
+    let o = env.run(RETRACE, &["snapshot", "--json"]);
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let root = env.run(common::RETRACE_DUMP, &["tree", &id[..10]]);
+    assert!(root.status.success(), "{}", stderr(&root));
+    assert!(stdout(&root).contains("README.md") && stdout(&root).contains("dir "));
+    let src = stdout(&env.run(common::RETRACE_DUMP, &["tree", &id[..10], "src"]));
+    let line = src
+        .lines()
+        .find(|l| l.ends_with("lib.rs"))
+        .expect("src/lib.rs listed");
+    let blob = line.split_whitespace().nth(1).unwrap();
+    let cat = env.run(common::RETRACE_DUMP, &["cat", blob]);
+    assert_eq!(stdout(&cat), "pub fn f() {}\n");
+    let stats = env.run(common::RETRACE_DUMP, &["stats", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_str(stdout(&stats).lines().next().unwrap()).unwrap();
+    assert_eq!(v["snapshots"], 1);
+    assert_eq!(v["trees"], 2);
+    assert!(v["disk_to_log_ratio"].as_f64().is_some(), "{v}");
+}
