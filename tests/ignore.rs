@@ -111,3 +111,24 @@ fn the_store_is_never_inside_the_workspace() {
         .expect("store inside the workspace is refused");
     assert!(err.to_string().contains("RETRACE_HOME"), "{err}");
 }
+
+#[test]
+fn nested_repositories_are_found_even_when_dotfiles_are_ignored() {
+    // A `.gitignore` that ignores every dotfile also matches `.git`: the nested repository
+    // must still be detected (and its files left alone), not captured as plain files.
+    let env = Env::new();
+    env.write(".gitignore", ".*\n!/.gitignore\n");
+    env.write("lib/.git/HEAD", "ref: refs/heads/main\n");
+    env.write("lib/code.c", "int x;");
+    env.write("main.c", "int main;");
+    let c = env.open().snapshot(None).unwrap();
+    assert_eq!(c.nested_repos, vec!["lib"]);
+    assert_eq!(captured_now(&c), vec![".gitignore", "lib", "main.c"]);
+}
+
+fn captured_now(c: &retrace::Capture) -> Vec<String> {
+    c.entries
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .collect()
+}
