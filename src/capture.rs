@@ -4,7 +4,7 @@
 //! the store lacks them, compressed and queued. Files over [`CHUNK_THRESHOLD`] are split by
 //! FastCDC so an edit to a big file stores only the changed chunks. A file whose `fstat`
 //! changes while it is read is re-read (up to 3 times) and then reported as unstable.
-//! Queued objects are written in batches of [`BATCH_BYTES`], the last one together with the
+//! Queued objects are written in batches of 64 MiB, the last one together with the
 //! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
 
 use std::collections::HashSet;
