@@ -56,6 +56,14 @@ pub enum StoreError {
         /// The version this build reads.
         expected: u32,
     },
+    /// The workspace lock file could not be opened or locked.
+    #[error("cannot lock {path}: {source}; check the permissions of the retrace home")]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
     /// Any other database failure.
     #[error("store {path}: {source}")]
     Db {
@@ -81,6 +89,14 @@ pub enum StoreError {
         path: PathBuf,
         /// The object.
         id: ObjectId,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A session, turn or op record does not decode (or has a future version).
+    #[error("history in store {path} is unreadable ({detail}); run `retrace-dump verify`")]
+    History {
+        /// The store file.
+        path: PathBuf,
         /// What is wrong.
         detail: String,
     },
@@ -164,6 +180,14 @@ pub enum Error {
     /// See [`RestoreError`].
     #[error(transparent)]
     Restore(Box<RestoreError>),
+    /// An anchor given to navigate names no snapshot of the session.
+    #[error("cannot navigate to {anchor:?}: {reason}")]
+    Anchor {
+        /// The anchor.
+        anchor: String,
+        /// Why.
+        reason: String,
+    },
     /// The workspace directory is unusable.
     #[error("workspace {path}: {reason}")]
     Workspace {

@@ -30,7 +30,9 @@
 pub mod capture;
 pub mod diff;
 pub mod error;
+pub mod history;
 pub mod home;
+pub mod lock;
 pub mod object;
 pub mod progress;
 pub mod restore;
@@ -43,8 +45,14 @@ mod workspace;
 pub use capture::Capture;
 pub use diff::Diff;
 pub use error::{CaptureError, Error, RestoreError, StoreError};
+pub use history::{
+    BeforeStatus, LogEntry, Mode, OpOptions, Outcome, Report, Session, SessionLog, SessionStatus,
+    Turn, TurnState, TurnSummary,
+};
 pub use object::ObjectId;
 pub use progress::{NoProgress, Progress};
 pub use restore::RestoreOutcome;
 pub use store::SnapshotRecord;
-pub use workspace::{Config, MAX_LISTED, RestoreOptions, Status, Workspace};
+pub use workspace::{
+    Config, DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, MAX_LISTED, RestoreOptions, Status, Workspace,
+};

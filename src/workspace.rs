@@ -1,13 +1,20 @@
 //! The workspace handle: one folder, its store, and the operations on them.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::capture::FlatEntry;
 use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
 use crate::diff::{Diff, below_any, diff, flatten, flatten_changed};
 use crate::error::{Error, RestoreError, StoreError};
+use crate::history::Runtime;
+use crate::history::db::SessionKey;
 use crate::home;
+use crate::lock::{LockMode, WorkspaceLock};
 use crate::object::ObjectId;
 use crate::progress::{NoProgress, Progress};
 use crate::restore::{RestoreOutcome, apply, plan};
@@ -20,25 +27,50 @@ const FULL_RESCAN_AFTER: usize = 1000;
 /// Most paths listed when a guard refuses.
 pub const MAX_LISTED: usize = 20;
 
+/// Turns a session keeps by default; the oldest go first.
+pub const DEFAULT_MAX_TURNS: u64 = 8000;
+
+/// How long an undo, redo or navigation waits for another process's restore or capture
+/// before answering "busy".
+pub const DEFAULT_HISTORY_WAIT: Duration = Duration::from_secs(10);
+
 /// Options for opening a workspace.
 #[derive(Clone, Debug)]
 pub struct Config {
     home: PathBuf,
+    max_turns: u64,
+    history_wait: Duration,
 }
 
 impl Config {
     /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`).
     #[must_use]
     pub fn from_env() -> Config {
-        Config {
-            home: home::default_home(),
-        }
+        Config::with_home(home::default_home())
     }
 
     /// Uses `home` as the retrace home directory.
     #[must_use]
     pub fn with_home(home: impl Into<PathBuf>) -> Config {
-        Config { home: home.into() }
+        Config {
+            home: home.into(),
+            max_turns: DEFAULT_MAX_TURNS,
+            history_wait: DEFAULT_HISTORY_WAIT,
+        }
+    }
+
+    /// Keeps at most `n` turns per session (at least 1).
+    #[must_use]
+    pub fn max_turns(mut self, n: u64) -> Config {
+        self.max_turns = n.max(1);
+        self
+    }
+
+    /// Waits at most `wait` for other processes before undo, redo or navigate answer busy.
+    #[must_use]
+    pub fn history_wait(mut self, wait: Duration) -> Config {
+        self.history_wait = wait;
+        self
     }
 
     /// The retrace home directory.
@@ -55,6 +87,19 @@ pub struct RestoreOptions {
     pub force: bool,
     /// Only report what would change.
     pub dry_run: bool,
+}
+
+/// What [`Workspace::apply_target`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    pub written: Vec<String>,
+    pub deleted: Vec<String>,
+    pub left_alone: Vec<crate::scan::Skipped>,
+    pub removed_dirs: Vec<String>,
+    /// Paths not as planned after a small restore.
+    pub verify_diff: Vec<String>,
+    /// A large restore: the caller should re-scan to check and refresh the stat cache.
+    pub rescan: bool,
 }
 
 /// `retrace status`.
@@ -94,10 +139,15 @@ pub struct Status {
 /// ws.restore(&snap.id, RestoreOptions::default()).unwrap();
 /// assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "one");
 /// ```
+#[derive(Clone)]
 pub struct Workspace {
-    root: PathBuf,
-    dir: PathBuf,
-    store: Store,
+    pub(crate) root: PathBuf,
+    pub(crate) dir: PathBuf,
+    pub(crate) store: Arc<Store>,
+    pub(crate) max_turns: u64,
+    pub(crate) history_wait: Duration,
+    /// In-process state of each session opened through this handle (or its clones).
+    pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
 }
 
 fn json_string(s: &str) -> String {
@@ -162,7 +212,14 @@ impl Workspace {
             now_ms()
         );
         let _ = std::fs::write(dir.join("workspace.json"), info);
-        Ok(Workspace { root, dir, store })
+        Ok(Workspace {
+            root,
+            dir,
+            store: Arc::new(store),
+            max_turns: config.max_turns,
+            history_wait: config.history_wait,
+            runtimes: Arc::default(),
+        })
     }
 
     /// The store file a workspace containing `path` uses, without opening or creating it.
@@ -197,6 +254,24 @@ impl Workspace {
         self.store.path()
     }
 
+    /// Takes the workspace lock (see [`crate::lock`]).
+    pub(crate) fn lock(&self, mode: LockMode, wait: Duration) -> Result<WorkspaceLock, Error> {
+        Ok(crate::lock::lock(&self.dir.join("lock"), mode, wait)?)
+    }
+
+    /// Captures and records a snapshot; the caller holds the workspace lock.
+    pub(crate) fn record_locked(
+        &self,
+        label: Option<String>,
+        progress: &dyn Progress,
+    ) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions {
+            store_objects: true,
+            record: Some(label),
+            progress,
+        })
+    }
+
     fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
         let statcache = self.dir.join("statcache");
         let ctx = CaptureContext {
@@ -226,11 +301,9 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        let c = self.capture(&CaptureOptions {
-            store_objects: true,
-            record: Some(label),
-            progress,
-        })?;
+        let lock = self.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        let c = self.record_locked(label, progress)?;
+        drop(lock);
         self.store.compact_if_sparse();
         Ok(c)
     }
@@ -299,6 +372,11 @@ impl Workspace {
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
         let mut phases = crate::trace::Phases::new("restore");
+        let _lock = if opts.dry_run {
+            None
+        } else {
+            Some(self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?)
+        };
         let reader = self.store.reader()?;
         let mut current = self.scan_disk(progress)?;
         phases.mark("scan disk");
@@ -325,7 +403,7 @@ impl Workspace {
             }
             if !changed.is_empty() && !opts.dry_run {
                 let label = format!("safety: before forced restore to {}", id.short());
-                current = self.snapshot_with(Some(label), progress)?;
+                current = self.record_locked(Some(label), progress)?;
                 outcome.safety_snapshot = Some(current.id);
             }
         }
@@ -333,27 +411,19 @@ impl Workspace {
         let (target, same) = flatten_changed(&reader, id, &current.entries)?;
         current.entries.retain(|e| !below_any(&e.path, &same));
         phases.mark("read changed trees");
-        let plan = plan::plan(&self.root, &current.entries, &target)?;
-        phases.mark("plan");
-        let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
-        outcome.written = plan.writes.iter().map(|w| lossy(&w.path)).collect();
-        outcome.deleted = plan.deletes.iter().map(lossy).collect();
-        outcome.left_alone.clone_from(&plan.left_alone);
+        let applied =
+            self.apply_target(&reader, &current.entries, &target, opts.dry_run, progress)?;
+        phases.mark("plan and apply");
+        outcome.written = applied.written;
+        outcome.deleted = applied.deleted;
+        outcome.left_alone = applied.left_alone;
+        outcome.removed_dirs = applied.removed_dirs;
+        outcome.verify_diff = applied.verify_diff;
         if opts.dry_run {
             outcome.verified = true;
             return Ok(outcome);
         }
-        let data = apply::verify(&reader, &plan)?;
-        phases.mark("verify objects");
-        let applied = apply::apply(&self.root, &reader, &plan, data, progress)?;
-        phases.mark("apply");
-        outcome.removed_dirs = applied.removed_dirs;
-        if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {
-            // A small restore: re-read exactly what it wrote and check what it deleted is
-            // gone. (A full re-scan would refresh the stat cache, but files written just now
-            // are inside the racy window and would be re-read by the next capture anyway.)
-            outcome.verify_diff = apply::check(&self.root, &plan);
-        } else {
+        if applied.rescan {
             // A large restore: re-scan, which also refreshes the stat cache (the files written
             // first are settled by now, so the next capture need not read them) and proves
             // the whole disk equals the target.
@@ -364,7 +434,7 @@ impl Workspace {
             })?;
             if after.id != *id {
                 let left: std::collections::HashSet<&str> =
-                    plan.left_alone.iter().map(|s| s.path.as_str()).collect();
+                    outcome.left_alone.iter().map(|s| s.path.as_str()).collect();
                 outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
                     .paths()
                     .into_iter()
@@ -379,6 +449,41 @@ impl Workspace {
         drop(reader);
         self.store.compact_if_sparse();
         Ok(outcome)
+    }
+
+    /// Plans the change from `current` to `target` (both sorted flat lists), verifies every
+    /// object it needs, then writes (unless `dry_run`). The caller holds the exclusive lock.
+    pub(crate) fn apply_target(
+        &self,
+        reader: &crate::store::StoreReader,
+        current: &[FlatEntry],
+        target: &[FlatEntry],
+        dry_run: bool,
+        progress: &dyn Progress,
+    ) -> Result<Applied, Error> {
+        let plan = plan::plan(&self.root, current, target)?;
+        let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
+        let mut out = Applied {
+            written: plan.writes.iter().map(|w| lossy(&w.path)).collect(),
+            deleted: plan.deletes.iter().map(lossy).collect(),
+            left_alone: plan.left_alone.clone(),
+            ..Applied::default()
+        };
+        if dry_run {
+            return Ok(out);
+        }
+        let data = apply::verify(reader, &plan)?;
+        let applied = apply::apply(&self.root, reader, &plan, data, progress)?;
+        out.removed_dirs = applied.removed_dirs;
+        if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {
+            // A small restore: re-read exactly what it wrote and check what it deleted is
+            // gone. (A full re-scan would refresh the stat cache, but files written just now
+            // are inside the racy window and would be re-read by the next capture anyway.)
+            out.verify_diff = apply::check(&self.root, &plan);
+        } else {
+            out.rescan = true;
+        }
+        Ok(out)
     }
 
     /// Root, store, counts, exclusions and whether the disk differs from the last known state.

@@ -25,8 +25,8 @@ use crate::object::NewFrame;
 use crate::object::record::{RECORD_VERSION, decompress};
 use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord, Tree};
 use schema::{
-    FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
-    META_WORKSPACE, OBJECTS, PACKS, SNAPSHOTS,
+    CHECKPOINTS, FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
+    META_WORKSPACE, OBJECTS, OPLOG, PACKS, SESSIONS, SNAPSHOTS, TURNS,
 };
 
 /// Stores smaller than this are never compacted (redb's own metadata dominates them).
@@ -240,6 +240,10 @@ impl Store {
             tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
             tx.open_table(PACKS).map_err(|x| e(x.into()))?;
             tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+            tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
+            tx.open_table(TURNS).map_err(|x| e(x.into()))?;
+            tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
+            tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
         }
         tx.commit().map_err(|x| self.db_err()(x.into()))?;
         self.reader()?.check_format()
@@ -270,6 +274,34 @@ impl Store {
                 Err(e) => return Err(self.db_err()(e.into())),
             }
         }
+    }
+
+    /// Runs `f` in one write transaction and commits it durably (redb's multi-process mode
+    /// always syncs), waiting up to [`LOCK_WAIT`] for other writers. Nothing is committed
+    /// when `f` fails.
+    ///
+    /// # Errors
+    /// [`StoreError`] from `f`, the wait or the commit.
+    pub fn transact<T>(
+        &self,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let tx = self.begin_write()?;
+        let out = f(&tx)?;
+        tx.commit().map_err(|x| self.db_err()(x.into()))?;
+        Ok(out)
+    }
+
+    /// A raw read transaction (history tables).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
+        self.db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .begin_read()
+            .map_err(|x| self.db_err()(x.into()))
     }
 
     /// A consistent read view of the store.

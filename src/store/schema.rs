@@ -15,6 +15,17 @@ pub const OBJECTS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("obj
 pub const PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("packs");
 /// `snapshots`: sequence number → postcard [`crate::store::SnapshotRecord`].
 pub const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
+/// `sessions`: session key (blake3 of the host's session id) → postcard
+/// [`crate::history::record::SessionRecord`].
+pub const SESSIONS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("sessions");
+/// `turns`: (session key, turn number) → postcard [`crate::history::record::TurnRecord`].
+pub const TURNS: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("turns");
+/// `checkpoints`: (session key, number) → postcard
+/// [`crate::history::record::CheckpointRecord`].
+pub const CHECKPOINTS: TableDefinition<(&[u8; 32], u64), &[u8]> =
+    TableDefinition::new("checkpoints");
+/// `oplog`: (session key, sequence number) → postcard [`crate::history::record::OpRecord`].
+pub const OPLOG: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("oplog");
 
 /// Random 16 bytes chosen when the store is created; the stat cache records it so a cache
 /// never vouches for objects of another (or a recreated) store.

@@ -1,0 +1,291 @@
+//! The history records a store keeps per session: the session itself, its turns, its
+//! checkpoints and its op log. Each is postcard-encoded with a leading version byte; a
+//! record of an unknown version is refused, never misread. `docs/format.md` lists the
+//! fields.
+
+use serde::{Deserialize, Serialize};
+
+use crate::object::ObjectId;
+
+/// Version of every history record written today.
+pub const HISTORY_VERSION: u8 = 1;
+
+/// Longest prompt text kept with a turn; longer prompts are cut at a character boundary.
+pub const MAX_PROMPT_BYTES: usize = 256 * 1024;
+/// Longest anchor or label kept.
+pub const MAX_ANCHOR_BYTES: usize = 4096;
+
+/// Cuts `s` to at most `max` bytes at a character boundary.
+#[must_use]
+pub fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// What undo and redo restore.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Files and conversation (the default).
+    #[default]
+    Both,
+    /// Files only; the host leaves its conversation where it is.
+    Files,
+    /// Conversation only; files stay as they are (and are checkpointed).
+    Conversation,
+}
+
+impl Mode {
+    /// Whether files are restored.
+    #[must_use]
+    pub fn files(self) -> bool {
+        self != Mode::Conversation
+    }
+
+    /// Whether the host moves its conversation.
+    #[must_use]
+    pub fn conversation(self) -> bool {
+        self != Mode::Files
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "both" => Ok(Mode::Both),
+            "files" => Ok(Mode::Files),
+            "conversation" => Ok(Mode::Conversation),
+            _ => Err(format!(
+                "unknown mode {s:?}: use both, files or conversation"
+            )),
+        }
+    }
+}
+
+/// Where a turn stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnState {
+    /// Begun, not ended.
+    Pending,
+    /// Both snapshots recorded: undo restores files.
+    Complete,
+    /// No trustworthy before (or after) snapshot: undo moves only the conversation.
+    ConversationOnly,
+    /// Its snapshots were removed by retention: undo moves only the conversation.
+    Expired,
+}
+
+/// One undo unit: from the user's prompt until the agent settles.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// Turn number within its session, from 1.
+    pub number: u64,
+    /// The turn applied when this one began (its parent in the session's tree).
+    pub parent: Option<u64>,
+    /// The host's conversation node to return to when this turn is undone.
+    pub anchor: Option<String>,
+    /// The host's conversation leaf when the turn ended.
+    pub leaf: Option<String>,
+    /// Anchors of intermediate rounds the host reported (they name this turn).
+    pub rounds: Vec<String>,
+    /// The prompt text, to put back into the host's editor on undo.
+    pub prompt: Option<String>,
+    /// Unix milliseconds at begin.
+    pub began_ms: u64,
+    /// Unix milliseconds at end.
+    pub ended_ms: Option<u64>,
+    /// Snapshot before the turn.
+    pub before: Option<ObjectId>,
+    /// Snapshot after the turn.
+    pub after: Option<ObjectId>,
+    /// State.
+    pub state: TurnState,
+    /// Why the turn is conversation-only, when it is.
+    pub reason: Option<String>,
+    /// Paths the turn added, modified and deleted (filled in at end).
+    pub counts: [u32; 3],
+}
+
+/// A labelled capture outside any turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// Checkpoint number within its session, from 1.
+    pub number: u64,
+    /// Optional label (also usable as an anchor).
+    pub label: Option<String>,
+    /// The snapshot.
+    pub snapshot: ObjectId,
+    /// The session's applied turn when it was taken.
+    pub cursor: Option<u64>,
+    /// Unix milliseconds.
+    pub time_ms: u64,
+}
+
+/// A session (keyed in the store by the hash of the host's session id).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// Unix milliseconds when first seen.
+    pub created_ms: u64,
+    /// Unix milliseconds of the last operation.
+    pub touched_ms: u64,
+}
+
+/// One entry of a session's op log. The cursor, the redo stack and the last known snapshot
+/// are derived by replaying these (see [`super::state::SessionState`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// The state so far, written when older entries are dropped (turn cap).
+    Base {
+        /// Applied turn.
+        cursor: Option<u64>,
+        /// Undone turns, most recent last, with the mode of their undo.
+        redo: Vec<(u64, Mode)>,
+        /// Last snapshot the session knows the disk to equal.
+        last_known: Option<ObjectId>,
+        /// A begun, unfinished turn.
+        pending: Option<u64>,
+        /// Next turn number.
+        next_turn: u64,
+        /// Next checkpoint number.
+        next_checkpoint: u64,
+    },
+    /// A turn began (clears redo).
+    TurnBegun {
+        /// The turn.
+        turn: u64,
+    },
+    /// Its before-snapshot was captured.
+    TurnBefore {
+        /// The turn.
+        turn: u64,
+        /// The snapshot.
+        snapshot: ObjectId,
+    },
+    /// A turn ended (or was closed without an end); it becomes the applied turn.
+    TurnEnded {
+        /// The turn.
+        turn: u64,
+        /// Its after-snapshot, when captured.
+        snapshot: Option<ObjectId>,
+    },
+    /// A turn was undone.
+    Undo {
+        /// The turn.
+        turn: u64,
+        /// The applied turn afterwards (the turn's parent).
+        to: Option<u64>,
+        /// Mode used (redo repeats it).
+        mode: Mode,
+        /// The disk afterwards.
+        snapshot: Option<ObjectId>,
+    },
+    /// An undone turn was re-applied.
+    Redo {
+        /// The turn.
+        turn: u64,
+        /// Mode used.
+        mode: Mode,
+        /// The disk afterwards.
+        snapshot: Option<ObjectId>,
+    },
+    /// The session moved to an anchor.
+    Navigate {
+        /// The applied turn afterwards.
+        to: Option<u64>,
+        /// The disk afterwards.
+        snapshot: Option<ObjectId>,
+    },
+    /// A checkpoint was taken.
+    Checkpoint {
+        /// Its number.
+        number: u64,
+        /// Its snapshot.
+        snapshot: ObjectId,
+    },
+}
+
+/// An op with its time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpRecord {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// Unix milliseconds.
+    pub time_ms: u64,
+    /// What happened.
+    pub op: Op,
+}
+
+/// Encodes a history record.
+///
+/// # Panics
+/// Never: encoding plain data into memory cannot fail.
+#[must_use]
+pub fn encode<T: Serialize>(rec: &T) -> Vec<u8> {
+    postcard::to_allocvec(rec).expect("encoding plain data into memory cannot fail")
+}
+
+/// Decodes a history record, refusing unknown versions.
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn decode<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T, String> {
+    match bytes.first() {
+        Some(&HISTORY_VERSION) => {
+            postcard::from_bytes(bytes).map_err(|e| format!("history record: {e}"))
+        }
+        Some(v) => Err(format!(
+            "history record of version {v}; this retrace reads version {HISTORY_VERSION}"
+        )),
+        None => Err("empty history record".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_unknown_versions_are_refused() {
+        let op = OpRecord {
+            version: HISTORY_VERSION,
+            time_ms: 5,
+            op: Op::Undo {
+                turn: 3,
+                to: Some(2),
+                mode: Mode::Files,
+                snapshot: Some(ObjectId([7; 32])),
+            },
+        };
+        let bytes = encode(&op);
+        assert_eq!(decode::<OpRecord>(&bytes).unwrap(), op);
+        let mut future = bytes.clone();
+        future[0] = 2;
+        assert!(
+            decode::<OpRecord>(&future)
+                .unwrap_err()
+                .contains("version 2")
+        );
+        assert!(decode::<OpRecord>(&[]).is_err());
+        assert!(decode::<OpRecord>(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn truncate_keeps_char_boundaries() {
+        assert_eq!(truncate("héllo".into(), 2), "h");
+        assert_eq!(truncate("abc".into(), 10), "abc");
+    }
+}
