@@ -5,12 +5,14 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use retrace::{Config, Error, RestoreError, RestoreOptions, Workspace};
+use retrace::{Config, Error, Mode, RestoreError, RestoreOptions, Session, Workspace};
 
 #[path = "retrace/cli_progress.rs"]
 mod cli_progress;
 #[path = "retrace/demo.rs"]
 mod demo;
+#[path = "retrace/history_cli.rs"]
+mod history_cli;
 
 use cli_progress::Bar;
 
@@ -21,6 +23,10 @@ struct Cli {
     /// Workspace directory (default: the current directory).
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// The agent's session id (turns, undo and redo are per session). `log` and `status`
+    /// show the session's turns when it is given.
+    #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "ID")]
+    session: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -72,9 +78,94 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Begin or end an agent turn (what an adapter calls around each prompt).
+    Turn {
+        #[command(subcommand)]
+        action: TurnAction,
+    },
+    /// Step back over the session's newest applied turn.
+    Undo {
+        /// What to restore.
+        #[arg(long, default_value = "both", value_parser = parse_mode)]
+        mode: Mode,
+        /// Overwrite paths edited since the turn (a safety snapshot keeps them first).
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-apply the most recently undone turn, in the mode its undo used.
+    Redo {
+        /// Overwrite paths edited since the undo (a safety snapshot keeps them first).
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Capture the workspace now as a labelled checkpoint of the session.
+    Checkpoint {
+        /// Label (usable as an anchor for `navigate`).
+        label: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restore the workspace to the snapshot at an anchor: a host anchor, `turn:N`,
+    /// `turn:N:before`, `checkpoint:N` or a checkpoint label.
+    Navigate {
+        /// The anchor.
+        anchor: String,
+        /// What to restore.
+        #[arg(long, default_value = "both", value_parser = parse_mode)]
+        mode: Mode,
+        /// Restore even over changes not in any snapshot (they are snapshotted first).
+        #[arg(long)]
+        force: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// A self-contained walkthrough in a temporary directory.
     Demo,
 }
+
+#[derive(Subcommand)]
+enum TurnAction {
+    /// Record the start of a turn and capture the before-snapshot.
+    Begin {
+        /// The conversation node to return to when this turn is undone.
+        #[arg(long)]
+        anchor: Option<String>,
+        /// The prompt (put back into the editor on undo).
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Give up on the before-snapshot after this long (the turn becomes
+        /// conversation-only).
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Capture the after-snapshot and close the turn in progress.
+    End {
+        /// The conversation leaf now (redo returns to it).
+        #[arg(long)]
+        anchor: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+/// Session id used when `--session` and `RETRACE_SESSION` are both absent.
+const DEFAULT_SESSION: &str = "default";
 
 /// Exit code of a refusal by a guard or nothing to do.
 const REFUSED: u8 = 1;
@@ -106,13 +197,46 @@ fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
     Ok(Workspace::open(&dir, &Config::from_env())?)
 }
 
+fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
+    let ws = open(cli_dir)?;
+    Ok(ws.session(id.map_or(DEFAULT_SESSION, String::as_str)))
+}
+
 fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
 
 fn run(cli: Cli) -> Result<u8> {
+    let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Turn {
+            action:
+                TurnAction::Begin {
+                    anchor,
+                    prompt,
+                    timeout_ms,
+                    json,
+                },
+        } => history_cli::begin(&session(dir, sid)?, anchor, prompt, timeout_ms, json),
+        Command::Turn {
+            action: TurnAction::End { anchor, json },
+        } => history_cli::end(&session(dir, sid)?, anchor, json),
+        Command::Undo { mode, force, json } => {
+            history_cli::undo(&session(dir, sid)?, mode, force, json)
+        }
+        Command::Redo { force, json } => history_cli::redo(&session(dir, sid)?, force, json),
+        Command::Checkpoint { label, json } => {
+            history_cli::checkpoint(&session(dir, sid)?, label, json)
+        }
+        Command::Navigate {
+            anchor,
+            mode,
+            force,
+            json,
+        } => history_cli::navigate(&session(dir, sid)?, &anchor, mode, force, json),
+        Command::Log { json } if sid.is_some() => history_cli::log(&session(dir, sid)?, json),
+        Command::Status { json } if sid.is_some() => history_cli::status(&session(dir, sid)?, json),
         Command::Snapshot { label, json } => {
             let ws = open(cli.dir.as_ref())?;
             let bar = Bar::new();
@@ -278,7 +402,7 @@ fn run(cli: Cli) -> Result<u8> {
 }
 
 /// `YYYY-MM-DD HH:MM:SS` UTC from Unix milliseconds.
-fn format_time(ms: u64) -> String {
+pub(crate) fn format_time(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil-from-days (Howard Hinnant's algorithm), valid for all dates after 1970.
