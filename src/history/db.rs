@@ -297,6 +297,8 @@ impl<'a> Writer<'a> {
             }
             dropped = victims.len() as u64;
         }
+        // The replacement must stand for the log it replaces; checked before dropping it.
+        let replayed = self.state()?;
         let mut log = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
         let ops = log
             .range((&self.key, 0)..=(&self.key, u64::MAX))
@@ -311,8 +313,7 @@ impl<'a> Writer<'a> {
                 .transpose()
                 .map_err(|x| e(x.into()))?
                 .map_or(0, |(k, _)| k.value().1);
-            // Check the replacement against the log it replaces before dropping anything.
-            if self.state()? != *state {
+            if replayed != *state {
                 return Err(b("the op log changed under a write transaction".into()));
             }
             log.retain_in((&self.key, 0)..=(&self.key, last), |_, _| false)
