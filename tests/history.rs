@@ -60,7 +60,11 @@ fn undo_reverts_the_whole_turn_and_returns_anchor_and_prompt() {
     };
     assert_eq!(prompt.as_deref(), Some("do three things"));
     assert_eq!(*turn, Some(1));
-    assert_eq!(tree_of(env.root()), start, "the empty dir the turn made goes too");
+    assert_eq!(
+        tree_of(env.root()),
+        start,
+        "the empty dir the turn made goes too"
+    );
     let o = s.redo().unwrap();
     assert_eq!(o.anchor(), Some("a-end"), "redo returns to the turn's leaf");
     assert_eq!(tree_of(env.root()), after);
@@ -97,7 +101,10 @@ fn redo_is_cleared_by_a_new_turn() {
     assert!(matches!(s.redo().unwrap(), Outcome::NothingToRedo));
     // Undo now steps over turn 2, then there is nothing (turn 1 was undone before it).
     s.undo(Mode::Both).unwrap();
-    assert!(matches!(s.undo(Mode::Both).unwrap(), Outcome::NothingToUndo { .. }));
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::NothingToUndo { .. }
+    ));
 }
 
 #[test]
@@ -211,7 +218,11 @@ fn undo_and_redo_survive_a_restart() {
     assert_eq!(st.cursor, Some(1));
     assert_eq!(st.redo_turn, Some((2, Mode::Files)));
     let o = s.redo().unwrap();
-    assert_eq!(o.anchor(), None, "files mode does not move the conversation");
+    assert_eq!(
+        o.anchor(),
+        None,
+        "files mode does not move the conversation"
+    );
     assert_eq!(env.read("a"), "2");
     s.undo(Mode::Both).unwrap();
     s.undo(Mode::Both).unwrap();
@@ -221,11 +232,7 @@ fn undo_and_redo_survive_a_restart() {
 #[test]
 fn the_cap_drops_the_oldest_turns_first() {
     let env = Env::new();
-    let ws = Workspace::open(
-        env.root(),
-        &Config::with_home(env.home.path()).max_turns(3),
-    )
-    .unwrap();
+    let ws = Workspace::open(env.root(), &Config::with_home(env.home.path()).max_turns(3)).unwrap();
     let s = ws.session("capped");
     for i in 1..=5 {
         turn(&s, &format!("t{i}"), "p", || env.write("f", i.to_string()));
@@ -251,7 +258,10 @@ fn the_cap_drops_the_oldest_turns_first() {
         .session("capped")
         .status()
         .unwrap();
-    assert_eq!((again.cursor, again.redo_turn), (before.cursor, before.redo_turn));
+    assert_eq!(
+        (again.cursor, again.redo_turn),
+        (before.cursor, before.redo_turn)
+    );
     assert_eq!(again.redo_turn, Some((3, Mode::Both)));
     s.redo().unwrap();
     assert_eq!(env.read("f"), "3");
@@ -310,7 +320,9 @@ fn a_late_before_snapshot_makes_the_turn_conversation_only() {
     }
     let ws = env.open();
     let s = ws.session("s");
-    let t = s.begin_turn(Some("n0".into()), Some("slow".into())).unwrap();
+    let t = s
+        .begin_turn(Some("n0".into()), Some("slow".into()))
+        .unwrap();
     let before = t.wait_before(Duration::ZERO).unwrap();
     assert!(
         matches!(&before, BeforeStatus::ConversationOnly { reason } if reason.contains("longer")),
@@ -332,7 +344,11 @@ fn a_late_before_snapshot_makes_the_turn_conversation_only() {
     assert_eq!(anchor.as_deref(), Some("n0"));
     assert!(reason.contains("not restored"), "{reason}");
     assert!(checkpoint.is_some());
-    assert_eq!(env.read("d0/f0"), "agent edit", "files are left as they are");
+    assert_eq!(
+        env.read("d0/f0"),
+        "agent edit",
+        "files are left as they are"
+    );
     // The turn stays navigable by its after-snapshot.
     assert!(s.redo().unwrap().is_success());
     assert_eq!(s.status().unwrap().cursor, Some(1));
@@ -422,7 +438,11 @@ fn turns_changing_only_ignored_files_stay_navigable() {
     let o = s.undo(Mode::Both).unwrap();
     assert_eq!(o.anchor(), Some("t1-start"));
     assert!(restored(&o).0.is_empty());
-    assert_eq!(env.read("build/out.bin"), "bin", "ignored files are never touched");
+    assert_eq!(
+        env.read("build/out.bin"),
+        "bin",
+        "ignored files are never touched"
+    );
     assert!(s.navigate("t1-end", Mode::Both).unwrap().is_success());
 }
 
@@ -465,7 +485,10 @@ fn a_capture_in_flight_answers_try_again() {
         std::thread::sleep(Duration::from_millis(10));
     }
     held.unlock().unwrap();
-    assert!(seen.is_some(), "undo never reported the checkpoint in flight");
+    assert!(
+        seen.is_some(),
+        "undo never reported the checkpoint in flight"
+    );
     assert!(worker.join().unwrap().is_success());
     assert_eq!(env.read("x"), "1", "nothing was undone meanwhile");
     // And a lock held by another process alone (no capture of ours) answers busy.

@@ -34,7 +34,11 @@ enum Action {
 }
 
 fn mode() -> impl Strategy<Value = Mode> {
-    prop_oneof![Just(Mode::Both), Just(Mode::Files), Just(Mode::Conversation)]
+    prop_oneof![
+        Just(Mode::Both),
+        Just(Mode::Files),
+        Just(Mode::Conversation)
+    ]
 }
 
 fn action() -> impl Strategy<Value = Action> {

@@ -390,7 +390,7 @@ impl Session {
     /// Hex of the first 8 bytes of the session key.
     #[must_use]
     pub fn id(&self) -> String {
-        self.key[..8].iter().map(|b| format!("{b:02x}")).collect()
+        blake3::Hash::from_bytes(self.key).to_hex()[..16].to_string()
     }
 
     /// Begins a turn: records it (closing a turn left pending, conversation-only) and
@@ -563,10 +563,10 @@ impl Session {
         if self.rt.capturing.load(Ordering::SeqCst) > 0 {
             return Ok(Some(Outcome::CaptureInFlight));
         }
-        Ok(self.pending_refusal(&self.load()?))
+        Ok(Self::pending_refusal(&self.load()?))
     }
 
-    fn pending_refusal(&self, l: &Loaded) -> Option<Outcome> {
+    fn pending_refusal(l: &Loaded) -> Option<Outcome> {
         l.state.pending.map(|n| Outcome::Busy {
             detail: format!("turn {n} is in progress; wait until the agent finishes"),
         })
@@ -606,7 +606,7 @@ impl Session {
             Err(o) => return Ok(o),
         };
         let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
+        if let Some(o) = Self::pending_refusal(&l) {
             return Ok(o);
         }
         let Some(n) = l.state.cursor else {
@@ -718,7 +718,7 @@ impl Session {
             Err(o) => return Ok(o),
         };
         let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
+        if let Some(o) = Self::pending_refusal(&l) {
             return Ok(o);
         }
         let Some(&(n, mode)) = l.state.redo.last() else {
@@ -929,7 +929,7 @@ impl Session {
         Ok(id)
     }
 
-    fn resolve(&self, l: &Loaded, anchor: &str) -> Result<Target, Error> {
+    fn resolve(l: &Loaded, anchor: &str) -> Result<Target, Error> {
         let unknown = |reason: String| Error::Anchor {
             anchor: anchor.to_string(),
             reason,
@@ -1052,10 +1052,10 @@ impl Session {
             Err(o) => return Ok(o),
         };
         let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
+        if let Some(o) = Self::pending_refusal(&l) {
             return Ok(o);
         }
-        let target = self.resolve(&l, anchor)?;
+        let target = Self::resolve(&l, anchor)?;
         let host_anchor = Some(anchor.to_string()).filter(|_| mode.conversation());
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {
             if target.cursor == l.state.cursor && target.snapshot.is_none() {
@@ -1279,7 +1279,7 @@ impl Turn {
                 }
                 Slot::Running => {}
             }
-            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+            let left = deadline.map_or(Duration::from_hours(1), |d| {
                 d.saturating_duration_since(Instant::now())
             });
             if left.is_zero() {

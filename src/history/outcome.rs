@@ -1,6 +1,8 @@
 //! The typed result of undo, redo, navigate and checkpoint, each with a one-line message a
 //! host can show as is.
 
+use std::fmt::Write;
+
 use serde::Serialize;
 
 use super::record::Mode;
@@ -162,7 +164,7 @@ impl Outcome {
                     files_deleted.len()
                 );
                 if !skipped.is_empty() {
-                    m.push_str(&format!(", {} left alone", skipped.len()));
+                    let _ = write!(m, ", {} left alone", skipped.len());
                 }
                 m
             }

@@ -1,0 +1,174 @@
+//! The session commands driven exactly as an adapter drives them: one `retrace` process per
+//! step (begin, the agent's edits, end, undo, redo), JSON results and exit codes.
+
+mod common;
+
+use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use serde_json::Value;
+
+fn json(env: &Env, args: &[&str]) -> (Value, i32) {
+    let mut all = vec!["--session", "chat-42"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = env.run(RETRACE, &all);
+    let code = o.status.code().unwrap_or(-1);
+    let text = stdout(&o);
+    let v = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "retrace {args:?} printed no JSON ({e}):\n{text}{}",
+            stderr(&o)
+        )
+    });
+    (v, code)
+}
+
+#[test]
+fn an_adapter_session_through_the_cli() {
+    let env = Env::new();
+    env.write("src/lib.rs", "pub fn one() {}\n");
+    env.write("README", "hello\n");
+
+    // Turn 1: the agent adds a file and edits another.
+    let (v, code) = json(
+        &env,
+        &["turn", "begin", "--anchor", "u1", "--prompt", "add two"],
+    );
+    assert_eq!(
+        (code, v["before"].as_str(), v["turn"].as_u64()),
+        (0, Some("ready"), Some(1))
+    );
+    env.write("src/two.rs", "pub fn two() {}\n");
+    env.write("src/lib.rs", "pub fn one() {}\nmod two;\n");
+    let (v, code) = json(&env, &["turn", "end", "--anchor", "a1"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        (v["added"].as_u64(), v["modified"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // The user edits by hand; turn 2 starts from that baseline and deletes the README.
+    env.write("NOTES", "mine\n");
+    json(
+        &env,
+        &[
+            "turn",
+            "begin",
+            "--anchor",
+            "a1",
+            "--prompt",
+            "drop the readme",
+        ],
+    );
+    std::fs::remove_file(env.path("README")).unwrap();
+    json(&env, &["turn", "end", "--anchor", "a2"]);
+
+    // `log --session` shows what each turn changed.
+    let o = env.run(RETRACE, &["--session", "chat-42", "log"]);
+    let text = stdout(&o);
+    assert!(
+        text.contains("turn:1") && text.contains("+1 ~1 -0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("turn:2") && text.contains("+0 ~0 -1"),
+        "{text}"
+    );
+
+    // Undo turn 2: the README comes back, the manual NOTES stay.
+    let (v, code) = json(&env, &["undo"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["result"], "restored");
+    assert_eq!(v["anchor"], "a1");
+    assert_eq!(v["prompt"], "drop the readme");
+    assert_eq!(v["files_written"], serde_json::json!(["README"]));
+    assert!(v["message"].as_str().unwrap().contains("restored"));
+    assert_eq!(env.read("README"), "hello\n");
+    assert_eq!(env.read("NOTES"), "mine\n");
+
+    // Undo turn 1 in another process: state came from the store, not from memory.
+    let (v, _) = json(&env, &["undo"]);
+    assert_eq!(
+        (v["result"].as_str(), v["anchor"].as_str()),
+        (Some("restored"), Some("u1"))
+    );
+    assert!(!env.path("src/two.rs").exists());
+    assert_eq!(env.read("src/lib.rs"), "pub fn one() {}\n");
+    let (v, code) = json(&env, &["undo"]);
+    assert_eq!((v["result"].as_str(), code), (Some("nothing_to_undo"), 1));
+
+    let (v, _) = json(&env, &["status"]);
+    assert_eq!(
+        (v["can_undo"].as_bool(), v["can_redo"].as_bool()),
+        (Some(false), Some(true))
+    );
+
+    // Redo both, in order, each in its own process.
+    let (v, code) = json(&env, &["redo"]);
+    assert_eq!(
+        (code, v["turn"].as_u64(), v["anchor"].as_str()),
+        (0, Some(1), Some("a1"))
+    );
+    assert!(env.path("src/two.rs").exists());
+    json(&env, &["redo"]);
+    assert!(!env.path("README").exists());
+    let (v, code) = json(&env, &["redo"]);
+    assert_eq!((v["result"].as_str(), code), (Some("nothing_to_redo"), 1));
+
+    // A path edited after the turn: conflict, exit 1, nothing written; --force overrides.
+    env.write("README", "recreated by hand\n");
+    let (v, code) = json(&env, &["undo", "--mode", "files"]);
+    assert_eq!((v["result"].as_str(), code), (Some("conflict"), 1));
+    assert!(env.path("NOTES").exists());
+    let (v, code) = json(&env, &["undo", "--mode", "files", "--force"]);
+    assert_eq!((v["result"].as_str(), code), (Some("restored"), 0));
+    assert!(v["safety_snapshot"].is_string());
+    assert_eq!(
+        v["anchor"],
+        Value::Null,
+        "files mode leaves the conversation alone"
+    );
+    assert_eq!(env.read("README"), "hello\n");
+
+    // Checkpoint and navigate by label.
+    let (v, code) = json(&env, &["checkpoint", "by hand"]);
+    assert_eq!(
+        (v["result"].as_str(), v["number"].as_u64(), code),
+        (Some("checkpointed"), Some(1), 0)
+    );
+    let (v, code) = json(&env, &["navigate", "turn:1:before"]);
+    assert_eq!((v["result"].as_str(), code), (Some("restored"), 0), "{v}");
+    assert!(!env.path("src/two.rs").exists());
+    json(&env, &["navigate", "by hand"]);
+    assert!(env.path("README").exists());
+    let o = env.run(RETRACE, &["--session", "chat-42", "navigate", "nowhere"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("nowhere"), "{}", stderr(&o));
+
+    // While a turn is in progress another process's undo answers busy (exit 2).
+    json(&env, &["turn", "begin", "--prompt", "work"]);
+    env.write("wip", "agent is writing");
+    let (v, code) = json(&env, &["undo"]);
+    assert_eq!((v["result"].as_str(), code), (Some("busy"), 2));
+    assert!(env.path("wip").exists());
+    json(&env, &["turn", "end"]);
+    let (v, code) = json(&env, &["turn", "end"]);
+    assert_eq!((v["result"].as_str(), code), (Some("no_pending_turn"), 1));
+
+    // Sessions are isolated: another session has nothing to undo.
+    let o = env.run(RETRACE, &["--session", "other", "undo", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["result"], "nothing_to_undo");
+    assert_verified(&env);
+}
+
+#[test]
+fn bad_modes_are_refused_by_the_parser() {
+    let env = Env::new();
+    let o = env.run(RETRACE, &["undo", "--mode", "everything"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("both, files or conversation"),
+        "{}",
+        stderr(&o)
+    );
+}
