@@ -1,0 +1,169 @@
+//! A turn's change reversed: which paths conflict with edits made since, and the file list
+//! the workspace must hold afterwards. Pure functions over sorted flat lists.
+
+use std::collections::HashSet;
+
+use crate::capture::FlatEntry;
+use crate::diff::Change;
+use crate::object::{EntryKind, ObjectId};
+
+pub(super) fn lossy(p: &[u8]) -> String {
+    String::from_utf8_lossy(p).into_owned()
+}
+
+pub(super) fn find<'a>(list: &'a [FlatEntry], path: &[u8]) -> Option<&'a FlatEntry> {
+    list.binary_search_by(|e| e.path.as_slice().cmp(path))
+        .ok()
+        .map(|i| &list[i])
+}
+
+/// Whether the disk entry `d` is what the turn left, `expected` (directories by kind only).
+pub(super) fn same(d: Option<&FlatEntry>, expected: Option<&FlatEntry>) -> bool {
+    match (d, expected) {
+        (None, None) => true,
+        // An empty directory the user removed since: nothing of theirs to lose.
+        (None, Some(e)) => e.kind == EntryKind::Dir,
+        (Some(d), None) => d.kind == EntryKind::Dir,
+        (Some(d), Some(e)) if e.kind == EntryKind::Dir || d.kind == EntryKind::Dir => {
+            d.kind == e.kind
+        }
+        (Some(d), Some(e)) => d.kind == e.kind && d.id == e.id,
+    }
+}
+
+pub(super) fn is_nested(c: &Change) -> bool {
+    [&c.old, &c.new]
+        .iter()
+        .any(|e| e.as_ref().is_some_and(|e| e.kind == EntryKind::NestedRepo))
+}
+
+/// Paths where the disk no longer holds what the change's `old` side says: the change cannot
+/// be reversed there without losing an edit. A path the change turns into a file whose disk
+/// directory holds paths the change does not know is a conflict too.
+pub(super) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
+    let known: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
+    let mut out = Vec::new();
+    for c in changes.iter().filter(|c| !is_nested(c)) {
+        if !same(find(disk, &c.path), c.old.as_ref()) {
+            out.push(lossy(&c.path));
+            continue;
+        }
+        let becomes_leaf = c.new.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
+        if becomes_leaf && find(disk, &c.path).is_some_and(|d| d.kind == EntryKind::Dir) {
+            let mut prefix = c.path.clone();
+            prefix.push(b'/');
+            let start = disk.partition_point(|e| e.path < prefix);
+            if disk[start..]
+                .iter()
+                .take_while(|e| e.path.starts_with(&prefix))
+                .any(|e| !known.contains(e.path.as_slice()))
+            {
+                out.push(lossy(&c.path));
+            }
+        }
+    }
+    out
+}
+
+/// The disk with the change applied: paths the change names take its `new` side, all others
+/// stay as they are on disk. Directories needed by the result are listed.
+pub(super) fn target_of(disk: &[FlatEntry], changes: &[Change]) -> Vec<FlatEntry> {
+    let changed: HashSet<&[u8]> = changes
+        .iter()
+        .filter(|c| !is_nested(c))
+        .map(|c| c.path.as_slice())
+        .collect();
+    let mut out: Vec<FlatEntry> = disk
+        .iter()
+        .filter(|e| !changed.contains(e.path.as_slice()))
+        .cloned()
+        .collect();
+    out.extend(
+        changes
+            .iter()
+            .filter(|c| !is_nested(c))
+            .filter_map(|c| c.new.clone()),
+    );
+    let mut dirs: HashSet<Vec<u8>> = HashSet::new();
+    for e in &out {
+        for (i, _) in e.path.iter().enumerate().filter(|&(_, &b)| b == b'/') {
+            dirs.insert(e.path[..i].to_vec());
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup_by(|a, b| a.path == b.path);
+    for d in dirs {
+        if find(&out, &d).is_none() {
+            out.push(FlatEntry {
+                path: d,
+                kind: EntryKind::Dir,
+                id: ObjectId::ZERO,
+                size: 0,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::Change;
+
+    fn e(path: &str, kind: EntryKind, id: u8) -> FlatEntry {
+        FlatEntry {
+            path: path.as_bytes().to_vec(),
+            kind,
+            id: ObjectId([id; 32]),
+            size: 1,
+        }
+    }
+
+    fn change(path: &str, old: Option<FlatEntry>, new: Option<FlatEntry>) -> Change {
+        Change {
+            path: path.as_bytes().to_vec(),
+            old,
+            new,
+        }
+    }
+
+    #[test]
+    fn conflicts_only_where_the_disk_left_the_turns_result() {
+        let f = EntryKind::File;
+        let disk = vec![e("a", f, 2), e("b", f, 9), e("c", f, 1)];
+        let ch = vec![
+            change("a", Some(e("a", f, 2)), Some(e("a", f, 1))),
+            change("b", Some(e("b", f, 2)), Some(e("b", f, 1))),
+            change("d", Some(e("d", f, 2)), None),
+        ];
+        // a is as the turn left it; b was edited since; d was deleted since.
+        assert_eq!(conflicts(&disk, &ch), vec!["b", "d"]);
+    }
+
+    #[test]
+    fn a_directory_becoming_a_file_conflicts_with_unknown_files_inside() {
+        let (f, d) = (EntryKind::File, EntryKind::Dir);
+        let disk = vec![e("x", d, 0), e("x/a", f, 1), e("x/user", f, 5)];
+        let ch = vec![
+            change("x", Some(e("x", d, 0)), Some(e("x", f, 3))),
+            change("x/a", Some(e("x/a", f, 1)), None),
+        ];
+        assert_eq!(conflicts(&disk, &ch), vec!["x"]);
+        assert!(conflicts(&disk[..2], &ch).is_empty());
+    }
+
+    #[test]
+    fn target_keeps_unrelated_paths_and_adds_parents() {
+        let f = EntryKind::File;
+        let disk = vec![e("keep", f, 7), e("new", f, 1)];
+        let ch = vec![
+            change("new", Some(e("new", f, 1)), None),
+            change("gone/x", None, Some(e("gone/x", f, 4))),
+        ];
+        let t = target_of(&disk, &ch);
+        let paths: Vec<&[u8]> = t.iter().map(|e| e.path.as_slice()).collect();
+        assert_eq!(paths, vec![&b"gone"[..], b"gone/x", b"keep"]);
+        assert_eq!(t[0].kind, EntryKind::Dir);
+    }
+}

@@ -1,0 +1,261 @@
+//! Tree navigation: resolving an anchor to the exact snapshot recorded for it, and restoring
+//! the workspace to it behind the unsaved-edits guard.
+
+use super::db::Loaded;
+use super::inverse::lossy;
+use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
+use super::{OpOptions, Outcome, Session};
+use crate::diff::flatten_changed;
+use crate::error::Error;
+use crate::object::ObjectId;
+use crate::workspace::MAX_LISTED;
+
+/// The snapshot and cursor an anchor names.
+struct Target {
+    snapshot: Option<ObjectId>,
+    cursor: Option<u64>,
+    reason: Option<String>,
+    expired: bool,
+}
+
+impl Session {
+    fn resolve(l: &Loaded, anchor: &str) -> Result<Target, Error> {
+        let unknown = |reason: String| Error::Anchor {
+            anchor: anchor.to_string(),
+            reason,
+        };
+        let of_turn = |t: &TurnRecord, after: bool| {
+            let snapshot = if after { t.after } else { t.before };
+            let cursor = if after { Some(t.number) } else { t.parent };
+            let usable = matches!(t.state, TurnState::Complete)
+                || (t.state == TurnState::ConversationOnly && snapshot.is_some());
+            Target {
+                snapshot: snapshot.filter(|_| usable),
+                cursor,
+                reason: (!usable).then(|| {
+                    t.reason
+                        .clone()
+                        .unwrap_or_else(|| format!("turn {} has no such snapshot", t.number))
+                }),
+                expired: t.state == TurnState::Expired,
+            }
+        };
+        let of_checkpoint = |c: &CheckpointRecord| Target {
+            snapshot: Some(c.snapshot),
+            cursor: c.cursor,
+            reason: None,
+            expired: false,
+        };
+        if let Some(rest) = anchor.strip_prefix("turn:") {
+            let (num, after) = match rest.strip_suffix(":before") {
+                Some(n) => (n, false),
+                None => (rest, true),
+            };
+            let n: u64 = num
+                .parse()
+                .map_err(|_| unknown("write turn:N or turn:N:before".into()))?;
+            let t = l
+                .turn(n)
+                .ok_or_else(|| unknown(format!("turn {n} is not kept")))?;
+            if t.state == TurnState::Pending {
+                return Err(unknown(format!("turn {n} is still in progress")));
+            }
+            return Ok(of_turn(t, after));
+        }
+        if let Some(num) = anchor.strip_prefix("checkpoint:") {
+            let n: u64 = num
+                .parse()
+                .map_err(|_| unknown("write checkpoint:N".into()))?;
+            let c = l
+                .checkpoints
+                .iter()
+                .find(|c| c.number == n)
+                .ok_or_else(|| unknown(format!("checkpoint {n} is not kept")))?;
+            return Ok(of_checkpoint(c));
+        }
+        // Host anchors: the newest record naming it wins (a turn's start anchor is usually
+        // the previous turn's leaf, and the newer before-snapshot holds the edits made in
+        // between).
+        for t in l
+            .turns
+            .iter()
+            .rev()
+            .filter(|t| t.state != TurnState::Pending)
+        {
+            if t.anchor.as_deref() == Some(anchor) {
+                return Ok(of_turn(t, false));
+            }
+            if t.leaf.as_deref() == Some(anchor) {
+                return Ok(of_turn(t, true));
+            }
+        }
+        if let Some(c) = l
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|c| c.label.as_deref() == Some(anchor))
+        {
+            return Ok(of_checkpoint(c));
+        }
+        if let Some(t) = l
+            .turns
+            .iter()
+            .find(|t| t.rounds.iter().any(|r| r == anchor))
+        {
+            return Err(unknown(format!(
+                "it lies inside turn {}, which has snapshots only at its start and end: \
+                 navigate to turn:{}:before or turn:{}",
+                t.number, t.number, t.number
+            )));
+        }
+        Err(unknown(
+            "no turn or checkpoint of this session names it (see `retrace log`)".into(),
+        ))
+    }
+
+    /// Restores the workspace to the exact snapshot recorded at `anchor`: a host anchor of
+    /// any turn's start or end, `turn:N` (after), `turn:N:before`, `checkpoint:N` or a
+    /// checkpoint label. The disk must equal the last snapshot the session (or the
+    /// workspace) knows of, else [`Outcome::Dirty`]. Clears redo unless nothing moves.
+    ///
+    /// # Errors
+    /// [`Error::Anchor`] for an anchor naming no snapshot; store, capture or I/O failures.
+    pub fn navigate(&self, anchor: &str, mode: Mode) -> Result<Outcome, Error> {
+        self.navigate_with(anchor, mode, OpOptions::default())
+    }
+
+    /// [`Session::navigate`] with options (force, progress).
+    ///
+    /// # Errors
+    /// As [`Session::navigate`].
+    pub fn navigate_with(
+        &self,
+        anchor: &str,
+        mode: Mode,
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Error> {
+        if let Some(o) = self.refuse()? {
+            return Ok(o);
+        }
+        let _lock = match self.lock_or_busy()? {
+            Ok(l) => l,
+            Err(o) => return Ok(o),
+        };
+        let l = self.load()?;
+        if let Some(o) = Self::pending_refusal(&l) {
+            return Ok(o);
+        }
+        let target = Self::resolve(&l, anchor)?;
+        let host_anchor = Some(anchor.to_string()).filter(|_| mode.conversation());
+        let (Some(snapshot), true) = (target.snapshot, mode.files()) else {
+            if target.cursor == l.state.cursor && target.snapshot.is_none() {
+                // Nothing moves: keep redo.
+                return Ok(Outcome::ConversationOnly {
+                    turn: target.cursor,
+                    reason: "already there".into(),
+                    anchor: host_anchor,
+                    prompt: None,
+                    checkpoint: None,
+                });
+            }
+            let checkpoint = self.checkpoint_locked(
+                Some(format!("kept at conversation navigation to {anchor}")),
+                opts.progress,
+                Some(Op::Navigate {
+                    to: target.cursor,
+                    snapshot: None,
+                }),
+            )?;
+            if target.expired {
+                return Ok(Outcome::Expired {
+                    turn: target.cursor,
+                    anchor: host_anchor,
+                    prompt: None,
+                });
+            }
+            return Ok(Outcome::ConversationOnly {
+                turn: target.cursor,
+                reason: target
+                    .reason
+                    .unwrap_or_else(|| "files left as they are (conversation-only)".into()),
+                anchor: host_anchor,
+                prompt: None,
+                checkpoint: Some(checkpoint),
+            });
+        };
+        let reader = self.ws.store.reader()?;
+        let mut disk = self.ws.scan_disk(opts.progress)?;
+        if disk.id == snapshot && target.cursor == l.state.cursor {
+            return Ok(Outcome::Restored {
+                turn: target.cursor,
+                mode,
+                files_written: Vec::new(),
+                files_deleted: Vec::new(),
+                skipped: Vec::new(),
+                anchor: host_anchor,
+                prompt: None,
+                snapshot: Some(snapshot),
+                safety_snapshot: None,
+            });
+        }
+        let known = [l.state.last_known, reader.last_known()?];
+        let mut safety = None;
+        if !known.contains(&Some(disk.id)) {
+            let base = l.state.last_known.or(known[1]);
+            let changed = match base {
+                Some(k) => {
+                    let (old, same_dirs) = flatten_changed(&reader, &k, &disk.entries)?;
+                    let mut now = disk.entries.clone();
+                    now.retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
+                    crate::diff::diff(&old, &now).paths()
+                }
+                None => disk.entries.iter().map(|e| lossy(&e.path)).collect(),
+            };
+            if !changed.is_empty() {
+                if !opts.force {
+                    return Ok(Outcome::Dirty {
+                        count: changed.len(),
+                        paths: changed.into_iter().take(MAX_LISTED).collect(),
+                    });
+                }
+                let label = format!("safety: before forced navigation to {anchor}");
+                safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
+            }
+        }
+        let (target_entries, same_dirs) = flatten_changed(&reader, &snapshot, &disk.entries)?;
+        disk.entries
+            .retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
+        let applied = self.ws.apply_target(
+            &reader,
+            &disk.entries,
+            &target_entries,
+            false,
+            opts.progress,
+        )?;
+        drop(reader);
+        // The result is captured: whatever was left alone is part of the state recorded.
+        let after = self
+            .ws
+            .record_locked(Some(format!("navigate to {anchor}")), opts.progress)?;
+        let op = Op::Navigate {
+            to: target.cursor,
+            snapshot: Some(after.id),
+        };
+        if let Err(e) = self.write(|w, _| w.op(op)) {
+            return Ok(Outcome::PersistenceUncertain {
+                detail: e.to_string(),
+            });
+        }
+        Ok(Outcome::Restored {
+            turn: target.cursor,
+            mode,
+            files_written: applied.written,
+            files_deleted: applied.deleted,
+            skipped: applied.left_alone,
+            anchor: host_anchor,
+            prompt: None,
+            snapshot: Some(after.id),
+            safety_snapshot: safety,
+        })
+    }
+}

@@ -1,0 +1,414 @@
+//! Turns: begin (before-snapshot in the background), wait for the baseline with a deadline,
+//! intermediate rounds, end (after-snapshot).
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::record::{
+    HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
+};
+use super::{InFlight, Session, TurnState};
+use crate::capture::FlatEntry;
+use crate::diff::changes;
+use crate::error::{Error, StoreError};
+use crate::lock::LockMode;
+use crate::object::{EntryKind, ObjectId};
+use crate::progress::NoProgress;
+use crate::scan::Skipped;
+use crate::store::now_ms;
+
+/// Where a turn's before-snapshot stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "before", rename_all = "snake_case")]
+pub enum BeforeStatus {
+    /// Captured: undo of this turn will restore files.
+    Ready {
+        /// The snapshot.
+        snapshot: ObjectId,
+    },
+    /// Not captured in time (or failed): the turn is conversation-only.
+    ConversationOnly {
+        /// Why.
+        reason: String,
+    },
+    /// A subagent session: nothing is captured.
+    Subagent,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Running,
+    Ready(ObjectId),
+    Abandoned(String),
+}
+
+/// A turn in progress. Dropping it without [`Turn::end`] leaves the turn pending until the
+/// next turn of the session begins (which closes it conversation-only).
+pub struct Turn {
+    session: Session,
+    number: u64,
+    before: Arc<(Mutex<Slot>, Condvar)>,
+}
+
+/// What [`Turn::end`] recorded.
+#[derive(Clone, Debug, Serialize)]
+pub struct TurnSummary {
+    /// The turn number.
+    pub turn: u64,
+    /// Final state.
+    pub state: TurnState,
+    /// Why it is conversation-only, when it is.
+    pub reason: Option<String>,
+    /// Before-snapshot.
+    pub before: Option<ObjectId>,
+    /// After-snapshot.
+    pub after: Option<ObjectId>,
+    /// Paths added, modified, deleted by the turn.
+    pub added: u32,
+    /// See `added`.
+    pub modified: u32,
+    /// See `added`.
+    pub deleted: u32,
+    /// Paths left out of the after-snapshot (unreadable, unstable).
+    pub skipped: Vec<Skipped>,
+    /// Turns dropped because the session exceeded its cap.
+    pub dropped: u64,
+}
+
+impl Session {
+    /// Begins a turn: records it (closing a turn left pending, conversation-only) and
+    /// captures the before-snapshot in the background. Call [`Turn::wait_before`] before the
+    /// agent's first tool runs. `anchor` is the conversation node to return to on undo;
+    /// `prompt` is put back into the editor on undo.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the turn cannot be recorded.
+    pub fn begin_turn(
+        &self,
+        anchor: Option<String>,
+        prompt: Option<String>,
+    ) -> Result<Turn, Error> {
+        if self.subagent {
+            return Ok(Turn {
+                session: self.clone(),
+                number: 0,
+                before: Arc::new((Mutex::new(Slot::Abandoned(String::new())), Condvar::new())),
+            });
+        }
+        // Shared lock from the record to the capture's end: a restore in another process
+        // either finished before this turn began or starts after its baseline is taken.
+        let lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        let anchor = anchor.map(|a| truncate(a, MAX_ANCHOR_BYTES));
+        let prompt = prompt.map(|p| truncate(p, MAX_PROMPT_BYTES));
+        let number = self.write(|w, s| {
+            if let Some(p) = s.pending
+                && let Some(mut old) = w.get_turn(p)?
+            {
+                old.state = TurnState::ConversationOnly;
+                old.reason = Some("the turn never ended (a new turn began)".into());
+                old.ended_ms = Some(now_ms());
+                w.turn(&old)?;
+                w.op(Op::TurnEnded {
+                    turn: p,
+                    snapshot: None,
+                })?;
+            }
+            let s = w.state()?;
+            let number = s.next_turn;
+            w.turn(&TurnRecord {
+                version: HISTORY_VERSION,
+                number,
+                parent: s.cursor,
+                anchor,
+                leaf: None,
+                rounds: Vec::new(),
+                prompt,
+                began_ms: now_ms(),
+                ended_ms: None,
+                before: None,
+                after: None,
+                state: TurnState::Pending,
+                reason: None,
+                counts: [0; 3],
+            })?;
+            w.op(Op::TurnBegun { turn: number })?;
+            Ok(number)
+        })?;
+        let before = Arc::new((Mutex::new(Slot::Running), Condvar::new()));
+        let (session, slot) = (self.clone(), Arc::clone(&before));
+        std::thread::Builder::new()
+            .name(format!("retrace-before-{number}"))
+            .spawn(move || {
+                let captured = session
+                    .ws
+                    .record_locked(Some(format!("before turn {number}")), &NoProgress);
+                drop(lock);
+                let (m, cv) = &*slot;
+                let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
+                if matches!(*g, Slot::Running) {
+                    *g = match captured.map_err(|e| e.to_string()).and_then(|c| {
+                        session
+                            .record_before(number, c.id)
+                            .map(|()| c.id)
+                            .map_err(|e| e.to_string())
+                    }) {
+                        Ok(id) => Slot::Ready(id),
+                        Err(e) => {
+                            let reason = format!("the before-snapshot failed: {e}");
+                            let _ = session.make_conversation_only(number, &reason);
+                            Slot::Abandoned(reason)
+                        }
+                    };
+                }
+                cv.notify_all();
+            })
+            .map_err(|e| Error::Workspace {
+                path: self.ws.root.clone(),
+                reason: format!("cannot start the capture thread: {e}"),
+            })?;
+        Ok(Turn {
+            session: self.clone(),
+            number,
+            before,
+        })
+    }
+
+    fn record_before(&self, turn: u64, snapshot: ObjectId) -> Result<(), StoreError> {
+        self.write(|w, _| {
+            if let Some(mut t) = w.get_turn(turn)? {
+                t.before = Some(snapshot);
+                w.turn(&t)?;
+            }
+            w.op(Op::TurnBefore { turn, snapshot })
+        })
+    }
+
+    fn make_conversation_only(&self, turn: u64, reason: &str) -> Result<(), StoreError> {
+        self.write(|w, _| {
+            if let Some(mut t) = w.get_turn(turn)?
+                && t.state == TurnState::Pending
+            {
+                t.state = TurnState::ConversationOnly;
+                t.reason = Some(reason.into());
+                w.turn(&t)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The turn in progress, if any, e.g. to end it from another process. Its
+    /// before-snapshot counts as taken only if it was recorded.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read.
+    pub fn pending_turn(&self) -> Result<Option<Turn>, Error> {
+        if self.subagent {
+            return Ok(None);
+        }
+        let l = self.load()?;
+        let Some(n) = l.state.pending else {
+            return Ok(None);
+        };
+        let slot = match l.turn(n) {
+            Some(t) if t.state == TurnState::Pending && t.before.is_some() => {
+                Slot::Ready(t.before.unwrap_or(ObjectId::ZERO))
+            }
+            Some(t) => Slot::Abandoned(
+                t.reason
+                    .clone()
+                    .unwrap_or_else(|| "the before-snapshot was not recorded".into()),
+            ),
+            None => Slot::Abandoned("the turn record is missing".into()),
+        };
+        Ok(Some(Turn {
+            session: self.clone(),
+            number: n,
+            before: Arc::new((Mutex::new(slot), Condvar::new())),
+        }))
+    }
+
+    /// Ends the turn in progress (see [`Turn::end`]); a no-op summary when none is pending.
+    ///
+    /// # Errors
+    /// As [`Turn::end`].
+    pub fn end_turn(&self, leaf: Option<String>) -> Result<Option<TurnSummary>, Error> {
+        match self.pending_turn()? {
+            Some(t) => t.end(leaf).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Turn {
+    /// The turn's number (`turn:N`). Zero for a subagent's turn, which records nothing.
+    #[must_use]
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// Waits for the before-snapshot at most `timeout`. Past it, the turn becomes
+    /// conversation-only (undo will move the conversation and say files were not restored)
+    /// rather than keep a baseline taken while the agent was already editing.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when marking the turn conversation-only fails.
+    pub fn wait_before(&self, timeout: Duration) -> Result<BeforeStatus, Error> {
+        if self.session.subagent {
+            return Ok(BeforeStatus::Subagent);
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let (m, cv) = &*self.before;
+        let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match &*g {
+                Slot::Ready(id) => return Ok(BeforeStatus::Ready { snapshot: *id }),
+                Slot::Abandoned(r) => {
+                    return Ok(BeforeStatus::ConversationOnly { reason: r.clone() });
+                }
+                Slot::Running => {}
+            }
+            let left = deadline.map_or(Duration::from_hours(1), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                let reason = format!(
+                    "the before-snapshot took longer than {} ms",
+                    timeout.as_millis()
+                );
+                // Decided under the slot's lock: the capture thread cannot record it now.
+                *g = Slot::Abandoned(reason.clone());
+                self.session.make_conversation_only(self.number, &reason)?;
+                return Ok(BeforeStatus::ConversationOnly { reason });
+            }
+            g = cv
+                .wait_timeout(g, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Records the anchor of an intermediate round (tool round, retry) of this turn, so the
+    /// host can tell which turn a conversation node belongs to.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when it cannot be recorded.
+    pub fn round(&self, anchor: String) -> Result<(), Error> {
+        if self.session.subagent {
+            return Ok(());
+        }
+        let anchor = truncate(anchor, MAX_ANCHOR_BYTES);
+        self.session.write(|w, _| {
+            if let Some(mut t) = w.get_turn(self.number)? {
+                t.rounds.push(anchor);
+                w.turn(&t)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Ends the turn: waits for its before-snapshot, captures the after-snapshot and
+    /// records both. `leaf` is the host's conversation leaf now (redo returns to it).
+    ///
+    /// # Errors
+    /// [`Error`] when the capture or the record fails.
+    pub fn end(self, leaf: Option<String>) -> Result<TurnSummary, Error> {
+        let s = &self.session;
+        if s.subagent {
+            return Ok(TurnSummary {
+                turn: 0,
+                state: TurnState::ConversationOnly,
+                reason: Some("subagent sessions are not checkpointed".into()),
+                before: None,
+                after: None,
+                added: 0,
+                modified: 0,
+                deleted: 0,
+                skipped: Vec::new(),
+                dropped: 0,
+            });
+        }
+        let _flight = InFlight::new(&s.rt);
+        let before = {
+            let (m, cv) = &*self.before;
+            let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
+            while matches!(*g, Slot::Running) {
+                g = cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+            }
+            match &*g {
+                Slot::Ready(id) => Ok(*id),
+                Slot::Abandoned(r) => Err(r.clone()),
+                Slot::Running => Err(String::new()),
+            }
+        };
+        let _lock = s.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        let cap =
+            s.ws.record_locked(Some(format!("after turn {}", self.number)), &NoProgress)?;
+        let counts = match before {
+            Ok(b) => {
+                let reader = s.ws.store.reader()?;
+                let mut c = [0u32; 3];
+                for ch in changes(&reader, &b, &cap.id)? {
+                    let leaf = |e: &Option<FlatEntry>| {
+                        e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir)
+                    };
+                    let i = match (leaf(&ch.old), leaf(&ch.new)) {
+                        (false, true) => 0,
+                        (true, true) => 1,
+                        (true, false) => 2,
+                        (false, false) => continue,
+                    };
+                    c[i] = c[i].saturating_add(1);
+                }
+                c
+            }
+            Err(_) => [0; 3],
+        };
+        let max = s.ws.max_turns;
+        let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
+        let number = self.number;
+        let (rec, dropped) = s.write(|w, _| {
+            let mut t = w.get_turn(number)?.ok_or_else(|| StoreError::History {
+                path: s.path().into(),
+                detail: format!("turn {number} vanished before it ended"),
+            })?;
+            t.after = Some(cap.id);
+            t.leaf = leaf;
+            t.ended_ms = Some(now_ms());
+            t.counts = counts;
+            match (&before, t.state) {
+                (Ok(b), TurnState::Pending) => {
+                    t.before = Some(*b);
+                    t.state = TurnState::Complete;
+                }
+                (Err(r), TurnState::Pending) => {
+                    t.state = TurnState::ConversationOnly;
+                    t.reason = Some(r.clone());
+                }
+                _ => {}
+            }
+            w.turn(&t)?;
+            w.op(Op::TurnEnded {
+                turn: number,
+                snapshot: Some(cap.id),
+            })?;
+            let state = w.state()?;
+            let dropped = w.cap(max, &state)?;
+            Ok((t, dropped))
+        })?;
+        Ok(TurnSummary {
+            turn: number,
+            state: rec.state,
+            reason: rec.reason,
+            before: rec.before,
+            after: rec.after,
+            added: counts[0],
+            modified: counts[1],
+            deleted: counts[2],
+            skipped: cap.skipped,
+            dropped,
+        })
+    }
+}

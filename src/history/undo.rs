@@ -1,0 +1,272 @@
+//! Undo and redo: the inverse (or the forward) of one turn's own change, applied only to
+//! the paths it changed, refused on conflict unless forced.
+
+use super::inverse::{conflicts, find, is_nested, lossy, same, target_of};
+use super::record::{Mode, Op, TurnRecord, TurnState};
+use super::{OpOptions, Outcome, Session};
+use crate::diff::changes;
+use crate::error::Error;
+use crate::object::ObjectId;
+use crate::scan::Skipped;
+use crate::workspace::MAX_LISTED;
+
+impl Session {
+    /// Steps back over the newest applied turn (see the module docs). `Mode::Both` restores
+    /// files and returns the anchor and prompt for the host; `Files` only files;
+    /// `Conversation` leaves files as they are and checkpoints them.
+    ///
+    /// # Errors
+    /// [`Error`] for store, capture or I/O failures; refusals are [`Outcome`]s.
+    pub fn undo(&self, mode: Mode) -> Result<Outcome, Error> {
+        self.undo_with(mode, OpOptions::default())
+    }
+
+    /// [`Session::undo`] with options (force, progress).
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    pub fn undo_with(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        if let Some(o) = self.refuse()? {
+            return Ok(o);
+        }
+        let _lock = match self.lock_or_busy()? {
+            Ok(l) => l,
+            Err(o) => return Ok(o),
+        };
+        let l = self.load()?;
+        if let Some(o) = Self::pending_refusal(&l) {
+            return Ok(o);
+        }
+        let Some(n) = l.state.cursor else {
+            return Ok(Outcome::NothingToUndo {
+                detail: "no turn of this session is applied".into(),
+            });
+        };
+        let Some(t) = l.turn(n).cloned() else {
+            return Ok(Outcome::NothingToUndo {
+                detail: format!(
+                    "older turns were dropped (a session keeps {})",
+                    self.ws.max_turns
+                ),
+            });
+        };
+        let files = mode.files() && t.state == TurnState::Complete;
+        if !files {
+            let reason = match t.state {
+                TurnState::Complete | TurnState::Pending => {
+                    "files left as they are (conversation-only undo)".to_string()
+                }
+                TurnState::Expired => "its file history expired".into(),
+                TurnState::ConversationOnly => format!(
+                    "files were not restored: {}",
+                    t.reason
+                        .as_deref()
+                        .unwrap_or("the turn has no before-snapshot")
+                ),
+            };
+            let cp = self.checkpoint_locked(
+                Some(format!("kept at conversation undo of turn {n}")),
+                opts.progress,
+                Some(Op::Undo {
+                    turn: n,
+                    to: t.parent,
+                    mode: Mode::Conversation,
+                    snapshot: None,
+                }),
+            );
+            // Files are untouched here: a failure is an error, not an uncertain result.
+            let checkpoint = Some(cp?);
+            return Ok(if t.state == TurnState::Expired {
+                Outcome::Expired {
+                    turn: Some(n),
+                    anchor: t.anchor.clone(),
+                    prompt: t.prompt.clone(),
+                }
+            } else {
+                Outcome::ConversationOnly {
+                    turn: Some(n),
+                    reason,
+                    anchor: t.anchor.clone(),
+                    prompt: t.prompt.clone(),
+                    checkpoint,
+                }
+            });
+        }
+        let (Some(before), Some(after)) = (t.before, t.after) else {
+            return Ok(Outcome::NothingToUndo {
+                detail: format!("turn {n} has no snapshots"),
+            });
+        };
+        let applied = match self.reverse(&t, after, before, "undo", opts)? {
+            Ok(a) => a,
+            Err(o) => return Ok(o),
+        };
+        let op = Op::Undo {
+            turn: n,
+            to: t.parent,
+            mode,
+            snapshot: Some(applied.snapshot),
+        };
+        if let Err(e) = self.write(|w, _| w.op(op)) {
+            return Ok(Outcome::PersistenceUncertain {
+                detail: e.to_string(),
+            });
+        }
+        Ok(Outcome::Restored {
+            turn: Some(n),
+            mode,
+            files_written: applied.written,
+            files_deleted: applied.deleted,
+            skipped: applied.skipped,
+            anchor: if mode.conversation() { t.anchor } else { None },
+            prompt: if mode.conversation() { t.prompt } else { None },
+            snapshot: Some(applied.snapshot),
+            safety_snapshot: applied.safety,
+        })
+    }
+
+    /// Re-applies the most recently undone turn in the mode its undo used.
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    pub fn redo(&self) -> Result<Outcome, Error> {
+        self.redo_with(OpOptions::default())
+    }
+
+    /// [`Session::redo`] with options (force, progress).
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    pub fn redo_with(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        if let Some(o) = self.refuse()? {
+            return Ok(o);
+        }
+        let _lock = match self.lock_or_busy()? {
+            Ok(l) => l,
+            Err(o) => return Ok(o),
+        };
+        let l = self.load()?;
+        if let Some(o) = Self::pending_refusal(&l) {
+            return Ok(o);
+        }
+        let Some(&(n, mode)) = l.state.redo.last() else {
+            return Ok(Outcome::NothingToRedo);
+        };
+        let Some(t) = l.turn(n).cloned() else {
+            return Ok(Outcome::NothingToRedo);
+        };
+        let files = mode.files() && t.state == TurnState::Complete;
+        if !files {
+            let snapshot = l.state.last_known;
+            if let Err(e) = self.write(|w, _| {
+                w.op(Op::Redo {
+                    turn: n,
+                    mode,
+                    snapshot,
+                })
+            }) {
+                return Ok(Outcome::PersistenceUncertain {
+                    detail: e.to_string(),
+                });
+            }
+            return Ok(Outcome::ConversationOnly {
+                turn: Some(n),
+                reason: "files left as they are (the undo was conversation-only)".into(),
+                anchor: t.leaf.clone(),
+                prompt: None,
+                checkpoint: None,
+            });
+        }
+        let (Some(before), Some(after)) = (t.before, t.after) else {
+            return Ok(Outcome::NothingToRedo);
+        };
+        let applied = match self.reverse(&t, before, after, "redo", opts)? {
+            Ok(a) => a,
+            Err(o) => return Ok(o),
+        };
+        let op = Op::Redo {
+            turn: n,
+            mode,
+            snapshot: Some(applied.snapshot),
+        };
+        if let Err(e) = self.write(|w, _| w.op(op)) {
+            return Ok(Outcome::PersistenceUncertain {
+                detail: e.to_string(),
+            });
+        }
+        Ok(Outcome::Restored {
+            turn: Some(n),
+            mode,
+            files_written: applied.written,
+            files_deleted: applied.deleted,
+            skipped: applied.skipped,
+            anchor: if mode.conversation() { t.leaf } else { None },
+            prompt: None,
+            snapshot: Some(applied.snapshot),
+            safety_snapshot: applied.safety,
+        })
+    }
+
+    /// Applies the change from snapshot `from` to snapshot `to` to the paths it names,
+    /// refusing (as an outcome) when the disk no longer holds `from` there. The caller holds
+    /// the exclusive lock. Ends with a recorded capture of the result.
+    fn reverse(
+        &self,
+        t: &TurnRecord,
+        from: ObjectId,
+        to: ObjectId,
+        verb: &str,
+        opts: OpOptions<'_>,
+    ) -> Result<Result<Reversed, Outcome>, Error> {
+        let reader = self.ws.store.reader()?;
+        let change = changes(&reader, &from, &to)?;
+        let disk = self.ws.scan_disk(opts.progress)?;
+        let clash = conflicts(&disk.entries, &change);
+        let mut safety = None;
+        if !clash.is_empty() {
+            if !opts.force {
+                return Ok(Err(Outcome::Conflict {
+                    count: clash.len(),
+                    paths: clash.into_iter().take(MAX_LISTED).collect(),
+                }));
+            }
+            let label = format!("safety: before forced {verb} of turn {}", t.number);
+            safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
+        }
+        let target = target_of(&disk.entries, &change);
+        let applied =
+            self.ws
+                .apply_target(&reader, &disk.entries, &target, false, opts.progress)?;
+        drop(reader);
+        let after = self
+            .ws
+            .record_locked(Some(format!("{verb} of turn {}", t.number)), opts.progress)?;
+        let mut skipped = applied.left_alone;
+        // Re-read what the change names: anything not as planned is reported, not hidden.
+        for c in change.iter().filter(|c| !is_nested(c)) {
+            let now = find(&after.entries, &c.path);
+            let planned = find(&target, &c.path);
+            if !same(now, planned) && !skipped.iter().any(|s| s.path.as_bytes() == c.path) {
+                skipped.push(Skipped {
+                    path: lossy(&c.path),
+                    reason: "changed while it was being restored".into(),
+                });
+            }
+        }
+        Ok(Ok(Reversed {
+            written: applied.written,
+            deleted: applied.deleted,
+            skipped,
+            snapshot: after.id,
+            safety,
+        }))
+    }
+}
+
+struct Reversed {
+    written: Vec<String>,
+    deleted: Vec<String>,
+    skipped: Vec<Skipped>,
+    snapshot: ObjectId,
+    safety: Option<ObjectId>,
+}
