@@ -448,7 +448,7 @@ mod tests {
         let ws = Workspace::open(dir, &Config::with_home(home)).unwrap();
         let s = ws.session("s");
         let t = s.begin_turn(Some("start".into()), Some("p".into())).unwrap();
-        t.wait_before(Duration::from_secs(60)).unwrap();
+        t.wait_before(Duration::from_mins(1)).unwrap();
         std::fs::write(dir.join("f"), "agent").unwrap();
         t.end(Some("end".into())).unwrap();
         s
