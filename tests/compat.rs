@@ -69,3 +69,44 @@ fn a_format_1_store_is_read_and_restored_exactly() {
     // And the same workspace captured today has the same id: the encodings did not drift.
     assert_eq!(expected_env.open().snapshot(None).unwrap().id, id);
 }
+
+/// `tests/data/store-format-1-history.redb` was made by this CLI sequence in a folder holding
+/// `a.txt` ("alpha\n"), session `golden`: `turn begin --anchor u1 --prompt "add b"`, write
+/// `b.txt` ("beta\n"), `turn end --anchor a1`, `turn begin --anchor a1 --prompt "drop a"`,
+/// delete `a.txt`, `turn end --anchor a2`, `checkpoint "cp one"`, `undo`. Never regenerate it.
+#[test]
+fn format_1_history_records_are_read_and_replayed() {
+    let env = Env::new();
+    let store_path =
+        Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(store_path.parent().unwrap()).unwrap();
+    fs::copy("tests/data/store-format-1-history.redb", &store_path).unwrap();
+    env.write("a.txt", "alpha\n");
+    env.write("b.txt", "beta\n");
+    let ws = env.open();
+    let s = ws.session("golden");
+    let st = s.status().unwrap();
+    assert_eq!(st.session, "7a517a8a33a41eec");
+    assert_eq!(
+        (st.cursor, st.redo_turn),
+        (Some(1), Some((2, retrace::Mode::Both)))
+    );
+    assert_eq!((st.turns, st.checkpoints), (2, 1));
+    let log = s.log().unwrap();
+    let turns: Vec<_> = log.entries.iter().filter(|e| e.kind == "turn").collect();
+    assert_eq!(turns[0].text.as_deref(), Some("add b"));
+    assert_eq!(turns[0].anchor.as_deref(), Some("u1"));
+    assert_eq!(turns[0].counts, [1, 0, 0]);
+    assert_eq!(turns[1].leaf.as_deref(), Some("a2"));
+    assert_eq!(turns[1].counts, [0, 0, 1]);
+    // Redo the undone turn against the same disk: a.txt goes again.
+    let o = s.redo().unwrap();
+    assert_eq!(o.anchor(), Some("a2"), "{o:?}");
+    assert!(!env.path("a.txt").exists());
+    s.navigate("u1", retrace::Mode::Both).unwrap();
+    assert_eq!(env.read("a.txt"), "alpha\n");
+    assert!(!env.path("b.txt").exists());
+    s.navigate("cp one", retrace::Mode::Both).unwrap();
+    assert!(!env.path("a.txt").exists());
+    assert_eq!(env.read("b.txt"), "beta\n");
+}

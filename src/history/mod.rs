@@ -447,7 +447,9 @@ mod tests {
     fn one_turn(dir: &std::path::Path, home: &std::path::Path) -> Session {
         let ws = Workspace::open(dir, &Config::with_home(home)).unwrap();
         let s = ws.session("s");
-        let t = s.begin_turn(Some("start".into()), Some("p".into())).unwrap();
+        let t = s
+            .begin_turn(Some("start".into()), Some("p".into()))
+            .unwrap();
         t.wait_before(Duration::from_mins(1)).unwrap();
         std::fs::write(dir.join("f"), "agent").unwrap();
         t.end(Some("end".into())).unwrap();
@@ -489,7 +491,10 @@ mod tests {
             "{o:?}"
         );
         assert!(o.is_success());
-        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "agent");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("f")).unwrap(),
+            "agent"
+        );
         assert_eq!(s.status().unwrap().cursor, None);
         let o = s.navigate("end", Mode::Both).unwrap();
         assert!(matches!(o, Outcome::Expired { .. }), "{o:?}");
