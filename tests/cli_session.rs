@@ -159,6 +159,22 @@ fn an_adapter_session_through_the_cli() {
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["result"], "nothing_to_undo");
     assert_verified(&env);
+
+    // retrace-dump shows the session by key, and its turns by the host's id.
+    let o = env.run(common::RETRACE_DUMP, &["sessions", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let ours = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["turns"] == 3)
+        .expect("the chat-42 session");
+    assert_eq!(ours["pending"], Value::Null);
+    let o = env.run(common::RETRACE_DUMP, &["turns", "chat-42", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["session"], ours["session"]);
+    assert_eq!(v["turns"][1]["prompt"], "drop the readme");
+    assert_eq!(v["checkpoints"][0]["label"], "by hand");
 }
 
 #[test]

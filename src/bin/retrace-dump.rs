@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use retrace::history::db::{self, SessionKey};
 use retrace::object::{EntryKind, ObjectKind};
 use retrace::store::{ReadOnlyStore, Store, StoreReader};
 use retrace::{Config, ObjectId, Workspace};
@@ -45,6 +46,20 @@ enum Command {
     },
     /// Re-hash every object and check every tree reference (every store when none is given).
     Verify,
+    /// Sessions of a store: key, turns, cursor, redo, pending turn, last use.
+    Sessions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every turn and checkpoint record of one session, in full.
+    Turns {
+        /// The session: a key prefix (as `sessions` prints it) or the host's session id.
+        session: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -175,11 +190,91 @@ fn run(cli: Cli) -> Result<bool> {
             }
             Ok(true)
         }
+        Command::Sessions { json } => {
+            let store = open(&stores(&cli, false)?[0])?;
+            let tx = store.begin_read()?;
+            let mut rows = Vec::new();
+            for (key, rec) in db::sessions(&tx, store.path())? {
+                let l = db::load(&tx, store.path(), &key)?;
+                rows.push(serde_json::json!({
+                    "session": hex(&key), "created_ms": rec.created_ms,
+                    "touched_ms": rec.touched_ms, "turns": l.turns.len(),
+                    "checkpoints": l.checkpoints.len(), "ops": l.ops,
+                    "cursor": l.state.cursor, "redo": l.state.redo,
+                    "pending": l.state.pending,
+                }));
+            }
+            if *json {
+                println!("{}", serde_json::Value::Array(rows));
+            } else if rows.is_empty() {
+                println!("no sessions");
+            } else {
+                for r in &rows {
+                    println!(
+                        "{}  turns {:>5}  checkpoints {:>4}  ops {:>6}  cursor {}  redo {}  pending {}",
+                        r["session"].as_str().unwrap_or(""),
+                        r["turns"],
+                        r["checkpoints"],
+                        r["ops"],
+                        r["cursor"],
+                        r["redo"],
+                        r["pending"]
+                    );
+                }
+            }
+            Ok(true)
+        }
+        Command::Turns { session, json } => {
+            let store = open(&stores(&cli, false)?[0])?;
+            let tx = store.begin_read()?;
+            let keys: Vec<SessionKey> = db::sessions(&tx, store.path())?
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            let key = match keys
+                .iter()
+                .filter(|k| hex(k).starts_with(session.as_str()))
+                .count()
+            {
+                1 if session.len() >= 8 => *keys
+                    .iter()
+                    .find(|k| hex(k).starts_with(session.as_str()))
+                    .unwrap_or(&keys[0]),
+                _ => db::session_key(session),
+            };
+            if !keys.contains(&key) {
+                bail!(
+                    "no session {session} in {}; see `retrace-dump sessions`",
+                    store.path().display()
+                );
+            }
+            let l = db::load(&tx, store.path(), &key)?;
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::json!({"session": hex(&key), "state": l.state,
+                        "turns": l.turns, "checkpoints": l.checkpoints})
+                );
+            } else {
+                println!("session {}  {:?}", hex(&key), l.state);
+                for t in &l.turns {
+                    println!("{t:?}");
+                }
+                for c in &l.checkpoints {
+                    println!("{c:?}");
+                }
+            }
+            Ok(true)
+        }
         Command::Verify => {
             let mut clean = true;
             for path in stores(&cli, true)? {
                 let faults = match open(&path) {
-                    Ok(store) => verify(&store.reader()?)?,
+                    Ok(store) => {
+                        let mut f = verify(&store.reader()?)?;
+                        f.extend(verify_history(&store)?);
+                        f
+                    }
                     Err(e) => vec![format!("{e}")],
                 };
                 if faults.is_empty() {
@@ -263,6 +358,50 @@ fn verify(r: &StoreReader) -> Result<Vec<String>> {
     for s in r.snapshots()? {
         if let Err(e) = r.record(&s.root) {
             faults.push(format!("snapshot {}: {e}", s.root.short()));
+        }
+    }
+    Ok(faults)
+}
+
+fn hex(key: &SessionKey) -> String {
+    ObjectId(*key).to_hex()[..16].to_string()
+}
+
+/// History faults: records that do not decode, snapshots of turns and checkpoints missing.
+fn verify_history(store: &ReadOnlyStore) -> Result<Vec<String>> {
+    let mut faults = Vec::new();
+    let tx = store.begin_read()?;
+    let r = store.reader()?;
+    let sessions = match db::sessions(&tx, store.path()) {
+        Ok(s) => s,
+        Err(e) => return Ok(vec![e.to_string()]),
+    };
+    for (key, _) in sessions {
+        let l = match db::load(&tx, store.path(), &key) {
+            Ok(l) => l,
+            Err(e) => {
+                faults.push(format!("session {}: {e}", hex(&key)));
+                continue;
+            }
+        };
+        let snaps = l
+            .turns
+            .iter()
+            .flat_map(|t| {
+                [t.before, t.after]
+                    .into_iter()
+                    .flatten()
+                    .map(move |s| (format!("turn {}", t.number), s))
+            })
+            .chain(
+                l.checkpoints
+                    .iter()
+                    .map(|c| (format!("checkpoint {}", c.number), c.snapshot)),
+            );
+        for (what, id) in snaps {
+            if let Err(e) = r.record(&id) {
+                faults.push(format!("session {} {what}: {e}", hex(&key)));
+            }
         }
     }
     Ok(faults)

@@ -461,6 +461,17 @@ pub struct ReadOnlyStore {
 }
 
 impl ReadOnlyStore {
+    /// A raw read transaction (history tables).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
+        self.db.begin_read().map_err(|x| StoreError::Db {
+            path: self.path.clone(),
+            source: x.into(),
+        })
+    }
+
     /// A consistent read view.
     ///
     /// # Errors
