@@ -4,7 +4,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
-use retrace::{Config, RestoreOptions, Workspace};
+use retrace::{Config, Mode, Outcome, RestoreOptions, Workspace};
 
 fn step(n: u32, text: &str) {
     println!("\n== {n}. {text}");
@@ -115,6 +115,76 @@ fn walkthrough(root: &Path, home: &Path) -> Result<()> {
         Err(e) => println!("   refused: {e}"),
         Ok(_) => anyhow::bail!("restore over unsnapshotted work should be refused"),
     }
+    agent_session(root, &ws)?;
     println!("\nall steps passed; the demo directory is removed.");
+    Ok(())
+}
+
+/// Steps 7 to 10: what an agent adapter does around each prompt, and undo/redo.
+fn agent_session(root: &Path, ws: &Workspace) -> Result<()> {
+    step(
+        7,
+        "an agent session: checkpoint the work in progress, then one turn",
+    );
+    let session = ws.session("demo-chat");
+    println!(
+        "   {}",
+        session.checkpoint(Some("wip readme".into()))?.message()
+    );
+    let turn = session.begin_turn(Some("msg-1".into()), Some("add a test".into()))?;
+    turn.wait_before(std::time::Duration::from_secs(60))?;
+    fs::create_dir_all(root.join("tests"))?;
+    fs::write(root.join("tests/answer.rs"), "#[test] fn t() {}\n")?;
+    fs::write(root.join("src/lib.rs"), "pub fn answer() -> u32 { 41 }\n")?;
+    let sum = turn.end(Some("msg-2".into()))?;
+    println!(
+        "   turn {} recorded: +{} ~{} -{}",
+        sum.turn, sum.added, sum.modified, sum.deleted
+    );
+    fs::write(
+        root.join("README.md"),
+        "# demo\nedited by the user after the turn\n",
+    )?;
+
+    step(
+        8,
+        "undo the turn: only its paths go back, the user's README edit stays",
+    );
+    let undone = session.undo(Mode::Both)?;
+    println!("   {}", undone.message());
+    if let Outcome::Restored { anchor, prompt, .. } = &undone {
+        println!(
+            "   the host moves its conversation to {} and puts back the prompt {:?}",
+            anchor.as_deref().unwrap_or("?"),
+            prompt.as_deref().unwrap_or("")
+        );
+    }
+    ensure!(
+        !root.join("tests/answer.rs").exists(),
+        "undo left the new test"
+    );
+    ensure!(
+        fs::read_to_string(root.join("README.md"))?.contains("edited by the user"),
+        "undo touched the user's edit"
+    );
+
+    step(9, "redo the turn");
+    println!("   {}", session.redo()?.message());
+    ensure!(
+        root.join("tests/answer.rs").exists(),
+        "redo did not restore the test"
+    );
+
+    step(
+        10,
+        "a path edited after the turn is a conflict: nothing is written",
+    );
+    fs::write(root.join("tests/answer.rs"), "// hand-edited\n")?;
+    let refused = session.undo(Mode::Both)?;
+    println!("   {}", refused.message());
+    ensure!(
+        matches!(refused, Outcome::Conflict { .. }),
+        "undo over an edited path should be refused"
+    );
     Ok(())
 }
