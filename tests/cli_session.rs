@@ -188,3 +188,38 @@ fn bad_modes_are_refused_by_the_parser() {
         stderr(&o)
     );
 }
+
+#[test]
+fn two_undo_processes_at_once_undo_two_different_turns() {
+    let env = Env::new();
+    env.write("base", "0");
+    for i in 1..=2 {
+        json(&env, &["turn", "begin", "--prompt", &format!("p{i}")]);
+        env.write(&format!("file{i}"), "agent");
+        json(&env, &["turn", "end"]);
+    }
+    let spawn = || {
+        env.command(RETRACE, &["--session", "chat-42", "undo", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let mut turns: Vec<u64> = [a, b]
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+            assert_eq!(v["result"], "restored", "{v}");
+            v["turn"].as_u64().unwrap()
+        })
+        .collect();
+    turns.sort_unstable();
+    assert_eq!(turns, [1, 2], "each turn undone exactly once");
+    assert!(!env.path("file1").exists() && !env.path("file2").exists());
+    assert_eq!(env.read("base"), "0");
+    let (v, _) = json(&env, &["status"]);
+    assert_eq!(v["cursor"], Value::Null);
+    assert_eq!(v["redo_turn"], serde_json::json!([1, "both"]));
+    assert_verified(&env);
+}
