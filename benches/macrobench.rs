@@ -349,6 +349,21 @@ fn main() {
         git.capture();
     }
     let store_bytes = retrace::store::disk_bytes(ws.store_path());
+
+    // An agent session: one turn of 25 files, then undo and redo it.
+    std::thread::sleep(Duration::from_millis(2500));
+    let session = ws.session("bench");
+    let (begin_t, t) = timed(|| {
+        let t = session.begin_turn(None, None).unwrap();
+        t.wait_before(Duration::from_secs(600)).unwrap();
+        t
+    });
+    turn(&root, files, turns);
+    let (end_t, _) = timed(|| t.end(None).unwrap());
+    let (undo_t, o) = timed(|| session.undo(retrace::Mode::Both).unwrap());
+    assert!(o.is_success(), "{o:?}");
+    let (redo_t, o) = timed(|| session.redo().unwrap());
+    assert!(o.is_success(), "{o:?}");
     let (gc_t, _) = timed(|| git.cmd(&["gc", "-q"]));
     let git_bytes = dir_size(&git_dir.join("objects"));
 
@@ -377,6 +392,10 @@ fn main() {
     row("no-change capture", nochange, git_nochange);
     row("turn of 25 files", turn_t, git_turn);
     row("restore of that turn", restore_t, git_restore);
+    row("session: begin turn", begin_t, git_nochange);
+    row("session: end turn (25)", end_t, git_turn);
+    row("session: undo it", undo_t, git_restore);
+    row("session: redo it", redo_t, git_restore);
     println!(
         "| store after {turns} turns   | {:>10.1} MB | {:>10.1} MB | git gc {:.0} ms | ret/git {:.2}x |",
         store_bytes as f64 / 1e6,

@@ -359,12 +359,23 @@ fn kind_of(e: &ScanEntry) -> EntryKind {
 /// tree at all, and a turn rebuilds only the directories on the paths it touched.
 struct TreeBuilder<'a> {
     entries: &'a [FlatEntry],
-    hits: &'a [bool],
-    /// `misses[i]`: how many of `entries[..i]` missed.
-    misses: Vec<usize>,
-    cache: &'a StatCache,
+    reuse: Reuse<'a>,
     /// Computed (directory index, tree id, size).
     built: Vec<(usize, ObjectId, u64)>,
+}
+
+/// Which directory ids a [`TreeBuilder`] may take as they are.
+enum Reuse<'a> {
+    /// A capture: those the stat cache proves unchanged.
+    Cache {
+        hits: &'a [bool],
+        /// `misses[i]`: how many of `entries[..i]` missed.
+        misses: Vec<usize>,
+        cache: &'a StatCache,
+    },
+    /// A list whose directory ids are right except at these paths (and new directories,
+    /// whose id is zero).
+    Except(&'a HashSet<Vec<u8>>),
 }
 
 impl<'a> TreeBuilder<'a> {
@@ -376,10 +387,26 @@ impl<'a> TreeBuilder<'a> {
         }
         TreeBuilder {
             entries,
-            hits,
-            misses,
-            cache,
+            reuse: Reuse::Cache {
+                hits,
+                misses,
+                cache,
+            },
             built: Vec::new(),
+        }
+    }
+
+    /// Whether the directory `entries[i]` (descendants `lo..hi`, prefix `sub`) keeps its id.
+    fn keeps(&self, i: usize, sub: &[u8], lo: usize, hi: usize) -> bool {
+        match &self.reuse {
+            Reuse::Cache {
+                hits,
+                misses,
+                cache,
+            } => hits[i] && misses[hi] == misses[lo] && cache.count_prefix(sub) == hi - lo,
+            Reuse::Except(dirty) => {
+                self.entries[i].id != ObjectId::ZERO && !dirty.contains(&self.entries[i].path)
+            }
         }
     }
 
@@ -390,10 +417,6 @@ impl<'a> TreeBuilder<'a> {
         let end =
             lo + part.partition_point(|e| e.path.starts_with(prefix) || e.path.as_slice() < prefix);
         (start, end)
-    }
-
-    fn clean(&self, prefix: &[u8], lo: usize, hi: usize) -> bool {
-        self.misses[hi] == self.misses[lo] && self.cache.count_prefix(prefix) == hi - lo
     }
 
     /// The tree of the directory `prefix` (empty for the root, else ending in `/`) whose
@@ -418,7 +441,7 @@ impl<'a> TreeBuilder<'a> {
                 let mut sub = e.path.clone();
                 sub.push(b'/');
                 let (slo, shi) = self.below(&sub, i + 1, hi);
-                if self.hits[i] && self.clean(&sub, slo, shi) {
+                if self.keeps(i, &sub, slo, shi) {
                     (e.id, e.size)
                 } else {
                     let built = self.build(&sub, slo, shi, emit);
@@ -450,9 +473,12 @@ impl<'a> TreeBuilder<'a> {
         emit: &mut dyn FnMut(ObjectId, Vec<u8>),
     ) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
         let n = self.entries.len();
-        let root_known = self.cache.root() != ObjectId::ZERO;
-        if root_known && self.misses[n] == 0 && self.cache.len() == n {
-            return (self.cache.root(), Vec::new());
+        if let Reuse::Cache { misses, cache, .. } = &self.reuse
+            && cache.root() != ObjectId::ZERO
+            && misses[n] == 0
+            && cache.len() == n
+        {
+            return (cache.root(), Vec::new());
         }
         let (id, _) = self.build(&[], 0, n, emit);
         (id, self.built)
@@ -642,6 +668,28 @@ pub(crate) fn capture(
     }
     capture.entries = entries;
     Ok(capture)
+}
+
+/// The root tree id of a full sorted flat list whose directory ids are right except at the
+/// paths in `dirty` (and new directories, whose id is zero): those are rebuilt, with every
+/// ancestor, and their ids and sizes filled in. `emit` receives each rebuilt tree. A restore
+/// uses it to record the state it wrote without scanning the disk again.
+pub(crate) fn tree_of_list(
+    entries: &mut [FlatEntry],
+    dirty: &HashSet<Vec<u8>>,
+    emit: &mut dyn FnMut(ObjectId, Vec<u8>),
+) -> ObjectId {
+    let (root, built) = TreeBuilder {
+        entries,
+        reuse: Reuse::Except(dirty),
+        built: Vec::new(),
+    }
+    .root(emit);
+    for (i, id, size) in built {
+        entries[i].id = id;
+        entries[i].size = size;
+    }
+    root
 }
 
 /// Joins a workspace-relative byte path onto the root.

@@ -98,7 +98,8 @@ pub(crate) struct Applied {
     pub removed_dirs: Vec<String>,
     /// Paths not as planned after a small restore.
     pub verify_diff: Vec<String>,
-    /// A large restore: the caller should re-scan to check and refresh the stat cache.
+    /// A large restore, or one that left a directory it meant to remove: the caller should
+    /// re-scan to check the disk and refresh the stat cache.
     pub rescan: bool,
 }
 
@@ -270,6 +271,71 @@ impl Workspace {
             record: Some(label),
             progress,
         })
+    }
+
+    /// Captures the disk, storing new objects but recording no snapshot (so every entry of
+    /// the result is in the store); the caller holds the workspace lock.
+    pub(crate) fn store_disk_locked(&self, progress: &dyn Progress) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions {
+            store_objects: true,
+            record: None,
+            progress,
+        })
+    }
+
+    /// Records `entries` (a full sorted list of what the disk now holds, directory ids right
+    /// except at `dirty` paths, every file's blob already in the store) as a snapshot and
+    /// the last known state, without scanning:
+    /// only the directories on dirty paths are rebuilt, and trees the store lacks written.
+    pub(crate) fn record_list(
+        &self,
+        entries: &mut [FlatEntry],
+        dirty: &std::collections::HashSet<Vec<u8>>,
+        label: String,
+    ) -> Result<ObjectId, Error> {
+        let reader = self.store.reader()?;
+        let mut trees = Vec::new();
+        let mut fault = None;
+        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes| match reader
+            .contains(&id)
+        {
+            Ok(true) => {}
+            Ok(false) => trees.push((
+                id,
+                crate::object::ObjectKind::Tree,
+                bytes.len() as u64,
+                bytes,
+            )),
+            Err(e) => fault = Some(e),
+        });
+        if let Some(e) = fault {
+            return Err(e.into());
+        }
+        drop(reader);
+        let leaves = entries.iter().filter(|e| {
+            matches!(
+                e.kind,
+                crate::object::EntryKind::File
+                    | crate::object::EntryKind::Executable
+                    | crate::object::EntryKind::Symlink
+            )
+        });
+        let (files, bytes) = leaves.fold((0, 0), |(n, b), e| (n + 1, b + e.size));
+        let frames = if trees.is_empty() {
+            Vec::new()
+        } else {
+            vec![crate::object::NewFrame::pack(&trees)]
+        };
+        let record = SnapshotRecord {
+            version: 1,
+            root,
+            time_ms: now_ms(),
+            label: Some(label),
+            files,
+            bytes,
+        };
+        self.store.write(frames, Some(&record), Some(root))?;
+        Ok(root)
     }
 
     fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
@@ -481,6 +547,15 @@ impl Workspace {
             // are inside the racy window and would be re-read by the next capture anyway.)
             out.verify_diff = apply::check(&self.root, &plan);
         } else {
+            out.rescan = true;
+        }
+        // A directory the plan meant to remove but that still holds ignored files stays on
+        // disk: the disk is then not exactly the target list.
+        if plan.prune.iter().any(|d| {
+            crate::capture::abs_path(&self.root, d)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir())
+        }) {
             out.rescan = true;
         }
         Ok(out)

@@ -515,3 +515,26 @@ fn a_turn_left_pending_is_closed_conversation_only_by_the_next() {
     let o = s.undo(Mode::Both).unwrap();
     assert!(matches!(o, Outcome::ConversationOnly { .. }), "{o:?}");
 }
+
+#[test]
+fn undo_keeps_a_directory_holding_ignored_files_and_records_the_disk_exactly() {
+    let env = Env::new();
+    env.write(".gitignore", "*.tmp\n");
+    let ws = env.open();
+    let s = ws.session("s");
+    turn(&s, "t1", "generate", || env.write("gen/a.txt", "generated"));
+    env.write("gen/cache.tmp", "ignored, the user's");
+    let o = s.undo(Mode::Both).unwrap();
+    let Outcome::Restored {
+        snapshot: Some(id), ..
+    } = &o
+    else {
+        panic!("{o:?}")
+    };
+    assert!(!env.path("gen/a.txt").exists());
+    assert_eq!(env.read("gen/cache.tmp"), "ignored, the user's");
+    // The directory stays (it holds an ignored file), and the recorded state says so.
+    assert_eq!(ws.scan_disk(&retrace::NoProgress).unwrap().id, *id);
+    assert!(s.redo().unwrap().is_success());
+    assert_eq!(env.read("gen/a.txt"), "generated");
+}

@@ -210,6 +210,18 @@ impl Model {
     }
 }
 
+/// A restore records the state it wrote (without scanning again): it must be exactly what
+/// a capture of the disk finds.
+fn recorded_exactly(ws: &Workspace, o: &Outcome, ctx: &str) {
+    if let Outcome::Restored {
+        snapshot: Some(id), ..
+    } = o
+    {
+        let disk = ws.scan_disk(&retrace::NoProgress).unwrap().id;
+        assert_eq!(disk, *id, "{ctx}: recorded snapshot differs from the disk");
+    }
+}
+
 fn open(env: &Env) -> (Workspace, Session) {
     let ws = env.open();
     let s = ws.session("model");
@@ -255,15 +267,18 @@ fn run(actions: &[Action]) {
             Action::Undo(mode) => {
                 let got = s.undo(*mode).unwrap();
                 assert_eq!(kind(&got), m.undo(*mode), "{ctx}: {got:?}");
+                recorded_exactly(&_ws, &got, &ctx);
             }
             Action::Redo => {
                 let got = s.redo().unwrap();
                 assert_eq!(kind(&got), m.redo(), "{ctx}: {got:?}");
+                recorded_exactly(&_ws, &got, &ctx);
             }
             Action::Navigate(k) => {
                 if let Some((anchor, want)) = m.navigate(*k) {
                     let got = s.navigate(&anchor, Mode::Both).unwrap();
                     assert_eq!(kind(&got), want, "{ctx} to {anchor}: {got:?}");
+                    recorded_exactly(&_ws, &got, &ctx);
                 }
             }
             Action::Checkpoint => {

@@ -233,13 +233,29 @@ impl Session {
             opts.progress,
         )?;
         drop(reader);
-        // The result is captured: whatever was left alone is part of the state recorded.
-        let after = self
-            .ws
-            .record_locked(Some(format!("navigate to {anchor}")), opts.progress)?;
+        let nested = |list: &[crate::capture::FlatEntry]| -> Vec<Vec<u8>> {
+            list.iter()
+                .filter(|e| e.kind == crate::object::EntryKind::NestedRepo)
+                .map(|e| e.path.clone())
+                .collect()
+        };
+        let exact = !applied.rescan
+            && applied.verify_diff.is_empty()
+            && applied.left_alone.is_empty()
+            && nested(&disk.entries) == nested(&target_entries);
+        let now = if exact {
+            // The disk is the target snapshot, checked path by path: no need to scan it.
+            self.ws.store.write(Vec::new(), None, Some(snapshot))?;
+            snapshot
+        } else {
+            // Something was left alone: capture what the disk holds now.
+            self.ws
+                .record_locked(Some(format!("navigate to {anchor}")), opts.progress)?
+                .id
+        };
         let op = Op::Navigate {
             to: target.cursor,
-            snapshot: Some(after.id),
+            snapshot: Some(now),
         };
         if let Err(e) = self.write(|w, _| w.op(op)) {
             return Ok(Outcome::PersistenceUncertain {
@@ -254,7 +270,7 @@ impl Session {
             skipped: applied.left_alone,
             anchor: host_anchor,
             prompt: None,
-            snapshot: Some(after.id),
+            snapshot: Some(now),
             safety_snapshot: safety,
         })
     }

@@ -1,6 +1,8 @@
 //! Undo and redo: the inverse (or the forward) of one turn's own change, applied only to
 //! the paths it changed, refused on conflict unless forced.
 
+use std::collections::HashSet;
+
 use super::inverse::{conflicts, find, is_nested, lossy, same, target_of};
 use super::record::{Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session};
@@ -220,7 +222,9 @@ impl Session {
     ) -> Result<Result<Reversed, Outcome>, Error> {
         let reader = self.ws.store.reader()?;
         let change = changes(&reader, &from, &to)?;
-        let disk = self.ws.scan_disk(opts.progress)?;
+        // Stored, not just scanned: the result is recorded from this list, so edits made
+        // since the last snapshot must have their blobs in the store.
+        let disk = self.ws.store_disk_locked(opts.progress)?;
         let clash = conflicts(&disk.entries, &change);
         let mut safety = None;
         if !clash.is_empty() {
@@ -233,31 +237,45 @@ impl Session {
             let label = format!("safety: before forced {verb} of turn {}", t.number);
             safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
         }
-        let target = target_of(&disk.entries, &change);
+        let mut target = target_of(&disk.entries, &change);
         let applied =
             self.ws
                 .apply_target(&reader, &disk.entries, &target, false, opts.progress)?;
         drop(reader);
-        let after = self
-            .ws
-            .record_locked(Some(format!("{verb} of turn {}", t.number)), opts.progress)?;
+        let label = format!("{verb} of turn {}", t.number);
         let mut skipped = applied.left_alone;
-        // Re-read what the change names: anything not as planned is reported, not hidden.
-        for c in change.iter().filter(|c| !is_nested(c)) {
-            let now = find(&after.entries, &c.path);
-            let planned = find(&target, &c.path);
-            if !same(now, planned) && !skipped.iter().any(|s| s.path.as_bytes() == c.path) {
-                skipped.push(Skipped {
-                    path: lossy(&c.path),
-                    reason: "changed while it was being restored".into(),
-                });
+        let exact = !applied.rescan && applied.verify_diff.is_empty() && skipped.is_empty();
+        let snapshot = if exact {
+            // The disk now holds exactly `target` (checked file by file): record it from the
+            // list, rebuilding only the directories on the changed paths.
+            let mut dirty: HashSet<Vec<u8>> = HashSet::new();
+            for c in &change {
+                for (i, _) in c.path.iter().enumerate().filter(|&(_, &b)| b == b'/') {
+                    dirty.insert(c.path[..i].to_vec());
+                }
+                dirty.insert(c.path.clone());
             }
-        }
+            self.ws.record_list(&mut target, &dirty, label)?
+        } else {
+            let after = self.ws.record_locked(Some(label), opts.progress)?;
+            // Re-read what the change names: anything not as planned is reported, not hidden.
+            for c in change.iter().filter(|c| !is_nested(c)) {
+                let now = find(&after.entries, &c.path);
+                let planned = find(&target, &c.path);
+                if !same(now, planned) && !skipped.iter().any(|s| s.path.as_bytes() == c.path) {
+                    skipped.push(Skipped {
+                        path: lossy(&c.path),
+                        reason: "changed while it was being restored".into(),
+                    });
+                }
+            }
+            after.id
+        };
         Ok(Ok(Reversed {
             written: applied.written,
             deleted: applied.deleted,
             skipped,
-            snapshot: after.id,
+            snapshot,
             safety,
         }))
     }
