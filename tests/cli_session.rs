@@ -143,6 +143,12 @@ fn an_adapter_session_through_the_cli() {
     let o = env.run(RETRACE, &["--session", "chat-42", "navigate", "nowhere"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("nowhere"), "{}", stderr(&o));
+    let (v, code) = json(&env, &["navigate", "nowhere"]);
+    assert_eq!(
+        (v["result"].as_str(), v["ok"].as_bool(), code),
+        (Some("error"), Some(false), 3)
+    );
+    assert!(v["message"].as_str().unwrap().contains("nowhere"));
 
     // While a turn is in progress another process's undo answers busy (exit 2).
     json(&env, &["turn", "begin", "--prompt", "work"]);

@@ -349,9 +349,14 @@ fn a_late_before_snapshot_makes_the_turn_conversation_only() {
         "agent edit",
         "files are left as they are"
     );
-    // The turn stays navigable by its after-snapshot.
+    // The turn stays navigable: redo, and its after-snapshot by anchor.
     assert!(s.redo().unwrap().is_success());
     assert_eq!(s.status().unwrap().cursor, Some(1));
+    env.write("d0/f0", "changed again");
+    s.checkpoint(None).unwrap();
+    let o = s.navigate("n1", Mode::Both).unwrap();
+    assert_eq!(restored(&o).0, ["d0/f0"]);
+    assert_eq!(env.read("d0/f0"), "agent edit");
 }
 
 #[test]

@@ -182,10 +182,19 @@ fn main() -> ExitCode {
                 Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. })
             );
             // Library errors already carry their cause in one line; others get the chain.
-            if e.downcast_ref::<Error>().is_some() {
-                eprintln!("retrace: {e}");
+            let message = if e.downcast_ref::<Error>().is_some() {
+                format!("{e}")
             } else {
-                eprintln!("retrace: {e:#}");
+                format!("{e:#}")
+            };
+            eprintln!("retrace: {message}");
+            // With --json a caller always gets one JSON object on stdout.
+            if std::env::args().any(|a| a == "--json") {
+                let result = if refused { "refused" } else { "error" };
+                println!(
+                    "{}",
+                    serde_json::json!({"result": result, "ok": false, "message": message})
+                );
             }
             ExitCode::from(if refused { REFUSED } else { FAILED })
         }
