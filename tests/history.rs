@@ -331,6 +331,10 @@ fn a_late_before_snapshot_makes_the_turn_conversation_only() {
     env.write("d0/f0", "agent edit");
     let sum = t.end(Some("n1".into())).unwrap();
     assert_eq!(sum.state, TurnState::ConversationOnly);
+    // Files only: there is nothing to restore, so nothing changes.
+    let o = s.undo(Mode::Files).unwrap();
+    assert!(matches!(o, Outcome::NothingToUndo { .. }), "{o:?}");
+    assert_eq!(s.status().unwrap().cursor, Some(1));
     let o = s.undo(Mode::Both).unwrap();
     let Outcome::ConversationOnly {
         anchor,
@@ -510,8 +514,12 @@ fn a_turn_left_pending_is_closed_conversation_only_by_the_next() {
     let s = ws.session("s");
     let t = s.begin_turn(Some("lost".into()), None).unwrap();
     t.wait_before(WAIT).unwrap();
-    drop(t); // the host died before ending it
+    // The host lost track of it (or died) and starts the next prompt.
     turn(&s, "t2", "p2", || env.write("y", "2"));
+    // A late end of the stale handle records nothing: the newer turn stays applied.
+    let stale = t.end(Some("late".into())).unwrap();
+    assert_eq!(stale.state, TurnState::ConversationOnly);
+    assert_eq!(s.status().unwrap().cursor, Some(2));
     let log = s.log().unwrap();
     assert_eq!(log.entries[0].state, Some(TurnState::ConversationOnly));
     assert_eq!(log.entries[1].state, Some(TurnState::Complete));

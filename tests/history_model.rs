@@ -28,6 +28,8 @@ enum Action {
     Redo,
     /// Navigate (files and conversation) to the k-th anchor of those recorded so far.
     Navigate(usize),
+    /// Navigate the conversation only.
+    NavigateConversation(usize),
     Checkpoint,
     /// Drop every handle and open the workspace again, as a new process would.
     Restart,
@@ -49,6 +51,7 @@ fn action() -> impl Strategy<Value = Action> {
         3 => mode().prop_map(Action::Undo),
         2 => Just(Action::Redo),
         2 => (0usize..64).prop_map(Action::Navigate),
+        1 => (0usize..64).prop_map(Action::NavigateConversation),
         1 => Just(Action::Checkpoint),
         1 => Just(Action::Restart),
     ]
@@ -191,6 +194,27 @@ impl Model {
         "restored"
     }
 
+    fn navigate_conversation(&mut self, k: usize) -> Option<(String, &'static str)> {
+        if self.anchors.is_empty() {
+            return None;
+        }
+        let (anchor, _, cursor) = self.anchors[k % self.anchors.len()].clone();
+        if cursor == self.cursor {
+            return Some((anchor, "conversation_only")); // a no-op: redo is kept
+        }
+        // The files are kept as a checkpoint taken before the cursor moves.
+        self.checkpoints += 1;
+        self.anchors.push((
+            format!("checkpoint:{}", self.checkpoints),
+            self.disk.clone(),
+            self.cursor,
+        ));
+        self.cursor = cursor;
+        self.redo.clear();
+        self.last_known = self.disk.clone();
+        Some((anchor, "conversation_only"))
+    }
+
     fn navigate(&mut self, k: usize) -> Option<(String, &'static str)> {
         if self.anchors.is_empty() {
             return None;
@@ -279,6 +303,12 @@ fn run(actions: &[Action]) {
                     let got = s.navigate(&anchor, Mode::Both).unwrap();
                     assert_eq!(kind(&got), want, "{ctx} to {anchor}: {got:?}");
                     recorded_exactly(&_ws, &got, &ctx);
+                }
+            }
+            Action::NavigateConversation(k) => {
+                if let Some((anchor, want)) = m.navigate_conversation(*k) {
+                    let got = s.navigate(&anchor, Mode::Conversation).unwrap();
+                    assert_eq!(kind(&got), want, "{ctx} to {anchor}: {got:?}");
                 }
             }
             Action::Checkpoint => {

@@ -247,7 +247,10 @@ impl Session {
 
     fn pending_refusal(l: &Loaded) -> Option<Outcome> {
         l.state.pending.map(|n| Outcome::Busy {
-            detail: format!("turn {n} is in progress; wait until the agent finishes"),
+            detail: format!(
+                "turn {n} is in progress; wait until the agent finishes (or end it with \
+                 `retrace turn end`)"
+            ),
         })
     }
 

@@ -148,8 +148,8 @@ impl Session {
         let target = Self::resolve(&l, anchor)?;
         let host_anchor = Some(anchor.to_string()).filter(|_| mode.conversation());
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {
-            if target.cursor == l.state.cursor && target.snapshot.is_none() {
-                // Nothing moves: keep redo.
+            if target.cursor == l.state.cursor {
+                // Files stay and the cursor does not move: nothing happens, redo is kept.
                 return Ok(Outcome::ConversationOnly {
                     turn: target.cursor,
                     reason: "already there".into(),

@@ -176,7 +176,11 @@ impl Session {
     }
 
     fn record_before(&self, turn: u64, snapshot: ObjectId) -> Result<(), StoreError> {
-        self.write(|w, _| {
+        self.write(|w, s| {
+            // A turn closed meanwhile (a newer one began) keeps no late baseline.
+            if s.pending != Some(turn) {
+                return Ok(());
+            }
             if let Some(mut t) = w.get_turn(turn)? {
                 t.before = Some(snapshot);
                 w.turn(&t)?;
@@ -369,11 +373,15 @@ impl Turn {
         let max = s.ws.max_turns;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let number = self.number;
-        let (rec, dropped) = s.write(|w, _| {
+        let (rec, dropped) = s.write(|w, state| {
             let mut t = w.get_turn(number)?.ok_or_else(|| StoreError::History {
                 path: s.path().into(),
                 detail: format!("turn {number} vanished before it ended"),
             })?;
+            if state.pending != Some(number) {
+                // Closed already (a newer turn began): the newer turn owns the history now.
+                return Ok((t, 0));
+            }
             t.after = Some(cap.id);
             t.leaf = leaf;
             t.ended_ms = Some(now_ms());

@@ -52,6 +52,16 @@ impl Session {
                 ),
             });
         };
+        if mode == Mode::Files && t.state != TurnState::Complete {
+            // Files only, but the turn has no file history: change nothing.
+            return Ok(Outcome::NothingToUndo {
+                detail: format!(
+                    "turn {n} has no file snapshots ({}); undo it with mode both or \
+                     conversation",
+                    t.reason.as_deref().unwrap_or("conversation only")
+                ),
+            });
+        }
         let files = mode.files() && t.state == TurnState::Complete;
         if !files {
             let reason = match t.state {
