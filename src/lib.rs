@@ -16,6 +16,10 @@
 //! let snap = ws.snapshot(None).unwrap();
 //! assert_eq!(snap.files, 1);
 //! ```
+//!
+//! Agent undo lives in [`history`]: a [`Session`] per host conversation, a [`Turn`] per
+//! prompt (before- and after-snapshots), and [`Session::undo`], [`Session::redo`],
+//! [`Session::checkpoint`] and [`Session::navigate`], each answering an [`Outcome`].
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

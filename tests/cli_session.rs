@@ -38,12 +38,25 @@ fn an_adapter_session_through_the_cli() {
         (0, Some("ready"), Some(1))
     );
     env.write("src/two.rs", "pub fn two() {}\n");
+    let o = env.run(
+        RETRACE,
+        &["--session", "chat-42", "turn", "round", "tool-1"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
     env.write("src/lib.rs", "pub fn one() {}\nmod two;\n");
     let (v, code) = json(&env, &["turn", "end", "--anchor", "a1"]);
     assert_eq!(code, 0);
     assert_eq!(
         (v["added"].as_u64(), v["modified"].as_u64()),
         (Some(1), Some(1))
+    );
+
+    // A round anchor names its turn but no snapshot of its own.
+    let (v, code) = json(&env, &["navigate", "tool-1"]);
+    assert_eq!(code, 3);
+    assert!(
+        v["message"].as_str().unwrap().contains("inside turn 1"),
+        "{v}"
     );
 
     // The user edits by hand; turn 2 starts from that baseline and deletes the README.

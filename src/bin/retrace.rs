@@ -149,6 +149,12 @@ enum TurnAction {
         #[arg(long)]
         json: bool,
     },
+    /// Record the anchor of an intermediate round (tool round, retry) of the turn in
+    /// progress.
+    Round {
+        /// The round's conversation node.
+        anchor: String,
+    },
     /// Capture the after-snapshot and close the turn in progress.
     End {
         /// The conversation leaf now (redo returns to it).
@@ -231,6 +237,9 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Turn {
             action: TurnAction::End { anchor, json },
         } => history_cli::end(&session(dir, sid)?, anchor, json),
+        Command::Turn {
+            action: TurnAction::Round { anchor },
+        } => history_cli::round(&session(dir, sid)?, anchor),
         Command::Undo { mode, force, json } => {
             history_cli::undo(&session(dir, sid)?, mode, force, json)
         }

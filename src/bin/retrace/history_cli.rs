@@ -105,6 +105,20 @@ pub fn begin(
     Ok(OK)
 }
 
+/// `retrace turn round`.
+pub fn round(s: &Session, anchor: String) -> Result<u8> {
+    match s.pending_turn()? {
+        Some(t) => {
+            t.round(anchor)?;
+            Ok(OK)
+        }
+        None => {
+            println!("no turn is in progress; begin one with `retrace turn begin`");
+            Ok(REFUSED)
+        }
+    }
+}
+
 /// `retrace turn end`.
 pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
     let Some(sum) = s.end_turn(anchor)? else {
