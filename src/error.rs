@@ -43,6 +43,14 @@ pub enum StoreError {
         /// How long we waited.
         secs: u64,
     },
+    /// The store file is damaged (truncated, not a redb file, a failed checksum).
+    #[error("store {path} is damaged ({detail})")]
+    Damaged {
+        /// The store file.
+        path: PathBuf,
+        /// What redb reported.
+        detail: String,
+    },
     /// The store was written by a newer (or unknown) format.
     #[error(
         "store {path} is format {found}, this retrace reads format {expected}; upgrade retrace \
@@ -103,6 +111,18 @@ pub enum StoreError {
     /// A snapshot id prefix matched nothing or several snapshots.
     #[error("{0}")]
     BadSnapshotId(String),
+}
+
+impl StoreError {
+    /// Whether the store file itself is unusable (damaged, or of an unknown format), as
+    /// opposed to busy or unreadable for lack of permission: such a store is set aside.
+    #[must_use]
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Damaged { .. } | StoreError::UnknownFormat { .. }
+        )
+    }
 }
 
 /// Capturing a workspace failed as a whole (single unreadable files are reported, not fatal).
@@ -196,4 +216,25 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+}
+
+/// Installs a panic hook for the binaries: a panic inside redb (which 4.6 raises on some
+/// corrupted pages; retrace catches those it can and sets the store aside) is reported in one
+/// line instead of a backtrace; any other panic keeps the default report.
+pub fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_redb = info.location().is_some_and(|l| l.file().contains("/redb-"));
+        if in_redb {
+            let what = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            eprintln!("retrace: the store database reported damage ({what})");
+        } else {
+            default(info);
+        }
+    }));
 }

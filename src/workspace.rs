@@ -149,6 +149,36 @@ pub struct Workspace {
     pub(crate) history_wait: Duration,
     /// In-process state of each session opened through this handle (or its clones).
     pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
+    warnings: Vec<String>,
+}
+
+/// Renames a damaged store aside as `store.redb.invalid-<unix seconds>` (with a counter if
+/// that name is taken) and returns the new name.
+fn quarantine(path: &Path) -> Result<PathBuf, Error> {
+    let secs = now_ms() / 1000;
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, std::ffi::OsStr::to_os_string);
+    for i in 0..1000 {
+        let mut kept = name.clone();
+        kept.push(if i == 0 {
+            format!(".invalid-{secs}")
+        } else {
+            format!(".invalid-{secs}-{i}")
+        });
+        let kept = path.with_file_name(kept);
+        if kept.symlink_metadata().is_ok() {
+            continue;
+        }
+        return match std::fs::rename(path, &kept) {
+            Ok(()) => Ok(kept),
+            Err(source) => Err(Error::Store(StoreError::CreateDir { path: kept, source })),
+        };
+    }
+    Err(Error::Workspace {
+        path: path.into(),
+        reason: "too many damaged stores kept beside it; remove old *.invalid-* files".into(),
+    })
 }
 
 fn json_string(s: &str) -> String {
@@ -206,7 +236,22 @@ impl Workspace {
             });
         }
         home::create_private_dir(&dir)?;
-        let store = Store::open(&dir.join("store.redb"), &root)?;
+        let store_path = dir.join("store.redb");
+        let mut warnings = Vec::new();
+        let store = match Store::open(&store_path, &root) {
+            Ok(s) => s,
+            Err(e) if e.is_damage() => {
+                // Never overwrite it, never give up: keep the file for inspection, start over.
+                let kept = quarantine(&store_path)?;
+                warnings.push(format!(
+                    "{e}; it was kept as {} and a fresh store was created (earlier snapshots \
+                     are in the kept file only)",
+                    kept.display()
+                ));
+                Store::open(&store_path, &root)?
+            }
+            Err(e) => return Err(e.into()),
+        };
         let info = format!(
             "{{\"path\": {}, \"last_used_ms\": {}}}\n",
             json_string(&root.to_string_lossy()),
@@ -220,6 +265,7 @@ impl Workspace {
             max_turns: config.max_turns,
             history_wait: config.history_wait,
             runtimes: Arc::default(),
+            warnings,
         })
     }
 
@@ -241,6 +287,13 @@ impl Workspace {
             .join("workspaces")
             .join(home::workspace_id(&root))
             .join("store.redb"))
+    }
+
+    /// What opening the workspace had to do that the user should know (a damaged store set
+    /// aside, an interrupted restore recovered). Each is one line.
+    #[must_use]
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The workspace root.

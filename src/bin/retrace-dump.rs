@@ -63,6 +63,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    retrace::error::install_panic_hook();
     match run(Cli::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(4),

@@ -179,6 +179,7 @@ const REFUSED: u8 = 1;
 const FAILED: u8 = 3;
 
 fn main() -> ExitCode {
+    retrace::error::install_panic_hook();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
@@ -209,7 +210,11 @@ fn main() -> ExitCode {
 
 fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    Ok(Workspace::open(&dir, &Config::from_env())?)
+    let ws = Workspace::open(&dir, &Config::from_env())?;
+    for w in ws.warnings() {
+        eprintln!("retrace: warning: {w}");
+    }
+    Ok(ws)
 }
 
 fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {

@@ -42,6 +42,31 @@ pub fn disk_bytes(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
 }
 
+/// Classifies a failure to open: damage (the file's content) apart from everything else.
+fn open_error(path: &Path, source: redb::DatabaseError) -> StoreError {
+    use std::io::ErrorKind;
+    let damaged = match &source {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(d)) => Some(d.clone()),
+        redb::DatabaseError::Storage(redb::StorageError::Io(e))
+            if matches!(e.kind(), ErrorKind::InvalidData | ErrorKind::UnexpectedEof) =>
+        {
+            Some(e.to_string())
+        }
+        redb::DatabaseError::UpgradeRequired(v) => Some(format!("redb file format {v}")),
+        _ => None,
+    };
+    match damaged {
+        Some(detail) => StoreError::Damaged {
+            path: path.into(),
+            detail,
+        },
+        None => StoreError::Open {
+            path: path.into(),
+            source,
+        },
+    }
+}
+
 /// How long an open or a write waits for other processes before answering "busy".
 pub const LOCK_WAIT: Duration = Duration::from_mins(2);
 
@@ -147,7 +172,20 @@ impl Store {
         }
         let started = Instant::now();
         let db = loop {
-            match builder().create(path) {
+            // redb 4.6 panics ("unreachable code") on some corrupted pages while opening;
+            // a damaged file must be reported, never take the process down.
+            let opened =
+                std::panic::catch_unwind(|| builder().create(path)).unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown".into());
+                    Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
+                        format!("redb gave up reading it: {what}"),
+                    )))
+                });
+            match opened {
                 Ok(db) => break db,
                 Err(redb::DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < LOCK_WAIT => {
                     thread::sleep(Duration::from_millis(20));
@@ -158,12 +196,7 @@ impl Store {
                         secs: LOCK_WAIT.as_secs(),
                     });
                 }
-                Err(source) => {
-                    return Err(StoreError::Open {
-                        path: path.into(),
-                        source,
-                    });
-                }
+                Err(source) => return Err(open_error(path, source)),
             }
         };
         #[cfg(unix)]

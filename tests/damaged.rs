@@ -1,0 +1,137 @@
+//! A store that fails to open (truncated, garbage, failed checksums, a future format) is set
+//! aside as `store.redb.invalid-<time>` and a fresh one is created, with a warning naming the
+//! kept file: never overwritten, never a panic.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use retrace::{Config, Workspace};
+
+/// A workspace with one snapshot; returns its store path and a copy of the good store.
+fn with_store(env: &Env) -> (PathBuf, Vec<u8>) {
+    env.write("a.txt", "hello");
+    let o = env.run(RETRACE, &["snapshot"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    let good = fs::read(&store).unwrap();
+    (store, good)
+}
+
+fn kept_files(store: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(store.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("store.redb.invalid-"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Damages the store with `damage`, then checks the next command quarantines it. A file
+/// redb can open (a future format) may have been touched by opening it; one it cannot open
+/// is kept byte for byte.
+fn check(damage: impl FnOnce(&Path, &[u8]), byte_for_byte: bool) {
+    let env = Env::new();
+    let (store, good) = with_store(&env);
+    damage(&store, &good);
+    let damaged = fs::read(&store).unwrap();
+    let o = env.run(RETRACE, &["snapshot"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning") && err.contains("invalid-") && err.contains("fresh store"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked"),
+        "a damaged store must not panic: {err}"
+    );
+    let kept = kept_files(&store);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let kept_bytes = fs::read(&kept[0]).unwrap();
+    if byte_for_byte {
+        assert!(kept_bytes == damaged, "the damaged file is kept as it was");
+    } else {
+        assert!(
+            kept_bytes.len() >= damaged.len() / 2,
+            "the damaged file is kept"
+        );
+    }
+    assert!(err.contains(&kept[0].display().to_string()), "{err}");
+    // The fresh store works and is clean; a second run keeps it (no new quarantine).
+    let o = env.run(RETRACE, &["log"]);
+    assert!(
+        o.status.success() && stdout(&o).contains("files"),
+        "{}",
+        stdout(&o)
+    );
+    assert_verified(&env);
+    assert_eq!(kept_files(&store).len(), 1);
+}
+
+#[test]
+fn a_truncated_store_is_set_aside() {
+    check(|store, good| fs::write(store, &good[..5000]).unwrap(), true);
+}
+
+#[test]
+fn a_garbage_file_is_set_aside() {
+    check(
+        |store, good| {
+            let garbage: Vec<u8> = (0..good.len()).map(|i| (i * 7 + 13) as u8).collect();
+            fs::write(store, garbage).unwrap();
+        },
+        true,
+    );
+}
+
+#[test]
+fn a_store_with_failed_checksums_is_set_aside_without_a_panic() {
+    check(
+        |store, good| {
+            let mut b = good.to_vec();
+            for i in (4096..b.len()).step_by(997) {
+                b[i] ^= 0xff;
+            }
+            fs::write(store, b).unwrap();
+        },
+        true,
+    );
+}
+
+#[test]
+fn a_store_of_a_future_format_is_set_aside() {
+    check(
+        |store, _| {
+            let mut builder = redb::Database::builder();
+            builder.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+            let db = builder.create(store).unwrap();
+            let tx = db.begin_write().unwrap();
+            {
+                let mut meta = tx
+                    .open_table(redb::TableDefinition::<&str, &[u8]>::new("meta"))
+                    .unwrap();
+                meta.insert("format", 99u32.to_le_bytes().as_slice())
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+        },
+        false,
+    );
+}
+
+#[test]
+fn a_busy_store_is_not_mistaken_for_a_damaged_one() {
+    let env = Env::new();
+    let (store, _) = with_store(&env);
+    // Another handle in this process holds it open: the library waits, it does not
+    // quarantine. (Across processes redb's multi-writer mode shares the file.)
+    let ws = env.open();
+    let again = env.open();
+    drop((ws, again));
+    assert!(kept_files(&store).is_empty());
+}
