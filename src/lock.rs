@@ -9,6 +9,7 @@
 //! "busy" instead of hanging.
 
 use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,6 +38,7 @@ pub struct WorkspaceLock {
 /// file cannot be opened.
 pub fn lock(path: &Path, mode: LockMode, wait: Duration) -> Result<WorkspaceLock, StoreError> {
     let file = OpenOptions::new()
+        .mode(0o600)
         .create(true)
         .truncate(false)
         .read(true)

@@ -194,6 +194,27 @@ fn an_adapter_session_through_the_cli() {
     assert_eq!(v["session"], ours["session"]);
     assert_eq!(v["turns"][1]["prompt"], "drop the readme");
     assert_eq!(v["checkpoints"][0]["label"], "by hand");
+
+    // Everything retrace keeps is private to its owner, whatever the umask.
+    let store =
+        retrace::Workspace::locate_store(env.root(), &retrace::Config::with_home(env.home.path()))
+            .unwrap();
+    let dir = store.parent().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs_mode(dir), 0o700);
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        assert_eq!(
+            e.metadata().unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{}",
+            e.path().display()
+        );
+    }
+}
+
+fn fs_mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 #[test]
