@@ -149,7 +149,7 @@ pub struct Workspace {
     pub(crate) history_wait: Duration,
     /// In-process state of each session opened through this handle (or its clones).
     pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
-    warnings: Vec<String>,
+    warnings: Arc<Mutex<Vec<String>>>,
 }
 
 /// Writes a small file readable by its owner only, whatever the umask.
@@ -280,8 +280,9 @@ impl Workspace {
             max_turns: config.max_turns,
             history_wait: config.history_wait,
             runtimes: Arc::default(),
-            warnings,
+            warnings: Arc::new(Mutex::new(warnings)),
         })
+        .inspect(Workspace::recover_if_needed)
     }
 
     /// The store file a workspace containing `path` uses, without opening or creating it.
@@ -307,8 +308,19 @@ impl Workspace {
     /// What opening the workspace had to do that the user should know (a damaged store set
     /// aside, an interrupted restore recovered). Each is one line.
     #[must_use]
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Adds a line to [`Workspace::warnings`].
+    pub(crate) fn warn(&self, line: String) {
+        self.warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(line);
     }
 
     /// The workspace root.
@@ -351,16 +363,15 @@ impl Workspace {
         })
     }
 
-    /// Records `entries` (a full sorted list of what the disk now holds, directory ids right
-    /// except at `dirty` paths, every file's blob already in the store) as a snapshot and
-    /// the last known state, without scanning:
-    /// only the directories on dirty paths are rebuilt, and trees the store lacks written.
-    pub(crate) fn record_list(
+    /// The snapshot `entries` stands for (a full sorted list of what the disk will hold,
+    /// directory ids right except at `dirty` paths, every file's blob already in the store):
+    /// only the directories on dirty paths are rebuilt. Returns the root and the trees the
+    /// store lacks, to be written before the snapshot is used.
+    pub(crate) fn prepare_list(
         &self,
         entries: &mut [FlatEntry],
         dirty: &std::collections::HashSet<Vec<u8>>,
-        label: String,
-    ) -> Result<ObjectId, Error> {
+    ) -> Result<(ObjectId, Vec<crate::object::NewFrame>), Error> {
         let reader = self.store.reader()?;
         let mut trees = Vec::new();
         let mut fault = None;
@@ -379,31 +390,12 @@ impl Workspace {
         if let Some(e) = fault {
             return Err(e.into());
         }
-        drop(reader);
-        let leaves = entries.iter().filter(|e| {
-            matches!(
-                e.kind,
-                crate::object::EntryKind::File
-                    | crate::object::EntryKind::Executable
-                    | crate::object::EntryKind::Symlink
-            )
-        });
-        let (files, bytes) = leaves.fold((0, 0), |(n, b), e| (n + 1, b + e.size));
         let frames = if trees.is_empty() {
             Vec::new()
         } else {
             vec![crate::object::NewFrame::pack(&trees)]
         };
-        let record = SnapshotRecord {
-            version: 1,
-            root,
-            time_ms: now_ms(),
-            label: Some(label),
-            files,
-            bytes,
-        };
-        self.store.write(frames, Some(&record), Some(root))?;
-        Ok(root)
+        Ok((root, frames))
     }
 
     fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
@@ -435,6 +427,7 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
+        self.recover_if_needed();
         let lock = self.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
         let c = self.record_locked(label, progress)?;
         drop(lock);
@@ -511,8 +504,18 @@ impl Workspace {
         } else {
             Some(self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?)
         };
+        if !opts.dry_run
+            && let Some(report) = self.recover_locked(progress)?
+        {
+            self.warn(report);
+        }
         let reader = self.store.reader()?;
-        let mut current = self.scan_disk(progress)?;
+        // Stored unless a dry run: the journal's source must be a complete snapshot.
+        let mut current = if opts.dry_run {
+            self.scan_disk(progress)?
+        } else {
+            self.store_disk_locked(progress)?
+        };
         phases.mark("scan disk");
         let mut outcome = RestoreOutcome {
             target: Some(*id),
@@ -545,41 +548,48 @@ impl Workspace {
         let (target, same) = flatten_changed(&reader, id, &current.entries)?;
         current.entries.retain(|e| !below_any(&e.path, &same));
         phases.mark("read changed trees");
-        let applied =
-            self.apply_target(&reader, &current.entries, &target, opts.dry_run, progress)?;
-        phases.mark("plan and apply");
-        outcome.written = applied.written;
-        outcome.deleted = applied.deleted;
-        outcome.left_alone = applied.left_alone;
-        outcome.removed_dirs = applied.removed_dirs;
-        outcome.verify_diff = applied.verify_diff;
         if opts.dry_run {
+            let applied = self.apply_target(&reader, &current.entries, &target, true, progress)?;
+            outcome.written = applied.written;
+            outcome.deleted = applied.deleted;
+            outcome.left_alone = applied.left_alone;
             outcome.verified = true;
             return Ok(outcome);
         }
-        if applied.rescan {
-            // A large restore: re-scan, which also refreshes the stat cache (the files written
-            // first are settled by now, so the next capture need not read them) and proves
-            // the whole disk equals the target.
-            let after = self.capture(&CaptureOptions {
-                store_objects: true,
+        let fin = self.journaled_apply(
+            &reader,
+            crate::restore::journaled::JournaledRestore {
+                what: format!("restore to {}", id.short()),
+                source: current.id,
+                target: *id,
+                frames: Vec::new(),
+                then: None,
                 record: None,
-                progress,
-            })?;
-            if after.id != *id {
-                let left: std::collections::HashSet<&str> =
-                    outcome.left_alone.iter().map(|s| s.path.as_str()).collect();
-                outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
-                    .paths()
-                    .into_iter()
-                    .filter(|p| !left.contains(p.as_str()))
-                    .collect();
-            }
+            },
+            &current.entries,
+            &target,
+            progress,
+        )?;
+        phases.mark("plan and apply");
+        fin.recorded?;
+        outcome.written = fin.applied.written;
+        outcome.deleted = fin.applied.deleted;
+        outcome.left_alone = fin.applied.left_alone;
+        outcome.removed_dirs = fin.applied.removed_dirs;
+        outcome.verify_diff = fin.applied.verify_diff;
+        if let Some(after) = fin.capture {
+            // Large, or not exactly as planned: the re-scan (which also refreshed the stat
+            // cache) says what differs from the target, apart from what was left alone.
+            let left: std::collections::HashSet<&str> =
+                outcome.left_alone.iter().map(|s| s.path.as_str()).collect();
+            outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
+                .paths()
+                .into_iter()
+                .filter(|p| !left.contains(p.as_str()))
+                .collect();
         }
         outcome.verified = outcome.verify_diff.is_empty();
-        phases.mark("check");
-        self.store.write(Vec::new(), None, Some(*id))?;
-        phases.mark("record");
+        phases.mark("check and record");
         drop(reader);
         self.store.compact_if_sparse();
         Ok(outcome)

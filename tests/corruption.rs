@@ -122,7 +122,7 @@ fn hostile_tree_entries_are_rejected_before_any_write() {
 }
 
 #[test]
-fn a_store_of_a_future_format_is_refused_clearly() {
+fn a_store_of_a_future_format_is_set_aside_and_still_refused_when_read() {
     let env = Env::new();
     env.write("a", "a");
     env.open().snapshot(None).unwrap();
@@ -135,14 +135,35 @@ fn a_store_of_a_future_format_is_refused_clearly() {
             .unwrap();
         tx.commit().unwrap();
     }
-    let err = retrace::Workspace::open(env.root(), &retrace::Config::with_home(env.home.path()))
+    // Opening the workspace keeps the store aside and starts a fresh one, saying so.
+    let ws =
+        retrace::Workspace::open(env.root(), &retrace::Config::with_home(env.home.path())).unwrap();
+    let warnings = ws.warnings();
+    assert!(
+        warnings.len() == 1
+            && warnings[0].contains("format 99")
+            && warnings[0].contains("invalid-"),
+        "{warnings:?}"
+    );
+    drop(ws);
+    // The kept file is never misread: opened directly, it is refused with a clear error.
+    let dir =
+        retrace::Workspace::locate_store(env.root(), &retrace::Config::with_home(env.home.path()))
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+    let kept = fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains(".invalid-"))
+        .expect("kept store");
+    let err = retrace::store::Store::open_read_only(&kept)
         .err()
         .expect("refused");
     assert!(
-        matches!(
-            err,
-            Error::Store(StoreError::UnknownFormat { found: 99, .. })
-        ),
+        matches!(err, StoreError::UnknownFormat { found: 99, .. }),
         "{err:?}"
     );
     assert!(err.to_string().contains("upgrade retrace"), "{err}");

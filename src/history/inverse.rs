@@ -7,18 +7,18 @@ use crate::capture::FlatEntry;
 use crate::diff::Change;
 use crate::object::{EntryKind, ObjectId};
 
-pub(super) fn lossy(p: &[u8]) -> String {
+pub(crate) fn lossy(p: &[u8]) -> String {
     String::from_utf8_lossy(p).into_owned()
 }
 
-pub(super) fn find<'a>(list: &'a [FlatEntry], path: &[u8]) -> Option<&'a FlatEntry> {
+pub(crate) fn find<'a>(list: &'a [FlatEntry], path: &[u8]) -> Option<&'a FlatEntry> {
     list.binary_search_by(|e| e.path.as_slice().cmp(path))
         .ok()
         .map(|i| &list[i])
 }
 
 /// Whether the disk entry `d` is what the turn left, `expected` (directories by kind only).
-pub(super) fn same(d: Option<&FlatEntry>, expected: Option<&FlatEntry>) -> bool {
+pub(crate) fn same(d: Option<&FlatEntry>, expected: Option<&FlatEntry>) -> bool {
     match (d, expected) {
         (None, None) => true,
         // An empty directory the user removed since: nothing of theirs to lose.
@@ -31,7 +31,7 @@ pub(super) fn same(d: Option<&FlatEntry>, expected: Option<&FlatEntry>) -> bool 
     }
 }
 
-pub(super) fn is_nested(c: &Change) -> bool {
+pub(crate) fn is_nested(c: &Change) -> bool {
     [&c.old, &c.new]
         .iter()
         .any(|e| e.as_ref().is_some_and(|e| e.kind == EntryKind::NestedRepo))
@@ -40,7 +40,7 @@ pub(super) fn is_nested(c: &Change) -> bool {
 /// Paths where the disk no longer holds what the change's `old` side says: the change cannot
 /// be reversed there without losing an edit. A path the change turns into a file whose disk
 /// directory holds paths the change does not know is a conflict too.
-pub(super) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
+pub(crate) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
     let known: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
     let mut out = Vec::new();
     for c in changes.iter().filter(|c| !is_nested(c)) {
@@ -67,7 +67,7 @@ pub(super) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
 
 /// The disk with the change applied: paths the change names take its `new` side, all others
 /// stay as they are on disk. Directories needed by the result are listed.
-pub(super) fn target_of(disk: &[FlatEntry], changes: &[Change]) -> Vec<FlatEntry> {
+pub(crate) fn target_of(disk: &[FlatEntry], changes: &[Change]) -> Vec<FlatEntry> {
     let changed: HashSet<&[u8]> = changes
         .iter()
         .filter(|c| !is_nested(c))

@@ -27,7 +27,7 @@
 //! ```
 
 pub mod db;
-mod inverse;
+pub(crate) mod inverse;
 mod navigate;
 mod outcome;
 pub mod record;
@@ -287,6 +287,7 @@ impl Session {
             return Ok(Outcome::Subagent);
         }
         let _flight = InFlight::new(&self.rt);
+        self.ws.recover_if_needed();
         let _lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
         let label = label.map(|l| truncate(l, MAX_ANCHOR_BYTES));
         let cap = self.ws.record_locked(label.clone(), progress)?;
@@ -340,19 +341,7 @@ impl Session {
                 snapshot: id,
             })?;
             if let Some(op) = then {
-                w.op(match op {
-                    Op::Undo { turn, to, mode, .. } => Op::Undo {
-                        turn,
-                        to,
-                        mode,
-                        snapshot: Some(id),
-                    },
-                    Op::Navigate { to, .. } => Op::Navigate {
-                        to,
-                        snapshot: Some(id),
-                    },
-                    other => other,
-                })?;
+                w.op(op.with_snapshot(id))?;
             }
             Ok(())
         })
@@ -432,6 +421,12 @@ impl Session {
             entries,
         })
     }
+}
+
+/// Whether the unit tests made history writes fail on this thread.
+#[cfg(test)]
+pub(crate) fn fail_writes() -> bool {
+    tests::FAIL_WRITES.with(std::cell::Cell::get)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use super::{OpOptions, Outcome, Session};
 use crate::diff::flatten_changed;
 use crate::error::Error;
 use crate::object::ObjectId;
+use crate::restore::journaled::JournaledRestore;
 use crate::workspace::MAX_LISTED;
 
 /// The snapshot and cursor an anchor names.
@@ -141,6 +142,9 @@ impl Session {
             Ok(l) => l,
             Err(o) => return Ok(o),
         };
+        if let Some(report) = self.ws.recover_locked(opts.progress)? {
+            self.ws.warn(report);
+        }
         let l = self.load()?;
         if let Some(o) = Self::pending_refusal(&l) {
             return Ok(o);
@@ -184,7 +188,8 @@ impl Session {
             });
         };
         let reader = self.ws.store.reader()?;
-        let mut disk = self.ws.scan_disk(opts.progress)?;
+        // Stored, so the journal's source is a complete snapshot even with unsaved edits.
+        let mut disk = self.ws.store_disk_locked(opts.progress)?;
         if disk.id == snapshot && target.cursor == l.state.cursor {
             return Ok(Outcome::Restored {
                 turn: target.cursor,
@@ -225,43 +230,33 @@ impl Session {
         let (target_entries, same_dirs) = flatten_changed(&reader, &snapshot, &disk.entries)?;
         disk.entries
             .retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
-        let applied = self.ws.apply_target(
+        let fin = self.ws.journaled_apply(
             &reader,
+            JournaledRestore {
+                what: format!("navigation to {anchor}"),
+                source: disk.id,
+                target: snapshot,
+                frames: Vec::new(),
+                then: Some((
+                    self.key,
+                    Op::Navigate {
+                        to: target.cursor,
+                        snapshot: None,
+                    },
+                )),
+                record: None,
+            },
             &disk.entries,
             &target_entries,
-            false,
             opts.progress,
         )?;
         drop(reader);
-        let nested = |list: &[crate::capture::FlatEntry]| -> Vec<Vec<u8>> {
-            list.iter()
-                .filter(|e| e.kind == crate::object::EntryKind::NestedRepo)
-                .map(|e| e.path.clone())
-                .collect()
-        };
-        let exact = !applied.rescan
-            && applied.verify_diff.is_empty()
-            && applied.left_alone.is_empty()
-            && nested(&disk.entries) == nested(&target_entries);
-        let now = if exact {
-            // The disk is the target snapshot, checked path by path: no need to scan it.
-            self.ws.store.write(Vec::new(), None, Some(snapshot))?;
-            snapshot
-        } else {
-            // Something was left alone: capture what the disk holds now.
-            self.ws
-                .record_locked(Some(format!("navigate to {anchor}")), opts.progress)?
-                .id
-        };
-        let op = Op::Navigate {
-            to: target.cursor,
-            snapshot: Some(now),
-        };
-        if let Err(e) = self.write(|w, _| w.op(op)) {
+        if let Err(e) = fin.recorded {
             return Ok(Outcome::PersistenceUncertain {
                 detail: e.to_string(),
             });
         }
+        let (applied, now) = (fin.applied, fin.snapshot);
         Ok(Outcome::Restored {
             turn: target.cursor,
             mode,

@@ -218,6 +218,31 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The op with its "disk afterwards" set to `id` (ops without one are unchanged).
+    #[must_use]
+    pub fn with_snapshot(self, id: ObjectId) -> Op {
+        match self {
+            Op::Undo { turn, to, mode, .. } => Op::Undo {
+                turn,
+                to,
+                mode,
+                snapshot: Some(id),
+            },
+            Op::Redo { turn, mode, .. } => Op::Redo {
+                turn,
+                mode,
+                snapshot: Some(id),
+            },
+            Op::Navigate { to, .. } => Op::Navigate {
+                to,
+                snapshot: Some(id),
+            },
+            other => other,
+        }
+    }
+}
+
 /// An op with its time.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpRecord {

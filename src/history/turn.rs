@@ -97,6 +97,7 @@ impl Session {
                 before: Arc::new((Mutex::new(Slot::Abandoned(String::new())), Condvar::new())),
             });
         }
+        self.ws.recover_if_needed();
         // Shared lock from the record to the capture's end: a restore in another process
         // either finished before this turn began or starts after its baseline is taken.
         let lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
@@ -347,6 +348,7 @@ impl Turn {
                 Slot::Running => Err(String::new()),
             }
         };
+        s.ws.recover_if_needed();
         let _lock = s.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
         let cap =
             s.ws.record_locked(Some(format!("after turn {}", self.number)), &NoProgress)?;

@@ -1,15 +1,15 @@
 //! Undo and redo: the inverse (or the forward) of one turn's own change, applied only to
 //! the paths it changed, refused on conflict unless forced.
 
-use std::collections::HashSet;
-
 use super::inverse::{conflicts, find, is_nested, lossy, same, target_of};
 use super::record::{Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session};
 use crate::diff::changes;
 use crate::error::Error;
 use crate::object::ObjectId;
+use crate::restore::journaled::{JournaledRestore, dirty_dirs, totals};
 use crate::scan::Skipped;
+use crate::store::{SnapshotRecord, now_ms};
 use crate::workspace::MAX_LISTED;
 
 impl Session {
@@ -35,6 +35,9 @@ impl Session {
             Ok(l) => l,
             Err(o) => return Ok(o),
         };
+        if let Some(report) = self.ws.recover_locked(opts.progress)? {
+            self.ws.warn(report);
+        }
         let l = self.load()?;
         if let Some(o) = Self::pending_refusal(&l) {
             return Ok(o);
@@ -109,21 +112,16 @@ impl Session {
                 detail: format!("turn {n} has no snapshots"),
             });
         };
-        let applied = match self.reverse(&t, after, before, "undo", opts)? {
-            Ok(a) => a,
-            Err(o) => return Ok(o),
-        };
         let op = Op::Undo {
             turn: n,
             to: t.parent,
             mode,
-            snapshot: Some(applied.snapshot),
+            snapshot: None,
         };
-        if let Err(e) = self.write(|w, _| w.op(op)) {
-            return Ok(Outcome::PersistenceUncertain {
-                detail: e.to_string(),
-            });
-        }
+        let applied = match self.reverse(&t, after, before, "undo", op, opts)? {
+            Ok(a) => a,
+            Err(o) => return Ok(o),
+        };
         Ok(Outcome::Restored {
             turn: Some(n),
             mode,
@@ -157,6 +155,9 @@ impl Session {
             Ok(l) => l,
             Err(o) => return Ok(o),
         };
+        if let Some(report) = self.ws.recover_locked(opts.progress)? {
+            self.ws.warn(report);
+        }
         let l = self.load()?;
         if let Some(o) = Self::pending_refusal(&l) {
             return Ok(o);
@@ -192,20 +193,15 @@ impl Session {
         let (Some(before), Some(after)) = (t.before, t.after) else {
             return Ok(Outcome::NothingToRedo);
         };
-        let applied = match self.reverse(&t, before, after, "redo", opts)? {
-            Ok(a) => a,
-            Err(o) => return Ok(o),
-        };
         let op = Op::Redo {
             turn: n,
             mode,
-            snapshot: Some(applied.snapshot),
+            snapshot: None,
         };
-        if let Err(e) = self.write(|w, _| w.op(op)) {
-            return Ok(Outcome::PersistenceUncertain {
-                detail: e.to_string(),
-            });
-        }
+        let applied = match self.reverse(&t, before, after, "redo", op, opts)? {
+            Ok(a) => a,
+            Err(o) => return Ok(o),
+        };
         Ok(Outcome::Restored {
             turn: Some(n),
             mode,
@@ -220,14 +216,18 @@ impl Session {
     }
 
     /// Applies the change from snapshot `from` to snapshot `to` to the paths it names,
-    /// refusing (as an outcome) when the disk no longer holds `from` there. The caller holds
-    /// the exclusive lock. Ends with a recorded capture of the result.
+    /// refusing (as an outcome) when the disk no longer holds `from` there, and records `op`
+    /// with the result. The caller holds the exclusive lock. Journaled: see
+    /// [`Workspace::journaled_apply`]. A store failure after the files were written is
+    /// [`Outcome::PersistenceUncertain`] (the journal stays, and the next operation completes
+    /// the record).
     fn reverse(
         &self,
         t: &TurnRecord,
         from: ObjectId,
         to: ObjectId,
         verb: &str,
+        op: Op,
         opts: OpOptions<'_>,
     ) -> Result<Result<Reversed, Outcome>, Error> {
         let reader = self.ws.store.reader()?;
@@ -248,26 +248,40 @@ impl Session {
             safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
         }
         let mut target = target_of(&disk.entries, &change);
-        let applied =
-            self.ws
-                .apply_target(&reader, &disk.entries, &target, false, opts.progress)?;
-        drop(reader);
-        let label = format!("{verb} of turn {}", t.number);
-        let mut skipped = applied.left_alone;
-        let exact = !applied.rescan && applied.verify_diff.is_empty() && skipped.is_empty();
-        let snapshot = if exact {
-            // The disk now holds exactly `target` (checked file by file): record it from the
-            // list, rebuilding only the directories on the changed paths.
-            let mut dirty: HashSet<Vec<u8>> = HashSet::new();
-            for c in &change {
-                for (i, _) in c.path.iter().enumerate().filter(|&(_, &b)| b == b'/') {
-                    dirty.insert(c.path[..i].to_vec());
-                }
-                dirty.insert(c.path.clone());
-            }
-            self.ws.record_list(&mut target, &dirty, label)?
-        } else {
-            let after = self.ws.record_locked(Some(label), opts.progress)?;
+        // The result is known before a file is written: its trees go into the store with
+        // the journal, so an interrupted undo can always be completed.
+        let dirty = dirty_dirs(change.iter().map(|c| c.path.as_slice()));
+        let (root, frames) = self.ws.prepare_list(&mut target, &dirty)?;
+        let (files, bytes) = totals(&target);
+        let what = format!("{verb} of turn {}", t.number);
+        let fin = self.ws.journaled_apply(
+            &reader,
+            JournaledRestore {
+                what: what.clone(),
+                source: disk.id,
+                target: root,
+                frames,
+                then: Some((self.key, op)),
+                record: Some(SnapshotRecord {
+                    version: 1,
+                    root,
+                    time_ms: now_ms(),
+                    label: Some(what),
+                    files,
+                    bytes,
+                }),
+            },
+            &disk.entries,
+            &target,
+            opts.progress,
+        )?;
+        if let Err(e) = fin.recorded {
+            return Ok(Err(Outcome::PersistenceUncertain {
+                detail: e.to_string(),
+            }));
+        }
+        let mut skipped = fin.applied.left_alone;
+        if let Some(after) = &fin.capture {
             // Re-read what the change names: anything not as planned is reported, not hidden.
             for c in change.iter().filter(|c| !is_nested(c)) {
                 let now = find(&after.entries, &c.path);
@@ -279,13 +293,12 @@ impl Session {
                     });
                 }
             }
-            after.id
-        };
+        }
         Ok(Ok(Reversed {
-            written: applied.written,
-            deleted: applied.deleted,
+            written: fin.applied.written,
+            deleted: fin.applied.deleted,
             skipped,
-            snapshot,
+            snapshot: fin.snapshot,
             safety,
         }))
     }

@@ -6,6 +6,8 @@
 //! nested repositories are never touched.
 
 pub mod apply;
+pub mod journal;
+pub(crate) mod journaled;
 pub mod plan;
 
 use serde::Serialize;

@@ -391,12 +391,30 @@ impl Store {
     ///
     /// # Panics
     /// Never: encoding a plain record into memory cannot fail.
-    #[allow(clippy::needless_pass_by_value)] // takes the batch: it is dropped once written
     pub fn write(
         &self,
         frames: Vec<NewFrame>,
         snapshot: Option<&SnapshotRecord>,
         last_known: Option<ObjectId>,
+    ) -> Result<WriteStats, StoreError> {
+        self.write_with(frames, snapshot, last_known, |_| Ok(()))
+    }
+
+    /// [`Store::write`], running `also` in the same transaction (journal and history
+    /// records), so everything commits together with one sync.
+    ///
+    /// # Errors
+    /// As [`Store::write`], or `also`'s error; nothing is committed then.
+    ///
+    /// # Panics
+    /// Never: encoding a plain record into memory cannot fail.
+    #[allow(clippy::needless_pass_by_value)] // takes the batch: it is dropped once written
+    pub fn write_with(
+        &self,
+        frames: Vec<NewFrame>,
+        snapshot: Option<&SnapshotRecord>,
+        last_known: Option<ObjectId>,
+        also: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
     ) -> Result<WriteStats, StoreError> {
         let e = self.db_err();
         let tx = self.begin_write()?;
@@ -482,6 +500,7 @@ impl Store {
                     .map_err(|x| e(x.into()))?;
             }
         }
+        also(&tx)?;
         tx.commit().map_err(|x| e(x.into()))?;
         Ok(stats)
     }

@@ -27,6 +27,11 @@ pub const CHECKPOINTS: TableDefinition<(&[u8; 32], u64), &[u8]> =
 /// `oplog`: (session key, sequence number) → postcard [`crate::history::record::OpRecord`].
 pub const OPLOG: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("oplog");
 
+/// `journal`: at most one entry, key `"restore"` → postcard
+/// [`crate::restore::journal::JournalRecord`]: a restore that has begun writing files and
+/// not finished.
+pub const JOURNAL: TableDefinition<&str, &[u8]> = TableDefinition::new("journal");
+
 /// Random 16 bytes chosen when the store is created; the stat cache records it so a cache
 /// never vouches for objects of another (or a recreated) store.
 pub const META_STORE_ID: &str = "store_id";

@@ -1,0 +1,256 @@
+//! Journaled restores and their recovery.
+//!
+//! Every restore that writes files (undo, redo, navigation, `retrace restore`) goes through
+//! [`Workspace::journaled_apply`]: (1) one commit stores the target's new trees and the
+//! journal; (2) files are written, each to a temp file renamed into place; (3) one commit
+//! records the result (snapshot, last known state, the session's op) and removes the
+//! journal. A process killed between (1) and (3) leaves the journal; the next process to take
+//! the workspace lock calls [`Workspace::recover_locked`], which rolls the restore forward.
+
+use std::collections::HashSet;
+use std::fmt::Write;
+
+use super::journal::{self, JournalRecord};
+use crate::capture::{Capture, FlatEntry};
+use crate::diff::changes;
+use crate::error::{Error, StoreError};
+use crate::history::db::{SessionKey, Writer};
+use crate::history::inverse::{find, lossy, same, target_of};
+use crate::history::record::Op;
+use crate::object::{EntryKind, NewFrame, ObjectId};
+use crate::progress::Progress;
+use crate::store::{SnapshotRecord, StoreReader, now_ms};
+use crate::workspace::{Applied, Workspace};
+
+/// What a journaled restore is about to do.
+pub(crate) struct JournaledRestore {
+    /// For messages and the journal: "undo of turn 3".
+    pub what: String,
+    /// Stored snapshot of the disk now.
+    pub source: ObjectId,
+    /// Stored snapshot (once `frames` are written) the disk must become.
+    pub target: ObjectId,
+    /// Trees of the target the store lacks.
+    pub frames: Vec<NewFrame>,
+    /// The session op recorded with the result (its snapshot is set to the result).
+    pub then: Option<(SessionKey, Op)>,
+    /// A snapshot record for the result when it is exactly the target.
+    pub record: Option<SnapshotRecord>,
+}
+
+/// What [`Workspace::journaled_apply`] did.
+pub(crate) struct Finished {
+    /// The files written, deleted, left alone.
+    pub applied: Applied,
+    /// The snapshot the disk now equals.
+    pub snapshot: ObjectId,
+    /// The capture taken when the disk could not be shown to equal the target.
+    pub capture: Option<Capture>,
+    /// Whether the result was recorded; on failure the journal stays, and the next
+    /// operation completes the record.
+    pub recorded: Result<(), StoreError>,
+}
+
+/// Paths of nested repositories in a sorted list.
+fn nested(list: &[FlatEntry]) -> Vec<&[u8]> {
+    list.iter()
+        .filter(|e| e.kind == EntryKind::NestedRepo)
+        .map(|e| e.path.as_slice())
+        .collect()
+}
+
+/// Every directory on the paths `paths` (their ancestors and themselves).
+pub(crate) fn dirty_dirs<'a>(paths: impl Iterator<Item = &'a [u8]>) -> HashSet<Vec<u8>> {
+    let mut dirty = HashSet::new();
+    for p in paths {
+        for (i, _) in p.iter().enumerate().filter(|&(_, &b)| b == b'/') {
+            dirty.insert(p[..i].to_vec());
+        }
+        dirty.insert(p.to_vec());
+    }
+    dirty
+}
+
+/// Files and bytes of a flat list (files and symlinks).
+pub(crate) fn totals(list: &[FlatEntry]) -> (u64, u64) {
+    list.iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EntryKind::File | EntryKind::Executable | EntryKind::Symlink
+            )
+        })
+        .fold((0, 0), |(n, b), e| (n + 1, b + e.size))
+}
+
+impl Workspace {
+    /// Journals, applies and records a restore from `current` to `target_entries` (sorted
+    /// lists, possibly restricted to the subtrees that differ). The caller holds the exclusive
+    /// lock. An error after the journal was written leaves it for recovery.
+    pub(crate) fn journaled_apply(
+        &self,
+        reader: &StoreReader,
+        j: JournaledRestore,
+        current: &[FlatEntry],
+        target_entries: &[FlatEntry],
+        progress: &dyn Progress,
+    ) -> Result<Finished, Error> {
+        let rec = JournalRecord::new(j.what.clone(), j.source, j.target, j.then.clone());
+        let path = self.store.path();
+        self.store
+            .write_with(j.frames, None, None, |tx| journal::put(tx, path, &rec))?;
+        let applied = self.apply_target(reader, current, target_entries, false, progress)?;
+        let exact = !applied.rescan
+            && applied.verify_diff.is_empty()
+            && applied.left_alone.is_empty()
+            && nested(current) == nested(target_entries);
+        let (snapshot, capture, record) = if exact {
+            (j.target, None, j.record)
+        } else {
+            // Something was left alone or is not as planned: record what the disk holds.
+            let c = self.record_locked(Some(format!("after {}", j.what)), progress)?;
+            (c.id, Some(c), None)
+        };
+        let recorded = self
+            .store
+            .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
+                finish(tx, path, j.then, snapshot)
+            })
+            .map(|_| ());
+        Ok(Finished {
+            applied,
+            snapshot,
+            capture,
+            recorded,
+        })
+    }
+
+    /// Completes a restore interrupted by a crash, if the journal names one: rolls it
+    /// forward. The disk as found is recorded first (nothing the user did since is lost);
+    /// paths the user changed after the crash (neither the restore's source nor its target)
+    /// are left as they are and listed. The caller holds the exclusive lock. Returns a
+    /// one-line report.
+    ///
+    /// # Errors
+    /// [`Error`] when the store or the disk cannot be read or written; the journal then
+    /// stays and the next operation tries again.
+    pub(crate) fn recover_locked(&self, progress: &dyn Progress) -> Result<Option<String>, Error> {
+        let tx = self.store.begin_read()?;
+        let Some(rec) = journal::get(&tx, self.store.path())? else {
+            return Ok(None);
+        };
+        drop(tx);
+        let reader = self.store.reader()?;
+        let mut disk = self.store_disk_locked(progress)?;
+        let (files, bytes) = totals(&disk.entries);
+        let kept_at = SnapshotRecord {
+            version: 1,
+            root: disk.id,
+            time_ms: now_ms(),
+            label: Some(format!("found when recovering an interrupted {}", rec.what)),
+            files,
+            bytes,
+        };
+        self.store.write(Vec::new(), Some(&kept_at), None)?;
+        let mut kept = Vec::new();
+        let doable: Vec<_> = changes(&reader, &rec.source, &rec.target)?
+            .into_iter()
+            .filter(|c| {
+                let d = find(&disk.entries, &c.path);
+                let ours = same(d, c.old.as_ref()) || same(d, c.new.as_ref());
+                if !ours {
+                    kept.push(lossy(&c.path));
+                }
+                ours
+            })
+            .collect();
+        let mut target = target_of(&disk.entries, &doable);
+        let dirty = dirty_dirs(doable.iter().map(|c| c.path.as_slice()));
+        let applied = self.apply_target(&reader, &disk.entries, &target, false, progress)?;
+        let exact =
+            !applied.rescan && applied.verify_diff.is_empty() && applied.left_alone.is_empty();
+        let (now, frames) = if exact {
+            self.prepare_list(&mut target, &dirty)?
+        } else {
+            disk = self.record_locked(
+                Some(format!("after recovering an interrupted {}", rec.what)),
+                progress,
+            )?;
+            (disk.id, Vec::new())
+        };
+        let path = self.store.path();
+        self.store.write_with(frames, None, Some(now), |tx| {
+            finish(tx, path, rec.then.clone(), now)
+        })?;
+        let mut msg = format!(
+            "recovered an interrupted {} (started by process {}): completed it ({} written, \
+             {} deleted); the disk as found is kept as snapshot {}",
+            rec.what,
+            rec.pid,
+            applied.written.len(),
+            applied.deleted.len(),
+            kept_at.root.short()
+        );
+        if !kept.is_empty() {
+            let _ = write!(
+                msg,
+                "; {} path(s) edited since were left as they are: {}",
+                kept.len(),
+                kept.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        Ok(Some(msg))
+    }
+
+    /// Recovers an interrupted restore if there is one, taking the exclusive lock for it
+    /// (waiting at most the history wait). Reports go to [`Workspace::warnings`].
+    pub(crate) fn recover_if_needed(&self) {
+        let pending = self
+            .store
+            .begin_read()
+            .ok()
+            .and_then(|tx| journal::get(&tx, self.store.path()).ok().flatten());
+        let Some(rec) = pending else {
+            return;
+        };
+        let report = match self.lock(crate::lock::LockMode::Exclusive, self.history_wait) {
+            Ok(_lock) => match self.recover_locked(&crate::progress::NoProgress) {
+                Ok(Some(m)) => m,
+                Ok(None) => return,
+                Err(e) => format!(
+                    "an interrupted {} could not be completed yet ({e}); the next retrace \
+                     command tries again",
+                    rec.what
+                ),
+            },
+            Err(_) => format!(
+                "a restore ({}) is in progress in process {}; it will be completed by it or \
+                 by the next retrace command",
+                rec.what, rec.pid
+            ),
+        };
+        self.warn(report);
+    }
+}
+
+/// The closing record of a restore: journal removed, the session's op appended with the
+/// result's snapshot.
+fn finish(
+    tx: &redb::WriteTransaction,
+    path: &std::path::Path,
+    then: Option<(SessionKey, Op)>,
+    snapshot: ObjectId,
+) -> Result<(), StoreError> {
+    #[cfg(test)]
+    if crate::history::fail_writes() {
+        return Err(StoreError::History {
+            path: path.into(),
+            detail: "injected write failure".into(),
+        });
+    }
+    journal::clear(tx, path)?;
+    if let Some((key, op)) = then {
+        Writer::new(tx, path, key)?.op(op.with_snapshot(snapshot))?;
+    }
+    Ok(())
+}
