@@ -43,10 +43,19 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`).
+    /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`)
+    /// and `RETRACE_HISTORY_WAIT_MS` (how long undo, redo and navigate wait for another
+    /// process; a value that does not parse is ignored).
     #[must_use]
     pub fn from_env() -> Config {
-        Config::with_home(home::default_home())
+        let c = Config::with_home(home::default_home());
+        match std::env::var("RETRACE_HISTORY_WAIT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            Some(ms) => c.history_wait(Duration::from_millis(ms)),
+            None => c,
+        }
     }
 
     /// Uses `home` as the retrace home directory.
@@ -124,6 +133,9 @@ pub struct Status {
     pub changed_count: usize,
     /// Nested repositories left alone.
     pub nested_repos: Vec<String>,
+    /// A restore that began and has not finished (in progress elsewhere, or interrupted and
+    /// not yet recovered): what it is and the process that started it.
+    pub pending_recovery: Option<String>,
 }
 
 /// A workspace and its store. Opening one is cheap; every operation takes what it needs.
@@ -669,6 +681,11 @@ impl Workspace {
             changed_count: changed.len(),
             changed: changed.into_iter().take(MAX_LISTED).collect(),
             nested_repos: current.nested_repos,
+            pending_recovery: crate::restore::journal::get(
+                &self.store.begin_read()?,
+                self.store.path(),
+            )?
+            .map(|j| format!("{} (started by process {})", j.what, j.pid)),
         })
     }
 }

@@ -402,6 +402,9 @@ fn run(cli: Cli) -> Result<u8> {
                 for n in &s.nested_repos {
                     println!("nested     {n} (left alone)");
                 }
+                if let Some(p) = &s.pending_recovery {
+                    println!("recovery   pending: {p}; the next retrace command completes it");
+                }
                 match s.last_known {
                     None => println!("state      no snapshot yet"),
                     Some(_) if s.changed_count == 0 => {

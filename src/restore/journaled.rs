@@ -164,6 +164,7 @@ impl Workspace {
                 ours
             })
             .collect();
+        remove_temp_files(&self.root, &doable, rec.pid);
         let mut target = target_of(&disk.entries, &doable);
         let dirty = dirty_dirs(doable.iter().map(|c| c.path.as_slice()));
         let applied = self.apply_target(&reader, &disk.entries, &target, false, progress)?;
@@ -230,6 +231,35 @@ impl Workspace {
             ),
         };
         self.warn(report);
+    }
+}
+
+/// Removes the temp files a restore by process `pid` may have left, killed between writing
+/// a temp file and renaming it, in the directories of the paths it was changing. Only that
+/// process's own temp files are touched; a failure to remove one is harmless (captures never
+/// record them).
+fn remove_temp_files(root: &std::path::Path, changes: &[crate::diff::Change], pid: u32) {
+    let mut dirs: HashSet<&[u8]> = HashSet::new();
+    for c in changes {
+        let parent = c
+            .path
+            .iter()
+            .rposition(|&b| b == b'/')
+            .map_or(&[][..], |i| &c.path[..i]);
+        dirs.insert(parent);
+    }
+    let ours = format!(".retrace-tmp-{pid}-");
+    for d in dirs {
+        let Ok(entries) = std::fs::read_dir(crate::capture::abs_path(root, d)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.contains(&ours) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 }
 

@@ -50,6 +50,13 @@ impl Env {
         self.command(bin, args).output().unwrap()
     }
 
+    /// The workspace lock file (to hold it as another process would).
+    pub fn lock_path(&self) -> PathBuf {
+        Workspace::locate_store(self.root(), &Config::with_home(self.home.path()))
+            .unwrap()
+            .with_file_name("lock")
+    }
+
     pub fn command(&self, bin: &str, args: &[&str]) -> Command {
         let mut c = Command::new(bin);
         c.args(args)
