@@ -36,6 +36,7 @@ pub mod diff;
 pub mod error;
 pub mod history;
 pub mod home;
+pub mod lease;
 pub mod lock;
 pub mod object;
 pub mod progress;

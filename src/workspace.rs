@@ -159,6 +159,8 @@ pub struct Workspace {
     pub(crate) store: Arc<Store>,
     pub(crate) max_turns: u64,
     pub(crate) history_wait: Duration,
+    /// The retrace home (host id, leases).
+    pub(crate) home: PathBuf,
     /// In-process state of each session opened through this handle (or its clones).
     pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
     warnings: Arc<Mutex<Vec<String>>>,
@@ -291,6 +293,7 @@ impl Workspace {
             store: Arc::new(store),
             max_turns: config.max_turns,
             history_wait: config.history_wait,
+            home: home_dir.clone(),
             runtimes: Arc::default(),
             warnings: Arc::new(Mutex::new(warnings)),
         })

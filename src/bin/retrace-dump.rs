@@ -197,7 +197,20 @@ fn run(cli: Cli) -> Result<bool> {
             let mut rows = Vec::new();
             for (key, rec) in db::sessions(&tx, store.path())? {
                 let l = db::load(&tx, store.path(), &key)?;
+                // A pending turn's owner: alive, dead, or why it cannot be known (kept).
+                let lease = match l.state.pending {
+                    Some(n) => match db::lease(&tx, store.path(), &key, n)? {
+                        Some(Ok(r)) => serde_json::json!({
+                            "pid": r.pid, "hostname": r.hostname, "heartbeat_ms": r.heartbeat_ms,
+                            "liveness": retrace::lease::liveness(&r, Config::from_env().home()),
+                        }),
+                        Some(Err(why)) => serde_json::json!({"unreadable": why}),
+                        None => serde_json::json!(null),
+                    },
+                    None => serde_json::json!(null),
+                };
                 rows.push(serde_json::json!({
+                    "lease": lease,
                     "session": hex(&key), "created_ms": rec.created_ms,
                     "touched_ms": rec.touched_ms, "turns": l.turns.len(),
                     "checkpoints": l.checkpoints.len(), "ops": l.ops,
@@ -221,6 +234,9 @@ fn run(cli: Cli) -> Result<bool> {
                         r["redo"],
                         r["pending"]
                     );
+                    if !r["lease"].is_null() {
+                        println!("    owner of the pending turn: {}", r["lease"]);
+                    }
                 }
             }
             Ok(true)

@@ -145,6 +145,11 @@ enum TurnAction {
         /// conversation-only).
         #[arg(long, value_name = "MS")]
         timeout_ms: Option<u64>,
+        /// The process that owns the turn (default: the one that ran this command, i.e.
+        /// the agent). If it dies before the turn ends, another retrace process may close
+        /// the turn.
+        #[arg(long, value_name = "PID")]
+        owner_pid: Option<u32>,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -236,9 +241,14 @@ fn run(cli: Cli) -> Result<u8> {
                     anchor,
                     prompt,
                     timeout_ms,
+                    owner_pid,
                     json,
                 },
-        } => history_cli::begin(&session(dir, sid)?, anchor, prompt, timeout_ms, json),
+        } => {
+            let owner = owner_pid.unwrap_or_else(std::os::unix::process::parent_id);
+            let s = session(dir, sid)?.owned_by(owner);
+            history_cli::begin(&s, anchor, prompt, timeout_ms, json)
+        }
         Command::Turn {
             action: TurnAction::End { anchor, json },
         } => history_cli::end(&session(dir, sid)?, anchor, json),

@@ -9,8 +9,9 @@ use super::record::{
 };
 use super::state::SessionState;
 use crate::error::StoreError;
+use crate::lease::LeaseRecord;
 use crate::store::now_ms;
-use crate::store::schema::{CHECKPOINTS, OPLOG, SESSIONS, TURNS};
+use crate::store::schema::{CHECKPOINTS, LEASES, OPLOG, SESSIONS, TURNS};
 
 /// A session's key in the store: `blake3::derive_key("retrace session v1", host id)`. The
 /// host's id itself is never stored.
@@ -151,6 +152,25 @@ pub fn sessions(
     Ok(out)
 }
 
+/// The lease of a session's turn, if any: `Err` holds why a record could not be read (a
+/// future version, damage), which callers treat as "uncertain".
+///
+/// # Errors
+/// [`StoreError::Db`].
+pub fn lease(
+    tx: &ReadTransaction,
+    path: &Path,
+    key: &SessionKey,
+    turn: u64,
+) -> Result<Option<Result<LeaseRecord, String>>, StoreError> {
+    let e = db(path);
+    let Some(t) = open_read!(tx, LEASES, path) else {
+        return Ok(None);
+    };
+    let v = t.get((key, turn)).map_err(|x| e(x.into()))?;
+    Ok(v.map(|v| decode(v.value())))
+}
+
 /// Writes to one session inside a write transaction.
 pub struct Writer<'a> {
     tx: &'a WriteTransaction,
@@ -249,6 +269,29 @@ impl<'a> Writer<'a> {
         let t = self.tx.open_table(TURNS).map_err(|x| e(x.into()))?;
         let v = t.get((&self.key, n)).map_err(|x| e(x.into()))?;
         v.map(|v| decode(v.value()).map_err(&b)).transpose()
+    }
+
+    /// Writes the lease of a turn.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn put_lease(&self, turn: u64, rec: &LeaseRecord) -> Result<(), StoreError> {
+        let e = db(self.path);
+        let mut t = self.tx.open_table(LEASES).map_err(|x| e(x.into()))?;
+        t.insert((&self.key, turn), encode(rec).as_slice())
+            .map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Removes the lease of a turn (it ended or was closed).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn drop_lease(&self, turn: u64) -> Result<(), StoreError> {
+        let e = db(self.path);
+        let mut t = self.tx.open_table(LEASES).map_err(|x| e(x.into()))?;
+        t.remove((&self.key, turn)).map_err(|x| e(x.into()))?;
+        Ok(())
     }
 
     /// Writes a checkpoint record.

@@ -100,6 +100,8 @@ pub struct Session {
     key: SessionKey,
     subagent: bool,
     rt: Arc<Runtime>,
+    /// The process that owns the turns this handle begins (see [`crate::lease`]).
+    owner: u32,
 }
 
 /// One line of a session's log.
@@ -194,6 +196,7 @@ impl Workspace {
             key,
             subagent,
             rt,
+            owner: std::process::id(),
         }
     }
 }
@@ -242,16 +245,48 @@ impl Session {
         if self.rt.capturing.load(Ordering::SeqCst) > 0 {
             return Ok(Some(Outcome::CaptureInFlight));
         }
-        Ok(Self::pending_refusal(&self.load()?))
+        Ok(self.pending_refusal(&self.load()?))
     }
 
-    fn pending_refusal(l: &Loaded) -> Option<Outcome> {
-        l.state.pending.map(|n| Outcome::Busy {
-            detail: format!(
-                "turn {n} is in progress; wait until the agent finishes (or end it with \
+    /// `busy` while a turn is pending and its owner may be alive; None when nothing is
+    /// pending or its owner is certainly gone (the caller then cleans the turn up).
+    fn pending_refusal(&self, l: &Loaded) -> Option<Outcome> {
+        let n = l.state.pending?;
+        let lease = self
+            .ws
+            .store
+            .begin_read()
+            .ok()
+            .and_then(|tx| db::lease(&tx, self.path(), &self.key, n).ok().flatten());
+        let detail =
+            match lease.map(|r| r.map(|r| (crate::lease::liveness(&r, &self.ws.home), r.pid))) {
+                Some(Ok((crate::lease::Liveness::Dead, _))) => return None,
+                Some(Ok((crate::lease::Liveness::Alive, pid))) => format!(
+                    "turn {n} is in progress (process {pid}); wait until the agent finishes (or \
+                 end it with `retrace turn end`)"
+                ),
+                Some(Ok((crate::lease::Liveness::Uncertain(why), _))) => format!(
+                    "turn {n} is in progress and its owner cannot be checked ({why}); end it with \
+                 `retrace turn end`"
+                ),
+                Some(Err(why)) => format!(
+                    "turn {n} is in progress and its lease is unreadable ({why}); end it with \
+                 `retrace turn end`"
+                ),
+                None => format!(
+                    "turn {n} is in progress; wait until the agent finishes (or end it with \
                  `retrace turn end`)"
-            ),
-        })
+                ),
+            };
+        Some(Outcome::Busy { detail })
+    }
+
+    /// The same handle, with turns it begins owned by process `pid` (an agent that runs
+    /// `retrace turn begin` as a child names itself, so the turn outlives the child).
+    #[must_use]
+    pub fn owned_by(mut self, pid: u32) -> Session {
+        self.owner = pid;
+        self
     }
 
     /// Takes the exclusive lock, or says busy.

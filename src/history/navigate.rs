@@ -146,9 +146,10 @@ impl Session {
             self.ws.warn(report);
         }
         let l = self.load()?;
-        if let Some(o) = Self::pending_refusal(&l) {
+        if let Some(o) = self.pending_refusal(&l) {
             return Ok(o);
         }
+        let l = self.clean_dead_turn(l, opts.progress)?;
         let target = Self::resolve(&l, anchor)?;
         let host_anchor = Some(anchor.to_string()).filter(|_| mode.conversation());
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::db::{self, Loaded};
 use super::record::{
     HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
 };
@@ -103,10 +104,14 @@ impl Session {
         let lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
         let anchor = anchor.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let prompt = prompt.map(|p| truncate(p, MAX_PROMPT_BYTES));
+        // No lease when this machine's identity cannot be read: the turn then simply stays
+        // pending until it is ended or the next turn begins.
+        let lease = crate::lease::new_lease(&self.ws.home, self.owner).ok();
         let number = self.write(|w, s| {
             if let Some(p) = s.pending
                 && let Some(mut old) = w.get_turn(p)?
             {
+                w.drop_lease(p)?;
                 old.state = TurnState::ConversationOnly;
                 old.reason = Some("the turn never ended (a new turn began)".into());
                 old.ended_ms = Some(now_ms());
@@ -135,6 +140,9 @@ impl Session {
                 counts: [0; 3],
             })?;
             w.op(Op::TurnBegun { turn: number })?;
+            if let Some(lease) = &lease {
+                w.put_lease(number, lease)?;
+            }
             Ok(number)
         })?;
         let before = Arc::new((Mutex::new(Slot::Running), Condvar::new()));
@@ -163,6 +171,11 @@ impl Session {
                         }
                     };
                 }
+                // Let go of the store before anyone can see the result: a process that exits
+                // right after `wait_before` must be the last holder of its database, or redb
+                // would not record a clean shutdown.
+                drop(session);
+                drop(g);
                 cv.notify_all();
             })
             .map_err(|e| Error::Workspace {
@@ -243,6 +256,87 @@ impl Session {
             Some(t) => t.end(leaf).map(Some),
             None => Ok(None),
         }
+    }
+}
+
+impl Session {
+    /// Paths added, modified and deleted from snapshot `a` to snapshot `b`.
+    pub(super) fn counts(&self, a: &ObjectId, b: &ObjectId) -> Result<[u32; 3], Error> {
+        let reader = self.ws.store.reader()?;
+        let mut c = [0u32; 3];
+        for ch in changes(&reader, a, b)? {
+            let leaf = |e: &Option<FlatEntry>| e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
+            let i = match (leaf(&ch.old), leaf(&ch.new)) {
+                (false, true) => 0,
+                (true, true) => 1,
+                (true, false) => 2,
+                (false, false) => continue,
+            };
+            c[i] = c[i].saturating_add(1);
+        }
+        Ok(c)
+    }
+
+    /// Ends a turn whose owner is certainly gone (the caller checked its lease and holds the
+    /// exclusive lock), then returns the session re-read. The turn gets an after-snapshot
+    /// taken now when that is still truthful: it has its before-snapshot and nothing else was
+    /// recorded in the workspace since (its last known state is still that baseline), so
+    /// every change since is the dead turn's. Otherwise it becomes conversation-only.
+    pub(super) fn clean_dead_turn(
+        &self,
+        l: Loaded,
+        progress: &dyn crate::progress::Progress,
+    ) -> Result<Loaded, Error> {
+        let Some(p) = l.state.pending else {
+            return Ok(l);
+        };
+        let Some(t) = l.turn(p).cloned() else {
+            return Ok(l);
+        };
+        let pid = self
+            .ws
+            .store
+            .begin_read()
+            .ok()
+            .and_then(|tx| db::lease(&tx, self.path(), &self.key, p).ok().flatten())
+            .and_then(Result::ok)
+            .map_or(0, |r| r.pid);
+        let baseline = self.ws.store.reader()?.last_known()?;
+        let truthful = t.state == TurnState::Pending && t.before.is_some() && baseline == t.before;
+        let after = if truthful {
+            let cap = self
+                .ws
+                .record_locked(Some(format!("after turn {p} (its owner died)")), progress)?;
+            let counts = self.counts(&t.before.unwrap_or(ObjectId::ZERO), &cap.id)?;
+            Some((cap.id, counts))
+        } else {
+            None
+        };
+        self.write(|w, s| {
+            if s.pending != Some(p) {
+                return Ok(()); // someone else cleaned it meanwhile
+            }
+            let mut t = t.clone();
+            t.ended_ms = Some(now_ms());
+            if let Some((id, counts)) = after {
+                t.after = Some(id);
+                t.counts = counts;
+                t.state = TurnState::Complete;
+                t.reason = Some(format!(
+                    "its owner (process {pid}) died; ended when it was cleaned up"
+                ));
+            } else {
+                t.state = TurnState::ConversationOnly;
+                t.reason = Some(format!("its owner (process {pid}) died before it ended"));
+            }
+            w.turn(&t)?;
+            w.drop_lease(p)?;
+            w.op(Op::TurnEnded {
+                turn: p,
+                snapshot: after.map(|a| a.0),
+            })
+        })?;
+        self.load()
     }
 }
 
@@ -353,23 +447,7 @@ impl Turn {
         let cap =
             s.ws.record_locked(Some(format!("after turn {}", self.number)), &NoProgress)?;
         let counts = match before {
-            Ok(b) => {
-                let reader = s.ws.store.reader()?;
-                let mut c = [0u32; 3];
-                for ch in changes(&reader, &b, &cap.id)? {
-                    let leaf = |e: &Option<FlatEntry>| {
-                        e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir)
-                    };
-                    let i = match (leaf(&ch.old), leaf(&ch.new)) {
-                        (false, true) => 0,
-                        (true, true) => 1,
-                        (true, false) => 2,
-                        (false, false) => continue,
-                    };
-                    c[i] = c[i].saturating_add(1);
-                }
-                c
-            }
+            Ok(b) => s.counts(&b, &cap.id)?,
             Err(_) => [0; 3],
         };
         let max = s.ws.max_turns;
@@ -384,6 +462,7 @@ impl Turn {
                 // Closed already (a newer turn began): the newer turn owns the history now.
                 return Ok((t, 0));
             }
+            w.drop_lease(number)?;
             t.after = Some(cap.id);
             t.leaf = leaf;
             t.ended_ms = Some(now_ms());

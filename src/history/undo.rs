@@ -39,9 +39,10 @@ impl Session {
             self.ws.warn(report);
         }
         let l = self.load()?;
-        if let Some(o) = Self::pending_refusal(&l) {
+        if let Some(o) = self.pending_refusal(&l) {
             return Ok(o);
         }
+        let l = self.clean_dead_turn(l, opts.progress)?;
         let Some(n) = l.state.cursor else {
             return Ok(Outcome::NothingToUndo {
                 detail: "no turn of this session is applied".into(),
@@ -159,9 +160,10 @@ impl Session {
             self.ws.warn(report);
         }
         let l = self.load()?;
-        if let Some(o) = Self::pending_refusal(&l) {
+        if let Some(o) = self.pending_refusal(&l) {
             return Ok(o);
         }
+        let l = self.clean_dead_turn(l, opts.progress)?;
         let Some(&(n, mode)) = l.state.redo.last() else {
             return Ok(Outcome::NothingToRedo);
         };

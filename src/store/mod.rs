@@ -277,6 +277,8 @@ impl Store {
             tx.open_table(TURNS).map_err(|x| e(x.into()))?;
             tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
             tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
+            tx.open_table(schema::LEASES).map_err(|x| e(x.into()))?;
+            tx.open_table(schema::JOURNAL).map_err(|x| e(x.into()))?;
         }
         tx.commit().map_err(|x| self.db_err()(x.into()))?;
         self.reader()?.check_format()

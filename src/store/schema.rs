@@ -27,6 +27,9 @@ pub const CHECKPOINTS: TableDefinition<(&[u8; 32], u64), &[u8]> =
 /// `oplog`: (session key, sequence number) → postcard [`crate::history::record::OpRecord`].
 pub const OPLOG: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("oplog");
 
+/// `leases`: (session key, turn number) → postcard [`crate::lease::LeaseRecord`]: the owner of
+/// a pending turn.
+pub const LEASES: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("leases");
 /// `journal`: at most one entry, key `"restore"` → postcard
 /// [`crate::restore::journal::JournalRecord`]: a restore that has begun writing files and
 /// not finished.

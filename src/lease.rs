@@ -1,0 +1,254 @@
+//! Leases: which process owns a pending turn, and whether that owner is provably gone.
+//!
+//! A turn begun and never ended blocks undo and redo of its session (`busy`). When its owner
+//! died (an agent killed mid-turn), another process may clean it up, but only when the death
+//! is certain: the lease must come from this very machine, boot and pid namespace (host id,
+//! hostname, boot id, pid-namespace inode all equal to ours), and `kill(pid, 0)` must answer
+//! ESRCH, or the pid must now belong to a process started at another time (pid reuse).
+//! Anything uncertain (another host or container, an unreadable identity, a record of a
+//! future version) keeps the turn pending; `retrace-dump sessions` shows why.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the lease record written today.
+pub const LEASE_VERSION: u8 = 1;
+
+/// Who owns a pending turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// Record version ([`LEASE_VERSION`]).
+    pub version: u8,
+    /// Random id of this lease.
+    pub owner_id: [u8; 16],
+    /// The machine's persistent random id (`$RETRACE_HOME/host-id`).
+    pub host_id: String,
+    /// Hostname.
+    pub hostname: String,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// Inode of `/proc/self/ns/pid` of the process that wrote the lease.
+    pub pid_ns: u64,
+    /// The owner's pid.
+    pub pid: u32,
+    /// The owner's start time (clock ticks after boot, `/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// Unix milliseconds when the lease was written.
+    pub heartbeat_ms: u64,
+}
+
+/// What is known of a lease's owner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "owner", content = "detail", rename_all = "snake_case")]
+pub enum Liveness {
+    /// The owner runs (or cannot be shown not to).
+    Alive,
+    /// The owner is gone, for certain.
+    Dead,
+    /// It cannot be known from here; kept.
+    Uncertain(String),
+}
+
+/// This machine's identity, as a lease records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// See [`LeaseRecord::host_id`].
+    pub host_id: String,
+    /// See [`LeaseRecord::hostname`].
+    pub hostname: String,
+    /// See [`LeaseRecord::boot_id`].
+    pub boot_id: String,
+    /// See [`LeaseRecord::pid_ns`].
+    pub pid_ns: u64,
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The persistent random id of this machine, created on first use under `home`.
+#[must_use]
+pub fn host_id(home: &Path) -> Option<String> {
+    let path = home.join("host-id");
+    if let Some(id) = std::fs::read_to_string(&path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.len() == 32)
+    {
+        return Some(id);
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(format!("{:?}{}", std::time::SystemTime::now(), std::process::id()).as_bytes());
+    h.update(
+        read_trim("/proc/sys/kernel/random/uuid")
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    let id = h.finalize().to_hex()[..32].to_string();
+    // Written by rename, so two first uses never see half a file; the first writer wins.
+    let tmp = home.join(format!(".host-id.{}", std::process::id()));
+    std::fs::write(&tmp, &id).ok()?;
+    if std::fs::hard_link(&tmp, &path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return std::fs::read_to_string(&path)
+            .ok()
+            .map(|s| s.trim().to_string());
+    }
+    let _ = std::fs::remove_file(&tmp);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    }
+    Some(id)
+}
+
+/// This process's identity, or why it cannot be read.
+///
+/// # Errors
+/// A message naming what could not be read.
+pub fn identity(home: &Path) -> Result<Identity, String> {
+    Ok(Identity {
+        host_id: host_id(home).ok_or("cannot read or create host-id")?,
+        hostname: read_trim("/proc/sys/kernel/hostname")
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .ok_or("cannot read the hostname")?,
+        boot_id: read_trim("/proc/sys/kernel/random/boot_id").ok_or("cannot read the boot id")?,
+        pid_ns: std::fs::metadata("/proc/self/ns/pid")
+            .map(|m| m.ino())
+            .map_err(|e| format!("cannot read the pid namespace: {e}"))?,
+    })
+}
+
+/// The start time of process `pid` (clock ticks after boot), if it exists.
+#[must_use]
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after the
+    // last ')'. starttime is field 22, the 20th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A lease naming process `pid` as the owner.
+///
+/// # Errors
+/// A message when this machine's identity or the owner's start time cannot be read.
+pub fn new_lease(home: &Path, pid: u32) -> Result<LeaseRecord, String> {
+    let me = identity(home)?;
+    let start = start_time(pid).ok_or_else(|| format!("process {pid} does not exist"))?;
+    let mut owner_id = [0u8; 16];
+    owner_id.copy_from_slice(
+        &blake3::hash(format!("{pid} {start} {:?}", std::time::SystemTime::now()).as_bytes())
+            .as_bytes()[..16],
+    );
+    Ok(LeaseRecord {
+        version: LEASE_VERSION,
+        owner_id,
+        host_id: me.host_id,
+        hostname: me.hostname,
+        boot_id: me.boot_id,
+        pid_ns: me.pid_ns,
+        pid,
+        start_time: start,
+        heartbeat_ms: crate::store::now_ms(),
+    })
+}
+
+/// Whether the lease's owner is alive, dead, or unknowable from here.
+#[must_use]
+pub fn liveness(lease: &LeaseRecord, home: &Path) -> Liveness {
+    if lease.version != LEASE_VERSION {
+        return Liveness::Uncertain(format!("lease record of version {}", lease.version));
+    }
+    let me = match identity(home) {
+        Ok(me) => me,
+        Err(e) => return Liveness::Uncertain(e),
+    };
+    if lease.host_id != me.host_id || lease.hostname != me.hostname {
+        return Liveness::Uncertain(format!("owned by another host ({})", lease.hostname));
+    }
+    if lease.boot_id != me.boot_id {
+        return Liveness::Uncertain("owned by an earlier boot of this machine".into());
+    }
+    if lease.pid_ns != me.pid_ns {
+        return Liveness::Uncertain("owned by a process in another pid namespace".into());
+    }
+    let Some(pid) = i32::try_from(lease.pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return Liveness::Uncertain(format!("impossible pid {}", lease.pid));
+    };
+    match rustix::process::test_kill_process(pid) {
+        Err(rustix::io::Errno::SRCH) => Liveness::Dead,
+        // The pid exists (EPERM: it belongs to another user): alive unless it was reused.
+        Ok(()) | Err(rustix::io::Errno::PERM) => match start_time(lease.pid) {
+            Some(t) if t != lease.start_time => Liveness::Dead,
+            _ => Liveness::Alive,
+        },
+        Err(e) => Liveness::Uncertain(format!("cannot probe process {}: {e}", lease.pid)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_an_exited_child_is_dead() {
+        let home = tempfile::tempdir().unwrap();
+        let me = new_lease(home.path(), std::process::id()).unwrap();
+        assert_eq!(liveness(&me, home.path()), Liveness::Alive);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let lease =
+            new_lease(home.path(), pid).unwrap_or_else(|_| LeaseRecord { pid, ..me.clone() });
+        child.wait().unwrap();
+        assert_eq!(liveness(&lease, home.path()), Liveness::Dead);
+        // A reused pid: same number, another start time.
+        let reused = LeaseRecord {
+            start_time: me.start_time + 1,
+            ..me.clone()
+        };
+        assert_eq!(liveness(&reused, home.path()), Liveness::Dead);
+    }
+
+    #[test]
+    fn anything_foreign_or_unknown_is_uncertain() {
+        let home = tempfile::tempdir().unwrap();
+        let me = new_lease(home.path(), std::process::id()).unwrap();
+        for other in [
+            LeaseRecord {
+                host_id: "another".into(),
+                ..me.clone()
+            },
+            LeaseRecord {
+                boot_id: "earlier".into(),
+                ..me.clone()
+            },
+            LeaseRecord {
+                pid_ns: me.pid_ns + 1,
+                ..me.clone()
+            },
+            LeaseRecord {
+                version: 9,
+                ..me.clone()
+            },
+        ] {
+            assert!(
+                matches!(liveness(&other, home.path()), Liveness::Uncertain(_)),
+                "{other:?}"
+            );
+        }
+        assert_eq!(
+            host_id(home.path()),
+            host_id(home.path()),
+            "the host id persists"
+        );
+    }
+}
