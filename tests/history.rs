@@ -551,3 +551,51 @@ fn undo_keeps_a_directory_holding_ignored_files_and_records_the_disk_exactly() {
     assert!(s.redo().unwrap().is_success());
     assert_eq!(env.read("gen/a.txt"), "generated");
 }
+
+fn skipped_paths(o: &Outcome) -> Vec<String> {
+    match o {
+        Outcome::Restored { skipped, .. } => skipped.iter().map(|s| s.path.clone()).collect(),
+        other => panic!("expected restored, got {other:?}"),
+    }
+}
+
+#[test]
+fn another_sessions_edits_during_this_turn_survive_its_undo() {
+    let env = Env::new();
+    let ws = env.open();
+    let (a, b) = (ws.session("agent-a"), ws.session("agent-b"));
+    let ta = a.begin_turn(None, None).unwrap();
+    ta.wait_before(WAIT).unwrap();
+    env.write("a1", "by a, before b began");
+    // b runs a whole turn inside a's.
+    turn(&b, "b", "b's work", || env.write("b1", "by b"));
+    ta.end(None).unwrap();
+    let o = a.undo(Mode::Both).unwrap();
+    assert_eq!(restored(&o).1, ["a1"]);
+    assert_eq!(skipped_paths(&o), ["b1"]);
+    assert_eq!(env.read("b1"), "by b", "b's file survives a's undo");
+    // And a's redo does not touch it either.
+    let o = a.redo().unwrap();
+    assert_eq!(restored(&o).0, ["a1"]);
+    assert_eq!(env.read("b1"), "by b");
+}
+
+#[test]
+fn an_undo_made_by_another_session_during_this_turn_is_not_reverted() {
+    let env = Env::new();
+    let ws = env.open();
+    let (a, b) = (ws.session("agent-a"), ws.session("agent-b"));
+    turn(&a, "a", "a's file", || env.write("a1", "by a"));
+    let tb = b.begin_turn(None, None).unwrap();
+    tb.wait_before(WAIT).unwrap();
+    env.write("b1", "by b");
+    // a undoes its own turn while b's turn runs: a1 disappears inside b's turn.
+    assert_eq!(restored(&a.undo(Mode::Both).unwrap()).1, ["a1"]);
+    tb.end(None).unwrap();
+    // b's undo must not bring a's undone file back.
+    let o = b.undo(Mode::Both).unwrap();
+    assert_eq!(restored(&o).1, ["b1"]);
+    assert!(restored(&o).0.is_empty(), "{o:?}");
+    assert_eq!(skipped_paths(&o), ["a1"]);
+    assert!(!env.path("a1").exists());
+}

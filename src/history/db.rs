@@ -133,6 +133,52 @@ pub fn load(tx: &ReadTransaction, path: &Path, key: &SessionKey) -> Result<Loade
     Ok(out)
 }
 
+/// The turns of one session, by number.
+///
+/// # Errors
+/// As [`load`].
+pub fn turns(
+    tx: &ReadTransaction,
+    path: &Path,
+    key: &SessionKey,
+) -> Result<Vec<TurnRecord>, StoreError> {
+    let (e, b) = (db(path), bad(path));
+    let mut out = Vec::new();
+    if let Some(t) = open_read!(tx, TURNS, path) {
+        for item in t
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(|x| e(x.into()))?
+        {
+            let (_, v) = item.map_err(|x| e(x.into()))?;
+            out.push(decode(v.value()).map_err(&b)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The op log of one session, oldest first.
+///
+/// # Errors
+/// As [`load`].
+pub fn ops(
+    tx: &ReadTransaction,
+    path: &Path,
+    key: &SessionKey,
+) -> Result<Vec<OpRecord>, StoreError> {
+    let (e, b) = (db(path), bad(path));
+    let mut out = Vec::new();
+    if let Some(t) = open_read!(tx, OPLOG, path) {
+        for item in t
+            .range((key, 0)..=(key, u64::MAX))
+            .map_err(|x| e(x.into()))?
+        {
+            let (_, v) = item.map_err(|x| e(x.into()))?;
+            out.push(decode(v.value()).map_err(&b)?);
+        }
+    }
+    Ok(out)
+}
+
 /// Every session key with its record (`retrace-dump sessions`).
 ///
 /// # Errors

@@ -1,6 +1,7 @@
 //! Undo and redo: the inverse (or the forward) of one turn's own change, applied only to
 //! the paths it changed, refused on conflict unless forced.
 
+use super::db;
 use super::inverse::{conflicts, find, is_nested, lossy, same, target_of};
 use super::record::{Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session};
@@ -233,7 +234,10 @@ impl Session {
         opts: OpOptions<'_>,
     ) -> Result<Result<Reversed, Outcome>, Error> {
         let reader = self.ws.store.reader()?;
-        let change = changes(&reader, &from, &to)?;
+        let mut change = changes(&reader, &from, &to)?;
+        // Paths another session's concurrent turn changed are that turn's: left alone.
+        let theirs = self.concurrent_paths(t, &reader)?;
+        change.retain(|c| !theirs.contains_key(&c.path));
         // Stored, not just scanned: the result is recorded from this list, so edits made
         // since the last snapshot must have their blobs in the store.
         let disk = self.ws.store_disk_locked(opts.progress)?;
@@ -283,6 +287,11 @@ impl Session {
             }));
         }
         let mut skipped = fin.applied.left_alone;
+        skipped.extend(theirs.into_iter().map(|(path, reason)| Skipped {
+            path: lossy(&path),
+            reason,
+        }));
+        skipped.sort_by(|a, b| a.path.cmp(&b.path));
         if let Some(after) = &fin.capture {
             // Re-read what the change names: anything not as planned is reported, not hidden.
             for c in change.iter().filter(|c| !is_nested(c)) {
@@ -303,6 +312,83 @@ impl Session {
             snapshot: fin.snapshot,
             safety,
         }))
+    }
+}
+
+impl Session {
+    /// Paths of turn `t`'s change that another session also changed while `t` ran, with the
+    /// reason. Whole-workspace snapshots cannot tell who wrote a file, so the rule is
+    /// conservative: a path changed by another session's turn that overlapped `t` in time,
+    /// or by another session's undo or redo done during `t`, is not `t`'s to revert; it is
+    /// left as it is and reported.
+    fn concurrent_paths(
+        &self,
+        t: &TurnRecord,
+        reader: &crate::store::StoreReader,
+    ) -> Result<std::collections::BTreeMap<Vec<u8>, String>, Error> {
+        use crate::history::record::Op;
+        let mut out = std::collections::BTreeMap::new();
+        let (Some(tb), Some(ta), Some(t_end)) = (t.before, t.after, t.ended_ms) else {
+            return Ok(out);
+        };
+        let tx = self.ws.store.begin_read()?;
+        let path = self.ws.store.path();
+        let mut ours: Option<std::collections::HashSet<Vec<u8>>> = None;
+        for (key, _) in db::sessions(&tx, path)? {
+            if key == self.key {
+                continue;
+            }
+            let session = &ObjectId(key).to_hex()[..16];
+            let turns = db::turns(&tx, path, &key)?;
+            // Turns of that session whose change counts: those running at the same time,
+            // and those it undid or redid meanwhile.
+            let mut suspects: Vec<(u64, &'static str)> = turns
+                .iter()
+                .filter(|u| {
+                    u.ended_ms
+                        .is_some_and(|end| u.began_ms < t_end && end > t.began_ms)
+                })
+                .map(|u| (u.number, "ran at the same time"))
+                .collect();
+            for op in db::ops(&tx, path, &key)? {
+                if op.time_ms < t.began_ms || op.time_ms > t_end {
+                    continue;
+                }
+                match op.op {
+                    Op::Undo { turn, .. } => suspects.push((turn, "was undone meanwhile")),
+                    Op::Redo { turn, .. } => suspects.push((turn, "was redone meanwhile")),
+                    _ => {}
+                }
+            }
+            for (n, why) in suspects {
+                let Some(u) = turns.iter().find(|u| u.number == n) else {
+                    continue;
+                };
+                let (Some(ub), Some(ua)) = (u.before, u.after) else {
+                    continue;
+                };
+                let ours = match &ours {
+                    Some(o) => o,
+                    None => ours.insert(
+                        changes(reader, &tb, &ta)?
+                            .into_iter()
+                            .map(|c| c.path)
+                            .collect(),
+                    ),
+                };
+                for c in changes(reader, &ub, &ua)? {
+                    if ours.contains(&c.path) {
+                        out.entry(c.path).or_insert_with(|| {
+                            format!(
+                                "also changed by turn {n} of session {session}, which {why}; \
+                                 left as it is"
+                            )
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
