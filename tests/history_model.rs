@@ -82,7 +82,17 @@ fn write_disk(env: &Env, files: &Files) {
         match files.get(name) {
             Some(c) => env.write(name, content(i, *c)),
             None => {
-                let _ = fs::remove_file(&p);
+                // Deletes like an editor would, leaving no empty directories behind (the
+                // model knows files only; an empty directory is part of a snapshot).
+                if fs::remove_file(&p).is_ok() {
+                    let mut dir = p.parent();
+                    while let Some(d) = dir.filter(|d| *d != env.root()) {
+                        if fs::remove_dir(d).is_err() {
+                            break;
+                        }
+                        dir = d.parent();
+                    }
+                }
             }
         }
     }
