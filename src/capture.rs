@@ -74,6 +74,11 @@ pub struct Capture {
     pub entries: Vec<FlatEntry>,
 }
 
+/// Records written in a capture's final commit, given the root id and the flat entries
+/// (history records ride along, so a turn's capture and its record cost one sync).
+pub type AlsoCommit<'a> =
+    &'a dyn Fn(&redb::WriteTransaction, ObjectId, &[FlatEntry]) -> Result<(), StoreError>;
+
 /// How to capture.
 pub struct CaptureOptions<'a> {
     /// Write new objects to the store (false: only compute ids, e.g. to compare).
@@ -82,6 +87,8 @@ pub struct CaptureOptions<'a> {
     pub record: Option<Option<String>>,
     /// Progress sink.
     pub progress: &'a dyn Progress,
+    /// More records for the final commit.
+    pub also: Option<AlsoCommit<'a>>,
 }
 
 pub(crate) struct CaptureContext<'a> {
@@ -633,7 +640,12 @@ pub(crate) fn capture(
             bytes,
         });
         let last_known = record.as_ref().map(|_| root);
-        let written = ctx.store.write(batch, record.as_ref(), last_known)?;
+        let written =
+            ctx.store
+                .write_with(batch, record.as_ref(), last_known, |tx| match opts.also {
+                    Some(also) => also(tx, root, &entries),
+                    None => Ok(()),
+                })?;
         phases.mark("commit");
         let flushed = hasher.flushed.into_inner().unwrap_or_default();
         capture.new_objects = written.objects + flushed.objects;

@@ -365,6 +365,7 @@ impl Workspace {
             store_objects: true,
             record: Some(label),
             progress,
+            also: None,
         })
     }
 
@@ -375,6 +376,7 @@ impl Workspace {
             store_objects: true,
             record: None,
             progress,
+            also: None,
         })
     }
 
@@ -411,6 +413,21 @@ impl Workspace {
             vec![crate::object::NewFrame::pack(&trees)]
         };
         Ok((root, frames))
+    }
+
+    /// [`Workspace::record_locked`], writing `also`'s records in the capture's final commit.
+    pub(crate) fn record_locked_with(
+        &self,
+        label: Option<String>,
+        progress: &dyn Progress,
+        also: crate::capture::AlsoCommit<'_>,
+    ) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions {
+            store_objects: true,
+            record: Some(label),
+            progress,
+            also: Some(also),
+        })
     }
 
     fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
@@ -459,6 +476,7 @@ impl Workspace {
             store_objects: false,
             record: None,
             progress,
+            also: None,
         })
     }
 

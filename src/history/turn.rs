@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::db::{self, Loaded};
+use super::db::{self, Loaded, Writer};
 use super::record::{
     HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
 };
@@ -41,6 +41,8 @@ pub enum BeforeStatus {
 #[derive(Debug)]
 enum Slot {
     Running,
+    /// Recorded in the capture's commit, which is being made: no longer abandonable.
+    Committing(ObjectId),
     Ready(ObjectId),
     Abandoned(String),
 }
@@ -150,30 +152,53 @@ impl Session {
         std::thread::Builder::new()
             .name(format!("retrace-before-{number}"))
             .spawn(move || {
-                let captured = session
-                    .ws
-                    .record_locked(Some(format!("before turn {number}")), &NoProgress);
-                drop(lock);
                 let (m, cv) = &*slot;
-                let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
-                if matches!(*g, Slot::Running) {
-                    *g = match captured.map_err(|e| e.to_string()).and_then(|c| {
-                        session
-                            .record_before(number, c.id)
-                            .map(|()| c.id)
-                            .map_err(|e| e.to_string())
-                    }) {
-                        Ok(id) => Slot::Ready(id),
-                        Err(e) => {
-                            let reason = format!("the before-snapshot failed: {e}");
-                            let _ = session.make_conversation_only(number, &reason);
-                            Slot::Abandoned(reason)
+                let path = session.ws.store.path().to_path_buf();
+                // The baseline is recorded in the capture's own commit (one sync), unless the
+                // host gave up waiting first: decided under the slot's lock.
+                let also = |tx: &redb::WriteTransaction,
+                            root: ObjectId,
+                            _: &[FlatEntry]|
+                 -> Result<(), StoreError> {
+                    let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
+                    if !matches!(*g, Slot::Running) {
+                        return Ok(());
+                    }
+                    let w = Writer::new(tx, &path, session.key)?;
+                    if w.state()?.pending == Some(number) {
+                        if let Some(mut t) = w.get_turn(number)? {
+                            t.before = Some(root);
+                            w.turn(&t)?;
                         }
-                    };
+                        w.op(Op::TurnBefore {
+                            turn: number,
+                            snapshot: root,
+                        })?;
+                    }
+                    *g = Slot::Committing(root);
+                    Ok(())
+                };
+                let captured = session.ws.record_locked_with(
+                    Some(format!("before turn {number}")),
+                    &NoProgress,
+                    &also,
+                );
+                drop(lock);
+                let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
+                match (&captured, &*g) {
+                    (Ok(_), Slot::Committing(id)) => *g = Slot::Ready(*id),
+                    (Err(e), Slot::Committing(_) | Slot::Running) => {
+                        // Written under the slot's lock: nothing else waits for a write
+                        // transaction while holding it.
+                        let reason = format!("the before-snapshot failed: {e}");
+                        let _ = session.make_conversation_only(number, &reason);
+                        *g = Slot::Abandoned(reason);
+                    }
+                    _ => {} // abandoned by the host meanwhile
                 }
-                // Let go of the store before anyone can see the result: a process that exits
-                // right after `wait_before` must be the last holder of its database, or redb
-                // would not record a clean shutdown.
+                // Let go of the store before the host can see the result: a process that
+                // exits right after `wait_before` must be the last holder of its database,
+                // or redb would not record a clean shutdown.
                 drop(session);
                 drop(g);
                 cv.notify_all();
@@ -186,20 +211,6 @@ impl Session {
             session: self.clone(),
             number,
             before,
-        })
-    }
-
-    fn record_before(&self, turn: u64, snapshot: ObjectId) -> Result<(), StoreError> {
-        self.write(|w, s| {
-            // A turn closed meanwhile (a newer one began) keeps no late baseline.
-            if s.pending != Some(turn) {
-                return Ok(());
-            }
-            if let Some(mut t) = w.get_turn(turn)? {
-                t.before = Some(snapshot);
-                w.turn(&t)?;
-            }
-            w.op(Op::TurnBefore { turn, snapshot })
         })
     }
 
@@ -257,6 +268,25 @@ impl Session {
             None => Ok(None),
         }
     }
+}
+
+/// Paths added, modified and deleted from snapshot `before` to the flat list `after` (a
+/// capture's entries, whose trees need not be in the store yet): only the subtrees whose ids
+/// differ are read.
+fn counts_against(
+    reader: &crate::store::StoreReader,
+    before: &ObjectId,
+    after: &[FlatEntry],
+) -> Result<[u32; 3], StoreError> {
+    let (old, same) = crate::diff::flatten_changed(reader, before, after)?;
+    let now: Vec<FlatEntry> = after
+        .iter()
+        .filter(|e| !crate::diff::below_any(&e.path, &same))
+        .cloned()
+        .collect();
+    let d = crate::diff::diff(&old, &now);
+    let n = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
+    Ok([n(&d.added), n(&d.modified), n(&d.deleted)])
 }
 
 impl Session {
@@ -366,21 +396,29 @@ impl Turn {
                 Slot::Abandoned(r) => {
                     return Ok(BeforeStatus::ConversationOnly { reason: r.clone() });
                 }
-                Slot::Running => {}
+                Slot::Running | Slot::Committing(_) => {}
             }
             let left = deadline.map_or(Duration::from_hours(1), |d| {
                 d.saturating_duration_since(Instant::now())
             });
-            if left.is_zero() {
+            // A baseline being committed is waited for: it is no longer late.
+            if left.is_zero() && matches!(*g, Slot::Running) {
                 let reason = format!(
                     "the before-snapshot took longer than {} ms",
                     timeout.as_millis()
                 );
-                // Decided under the slot's lock: the capture thread cannot record it now.
+                // Decided under the slot's lock: the capture cannot record it now. The lock
+                // is released before writing (the capture's commit takes it).
                 *g = Slot::Abandoned(reason.clone());
+                drop(g);
                 self.session.make_conversation_only(self.number, &reason)?;
                 return Ok(BeforeStatus::ConversationOnly { reason });
             }
+            let left = if left.is_zero() {
+                Duration::from_millis(10)
+            } else {
+                left
+            };
             g = cv
                 .wait_timeout(g, left)
                 .unwrap_or_else(PoisonError::into_inner)
@@ -433,38 +471,45 @@ impl Turn {
         let before = {
             let (m, cv) = &*self.before;
             let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
-            while matches!(*g, Slot::Running) {
+            while matches!(*g, Slot::Running | Slot::Committing(_)) {
                 g = cv.wait(g).unwrap_or_else(PoisonError::into_inner);
             }
             match &*g {
                 Slot::Ready(id) => Ok(*id),
                 Slot::Abandoned(r) => Err(r.clone()),
-                Slot::Running => Err(String::new()),
+                Slot::Running | Slot::Committing(_) => Err(String::new()),
             }
         };
         s.ws.recover_if_needed();
         let _lock = s.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
-        let cap =
-            s.ws.record_locked(Some(format!("after turn {}", self.number)), &NoProgress)?;
-        let counts = match before {
-            Ok(b) => s.counts(&b, &cap.id)?,
-            Err(_) => [0; 3],
-        };
         let max = s.ws.max_turns;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let number = self.number;
-        let (rec, dropped) = s.write(|w, state| {
+        let path = s.ws.store.path();
+        // The turn's record rides in the after-capture's own commit: one sync ends a turn.
+        let recorded = std::cell::RefCell::new(None);
+        let also = |tx: &redb::WriteTransaction,
+                    root: ObjectId,
+                    entries: &[FlatEntry]|
+         -> Result<(), StoreError> {
+            let w = Writer::new(tx, path, s.key)?;
+            let state = w.state()?;
             let mut t = w.get_turn(number)?.ok_or_else(|| StoreError::History {
-                path: s.path().into(),
+                path: path.into(),
                 detail: format!("turn {number} vanished before it ended"),
             })?;
             if state.pending != Some(number) {
                 // Closed already (a newer turn began): the newer turn owns the history now.
-                return Ok((t, 0));
+                *recorded.borrow_mut() = Some((t, 0, [0; 3]));
+                return Ok(());
             }
+            let counts = match &before {
+                Ok(b) => counts_against(&s.ws.store.reader()?, b, entries)?,
+                Err(_) => [0; 3],
+            };
             w.drop_lease(number)?;
-            t.after = Some(cap.id);
-            t.leaf = leaf;
+            t.after = Some(root);
+            t.leaf.clone_from(&leaf);
             t.ended_ms = Some(now_ms());
             t.counts = counts;
             match (&before, t.state) {
@@ -481,11 +526,21 @@ impl Turn {
             w.turn(&t)?;
             w.op(Op::TurnEnded {
                 turn: number,
-                snapshot: Some(cap.id),
+                snapshot: Some(root),
             })?;
             let state = w.state()?;
             let dropped = w.cap(max, &state)?;
-            Ok((t, dropped))
+            *recorded.borrow_mut() = Some((t, dropped, counts));
+            Ok(())
+        };
+        let cap = s.ws.record_locked_with(
+            Some(format!("after turn {}", self.number)),
+            &NoProgress,
+            &also,
+        )?;
+        let (rec, dropped, counts) = recorded.into_inner().ok_or_else(|| StoreError::History {
+            path: path.into(),
+            detail: format!("turn {number} was not recorded"),
         })?;
         Ok(TurnSummary {
             turn: number,
