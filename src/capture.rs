@@ -134,6 +134,8 @@ enum Looked {
         fresh: Option<Stat>,
     },
     Skip(String),
+    /// Deleted between the walk and the read: it is simply not there any more.
+    Gone,
 }
 
 impl Hasher<'_> {
@@ -252,6 +254,7 @@ impl Hasher<'_> {
                         fresh: None,
                     }
                 }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => Looked::Gone,
                 Err(err) => Looked::Skip(err.to_string()),
             },
             ScanKind::File => {
@@ -269,6 +272,9 @@ impl Hasher<'_> {
                             };
                         }
                         Ok(None) => {}
+                        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                            return Looked::Gone;
+                        }
                         Err(err) => return Looked::Skip(err.to_string()),
                     }
                 }
@@ -582,6 +588,7 @@ pub(crate) fn capture(
                     size,
                 });
             }
+            Looked::Gone => {}
             Looked::Skip(reason) => {
                 skipped.push(Skipped {
                     path: String::from_utf8_lossy(&e.path).into_owned(),

@@ -98,6 +98,13 @@ pub struct RestoreOptions {
     pub dry_run: bool,
 }
 
+/// A restore planned and verified, not yet written.
+pub(crate) struct Prepared {
+    plan: crate::restore::plan::Plan,
+    data: Vec<Option<Vec<u8>>>,
+    out: Applied,
+}
+
 /// What [`Workspace::apply_target`] did.
 #[derive(Debug, Default)]
 pub(crate) struct Applied {
@@ -638,18 +645,53 @@ impl Workspace {
         dry_run: bool,
         progress: &dyn Progress,
     ) -> Result<Applied, Error> {
+        let prepared = self.prepare_target(reader, current, target, dry_run)?;
+        if dry_run {
+            return Ok(prepared.out);
+        }
+        self.execute(reader, prepared, progress)
+    }
+
+    /// The first half of [`Workspace::apply_target`], which writes nothing: the plan, every
+    /// object read and verified, and every directory it writes into checked writable. Its
+    /// failures leave the workspace untouched.
+    pub(crate) fn prepare_target(
+        &self,
+        reader: &crate::store::StoreReader,
+        current: &[FlatEntry],
+        target: &[FlatEntry],
+        dry_run: bool,
+    ) -> Result<Prepared, Error> {
         let plan = plan::plan(&self.root, current, target)?;
         let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
-        let mut out = Applied {
+        let out = Applied {
             written: plan.writes.iter().map(|w| lossy(&w.path)).collect(),
             deleted: plan.deletes.iter().map(lossy).collect(),
             left_alone: plan.left_alone.clone(),
             ..Applied::default()
         };
-        if dry_run {
-            return Ok(out);
-        }
-        let data = apply::verify(reader, &plan)?;
+        let data = if dry_run {
+            Vec::new()
+        } else {
+            let data = apply::verify(reader, &plan)?;
+            apply::preflight(&self.root, &plan)?;
+            data
+        };
+        Ok(Prepared { plan, data, out })
+    }
+
+    /// The second half of [`Workspace::apply_target`]: writes, then checks.
+    pub(crate) fn execute(
+        &self,
+        reader: &crate::store::StoreReader,
+        prepared: Prepared,
+        progress: &dyn Progress,
+    ) -> Result<Applied, Error> {
+        let Prepared {
+            plan,
+            data,
+            mut out,
+        } = prepared;
         let applied = apply::apply(&self.root, reader, &plan, data, progress)?;
         out.removed_dirs = applied.removed_dirs;
         if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {

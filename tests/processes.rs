@@ -242,3 +242,56 @@ fn retrace_dump_lists_trees_prints_objects_and_reports_stats() {
     assert_eq!(v["trees"], 2);
     assert!(v["disk_to_log_ratio"].as_f64().is_some(), "{v}");
 }
+
+#[test]
+fn a_restore_that_cannot_write_one_directory_writes_nothing() {
+    let env = Env::new();
+    env.write("locked/a.txt", "v1");
+    env.write("open/b.txt", "v1");
+    let as_user = |args: &[&str]| {
+        let mut cmd = env.command(RETRACE, args);
+        // As root every directory is writable: run as an unprivileged user instead.
+        if is_root() {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.output().unwrap()
+    };
+    if is_root() {
+        for p in [env.root(), env.home.path()] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        for p in ["locked", "open", "locked/a.txt", "open/b.txt"] {
+            let mode = if p.ends_with(".txt") { 0o666 } else { 0o777 };
+            fs::set_permissions(env.path(p), fs::Permissions::from_mode(mode)).unwrap();
+        }
+    }
+    let o = as_user(&["snapshot", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.write("locked/a.txt", "v2");
+    env.write("open/b.txt", "v2");
+    assert!(as_user(&["snapshot"]).status.success());
+    // The user may no longer write in locked/.
+    fs::set_permissions(env.path("locked"), fs::Permissions::from_mode(0o555)).unwrap();
+    let o = as_user(&["restore", &id[..12]]);
+    fs::set_permissions(env.path("locked"), fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("locked") && stderr(&o).contains("ermission"),
+        "{}",
+        stderr(&o)
+    );
+    // Nothing was written, and nothing is left to recover.
+    assert_eq!(env.read("open/b.txt"), "v2");
+    assert_eq!(env.read("locked/a.txt"), "v2");
+    let o = as_user(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["pending_recovery"], serde_json::Value::Null, "{v}");
+    // Once writable again the same restore succeeds.
+    assert!(as_user(&["restore", &id[..12]]).status.success());
+    assert_eq!(env.read("open/b.txt"), "v1");
+    assert_eq!(env.read("locked/a.txt"), "v1");
+}

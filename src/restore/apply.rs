@@ -160,6 +160,48 @@ pub struct Applied {
     pub removed_dirs: Vec<String>,
 }
 
+/// Checks, before anything is written, that every existing directory the plan writes into
+/// or deletes from is writable by this process, so that a restore which cannot finish does
+/// not start: it fails naming the directory, with the workspace untouched. (A permission
+/// changed after this check fails that restore midway; its journal then completes it once
+/// the cause is fixed.)
+///
+/// # Errors
+/// [`RestoreError::Io`] (permission denied) naming the directory.
+pub fn preflight(root: &Path, plan: &Plan) -> Result<(), RestoreError> {
+    let made: HashSet<&[u8]> = plan.mkdirs.iter().map(Vec::as_slice).collect();
+    let mut dirs: HashSet<&[u8]> = HashSet::new();
+    for p in plan
+        .writes
+        .iter()
+        .map(|w| w.path.as_slice())
+        .chain(plan.deletes.iter().map(Vec::as_slice))
+        .chain(plan.mkdirs.iter().map(Vec::as_slice))
+        .chain(plan.prune.iter().map(Vec::as_slice))
+    {
+        // The nearest ancestor that exists now is the one written into.
+        let mut d = parent(p);
+        while made.contains(d) {
+            d = parent(d);
+        }
+        dirs.insert(d);
+    }
+    for d in dirs {
+        let path = abs_path(root, d);
+        if !path.is_dir() {
+            continue; // replaced meanwhile: the write-time check refuses it
+        }
+        let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+        if let Err(e) = rustix::fs::access(&path, access) {
+            return Err(RestoreError::Io {
+                path,
+                source: std::io::Error::from(e),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Crash-test hook: with `RETRACE_FAULT_ABORT_AFTER_WRITES=N` in the environment, the
 /// process aborts (as abruptly as a SIGKILL) once a restore has deleted or written N files.
 /// Tests use it to stop a restore at an exact point; it costs one environment read per
@@ -349,6 +391,26 @@ mod tests {
             id: ObjectId::of_blob(content),
             size: content.len() as u64,
         }
+    }
+
+    #[test]
+    fn a_directory_replaced_by_a_file_after_planning_is_not_written_through() {
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir(d.path().join("dir")).unwrap();
+        let seen = Mutex::new(HashSet::new());
+        check_real_dirs(d.path(), b"dir", &Mutex::new(HashSet::new())).unwrap();
+        // Between plan and apply, someone replaces the directory by a file.
+        fs::remove_dir(d.path().join("dir")).unwrap();
+        fs::write(d.path().join("dir"), "a file now").unwrap();
+        let err = check_real_dirs(d.path(), b"dir", &seen).unwrap_err();
+        assert!(
+            matches!(err, RestoreError::Unsafe { ref path, .. } if path == "dir"),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read_to_string(d.path().join("dir")).unwrap(),
+            "a file now"
+        );
     }
 
     #[test]

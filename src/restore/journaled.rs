@@ -95,11 +95,14 @@ impl Workspace {
         target_entries: &[FlatEntry],
         progress: &dyn Progress,
     ) -> Result<Finished, Error> {
+        // Everything that can fail without writing (plan, objects, permissions) fails here,
+        // before the journal: such a failure leaves nothing to recover.
+        let prepared = self.prepare_target(reader, current, target_entries, false)?;
         let rec = JournalRecord::new(j.what.clone(), j.source, j.target, j.then.clone());
         let path = self.store.path();
         self.store
             .write_with(j.frames, None, None, |tx| journal::put(tx, path, &rec))?;
-        let applied = self.apply_target(reader, current, target_entries, false, progress)?;
+        let applied = self.execute(reader, prepared, progress)?;
         let exact = !applied.rescan
             && applied.verify_diff.is_empty()
             && applied.left_alone.is_empty()

@@ -176,6 +176,13 @@ impl ParallelVisitor for Visitor<'_> {
     fn visit(&mut self, result: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
         let entry = match result {
             Ok(e) => e,
+            // Listed, then deleted before it could be looked at: it is simply not there.
+            Err(err)
+                if err.io_error().map(std::io::Error::kind)
+                    == Some(std::io::ErrorKind::NotFound) =>
+            {
+                return WalkState::Continue;
+            }
             Err(err) => {
                 let path = error_path(&err).unwrap_or_default();
                 self.skip(&path, err.to_string());
@@ -188,6 +195,7 @@ impl ParallelVisitor for Visitor<'_> {
         let path = entry.path();
         let meta = match path.symlink_metadata() {
             Ok(m) => m,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return WalkState::Continue,
             Err(err) => {
                 self.skip(path, err.to_string());
                 return WalkState::Continue;
