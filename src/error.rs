@@ -220,10 +220,22 @@ pub enum Error {
 
 /// Installs a panic hook for the binaries: a panic inside redb (which 4.6 raises on some
 /// corrupted pages; retrace catches those it can and sets the store aside) is reported in one
-/// line instead of a backtrace; any other panic keeps the default report.
+/// line instead of a backtrace; output to a closed pipe ends the process quietly (exit 141,
+/// as SIGPIPE would); any other panic keeps the default report.
 pub fn install_panic_hook() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        // `retrace log | head`: stdout closed early is not an error worth a backtrace; exit
+        // as a process killed by SIGPIPE would.
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
         let in_redb = info.location().is_some_and(|l| l.file().contains("/redb-"));
         if in_redb {
             let what = info

@@ -41,6 +41,7 @@ pub mod lock;
 pub mod object;
 pub mod progress;
 pub mod restore;
+pub mod retention;
 pub mod scan;
 pub mod statcache;
 pub mod store;

@@ -345,6 +345,12 @@ impl Workspace {
             .push(line);
     }
 
+    /// Whether the store holds object `id` and it verifies (reads it whole).
+    #[must_use]
+    pub fn verify_object(&self, id: &ObjectId) -> bool {
+        self.store.reader().is_ok_and(|r| r.read_blob(id).is_ok())
+    }
+
     /// The workspace root.
     #[must_use]
     pub fn root(&self) -> &Path {

@@ -127,6 +127,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Remove objects no snapshot, turn or checkpoint refers to, and compact the store.
+    Gc {
+        /// Only report what would be freed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep unreferenced objects younger than this (a capture elsewhere may be about to
+        /// record them).
+        #[arg(long, value_name = "SECS", default_value_t = retrace::retention::DEFAULT_GRACE_SECS)]
+        grace: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// A self-contained walkthrough in a temporary directory.
     Demo,
 }
@@ -235,6 +248,37 @@ fn run(cli: Cli) -> Result<u8> {
     let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Gc {
+            dry_run,
+            grace,
+            json,
+        } => {
+            let ws = open(dir)?;
+            let r = ws.gc(grace, dry_run)?;
+            for w in ws.warnings() {
+                eprintln!("retrace: warning: {w}");
+            }
+            if json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                let verb = if dry_run { "would free" } else { "freed" };
+                println!(
+                    "{verb} {} of {} objects ({} stored bytes); {} reachable, {} young kept",
+                    r.objects_freed, r.objects, r.stored_bytes_freed, r.reachable, r.young_kept
+                );
+                if !dry_run {
+                    println!(
+                        "rewrote {} frames, freed {} packs; store file {} -> {} bytes on disk{}",
+                        r.frames_rewritten,
+                        r.packs_freed,
+                        r.disk_bytes_before,
+                        r.disk_bytes_after,
+                        if r.compacted { " (compacted)" } else { "" }
+                    );
+                }
+            }
+            Ok(0)
+        }
         Command::Turn {
             action:
                 TurnAction::Begin {

@@ -6,8 +6,11 @@
 //! with a bounded wait, so a second `retrace snapshot` started at the same moment waits its
 //! turn instead of failing.
 
+mod gc;
 mod pack;
 pub mod schema;
+
+pub use gc::GcReport;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -720,6 +723,16 @@ impl StoreReader {
             cache.push((rec.offset, Arc::clone(&frame)));
         }
         Ok(frame)
+    }
+
+    /// The payload of an object as stored (unverified: the collector moves bytes it does not
+    /// interpret; readers verify on use).
+    pub(crate) fn payload_of(
+        &self,
+        id: &ObjectId,
+        rec: &ObjectRecord,
+    ) -> Result<Vec<u8>, StoreError> {
+        self.payload(id, rec)
     }
 
     /// The verified content of a blob or chunked blob.
