@@ -32,6 +32,7 @@
 #![allow(clippy::many_single_char_names, clippy::similar_names)]
 
 pub mod capture;
+pub mod config;
 pub mod diff;
 pub mod error;
 pub mod history;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::capture::FlatEntry;
 use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
+use crate::config::Settings;
 use crate::diff::{Diff, below_any, diff, flatten, flatten_changed};
 use crate::error::{Error, RestoreError, StoreError};
 use crate::history::Runtime;
@@ -40,21 +41,19 @@ pub struct Config {
     home: PathBuf,
     max_turns: u64,
     history_wait: Duration,
+    /// Read the config files and environment settings (see [`crate::config`]).
+    read_settings: bool,
 }
 
 impl Config {
-    /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`)
-    /// and `RETRACE_HISTORY_WAIT_MS` (how long undo, redo and navigate wait for another
-    /// process; a value that does not parse is ignored).
+    /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`);
+    /// workspaces opened with it also read the settings files and environment (see
+    /// [`crate::config`]).
     #[must_use]
     pub fn from_env() -> Config {
-        let c = Config::with_home(home::default_home());
-        match std::env::var("RETRACE_HISTORY_WAIT_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            Some(ms) => c.history_wait(Duration::from_millis(ms)),
-            None => c,
+        Config {
+            read_settings: true,
+            ..Config::with_home(home::default_home())
         }
     }
 
@@ -65,6 +64,7 @@ impl Config {
             home: home.into(),
             max_turns: DEFAULT_MAX_TURNS,
             history_wait: DEFAULT_HISTORY_WAIT,
+            read_settings: false,
         }
     }
 
@@ -168,6 +168,7 @@ pub struct Workspace {
     pub(crate) history_wait: Duration,
     /// The retrace home (host id, leases).
     pub(crate) home: PathBuf,
+    pub(crate) settings: Settings,
     /// In-process state of each session opened through this handle (or its clones).
     pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
     warnings: Arc<Mutex<Vec<String>>>,
@@ -272,7 +273,20 @@ impl Workspace {
         }
         home::create_private_dir(&dir)?;
         let store_path = dir.join("store.redb");
-        let mut warnings = Vec::new();
+        let (settings, mut warnings) = if config.read_settings {
+            Settings::load(Some(&root))
+        } else {
+            (Settings::default(), Vec::new())
+        };
+        // A setting from a file or the environment wins over the built-in default only.
+        let max_turns = match settings.max_turns.source {
+            crate::config::Source::Default => config.max_turns,
+            _ => settings.max_turns.value,
+        };
+        let history_wait = match settings.history_wait_ms.source {
+            crate::config::Source::Default => config.history_wait,
+            _ => Duration::from_millis(settings.history_wait_ms.value),
+        };
         let store = match Store::open(&store_path, &root) {
             Ok(s) => s,
             Err(e) if e.is_damage() => {
@@ -298,8 +312,9 @@ impl Workspace {
             root,
             dir,
             store: Arc::new(store),
-            max_turns: config.max_turns,
-            history_wait: config.history_wait,
+            max_turns,
+            history_wait,
+            settings,
             home: home_dir.clone(),
             runtimes: Arc::default(),
             warnings: Arc::new(Mutex::new(warnings)),
@@ -343,6 +358,12 @@ impl Workspace {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(line);
+    }
+
+    /// The effective settings and where each came from.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Whether the store holds object `id` and it verifies (reads it whole).

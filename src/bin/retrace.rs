@@ -133,10 +133,16 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
         /// Keep unreferenced objects younger than this (a capture elsewhere may be about to
-        /// record them).
-        #[arg(long, value_name = "SECS", default_value_t = retrace::retention::DEFAULT_GRACE_SECS)]
-        grace: u64,
+        /// record them); default: the `gc_grace_secs` setting (3600).
+        #[arg(long, value_name = "SECS")]
+        grace: Option<u64>,
         /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every setting's effective value and where it came from.
+    Config {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -248,12 +254,75 @@ fn run(cli: Cli) -> Result<u8> {
     let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Config { json } => {
+            let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+            let root = dir
+                .canonicalize()
+                .map(|d| retrace::home::find_root(&d))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+            let (s, warnings) = retrace::config::Settings::load(Some(&root));
+            for w in &warnings {
+                eprintln!("retrace: warning: {w}");
+            }
+            let home = Config::from_env().home().to_path_buf();
+            if json {
+                let mut v = serde_json::to_value(&s)?;
+                v["home"] = serde_json::json!(home.display().to_string());
+                v["user_file"] = serde_json::json!(
+                    retrace::config::user_file().map(|p| p.display().to_string())
+                );
+                v["project_file"] =
+                    serde_json::json!(root.join(".retrace.toml").display().to_string());
+                print_json(&v);
+            } else {
+                println!("home              {} ", home.display());
+                let row = |k: &str, v: String, src: &retrace::config::Source| {
+                    println!("{k:<17} {v:<14} ({src})");
+                };
+                row(
+                    "retention_days",
+                    s.retention_days.value.to_string(),
+                    &s.retention_days.source,
+                );
+                row(
+                    "max_store_bytes",
+                    s.max_store_bytes.value.to_string(),
+                    &s.max_store_bytes.source,
+                );
+                row(
+                    "max_turns",
+                    s.max_turns.value.to_string(),
+                    &s.max_turns.source,
+                );
+                row(
+                    "max_sessions",
+                    s.max_sessions.value.to_string(),
+                    &s.max_sessions.source,
+                );
+                row(
+                    "history_wait_ms",
+                    s.history_wait_ms.value.to_string(),
+                    &s.history_wait_ms.source,
+                );
+                row(
+                    "gc_grace_secs",
+                    s.gc_grace_secs.value.to_string(),
+                    &s.gc_grace_secs.source,
+                );
+                if let Some(u) = retrace::config::user_file() {
+                    println!("user file         {}", u.display());
+                }
+                println!("project file      {}", root.join(".retrace.toml").display());
+            }
+            Ok(0)
+        }
         Command::Gc {
             dry_run,
             grace,
             json,
         } => {
             let ws = open(dir)?;
+            let grace = grace.unwrap_or(ws.settings().gc_grace_secs.value);
             let r = ws.gc(grace, dry_run)?;
             for w in ws.warnings() {
                 eprintln!("retrace: warning: {w}");

@@ -1,0 +1,297 @@
+//! Settings, in layers: defaults < `~/.config/retrace/config.toml` (or
+//! `$XDG_CONFIG_HOME/retrace/config.toml`) < `<workspace>/.retrace.toml` < environment. A
+//! value that does not parse (`7days`, `-1`, empty) is ignored with one warning naming where
+//! it came from, and the layer below applies. `retrace config` shows every effective value and
+//! its source; `docs/retention.md` lists them all.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Where a setting's value came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "from", content = "at")]
+pub enum Source {
+    /// Built in.
+    Default,
+    /// The user's config file.
+    User(PathBuf),
+    /// The workspace's `.retrace.toml`.
+    Project(PathBuf),
+    /// An environment variable.
+    Env(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => write!(f, "default"),
+            Source::User(p) | Source::Project(p) => write!(f, "{}", p.display()),
+            Source::Env(v) => write!(f, "${v}"),
+        }
+    }
+}
+
+/// A value and its source.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Setting<T> {
+    /// The effective value.
+    pub value: T,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl<T> Setting<T> {
+    fn new(value: T) -> Setting<T> {
+        Setting {
+            value,
+            source: Source::Default,
+        }
+    }
+}
+
+/// Every setting.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Settings {
+    /// Days a session may stay untouched before its file history expires; fractions allowed;
+    /// 0 keeps it forever. Default 7.
+    pub retention_days: Setting<f64>,
+    /// Bytes a workspace's store may hold before the oldest turns of the least recently used
+    /// sessions are evicted; 0 = no limit. Default 2 GiB.
+    pub max_store_bytes: Setting<u64>,
+    /// Turns a session keeps. Default 8000.
+    pub max_turns: Setting<u64>,
+    /// Sessions a workspace keeps (least recently used go first). Default 64.
+    pub max_sessions: Setting<u64>,
+    /// Milliseconds undo, redo and navigate wait for another process. Default 10000.
+    pub history_wait_ms: Setting<u64>,
+    /// Seconds an unreferenced object is kept before collection. Default 3600.
+    pub gc_grace_secs: Setting<u64>,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            retention_days: Setting::new(7.0),
+            max_store_bytes: Setting::new(2 << 30),
+            max_turns: Setting::new(crate::workspace::DEFAULT_MAX_TURNS),
+            max_sessions: Setting::new(64),
+            history_wait_ms: Setting::new(10_000),
+            gc_grace_secs: Setting::new(crate::retention::DEFAULT_GRACE_SECS),
+        }
+    }
+}
+
+/// A non-negative number of days (`7`, `0.5`).
+fn parse_days(s: &str) -> Option<f64> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|d| d.is_finite() && *d >= 0.0)
+}
+
+/// A non-negative integer, optionally with a byte unit: `500000`, `500MB`, `2GiB`, `1.5G`.
+fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" => 1e12,
+        "tib" => 1024.0f64.powi(4),
+        _ => return None,
+    };
+    let v = n * mult;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    (v < 1.8e19).then_some(v as u64)
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    s.trim().parse().ok()
+}
+
+/// The user's config file path.
+#[must_use]
+pub fn user_file() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("XDG_CONFIG_HOME")
+        .or_else(|| env("HOME").map(|h| h.join(".config")))
+        .map(|d| d.join("retrace").join("config.toml"))
+}
+
+impl Settings {
+    /// Defaults, then the user's file, then `<root>/.retrace.toml` (when `root` is given),
+    /// then the environment. Returns the settings and one warning per ignored value.
+    #[must_use]
+    pub fn load(root: Option<&Path>) -> (Settings, Vec<String>) {
+        let mut s = Settings::default();
+        let mut warnings = Vec::new();
+        if let Some(f) = user_file() {
+            s.apply_file(&f, &Source::User(f.clone()), &mut warnings);
+        }
+        if let Some(r) = root {
+            let f = r.join(".retrace.toml");
+            s.apply_file(&f, &Source::Project(f.clone()), &mut warnings);
+        }
+        s.apply_env(&mut warnings);
+        (s, warnings)
+    }
+
+    fn apply_file(&mut self, path: &Path, source: &Source, warnings: &mut Vec<String>) {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let table: toml::Table = match text.parse() {
+            Ok(t) => t,
+            Err(e) => {
+                warnings.push(format!(
+                    "ignoring {}: not valid TOML ({})",
+                    path.display(),
+                    e.message()
+                ));
+                return;
+            }
+        };
+        for (key, value) in &table {
+            // Numbers may be written bare or quoted ("2GiB"); both go through one parser.
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                other => other.to_string(),
+            };
+            if !self.set(key, &text, source, warnings) {
+                warnings.push(format!(
+                    "ignoring unknown setting {key} in {}; see `retrace config`",
+                    path.display()
+                ));
+            }
+        }
+    }
+
+    fn apply_env(&mut self, warnings: &mut Vec<String>) {
+        for (var, key) in [
+            ("RETRACE_RETENTION_DAYS", "retention_days"),
+            ("RETRACE_MAX_STORE_BYTES", "max_store_bytes"),
+            ("RETRACE_HISTORY_WAIT_MS", "history_wait_ms"),
+        ] {
+            if let Some(v) = std::env::var_os(var) {
+                let v = v.to_string_lossy().into_owned();
+                self.set(key, &v, &Source::Env(var.into()), warnings);
+            }
+        }
+    }
+
+    /// Sets `key` from `text`; a value that does not parse is ignored with a warning.
+    /// Returns whether the key is known.
+    fn set(&mut self, key: &str, text: &str, source: &Source, warnings: &mut Vec<String>) -> bool {
+        let mut bad = |what: &str, default: String| {
+            warnings.push(format!(
+                "ignoring {key} = {text:?} from {source}: {what}; using {default}"
+            ));
+        };
+        macro_rules! put {
+            ($field:ident, $parse:expr, $what:expr) => {{
+                match $parse(text) {
+                    Some(v) => {
+                        self.$field = Setting {
+                            value: v,
+                            source: source.clone(),
+                        }
+                    }
+                    None => bad($what, self.$field.value.to_string()),
+                }
+                true
+            }};
+        }
+        match key {
+            "retention_days" => put!(
+                retention_days,
+                parse_days,
+                "not a non-negative number of days"
+            ),
+            "max_store_bytes" => put!(max_store_bytes, parse_bytes, "not a byte count like 2GiB"),
+            "max_turns" => put!(
+                max_turns,
+                |t| parse_u64(t).filter(|n| *n > 0),
+                "not a positive integer"
+            ),
+            "max_sessions" => put!(
+                max_sessions,
+                |t| parse_u64(t).filter(|n| *n > 0),
+                "not a positive integer"
+            ),
+            "history_wait_ms" => put!(history_wait_ms, parse_u64, "not a number of milliseconds"),
+            "gc_grace_secs" => put!(gc_grace_secs, parse_u64, "not a number of seconds"),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_or_are_ignored_with_a_warning() {
+        assert_eq!(parse_days("0.5"), Some(0.5));
+        assert_eq!(parse_days("0"), Some(0.0));
+        for bad in ["7days", "-1", "", "NaN", "inf"] {
+            assert_eq!(parse_days(bad), None, "{bad}");
+        }
+        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
+        assert_eq!(parse_bytes("500MB"), Some(500_000_000));
+        assert_eq!(parse_bytes("1024"), Some(1024));
+        assert_eq!(parse_bytes("12 parsecs"), None);
+        let mut s = Settings::default();
+        let mut w = Vec::new();
+        assert!(s.set("retention_days", "7days", &Source::Env("X".into()), &mut w));
+        assert!((s.retention_days.value - 7.0).abs() < f64::EPSILON);
+        assert_eq!(s.retention_days.source, Source::Default);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("7days") && w[0].contains("$X"), "{w:?}");
+        assert!(s.set("max_store_bytes", "1.5G", &Source::Env("Y".into()), &mut w));
+        assert_eq!(s.max_store_bytes.value, 1_500_000_000);
+        assert!(!s.set("colour", "blue", &Source::Default, &mut w));
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".retrace.toml"),
+            "retention_days = 0.5\nmax_store_bytes = \"100MiB\"\nmax_turns = -3\n",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        let mut w = Vec::new();
+        let f = dir.path().join(".retrace.toml");
+        s.apply_file(&f, &Source::Project(f.clone()), &mut w);
+        assert!((s.retention_days.value - 0.5).abs() < f64::EPSILON);
+        assert_eq!(s.retention_days.source, Source::Project(f.clone()));
+        assert_eq!(s.max_store_bytes.value, 100 << 20);
+        assert_eq!(s.max_turns.value, 8000, "a bad value keeps the layer below");
+        assert_eq!(w.len(), 1, "{w:?}");
+        std::fs::write(&f, "retention_days = [").unwrap();
+        let mut w = Vec::new();
+        s.apply_file(&f, &Source::Project(f.clone()), &mut w);
+        assert!(w[0].contains("not valid TOML"), "{w:?}");
+    }
+}
