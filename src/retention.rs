@@ -1,5 +1,8 @@
-//! Keeping the store small: garbage collection from every live root (and, as they land,
-//! retention rules that decide which history stops being a root).
+//! Keeping the store small: retention rules decide which history stops being a root (age,
+//! session count, a byte budget), then garbage collection frees what nothing refers to.
+//! `docs/retention.md` describes every setting.
+
+use serde::Serialize;
 
 use crate::error::Error;
 use crate::history::db;
@@ -63,4 +66,204 @@ impl Workspace {
         let roots = self.gc_roots()?;
         Ok(self.store.collect(&roots, grace_secs, dry_run)?)
     }
+}
+
+/// What a maintenance pass did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MaintenanceReport {
+    /// Sessions whose file history expired (first 16 hex digits of their keys).
+    pub expired_sessions: Vec<String>,
+    /// Expired sessions removed entirely (untouched for twice the retention period).
+    pub tombstones_pruned: u64,
+    /// Sessions removed because the workspace kept more than `max_sessions`.
+    pub sessions_dropped: u64,
+    /// Turns whose snapshots the byte budget evicted.
+    pub turns_evicted: u64,
+    /// Snapshot-log records removed.
+    pub snapshots_pruned: u64,
+    /// Sessions left alone because a live process has a turn in progress in them.
+    pub in_use_kept: u64,
+    /// Bytes of packed objects after the pass (what the budget counts).
+    pub store_bytes: u64,
+    /// The budget, 0 = none.
+    pub max_store_bytes: u64,
+    /// The final collection.
+    pub gc: GcReport,
+}
+
+const DAY_MS: f64 = 86_400_000.0;
+
+/// A session as maintenance sees it.
+struct Candidate {
+    key: db::SessionKey,
+    touched_ms: u64,
+    loaded: db::Loaded,
+    in_use: bool,
+}
+
+impl Workspace {
+    /// Applies retention, then collects: sessions untouched for longer than
+    /// `retention_days` expire (their turns keep their conversation anchors, lose their
+    /// snapshots; removed entirely after twice that); snapshot-log records older than that
+    /// go; the least recently used sessions beyond `max_sessions` go; while the packed
+    /// objects exceed `max_store_bytes`, the oldest turns of the least recently used
+    /// sessions are evicted (never a session's applied turn, never a session with a live
+    /// turn in progress), each round followed by a collection. `now_ms` is the clock
+    /// (injected by tests).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails or stays busy.
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    pub fn maintain(&self, now_ms: u64, grace_secs: u64) -> Result<MaintenanceReport, Error> {
+        let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
+        if let Some(report) = self.recover_locked(&crate::progress::NoProgress)? {
+            self.warn(report);
+        }
+        let s = &self.settings;
+        let mut report = MaintenanceReport {
+            max_store_bytes: s.max_store_bytes.value,
+            ..MaintenanceReport::default()
+        };
+        let retention_ms = (s.retention_days.value * DAY_MS) as u64;
+        let path = self.store.path().to_path_buf();
+        let mut sessions = self.candidates()?;
+        report.in_use_kept = sessions.iter().filter(|c| c.in_use).count() as u64;
+        // Age: expire, then prune tombstones.
+        if retention_ms > 0 {
+            for c in sessions.iter().filter(|c| !c.in_use) {
+                let age = now_ms.saturating_sub(c.touched_ms);
+                if age > 2 * retention_ms {
+                    self.store
+                        .transact(|tx| db::Writer::open(tx, &path, c.key).delete_session())?;
+                    report.tombstones_pruned += 1;
+                } else if age > retention_ms && c.loaded.turns.iter().any(has_files) {
+                    self.store
+                        .transact(|tx| db::Writer::open(tx, &path, c.key).expire(None))?;
+                    report
+                        .expired_sessions
+                        .push(ObjectId(c.key).to_hex()[..16].to_string());
+                }
+            }
+            report.snapshots_pruned += self
+                .store
+                .prune_snapshots(now_ms - retention_ms.min(now_ms))?;
+            sessions = self.candidates()?;
+        }
+        // Count: least recently used sessions beyond the limit.
+        let max_sessions = usize::try_from(s.max_sessions.value).unwrap_or(usize::MAX);
+        if sessions.len() > max_sessions {
+            sessions.sort_by_key(|c| std::cmp::Reverse(c.touched_ms));
+            for c in sessions.iter().skip(max_sessions).filter(|c| !c.in_use) {
+                self.store
+                    .transact(|tx| db::Writer::open(tx, &path, c.key).delete_session())?;
+                report.sessions_dropped += 1;
+            }
+            sessions = self.candidates()?;
+        }
+        report.gc = self
+            .store
+            .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
+        // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
+        let budget = s.max_store_bytes.value;
+        loop {
+            report.store_bytes = self.store.reader()?.packed_bytes()?;
+            if budget == 0 || report.store_bytes <= budget {
+                break;
+            }
+            let mut evictable: Vec<(u64, u64, db::SessionKey, u64)> = Vec::new();
+            for c in sessions.iter().filter(|c| !c.in_use) {
+                let keep = c.loaded.state.cursor;
+                for t in c.loaded.turns.iter().filter(|t| has_files(t)) {
+                    if Some(t.number) != keep {
+                        evictable.push((c.touched_ms, t.number, c.key, t.ended_ms.unwrap_or(0)));
+                    }
+                }
+            }
+            if evictable.is_empty() {
+                // Only what is in use is left: the budget cannot be met without losing it.
+                let _ = self.store.prune_snapshots(now_ms);
+                report.gc =
+                    self.store
+                        .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
+                report.store_bytes = self.store.reader()?.packed_bytes()?;
+                break;
+            }
+            evictable.sort_unstable();
+            let take = (evictable.len() / 4).max(1);
+            let batch = &evictable[..take];
+            let newest_end = batch.iter().map(|b| b.3).max().unwrap_or(0);
+            for key in batch
+                .iter()
+                .map(|b| b.2)
+                .collect::<std::collections::BTreeSet<_>>()
+            {
+                let turns: Vec<u64> = batch.iter().filter(|b| b.2 == key).map(|b| b.1).collect();
+                self.store
+                    .transact(|tx| db::Writer::open(tx, &path, key).expire(Some(&turns)))?;
+            }
+            report.turns_evicted += take as u64;
+            // Log records of that age name the same states: they go with them.
+            report.snapshots_pruned += self.store.prune_snapshots(newest_end + 1)?;
+            report.gc =
+                self.store
+                    .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
+            sessions = self.candidates()?;
+        }
+        self.store.set_maintained(now_ms)?;
+        Ok(report)
+    }
+
+    /// Runs [`Workspace::maintain`] if it is due (an hour since the last pass, or the byte
+    /// budget exceeded) and the workspace is free right now; never waits. For hosts and the
+    /// CLI to call after a turn has been recorded: it never delays one.
+    #[must_use = "the report says what maintenance did"]
+    pub fn maintain_if_due(&self) -> Option<MaintenanceReport> {
+        let reader = self.store.reader().ok()?;
+        let over = self.settings.max_store_bytes.value > 0
+            && reader.packed_bytes().ok()? > self.settings.max_store_bytes.value;
+        let now = crate::store::now_ms();
+        let due = now.saturating_sub(reader.maintained_ms().ok()?) > 3_600_000;
+        drop(reader);
+        if !(over || due) {
+            return None;
+        }
+        // Only when nobody else holds the workspace: maintenance waits for no one.
+        drop(
+            self.lock(LockMode::Exclusive, std::time::Duration::ZERO)
+                .ok()?,
+        );
+        self.maintain(now, self.settings.gc_grace_secs.value).ok()
+    }
+
+    fn candidates(&self) -> Result<Vec<Candidate>, Error> {
+        let tx = self.store.begin_read()?;
+        let path = self.store.path();
+        let mut out = Vec::new();
+        for (key, rec) in db::sessions(&tx, path)? {
+            let loaded = db::load(&tx, path, &key)?;
+            // In use: a turn in progress whose owner is not certainly gone.
+            let in_use = loaded.state.pending.is_some_and(|n| {
+                !matches!(
+                    db::lease(&tx, path, &key, n),
+                    Ok(Some(Ok(ref l))) if crate::lease::liveness(l, &self.home)
+                        == crate::lease::Liveness::Dead
+                )
+            });
+            out.push(Candidate {
+                key,
+                touched_ms: rec.touched_ms,
+                loaded,
+                in_use,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn has_files(t: &crate::history::record::TurnRecord) -> bool {
+    t.before.is_some() || t.after.is_some()
 }

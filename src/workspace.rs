@@ -43,6 +43,8 @@ pub struct Config {
     history_wait: Duration,
     /// Read the config files and environment settings (see [`crate::config`]).
     read_settings: bool,
+    /// Settings used when the files are not read.
+    settings: Settings,
 }
 
 impl Config {
@@ -65,6 +67,7 @@ impl Config {
             max_turns: DEFAULT_MAX_TURNS,
             history_wait: DEFAULT_HISTORY_WAIT,
             read_settings: false,
+            settings: Settings::default(),
         }
     }
 
@@ -79,6 +82,13 @@ impl Config {
     #[must_use]
     pub fn history_wait(mut self, wait: Duration) -> Config {
         self.history_wait = wait;
+        self
+    }
+
+    /// Changes settings directly (tests, embedding hosts), instead of reading files.
+    #[must_use]
+    pub fn configure(mut self, f: impl FnOnce(&mut Settings)) -> Config {
+        f(&mut self.settings);
         self
     }
 
@@ -276,7 +286,7 @@ impl Workspace {
         let (settings, mut warnings) = if config.read_settings {
             Settings::load(Some(&root))
         } else {
-            (Settings::default(), Vec::new())
+            (config.settings.clone(), Vec::new())
         };
         // A setting from a file or the environment wins over the built-in default only.
         let max_turns = match settings.max_turns.source {

@@ -246,6 +246,12 @@ fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
     Ok(ws.session(id.map_or(DEFAULT_SESSION, String::as_str)))
 }
 
+/// Runs due maintenance once the command's work is recorded (never delays it: it skips when
+/// the workspace is busy).
+fn maintain_later(ws: &Workspace) {
+    let _ = ws.maintain_if_due();
+}
+
 fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
@@ -323,13 +329,40 @@ fn run(cli: Cli) -> Result<u8> {
         } => {
             let ws = open(dir)?;
             let grace = grace.unwrap_or(ws.settings().gc_grace_secs.value);
-            let r = ws.gc(grace, dry_run)?;
+            // A dry run collects nothing and applies no retention; a real run does both.
+            let (m, r) = if dry_run {
+                (None, ws.gc(grace, true)?)
+            } else {
+                let m = ws.maintain(retrace::store::now_ms(), grace)?;
+                let gc = m.gc.clone();
+                (Some(m), gc)
+            };
             for w in ws.warnings() {
                 eprintln!("retrace: warning: {w}");
             }
             if json {
-                print_json(&serde_json::to_value(&r)?);
+                let mut v = serde_json::to_value(&r)?;
+                if let Some(m) = &m {
+                    v["retention"] = serde_json::to_value(m)?;
+                }
+                print_json(&v);
             } else {
+                if let Some(m) = &m {
+                    println!(
+                        "retention: {} session(s) expired, {} removed, {} turn(s) evicted for \
+                         the byte budget, {} log record(s) pruned; {} bytes packed (budget {})",
+                        m.expired_sessions.len(),
+                        m.tombstones_pruned + m.sessions_dropped,
+                        m.turns_evicted,
+                        m.snapshots_pruned,
+                        m.store_bytes,
+                        if m.max_store_bytes == 0 {
+                            "none".to_string()
+                        } else {
+                            m.max_store_bytes.to_string()
+                        }
+                    );
+                }
                 let verb = if dry_run { "would free" } else { "freed" };
                 println!(
                     "{verb} {} of {} objects ({} stored bytes); {} reachable, {} young kept",
@@ -364,7 +397,12 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Turn {
             action: TurnAction::End { anchor, json },
-        } => history_cli::end(&session(dir, sid)?, anchor, json),
+        } => {
+            let s = session(dir, sid)?;
+            let code = history_cli::end(&s, anchor, json)?;
+            maintain_later(s.workspace());
+            Ok(code)
+        }
         Command::Turn {
             action: TurnAction::Round { anchor },
         } => history_cli::round(&session(dir, sid)?, anchor),
@@ -373,7 +411,10 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Redo { force, json } => history_cli::redo(&session(dir, sid)?, force, json),
         Command::Checkpoint { label, json } => {
-            history_cli::checkpoint(&session(dir, sid)?, label, json)
+            let s = session(dir, sid)?;
+            let code = history_cli::checkpoint(&s, label, json)?;
+            maintain_later(s.workspace());
+            Ok(code)
         }
         Command::Navigate {
             anchor,
@@ -388,6 +429,7 @@ fn run(cli: Cli) -> Result<u8> {
             let bar = Bar::new();
             let c = ws.snapshot_with(label, &bar)?;
             drop(bar);
+            maintain_later(&ws);
             if json {
                 print_json(&serde_json::json!({
                     "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,

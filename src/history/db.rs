@@ -5,7 +5,8 @@ use std::path::Path;
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::record::{
-    CheckpointRecord, HISTORY_VERSION, Op, OpRecord, SessionRecord, TurnRecord, decode, encode,
+    CheckpointRecord, HISTORY_VERSION, Op, OpRecord, SessionRecord, TurnRecord, TurnState, decode,
+    encode,
 };
 use super::state::SessionState;
 use crate::error::StoreError;
@@ -252,6 +253,13 @@ impl<'a> Writer<'a> {
         Ok(w)
     }
 
+    /// A writer that leaves the session record as it is (maintenance must not make a
+    /// session look recently used).
+    #[must_use]
+    pub fn open(tx: &'a WriteTransaction, path: &'a Path, key: SessionKey) -> Writer<'a> {
+        Writer { tx, path, key }
+    }
+
     /// Re-reads the session inside this transaction (the truth for a check-then-write).
     ///
     /// # Errors
@@ -348,6 +356,87 @@ impl<'a> Writer<'a> {
         let e = db(self.path);
         let mut t = self.tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
         t.insert((&self.key, rec.number), encode(rec).as_slice())
+            .map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Expires turns: their snapshots stop being kept (state [`TurnState::Expired`], ids
+    /// dropped); the records stay so the conversation can still be navigated. `which`
+    /// selects turns by number; None expires them all, and the session's checkpoints too,
+    /// and replaces its log by a base that knows no snapshot.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; [`StoreError::History`].
+    pub fn expire(&self, which: Option<&[u64]>) -> Result<u64, StoreError> {
+        let (e, b) = (db(self.path), bad(self.path));
+        let mut t = self.tx.open_table(TURNS).map_err(|x| e(x.into()))?;
+        let mut changed = Vec::new();
+        for item in t
+            .range((&self.key, 0)..=(&self.key, u64::MAX))
+            .map_err(|x| e(x.into()))?
+        {
+            let (_, v) = item.map_err(|x| e(x.into()))?;
+            let mut rec: TurnRecord = decode(v.value()).map_err(&b)?;
+            let chosen = which.is_none_or(|w| w.contains(&rec.number));
+            if chosen && rec.state != TurnState::Pending && rec.state != TurnState::Expired {
+                rec.state = TurnState::Expired;
+                rec.before = None;
+                rec.after = None;
+                changed.push(rec);
+            }
+        }
+        for rec in &changed {
+            t.insert((&self.key, rec.number), encode(rec).as_slice())
+                .map_err(|x| e(x.into()))?;
+        }
+        drop(t);
+        if which.is_none() {
+            let mut c = self.tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
+            c.retain_in((&self.key, 0)..=(&self.key, u64::MAX), |_, _| false)
+                .map_err(|x| e(x.into()))?;
+            drop(c);
+            let mut state = self.state()?;
+            state.last_known = None;
+            self.replace_log(&state)?;
+        }
+        Ok(changed.len() as u64)
+    }
+
+    /// Removes every record of the session.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn delete_session(&self) -> Result<(), StoreError> {
+        let e = db(self.path);
+        for def in [TURNS, CHECKPOINTS, OPLOG, LEASES] {
+            let mut t = self.tx.open_table(def).map_err(|x| e(x.into()))?;
+            t.retain_in((&self.key, 0)..=(&self.key, u64::MAX), |_, _| false)
+                .map_err(|x| e(x.into()))?;
+        }
+        let mut s = self.tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
+        s.remove(&self.key).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Replaces the op log by one [`Op::Base`] holding `state`.
+    fn replace_log(&self, state: &SessionState) -> Result<(), StoreError> {
+        let e = db(self.path);
+        let mut log = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
+        let last = log
+            .range((&self.key, 0)..=(&self.key, u64::MAX))
+            .map_err(|x| e(x.into()))?
+            .next_back()
+            .transpose()
+            .map_err(|x| e(x.into()))?
+            .map_or(0, |(k, _)| k.value().1);
+        log.retain_in((&self.key, 0)..=(&self.key, last), |_, _| false)
+            .map_err(|x| e(x.into()))?;
+        let rec = OpRecord {
+            version: HISTORY_VERSION,
+            time_ms: now_ms(),
+            op: state.base(),
+        };
+        log.insert((&self.key, last + 1), encode(&rec).as_slice())
             .map_err(|x| e(x.into()))?;
         Ok(())
     }

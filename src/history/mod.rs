@@ -231,6 +231,12 @@ impl Session {
         })
     }
 
+    /// The workspace this session belongs to.
+    #[must_use]
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
     /// Hex of the first 8 bytes of the session key.
     #[must_use]
     pub fn id(&self) -> String {

@@ -71,6 +71,20 @@ impl Store {
         grace_secs: u64,
         dry_run: bool,
     ) -> Result<GcReport, StoreError> {
+        self.collect_at(roots, grace_secs, dry_run, now_secs())
+    }
+
+    /// [`Store::collect`] with the clock given (Unix seconds): tests age objects this way.
+    ///
+    /// # Errors
+    /// As [`Store::collect`].
+    pub fn collect_at(
+        &self,
+        roots: &[ObjectId],
+        grace_secs: u64,
+        dry_run: bool,
+        now: u64,
+    ) -> Result<GcReport, StoreError> {
         let mut report = GcReport {
             dry_run,
             disk_bytes_before: disk_bytes(&self.path),
@@ -78,7 +92,6 @@ impl Store {
         };
         let reader = self.reader()?;
         let live = mark(&reader, roots)?;
-        let now = now_secs();
         let mut frames: HashMap<u64, Frame> = HashMap::new();
         for (id, rec) in reader.objects()? {
             report.objects += 1;

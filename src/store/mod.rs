@@ -511,6 +511,40 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Records when maintenance last ran.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn set_maintained(&self, now_ms: u64) -> Result<(), StoreError> {
+        let e = self.db_err();
+        self.transact(|tx| {
+            let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
+            meta.insert(schema::META_MAINTAINED, now_ms.to_le_bytes().as_slice())
+                .map_err(|x| e(x.into()))?;
+            Ok(())
+        })
+    }
+
+    /// Deletes snapshot-log records older than `cutoff_ms` (they stop being GC roots).
+    /// Returns how many.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn prune_snapshots(&self, cutoff_ms: u64) -> Result<u64, StoreError> {
+        let e = self.db_err();
+        self.transact(|tx| {
+            let mut t = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+            let before = t.len().map_err(|x| e(x.into()))?;
+            t.retain(|_, v| {
+                postcard::from_bytes::<SnapshotRecord>(v).map_or(true, |r| r.time_ms >= cutoff_ms)
+            })
+            .map_err(|x| e(x.into()))?;
+            Ok(before - t.len().map_err(|x| e(x.into()))?)
+        })
+    }
+}
+
 /// A store opened read-only (`retrace-dump`).
 pub struct ReadOnlyStore {
     db: redb::ReadOnlyDatabase,
@@ -925,6 +959,29 @@ impl StoreReader {
             Some(t) => t.len().map_err(|x| self.db_err(x)),
             None => Ok(0),
         }
+    }
+
+    /// Bytes the pack log's values hold now (what a byte budget counts: compressed objects,
+    /// independent of whether the file has been compacted yet).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn packed_bytes(&self) -> Result<u64, StoreError> {
+        match &self.packs {
+            Some(t) => Ok(t.len().map_err(|x| self.db_err(x))? * schema::PACK_BYTES),
+            None => Ok(0),
+        }
+    }
+
+    /// Unix milliseconds of the last maintenance pass (0: never).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn maintained_ms(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .meta_value(schema::META_MAINTAINED)?
+            .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0))
     }
 
     /// Length of the pack log in bytes.

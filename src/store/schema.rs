@@ -44,6 +44,8 @@ pub const META_FORMAT: &str = "format";
 pub const META_WORKSPACE: &str = "workspace";
 /// Length of the pack log in bytes, u64 little endian.
 pub const META_LOG_END: &str = "log_end";
+/// Unix milliseconds of the last maintenance pass, u64 little endian.
+pub const META_MAINTAINED: &str = "maintained";
 /// Root tree id of the workspace's last known state (last captured or restored), 32 bytes.
 pub const META_LAST_KNOWN: &str = "last_known";
 

@@ -1,0 +1,166 @@
+//! Retention with an injected clock (no sleeping): expiry at the boundary, 0 = forever,
+//! tombstones, the session count, and the byte budget holding over 500 turns.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, assert_verified};
+use retrace::config::Settings;
+use retrace::store::now_ms;
+use retrace::{Config, Mode, Outcome, Session, Workspace};
+
+const DAY: u64 = 86_400_000;
+const HOUR: u64 = 3_600_000;
+
+fn open(env: &Env, f: impl FnOnce(&mut Settings)) -> Workspace {
+    Workspace::open(env.root(), &Config::with_home(env.home.path()).configure(f)).unwrap()
+}
+
+fn turn(s: &Session, edit: impl FnOnce()) {
+    let t = s.begin_turn(None, None).unwrap();
+    t.wait_before(Duration::from_mins(1)).unwrap();
+    edit();
+    t.end(None).unwrap();
+}
+
+/// Incompressible bytes.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn a_session_expires_just_after_the_retention_period_and_resumes() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.retention_days.value = 7.0);
+    let s = ws.session("old");
+    turn(&s, || env.write("f.txt", noise(1, 100_000)));
+    let t0 = now_ms();
+    let r = ws.maintain(t0 + 7 * DAY - HOUR, 0).unwrap();
+    assert!(r.expired_sessions.is_empty(), "{r:?}");
+    let r = ws.maintain(t0 + 7 * DAY + HOUR, 0).unwrap();
+    assert_eq!(r.expired_sessions.len(), 1, "{r:?}");
+    assert!(
+        r.gc.objects_freed > 0,
+        "its snapshots were collected: {r:?}"
+    );
+    assert_verified(&env);
+    // Resuming: the expired turn moves only the conversation; new turns work normally.
+    let o = s.undo(Mode::Both).unwrap();
+    assert!(matches!(o, Outcome::Expired { .. }), "{o:?}");
+    assert!(env.path("f.txt").exists());
+    turn(&s, || env.write("g.txt", "new"));
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::Restored { .. }
+    ));
+    assert!(!env.path("g.txt").exists());
+}
+
+#[test]
+fn zero_keeps_history_forever() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.retention_days.value = 0.0);
+    let s = ws.session("kept");
+    turn(&s, || env.write("f.txt", "x"));
+    let r = ws.maintain(now_ms() + 1000 * DAY, 0).unwrap();
+    assert!(
+        r.expired_sessions.is_empty() && r.tombstones_pruned == 0,
+        "{r:?}"
+    );
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::Restored { .. }
+    ));
+}
+
+#[test]
+fn expired_sessions_are_removed_after_twice_the_retention() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.retention_days.value = 1.0);
+    let s = ws.session("t");
+    turn(&s, || env.write("f.txt", "x"));
+    let t0 = now_ms();
+    assert_eq!(
+        ws.maintain(t0 + DAY + HOUR, 0)
+            .unwrap()
+            .expired_sessions
+            .len(),
+        1
+    );
+    assert_eq!(
+        s.log().unwrap().entries.len(),
+        1,
+        "the tombstone keeps the turn's anchors"
+    );
+    let r = ws.maintain(t0 + 2 * DAY + HOUR, 0).unwrap();
+    assert_eq!(r.tombstones_pruned, 1, "{r:?}");
+    assert!(s.log().unwrap().entries.is_empty());
+}
+
+#[test]
+fn the_least_recently_used_sessions_beyond_the_count_go() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.max_sessions.value = 3);
+    for i in 0..5 {
+        let s = ws.session(&format!("s{i}"));
+        turn(&s, || env.write(&format!("f{i}"), "x"));
+        std::thread::sleep(Duration::from_millis(2)); // distinct "last used" times
+    }
+    let r = ws.maintain(now_ms(), 3600).unwrap();
+    assert_eq!(r.sessions_dropped, 2, "{r:?}");
+    for i in 0..5 {
+        let turns = ws.session(&format!("s{i}")).status().unwrap().turns;
+        assert_eq!(turns, usize::from(i >= 2), "session s{i}");
+    }
+}
+
+#[test]
+fn the_byte_budget_holds_over_500_turns() {
+    const BUDGET: u64 = 3 << 20;
+    const FILE: usize = 32 * 1024;
+    let env = Env::new();
+    let ws = open(&env, |s| s.max_store_bytes.value = BUDGET);
+    let s = ws.session("busy");
+    let other = ws.session("idle");
+    turn(&other, || env.write("other.txt", noise(0, FILE)));
+    // The clock runs two hours ahead: every object is past the grace period.
+    let clock = || now_ms() + 2 * HOUR;
+    let mut sizes = Vec::new();
+    let mut peak = 0;
+    for n in 0..500u64 {
+        turn(&s, || {
+            env.write(&format!("f{}.bin", n % 10), noise(n + 1, FILE))
+        });
+        let size = ws.maintain(clock(), 3600).unwrap().store_bytes;
+        peak = peak.max(size);
+        sizes.push(size);
+        // Within the budget after every pass (the live state itself is about 350 KB).
+        assert!(
+            size <= BUDGET,
+            "turn {n}: {size} bytes over the {BUDGET}-byte budget"
+        );
+    }
+    println!(
+        "store bytes per turn (every 50th): {:?}",
+        sizes.iter().step_by(50).collect::<Vec<_>>()
+    );
+    println!("peak {peak} bytes for a {BUDGET}-byte budget over 500 turns of {FILE}-byte files");
+    // Without eviction the history alone would be 500 × 32 KiB = 16 MB.
+    assert!(peak > BUDGET / 2, "the budget was actually exercised");
+    // The newest turn (the cursor's) is never evicted: it still undoes exactly.
+    let o = s.undo(Mode::Both).unwrap();
+    assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+    assert_eq!(std::fs::read(env.path("f9.bin")).unwrap(), noise(490, FILE));
+    // The idle session lost its old turn's files first, but keeps its applied one.
+    assert!(other.status().unwrap().can_undo);
+    assert_verified(&env);
+}
