@@ -69,6 +69,8 @@ pub struct Capture {
     pub skipped: Vec<Skipped>,
     /// Nested repositories recorded but not entered.
     pub nested_repos: Vec<String>,
+    /// Credentials left out (by name or by a private-key header), sorted.
+    pub secrets: Vec<String>,
     /// Every path of the snapshot, sorted by path bytes (not serialized).
     #[serde(skip)]
     pub entries: Vec<FlatEntry>,
@@ -96,6 +98,8 @@ pub(crate) struct CaptureContext<'a> {
     pub store: &'a Store,
     pub statcache: &'a Path,
     pub store_dir: Option<&'a Path>,
+    /// Paths allowed although they look like credentials (the `allow_secrets` setting).
+    pub allow_secrets: Option<&'a globset::GlobSet>,
 }
 
 /// Objects waiting to be framed and frames waiting to be written.
@@ -110,8 +114,21 @@ struct Pending {
     frame_bytes: usize,
 }
 
+/// A file's content is a private key (see [`scan::exclude::looks_like_private_key`]).
+#[derive(Debug)]
+struct SecretFound;
+
+impl std::fmt::Display for SecretFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("holds a private key")
+    }
+}
+
+impl std::error::Error for SecretFound {}
+
 struct Hasher<'a> {
     root: &'a Path,
+    allow_secrets: Option<&'a globset::GlobSet>,
     reader: &'a StoreReader,
     store_objects: bool,
     pending: Mutex<Pending>,
@@ -136,6 +153,8 @@ enum Looked {
     Skip(String),
     /// Deleted between the walk and the read: it is simply not there any more.
     Gone,
+    /// Its first KiB holds a private-key header: left out and named.
+    Secret,
 }
 
 impl Hasher<'_> {
@@ -259,7 +278,17 @@ impl Hasher<'_> {
             },
             ScanKind::File => {
                 for _ in 0..3 {
-                    match self.read_file(&path) {
+                    let allowed = self
+                        .allow_secrets
+                        .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&e.path)));
+                    match self.read_file(&path, !allowed) {
+                        Err(err)
+                            if err.get_ref().is_some_and(
+                                <dyn std::error::Error + Send + Sync>::is::<SecretFound>,
+                            ) =>
+                        {
+                            return Looked::Secret;
+                        }
                         Ok(Some((id, stat, objects))) => {
                             self.queue(objects);
                             let (size, fresh) = (stat.size, Some(stat));
@@ -289,6 +318,7 @@ impl Hasher<'_> {
     fn read_file(
         &self,
         path: &Path,
+        check_secret: bool,
     ) -> std::io::Result<Option<(ObjectId, Stat, Vec<PendingObject>)>> {
         let mut f = File::open(path)?;
         let before = f.metadata()?;
@@ -298,6 +328,10 @@ impl Hasher<'_> {
             (&mut f).take(CHUNK_THRESHOLD + 1).read_to_end(&mut data)?;
             if data.len() as u64 != before.len() {
                 return Ok(None);
+            }
+            if check_secret && scan::exclude::looks_like_private_key(&data[..data.len().min(1024)])
+            {
+                return Err(std::io::Error::other(SecretFound));
             }
             let id = ObjectId::of_blob(&data);
             objects.extend(self.blob(&data, id));
@@ -514,7 +548,7 @@ pub(crate) fn capture(
         source,
     })?;
     let mut phases = crate::trace::Phases::new("capture");
-    let scan = scan::scan(ctx.root, ctx.store_dir);
+    let scan = scan::scan(ctx.root, ctx.store_dir, ctx.allow_secrets);
     phases.mark("scan");
     let reader = ctx.store.reader()?;
     let store_id = reader.store_id()?;
@@ -523,6 +557,7 @@ pub(crate) fn capture(
     let cache = StatCache::load(ctx.statcache, &store_id);
     let hasher = Hasher {
         root: ctx.root,
+        allow_secrets: ctx.allow_secrets,
         reader: &reader,
         store_objects: opts.store_objects,
         pending: Mutex::new(Pending::default()),
@@ -559,6 +594,7 @@ pub(crate) fn capture(
         return Err(e.into());
     }
     let mut skipped = scan.skipped;
+    let mut secrets = scan.secrets;
     let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
     let mut hits: Vec<bool> = Vec::with_capacity(scan.entries.len());
     let mut stats: Vec<(Stat, ScanKind)> = Vec::with_capacity(scan.entries.len());
@@ -589,6 +625,7 @@ pub(crate) fn capture(
                 });
             }
             Looked::Gone => {}
+            Looked::Secret => secrets.push(String::from_utf8_lossy(&e.path).into_owned()),
             Looked::Skip(reason) => {
                 skipped.push(Skipped {
                     path: String::from_utf8_lossy(&e.path).into_owned(),
@@ -598,6 +635,7 @@ pub(crate) fn capture(
         }
     }
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    secrets.sort();
     let mut trees = Vec::new();
     let (root, built) = TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes| {
         if opts.store_objects && !hasher.known(&id) {
@@ -630,6 +668,7 @@ pub(crate) fn capture(
         hashed,
         skipped,
         nested_repos,
+        secrets,
         entries: Vec::new(),
     };
     if opts.store_objects {

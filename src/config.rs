@@ -68,6 +68,9 @@ pub struct Settings {
     pub history_wait_ms: Setting<u64>,
     /// Seconds an unreferenced object is kept before collection. Default 3600.
     pub gc_grace_secs: Setting<u64>,
+    /// Glob patterns (relative to the workspace root) of files captured although they look
+    /// like credentials. Default none.
+    pub allow_secrets: Setting<Vec<String>>,
 }
 
 impl Default for Settings {
@@ -79,6 +82,7 @@ impl Default for Settings {
             max_sessions: Setting::new(64),
             history_wait_ms: Setting::new(10_000),
             gc_grace_secs: Setting::new(crate::retention::DEFAULT_GRACE_SECS),
+            allow_secrets: Setting::new(Vec::new()),
         }
     }
 }
@@ -137,6 +141,21 @@ pub fn user_file() -> Option<PathBuf> {
 }
 
 impl Settings {
+    /// The `allow_secrets` patterns compiled (None when there are none).
+    #[must_use]
+    pub fn allowed_secrets(&self) -> Option<globset::GlobSet> {
+        if self.allow_secrets.value.is_empty() {
+            return None;
+        }
+        let mut b = globset::GlobSetBuilder::new();
+        for p in &self.allow_secrets.value {
+            if let Ok(g) = globset::Glob::new(p) {
+                b.add(g);
+            }
+        }
+        b.build().ok()
+    }
+
     /// Defaults, then the user's file, then `<root>/.retrace.toml` (when `root` is given),
     /// then the environment. Returns the settings and one warning per ignored value.
     #[must_use]
@@ -170,6 +189,24 @@ impl Settings {
             }
         };
         for (key, value) in &table {
+            if key == "allow_secrets" {
+                let list: Option<Vec<String>> = value
+                    .as_array()
+                    .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect());
+                match list.filter(|l| l.iter().all(|p| globset::Glob::new(p).is_ok())) {
+                    Some(list) => {
+                        self.allow_secrets = Setting {
+                            value: list,
+                            source: source.clone(),
+                        }
+                    }
+                    None => warnings.push(format!(
+                        "ignoring allow_secrets in {}: not a list of glob patterns",
+                        path.display()
+                    )),
+                }
+                continue;
+            }
             // Numbers may be written bare or quoted ("2GiB"); both go through one parser.
             let text = match value {
                 toml::Value::String(s) => s.clone(),

@@ -179,6 +179,7 @@ pub struct Workspace {
     /// The retrace home (host id, leases).
     pub(crate) home: PathBuf,
     pub(crate) settings: Settings,
+    allow_secrets: Option<Arc<globset::GlobSet>>,
     /// In-process state of each session opened through this handle (or its clones).
     pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
     warnings: Arc<Mutex<Vec<String>>>,
@@ -324,6 +325,7 @@ impl Workspace {
             store: Arc::new(store),
             max_turns,
             history_wait,
+            allow_secrets: settings.allowed_secrets().map(Arc::new),
             settings,
             home: home_dir.clone(),
             runtimes: Arc::default(),
@@ -477,6 +479,7 @@ impl Workspace {
     fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
         let statcache = self.dir.join("statcache");
         let ctx = CaptureContext {
+            allow_secrets: self.allow_secrets.as_deref(),
             root: &self.root,
             store: &self.store,
             statcache: &statcache,

@@ -434,7 +434,7 @@ fn run(cli: Cli) -> Result<u8> {
                 print_json(&serde_json::json!({
                     "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,
                     "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
-                    "skipped": c.skipped, "nested_repos": c.nested_repos,
+                    "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
                 }));
             } else {
                 println!("snapshot {}", c.id);
@@ -447,6 +447,9 @@ fn run(cli: Cli) -> Result<u8> {
                 }
                 for s in &c.skipped {
                     println!("skipped {}: {}", s.path, s.reason);
+                }
+                for s in &c.secrets {
+                    println!("secret left out: {s} (allow it with the allow_secrets setting)");
                 }
             }
             Ok(0)

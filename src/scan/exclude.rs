@@ -4,9 +4,21 @@
 pub const HARD_EXCLUSIONS: &[&str] = &[
     ".git",
     "node_modules",
+    ".*.retrace-tmp-* (retrace's own temp files)",
+];
+
+/// Names of credentials, excluded by default (named in capture results, and allowed back
+/// only by the `allow_secrets` setting). Files whose first KiB holds a private-key header are
+/// excluded the same way.
+pub const SECRET_NAMES: &[&str] = &[
     ".env",
     ".env.*",
-    ".*.retrace-tmp-* (retrace's own temp files)",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
 ];
 
 /// The marker in the name of a temp file a restore writes before renaming it into place.
@@ -15,11 +27,31 @@ pub const TEMP_MARKER: &[u8] = b".retrace-tmp-";
 /// Whether a file or directory name is hard-excluded.
 #[must_use]
 pub fn is_hard_excluded(name: &[u8]) -> bool {
-    name == b".git"
-        || name == b"node_modules"
-        || name == b".env"
+    name == b".git" || name == b"node_modules" || is_temp(name)
+}
+
+/// Whether a file name is a credential's by name ([`SECRET_NAMES`]).
+#[must_use]
+pub fn is_secret_name(name: &[u8]) -> bool {
+    name == b".env"
         || name.starts_with(b".env.")
-        || is_temp(name)
+        || name.ends_with(b".pem")
+        || name.ends_with(b".key")
+        || [&b"id_rsa"[..], b"id_dsa", b"id_ecdsa", b"id_ed25519"]
+            .iter()
+            .any(|p| name.starts_with(p))
+}
+
+/// Whether the start of a file holds a PEM private-key header
+/// (`-----BEGIN ... PRIVATE KEY-----`).
+#[must_use]
+pub fn looks_like_private_key(head: &[u8]) -> bool {
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    find(head, b"-----BEGIN ").is_some_and(|i| {
+        let rest = &head[i..];
+        let line_end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        find(&rest[..line_end], b"PRIVATE KEY-----").is_some()
+    })
 }
 
 /// Whether a name is one of retrace's restore temp files (`.<name>.retrace-tmp-<pid>-<n>`),
@@ -35,16 +67,30 @@ mod tests {
 
     #[test]
     fn excludes_git_node_modules_and_env_files() {
-        for n in [
-            &b".git"[..],
-            b"node_modules",
-            b".env",
-            b".env.local",
-            b".env.production",
-            b".main.rs.retrace-tmp-42-7",
-        ] {
+        for n in [&b".git"[..], b"node_modules", b".main.rs.retrace-tmp-42-7"] {
             assert!(is_hard_excluded(n), "{n:?}");
         }
+        for n in [
+            &b".env"[..],
+            b".env.local",
+            b"server.pem",
+            b"tls.key",
+            b"id_rsa",
+            b"id_ed25519.pub",
+        ] {
+            assert!(is_secret_name(n), "{n:?}");
+        }
+        for n in [&b"env"[..], b".envrc", b"key.rs", b"pem.txt", b"ids.txt"] {
+            assert!(!is_secret_name(n), "{n:?}");
+        }
+        assert!(looks_like_private_key(
+            b"junk\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blb"
+        ));
+        assert!(looks_like_private_key(b"-----BEGIN RSA PRIVATE KEY-----\n"));
+        assert!(!looks_like_private_key(b"-----BEGIN CERTIFICATE-----\n"));
+        assert!(!looks_like_private_key(
+            b"-----BEGIN PUBLIC KEY-----\nPRIVATE KEY-----"
+        ));
         for n in [
             &b".gitignore"[..],
             b"env",

@@ -64,6 +64,8 @@ pub struct Scan {
     pub entries: Vec<ScanEntry>,
     /// Paths left out because they could not be read.
     pub skipped: Vec<Skipped>,
+    /// Credentials left out by name ([`exclude::SECRET_NAMES`]), sorted.
+    pub secrets: Vec<String>,
 }
 
 fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
@@ -76,9 +78,10 @@ fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
     }
 }
 
-/// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped.
+/// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped; files named
+/// like credentials are left out and listed unless `allow` matches their path.
 #[must_use]
-pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
+pub fn scan(root: &Path, store_dir: Option<&Path>, allow: Option<&globset::GlobSet>) -> Scan {
     let store_dir: Option<PathBuf> = store_dir.map(Path::to_path_buf);
     let mut builder = WalkBuilder::new(root);
     builder
@@ -103,11 +106,13 @@ pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
     let shared = Shared {
         entries: Mutex::new(Vec::new()),
         skipped: Mutex::new(Vec::new()),
+        secrets: Mutex::new(Vec::new()),
     };
     let mut phases = crate::trace::Phases::new("scan");
     builder.build_parallel().visit(&mut VisitorBuilder {
         root,
         shared: &shared,
+        allow,
     });
     let mut entries = shared
         .entries
@@ -121,17 +126,28 @@ pub fn scan(root: &Path, store_dir: Option<&Path>) -> Scan {
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner);
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    Scan { entries, skipped }
+    let mut secrets = shared
+        .secrets
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    secrets.sort();
+    Scan {
+        entries,
+        skipped,
+        secrets,
+    }
 }
 
 struct Shared {
     entries: Mutex<Vec<ScanEntry>>,
     skipped: Mutex<Vec<Skipped>>,
+    secrets: Mutex<Vec<String>>,
 }
 
 struct VisitorBuilder<'s> {
     root: &'s Path,
     shared: &'s Shared,
+    allow: Option<&'s globset::GlobSet>,
 }
 
 impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
@@ -139,8 +155,10 @@ impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
         Box::new(Visitor {
             root: self.root,
             shared: self.shared,
+            allow: self.allow,
             entries: Vec::new(),
             skipped: Vec::new(),
+            secrets: Vec::new(),
         })
     }
 }
@@ -150,8 +168,10 @@ impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
 struct Visitor<'s> {
     root: &'s Path,
     shared: &'s Shared,
+    allow: Option<&'s globset::GlobSet>,
     entries: Vec<ScanEntry>,
     skipped: Vec<Skipped>,
+    secrets: Vec<String>,
 }
 
 impl Drop for Visitor<'_> {
@@ -161,6 +181,9 @@ impl Drop for Visitor<'_> {
         }
         if let Ok(mut v) = self.shared.skipped.lock() {
             v.append(&mut self.skipped);
+        }
+        if let Ok(mut v) = self.shared.secrets.lock() {
+            v.append(&mut self.secrets);
         }
     }
 }
@@ -219,8 +242,19 @@ impl ParallelVisitor for Visitor<'_> {
             return WalkState::Continue;
         };
         let sized = matches!(kind, ScanKind::File | ScanKind::Symlink);
+        let rel = rel_path(self.root, path);
+        if sized && exclude::is_secret_name(entry.file_name().as_bytes()) {
+            let allowed = self
+                .allow
+                .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&rel)));
+            if !allowed {
+                self.secrets
+                    .push(String::from_utf8_lossy(&rel).into_owned());
+                return WalkState::Continue;
+            }
+        }
         self.entries.push(ScanEntry {
-            path: rel_path(self.root, path),
+            path: rel,
             kind,
             size: if sized { meta.len() } else { 0 },
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
