@@ -51,7 +51,7 @@ pub struct FlatEntry {
 }
 
 /// What a capture found and stored.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Capture {
     /// Root tree id: the snapshot id.
     pub id: ObjectId,

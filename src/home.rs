@@ -64,3 +64,35 @@ pub fn find_root(dir: &Path) -> PathBuf {
     }
     dir.to_path_buf()
 }
+
+/// Why `root` must not be snapshotted, if it must not: the home directory or a folder above
+/// it, a filesystem root, or the temp directory (snapshotting them would copy `.ssh`, browser
+/// profiles, other programs' files). Their subfolders are ordinary workspaces. `root` must
+/// be canonical.
+#[must_use]
+pub fn refused_root(root: &Path) -> Option<String> {
+    let canon = |p: PathBuf| p.canonicalize().unwrap_or(p);
+    if root.parent().is_none() {
+        return Some(format!("{} is a filesystem root", root.display()));
+    }
+    for tmp in [
+        std::env::temp_dir(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+    ] {
+        if canon(tmp) == root {
+            return Some(format!("{} is the temporary directory", root.display()));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        let home = canon(PathBuf::from(home));
+        if home.starts_with(root) {
+            return Some(if home == root {
+                format!("{} is your home directory", root.display())
+            } else {
+                format!("{} holds your home directory", root.display())
+            });
+        }
+    }
+    None
+}

@@ -153,6 +153,8 @@ pub struct Status {
     /// A restore that began and has not finished (in progress elsewhere, or interrupted and
     /// not yet recovered): what it is and the process that started it.
     pub pending_recovery: Option<String>,
+    /// Why files are never snapshotted here (home directory, filesystem root, temp dir).
+    pub conversation_only: Option<String>,
 }
 
 /// A workspace and its store. Opening one is cheap; every operation takes what it needs.
@@ -180,6 +182,8 @@ pub struct Workspace {
     pub(crate) home: PathBuf,
     pub(crate) settings: Settings,
     allow_secrets: Option<Arc<globset::GlobSet>>,
+    /// Why files are never snapshotted here (home, filesystem root, temp directory).
+    pub(crate) refused: Option<String>,
     /// In-process state of each session opened through this handle (or its clones).
     pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
     warnings: Arc<Mutex<Vec<String>>>,
@@ -263,7 +267,13 @@ impl Workspace {
                 reason: "not a directory".into(),
             });
         }
-        let root = home::find_root(&canonical);
+        let mut root = home::find_root(&canonical);
+        // A git repository at a refused place (dotfiles in the home directory) does not make
+        // its ordinary subfolders refused too.
+        if root != canonical && home::refused_root(&root).is_some() {
+            root.clone_from(&canonical);
+        }
+        let refused = home::refused_root(&root);
         home::create_private_dir(config.home())?;
         let home_dir = config.home().canonicalize().map_err(|source| {
             Error::Store(StoreError::CreateDir {
@@ -272,7 +282,8 @@ impl Workspace {
             })
         })?;
         let dir = home_dir.join("workspaces").join(home::workspace_id(&root));
-        if dir.starts_with(&root) {
+        // (Where nothing is ever captured, a store inside changes nothing.)
+        if dir.starts_with(&root) && refused.is_none() {
             return Err(Error::Workspace {
                 path: root,
                 reason: format!(
@@ -289,6 +300,12 @@ impl Workspace {
         } else {
             (config.settings.clone(), Vec::new())
         };
+        if let Some(why) = &refused {
+            warnings.push(format!(
+                "{why}: retrace keeps conversation history here but never snapshots files (it \
+                 would copy credentials and other programs' data); use a project folder"
+            ));
+        }
         // A setting from a file or the environment wins over the built-in default only.
         let max_turns = match settings.max_turns.source {
             crate::config::Source::Default => config.max_turns,
@@ -326,6 +343,7 @@ impl Workspace {
             max_turns,
             history_wait,
             allow_secrets: settings.allowed_secrets().map(Arc::new),
+            refused,
             settings,
             home: home_dir.clone(),
             runtimes: Arc::default(),
@@ -370,6 +388,13 @@ impl Workspace {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(line);
+    }
+
+    /// Why files are never snapshotted in this workspace (the home directory or above, a
+    /// filesystem root, the temp directory), or None for an ordinary workspace.
+    #[must_use]
+    pub fn conversation_only(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// The effective settings and where each came from.
@@ -477,6 +502,15 @@ impl Workspace {
     }
 
     fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
+        if let Some(why) = &self.refused {
+            return Err(Error::Workspace {
+                path: self.root.clone(),
+                reason: format!(
+                    "{why}; retrace does not snapshot it (conversation history only). Run it in \
+                     a project folder"
+                ),
+            });
+        }
         let statcache = self.dir.join("statcache");
         let ctx = CaptureContext {
             allow_secrets: self.allow_secrets.as_deref(),
@@ -761,7 +795,11 @@ impl Workspace {
     pub fn status(&self) -> Result<Status, Error> {
         let reader = self.store.reader()?;
         let last_known = reader.last_known()?;
-        let mut current = self.scan_disk(&NoProgress)?;
+        let mut current = if self.refused.is_some() {
+            Capture::default()
+        } else {
+            self.scan_disk(&NoProgress)?
+        };
         let changed = match last_known {
             Some(k) if k != current.id => {
                 // Only the subtrees whose ids differ can hold changes.
@@ -789,6 +827,7 @@ impl Workspace {
                 self.store.path(),
             )?
             .map(|j| format!("{} (started by process {})", j.what, j.pid)),
+            conversation_only: self.refused.clone(),
         })
     }
 }

@@ -570,6 +570,11 @@ fn run(cli: Cli) -> Result<u8> {
                 for n in &s.nested_repos {
                     println!("nested     {n} (left alone)");
                 }
+                if let Some(why) = &s.conversation_only {
+                    println!(
+                        "policy     {why}: conversation history only, files never snapshotted"
+                    );
+                }
                 if let Some(p) = &s.pending_recovery {
                     println!("recovery   pending: {p}; the next retrace command completes it");
                 }

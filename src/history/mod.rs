@@ -364,7 +364,14 @@ impl Session {
         label: Option<String>,
         progress: &dyn Progress,
         then: Option<Op>,
-    ) -> Result<ObjectId, Error> {
+    ) -> Result<Option<ObjectId>, Error> {
+        if self.ws.refused.is_some() {
+            // Nothing is ever captured here: only the conversation moves.
+            if let Some(op) = then {
+                self.write(|w, _| w.op(op))?;
+            }
+            return Ok(None);
+        }
         let cap = self.ws.record_locked(label.clone(), progress)?;
         let id = cap.id;
         self.write(|w, s| {
@@ -387,7 +394,7 @@ impl Session {
             Ok(())
         })
         .map_err(Error::Store)?;
-        Ok(id)
+        Ok(Some(id))
     }
 
     fn status_of(&self, l: &Loaded) -> SessionStatus {

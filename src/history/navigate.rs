@@ -185,7 +185,7 @@ impl Session {
                     .unwrap_or_else(|| "files left as they are (conversation-only)".into()),
                 anchor: host_anchor,
                 prompt: None,
-                checkpoint: Some(checkpoint),
+                checkpoint,
             });
         };
         let reader = self.ws.store.reader()?;

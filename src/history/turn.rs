@@ -147,6 +147,17 @@ impl Session {
             }
             Ok(number)
         })?;
+        if let Some(why) = &self.ws.refused {
+            // Nothing is captured here: the turn is conversation-only from the start.
+            drop(lock);
+            let reason = format!("files are never snapshotted here ({why})");
+            self.make_conversation_only(number, &reason)?;
+            return Ok(Turn {
+                session: self.clone(),
+                number,
+                before: Arc::new((Mutex::new(Slot::Abandoned(reason)), Condvar::new())),
+            });
+        }
         let before = Arc::new((Mutex::new(Slot::Running), Condvar::new()));
         let (session, slot) = (self.clone(), Arc::clone(&before));
         std::thread::Builder::new()
@@ -371,6 +382,41 @@ impl Session {
 }
 
 impl Turn {
+    /// Ends a turn in a workspace where nothing is captured: conversation-only.
+    fn end_without_files(&self, reason: String) -> Result<TurnSummary, Error> {
+        let number = self.number;
+        let rec = self.session.write(|w, state| {
+            let mut t = w.get_turn(number)?.ok_or_else(|| StoreError::History {
+                path: self.session.path().into(),
+                detail: format!("turn {number} vanished before it ended"),
+            })?;
+            if state.pending == Some(number) {
+                t.state = TurnState::ConversationOnly;
+                t.reason.get_or_insert(reason);
+                t.ended_ms = Some(now_ms());
+                w.turn(&t)?;
+                w.drop_lease(number)?;
+                w.op(Op::TurnEnded {
+                    turn: number,
+                    snapshot: None,
+                })?;
+            }
+            Ok(t)
+        })?;
+        Ok(TurnSummary {
+            turn: number,
+            state: rec.state,
+            reason: rec.reason,
+            before: None,
+            after: None,
+            added: 0,
+            modified: 0,
+            deleted: 0,
+            skipped: Vec::new(),
+            dropped: 0,
+        })
+    }
+
     /// The turn's number (`turn:N`). Zero for a subagent's turn, which records nothing.
     #[must_use]
     pub fn number(&self) -> u64 {
@@ -480,6 +526,9 @@ impl Turn {
                 Slot::Running | Slot::Committing(_) => Err(String::new()),
             }
         };
+        if s.ws.refused.is_some() {
+            return self.end_without_files(before.err().unwrap_or_default());
+        }
         s.ws.recover_if_needed();
         let _lock = s.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
         let max = s.ws.max_turns;

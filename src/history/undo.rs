@@ -92,7 +92,7 @@ impl Session {
                 }),
             );
             // Files are untouched here: a failure is an error, not an uncertain result.
-            let checkpoint = Some(cp?);
+            let checkpoint = cp?;
             return Ok(if t.state == TurnState::Expired {
                 Outcome::Expired {
                     turn: Some(n),

@@ -12,7 +12,7 @@ pub(crate) const TREE_KEY_CONTEXT: &str = "retrace tree v1";
 ///
 /// Serialized as 32 raw bytes in binary formats (postcard: the store) and as 64 hex digits
 /// in human-readable ones (JSON output).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectId(pub [u8; 32]);
 
 impl Serialize for ObjectId {
