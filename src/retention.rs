@@ -81,7 +81,7 @@ pub struct MaintenanceReport {
     pub turns_evicted: u64,
     /// Snapshot-log records removed.
     pub snapshots_pruned: u64,
-    /// Sessions left alone because a live process has a turn in progress in them.
+    /// Sessions left alone because a process has them open (or a turn in progress).
     pub in_use_kept: u64,
     /// Bytes of packed objects after the pass (what the budget counts).
     pub store_bytes: u64,
@@ -98,7 +98,11 @@ struct Candidate {
     key: db::SessionKey,
     touched_ms: u64,
     loaded: db::Loaded,
+    /// Open in some process (its marker is fresh) or with a turn in progress: never
+    /// expired or removed.
     in_use: bool,
+    /// A turn in progress whose owner may be alive: not even its old turns are evicted.
+    busy: bool,
 }
 
 impl Workspace {
@@ -130,7 +134,7 @@ impl Workspace {
         };
         let retention_ms = (s.retention_days.value * DAY_MS) as u64;
         let path = self.store.path().to_path_buf();
-        let mut sessions = self.candidates()?;
+        let mut sessions = self.candidates(now_ms)?;
         report.in_use_kept = sessions.iter().filter(|c| c.in_use).count() as u64;
         // Age: expire, then prune tombstones.
         if retention_ms > 0 {
@@ -151,7 +155,7 @@ impl Workspace {
             report.snapshots_pruned += self
                 .store
                 .prune_snapshots(now_ms - retention_ms.min(now_ms))?;
-            sessions = self.candidates()?;
+            sessions = self.candidates(now_ms)?;
         }
         // Count: least recently used sessions beyond the limit.
         let max_sessions = usize::try_from(s.max_sessions.value).unwrap_or(usize::MAX);
@@ -162,7 +166,7 @@ impl Workspace {
                     .transact(|tx| db::Writer::open(tx, &path, c.key).delete_session())?;
                 report.sessions_dropped += 1;
             }
-            sessions = self.candidates()?;
+            sessions = self.candidates(now_ms)?;
         }
         report.gc = self
             .store
@@ -174,12 +178,15 @@ impl Workspace {
             if budget == 0 || report.store_bytes <= budget {
                 break;
             }
-            let mut evictable: Vec<(u64, u64, db::SessionKey, u64)> = Vec::new();
-            for c in sessions.iter().filter(|c| !c.in_use) {
+            // Idle sessions' turns first, then open sessions' (a long-running agent must
+            // not grow past the budget either); never a session with a turn in progress.
+            let mut evictable: Vec<(bool, u64, u64, db::SessionKey, u64)> = Vec::new();
+            for c in sessions.iter().filter(|c| !c.busy) {
                 let keep = c.loaded.state.cursor;
                 for t in c.loaded.turns.iter().filter(|t| has_files(t)) {
                     if Some(t.number) != keep {
-                        evictable.push((c.touched_ms, t.number, c.key, t.ended_ms.unwrap_or(0)));
+                        let end = t.ended_ms.unwrap_or(0);
+                        evictable.push((c.in_use, c.touched_ms, t.number, c.key, end));
                     }
                 }
             }
@@ -195,13 +202,13 @@ impl Workspace {
             evictable.sort_unstable();
             let take = (evictable.len() / 4).max(1);
             let batch = &evictable[..take];
-            let newest_end = batch.iter().map(|b| b.3).max().unwrap_or(0);
+            let newest_end = batch.iter().map(|b| b.4).max().unwrap_or(0);
             for key in batch
                 .iter()
-                .map(|b| b.2)
+                .map(|b| b.3)
                 .collect::<std::collections::BTreeSet<_>>()
             {
-                let turns: Vec<u64> = batch.iter().filter(|b| b.2 == key).map(|b| b.1).collect();
+                let turns: Vec<u64> = batch.iter().filter(|b| b.3 == key).map(|b| b.2).collect();
                 self.store
                     .transact(|tx| db::Writer::open(tx, &path, key).expire(Some(&turns)))?;
             }
@@ -211,7 +218,7 @@ impl Workspace {
             report.gc =
                 self.store
                     .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
-            sessions = self.candidates()?;
+            sessions = self.candidates(now_ms)?;
         }
         self.store.set_maintained(now_ms)?;
         Ok(report)
@@ -239,25 +246,27 @@ impl Workspace {
         self.maintain(now, self.settings.gc_grace_secs.value).ok()
     }
 
-    fn candidates(&self) -> Result<Vec<Candidate>, Error> {
+    fn candidates(&self, now_ms: u64) -> Result<Vec<Candidate>, Error> {
         let tx = self.store.begin_read()?;
         let path = self.store.path();
         let mut out = Vec::new();
         for (key, rec) in db::sessions(&tx, path)? {
             let loaded = db::load(&tx, path, &key)?;
-            // In use: a turn in progress whose owner is not certainly gone.
-            let in_use = loaded.state.pending.is_some_and(|n| {
+            // Busy: a turn in progress whose owner is not certainly gone.
+            let busy = loaded.state.pending.is_some_and(|n| {
                 !matches!(
                     db::lease(&tx, path, &key, n),
                     Ok(Some(Ok(ref l))) if crate::lease::liveness(l, &self.home)
                         == crate::lease::Liveness::Dead
                 )
             });
+            let in_use = busy || crate::history::liveness::in_use(&self.dir, &key, now_ms);
             out.push(Candidate {
                 key,
                 touched_ms: rec.touched_ms,
                 loaded,
                 in_use,
+                busy,
             });
         }
         Ok(out)

@@ -203,9 +203,11 @@ fn an_adapter_session_through_the_cli() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(fs_mode(dir), 0o700);
     for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let m = e.metadata().unwrap();
+        let want = if m.is_dir() { 0o700 } else { 0o600 };
         assert_eq!(
-            e.metadata().unwrap().permissions().mode() & 0o777,
-            0o600,
+            m.permissions().mode() & 0o777,
+            want,
             "{}",
             e.path().display()
         );

@@ -115,7 +115,8 @@ fn the_least_recently_used_sessions_beyond_the_count_go() {
         turn(&s, || env.write(&format!("f{i}"), "x"));
         std::thread::sleep(Duration::from_millis(2)); // distinct "last used" times
     }
-    let r = ws.maintain(now_ms(), 3600).unwrap();
+    // Two days on: no process has refreshed their "in use" marks since.
+    let r = ws.maintain(now_ms() + 2 * DAY, 3600).unwrap();
     assert_eq!(r.sessions_dropped, 2, "{r:?}");
     for i in 0..5 {
         let turns = ws.session(&format!("s{i}")).status().unwrap().turns;
@@ -163,4 +164,44 @@ fn the_byte_budget_holds_over_500_turns() {
     // The idle session lost its old turn's files first, but keeps its applied one.
     assert!(other.status().unwrap().can_undo);
     assert_verified(&env);
+}
+
+#[test]
+fn a_session_open_in_some_process_is_never_expired() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.retention_days.value = 1.0);
+    let s = ws.session("open elsewhere");
+    turn(&s, || env.write("f.txt", "x"));
+    let later = now_ms() + 3 * DAY;
+    // Another process that keeps the session open refreshes its mark every ten minutes.
+    let mark = std::fs::read_dir(
+        Workspace::locate_store(env.root(), &Config::with_home(env.home.path()))
+            .unwrap()
+            .with_file_name("active"),
+    )
+    .unwrap()
+    .next()
+    .unwrap()
+    .unwrap()
+    .path();
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(later - HOUR);
+    std::fs::File::options()
+        .write(true)
+        .open(&mark)
+        .unwrap()
+        .set_modified(at)
+        .unwrap();
+    let r = ws.maintain(later, 0).unwrap();
+    assert!(
+        r.expired_sessions.is_empty() && r.tombstones_pruned == 0,
+        "{r:?}"
+    );
+    assert_eq!(r.in_use_kept, 1);
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::Restored { .. }
+    ));
+    // A day after its last refresh, it is no longer in use.
+    let r = ws.maintain(later + DAY, 0).unwrap();
+    assert_eq!(r.tombstones_pruned, 1, "{r:?}");
 }

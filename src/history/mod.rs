@@ -28,6 +28,7 @@
 
 pub mod db;
 pub(crate) mod inverse;
+pub mod liveness;
 mod navigate;
 mod outcome;
 pub mod record;
@@ -184,13 +185,15 @@ impl Workspace {
 
     fn session_of(&self, id: &str, subagent: bool) -> Session {
         let key = db::session_key(id);
-        let rt = self
-            .runtimes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(key)
-            .or_default()
-            .clone();
+        let (rt, new) = {
+            let mut map = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+            let new = !map.contains_key(&key);
+            (map.entry(key).or_default().clone(), new)
+        };
+        // A subagent keeps no history: nothing of its own to protect.
+        if new && !subagent {
+            liveness::open(&self.dir, &key, &rt);
+        }
         Session {
             ws: self.clone(),
             key,
