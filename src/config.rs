@@ -71,6 +71,8 @@ pub struct Settings {
     /// Glob patterns (relative to the workspace root) of files captured although they look
     /// like credentials. Default none.
     pub allow_secrets: Setting<Vec<String>>,
+    /// Where action state for external clients is published; empty: `<home>/runtime`.
+    pub runtime_dir: Setting<String>,
 }
 
 impl Default for Settings {
@@ -83,6 +85,7 @@ impl Default for Settings {
             history_wait_ms: Setting::new(10_000),
             gc_grace_secs: Setting::new(crate::retention::DEFAULT_GRACE_SECS),
             allow_secrets: Setting::new(Vec::new()),
+            runtime_dir: Setting::new(String::new()),
         }
     }
 }
@@ -228,6 +231,7 @@ impl Settings {
             ("RETRACE_RETENTION_DAYS", "retention_days"),
             ("RETRACE_MAX_STORE_BYTES", "max_store_bytes"),
             ("RETRACE_HISTORY_WAIT_MS", "history_wait_ms"),
+            ("RETRACE_RUNTIME_DIR", "runtime_dir"),
         ] {
             if let Some(v) = std::env::var_os(var) {
                 let v = v.to_string_lossy().into_owned();
@@ -277,6 +281,11 @@ impl Settings {
             ),
             "history_wait_ms" => put!(history_wait_ms, parse_u64, "not a number of milliseconds"),
             "gc_grace_secs" => put!(gc_grace_secs, parse_u64, "not a number of seconds"),
+            "runtime_dir" => put!(
+                runtime_dir,
+                |t: &str| Some(t.trim().to_string()).filter(|t| !t.is_empty()),
+                "not a directory"
+            ),
             _ => false,
         }
     }

@@ -397,6 +397,16 @@ impl Workspace {
         self.refused.as_deref()
     }
 
+    /// Where action state for external clients is published (`RETRACE_RUNTIME_DIR`, else
+    /// `<retrace home>/runtime`).
+    #[must_use]
+    pub fn runtime_dir(&self) -> PathBuf {
+        match self.settings.runtime_dir.value.as_str() {
+            "" => self.home.join("runtime"),
+            d => PathBuf::from(d),
+        }
+    }
+
     /// The effective settings and where each came from.
     #[must_use]
     pub fn settings(&self) -> &Settings {

@@ -32,6 +32,7 @@ pub mod liveness;
 mod navigate;
 mod outcome;
 pub mod record;
+pub mod runtime;
 pub mod state;
 mod turn;
 mod undo;
@@ -58,6 +59,18 @@ pub use turn::{BeforeStatus, Turn, TurnSummary};
 #[derive(Debug, Default)]
 pub struct Runtime {
     capturing: AtomicU32,
+    /// Publications of the state file (its revision).
+    revision: std::sync::atomic::AtomicU64,
+    /// The state file published, removed when the runtime goes.
+    published: std::sync::Mutex<Option<std::path::PathBuf>>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Ok(Some(file)) = self.published.get_mut().map(Option::take) {
+            runtime::unpublish(&file);
+        }
+    }
 }
 
 /// Counts a capture as in flight while alive.
@@ -318,11 +331,26 @@ impl Session {
         self.checkpoint_with(label, &NoProgress)
     }
 
-    /// [`Session::checkpoint`] with progress.
+    /// [`Session::checkpoint`] with options; the result is also published for external clients
+    /// (see [`crate::history::runtime`]).
     ///
     /// # Errors
     /// As [`Session::checkpoint`].
     pub fn checkpoint_with(
+        &self,
+        label: Option<String>,
+        progress: &dyn Progress,
+    ) -> Result<Outcome, Error> {
+        let o = self.checkpoint_with_unpublished(label, progress)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
+    /// [`Session::checkpoint`] with progress.
+    ///
+    /// # Errors
+    /// As [`Session::checkpoint`].
+    fn checkpoint_with_unpublished(
         &self,
         label: Option<String>,
         progress: &dyn Progress,

@@ -125,11 +125,27 @@ impl Session {
         self.navigate_with(anchor, mode, OpOptions::default())
     }
 
-    /// [`Session::navigate`] with options (force, progress).
+    /// [`Session::navigate`] with options; the result is also published for external clients
+    /// (see [`crate::history::runtime`]).
     ///
     /// # Errors
     /// As [`Session::navigate`].
     pub fn navigate_with(
+        &self,
+        anchor: &str,
+        mode: Mode,
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Error> {
+        let o = self.navigate_with_unpublished(anchor, mode, opts)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
+    /// [`Session::navigate`] with options (force, progress).
+    ///
+    /// # Errors
+    /// As [`Session::navigate`].
+    fn navigate_with_unpublished(
         &self,
         anchor: &str,
         mode: Mode,

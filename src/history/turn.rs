@@ -218,6 +218,7 @@ impl Session {
                 path: self.ws.root.clone(),
                 reason: format!("cannot start the capture thread: {e}"),
             })?;
+        self.publish(None);
         Ok(Turn {
             session: self.clone(),
             number,
@@ -591,6 +592,7 @@ impl Turn {
             path: path.into(),
             detail: format!("turn {number} was not recorded"),
         })?;
+        s.publish(None);
         Ok(TurnSummary {
             turn: number,
             state: rec.state,

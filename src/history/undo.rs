@@ -24,11 +24,22 @@ impl Session {
         self.undo_with(mode, OpOptions::default())
     }
 
-    /// [`Session::undo`] with options (force, progress).
+    /// [`Session::undo`] with options; the result is also published for external clients
+    /// (see [`crate::history::runtime`]).
     ///
     /// # Errors
     /// As [`Session::undo`].
     pub fn undo_with(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        let o = self.undo_with_unpublished(mode, opts)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
+    /// [`Session::undo`] with options (force, progress).
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    fn undo_with_unpublished(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
         if let Some(o) = self.refuse()? {
             return Ok(o);
         }
@@ -145,11 +156,22 @@ impl Session {
         self.redo_with(OpOptions::default())
     }
 
+    /// [`Session::redo`] with options; the result is also published for external clients
+    /// (see [`crate::history::runtime`]).
+    ///
+    /// # Errors
+    /// As [`Session::redo`].
+    pub fn redo_with(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        let o = self.redo_with_unpublished(opts)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
     /// [`Session::redo`] with options (force, progress).
     ///
     /// # Errors
     /// As [`Session::undo`].
-    pub fn redo_with(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+    fn redo_with_unpublished(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
         if let Some(o) = self.refuse()? {
             return Ok(o);
         }

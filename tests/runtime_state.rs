@@ -1,0 +1,81 @@
+//! Action state for external clients: published while a process has a session open,
+//! updated by every operation, removed when the process lets the session go; directories of
+//! dead processes are swept.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::Env;
+use retrace::{Config, Mode, Workspace};
+use serde_json::Value;
+
+fn state_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .min_depth(2)
+        .into_iter()
+        .flatten()
+        .map(|e| e.path().to_path_buf())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn state_appears_follows_operations_and_disappears() {
+    let env = Env::new();
+    let runtime = tempfile::tempdir().unwrap();
+    // A stale directory of a process that no longer exists (pid far above pid_max).
+    let stale = runtime.path().join("999999999");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("old.json"), "{}").unwrap();
+    let rt = runtime.path().display().to_string();
+    let ws = Workspace::open(
+        env.root(),
+        &Config::with_home(env.home.path()).configure(|s| s.runtime_dir.value = rt),
+    )
+    .unwrap();
+    let s = ws.session("published");
+    let t = s.begin_turn(Some("m1".into()), Some("p".into())).unwrap();
+    t.wait_before(std::time::Duration::from_mins(1)).unwrap();
+    env.write("f.txt", "x");
+    t.end(Some("m2".into())).unwrap();
+    assert!(!stale.exists(), "a dead process's state is swept");
+    let files = state_files(runtime.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let dir = files[0].parent().unwrap();
+    assert_eq!(
+        dir.file_name().unwrap(),
+        std::process::id().to_string().as_str()
+    );
+    let read = || -> Value { serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap() };
+    let v = read();
+    assert_eq!(
+        (v["can_undo"].as_bool(), v["can_redo"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(v["leaf"], "m2");
+    let rev = v["revision"].as_u64().unwrap();
+    s.undo(Mode::Both).unwrap();
+    let v = read();
+    assert_eq!(
+        (v["can_undo"].as_bool(), v["can_redo"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(v["last_result"]["result"], "restored");
+    assert!(v["revision"].as_u64().unwrap() > rev);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    // The process lets the session go: its state goes with it.
+    drop((s, ws));
+    assert!(state_files(runtime.path()).is_empty());
+    assert!(!dir.exists());
+}
