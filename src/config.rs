@@ -64,6 +64,9 @@ pub struct Settings {
     pub max_turns: Setting<u64>,
     /// Sessions a workspace keeps (least recently used go first). Default 64.
     pub max_sessions: Setting<u64>,
+    /// Workspace stores kept under the retrace home (least recently used are set aside
+    /// after a day unused). Default 64.
+    pub max_workspaces: Setting<u64>,
     /// Milliseconds undo, redo and navigate wait for another process. Default 10000.
     pub history_wait_ms: Setting<u64>,
     /// Seconds an unreferenced object is kept before collection. Default 3600.
@@ -82,6 +85,7 @@ impl Default for Settings {
             max_store_bytes: Setting::new(2 << 30),
             max_turns: Setting::new(crate::workspace::DEFAULT_MAX_TURNS),
             max_sessions: Setting::new(64),
+            max_workspaces: Setting::new(64),
             history_wait_ms: Setting::new(10_000),
             gc_grace_secs: Setting::new(crate::retention::DEFAULT_GRACE_SECS),
             allow_secrets: Setting::new(Vec::new()),
@@ -276,6 +280,11 @@ impl Settings {
             ),
             "max_sessions" => put!(
                 max_sessions,
+                |t| parse_u64(t).filter(|n| *n > 0),
+                "not a positive integer"
+            ),
+            "max_workspaces" => put!(
+                max_workspaces,
                 |t| parse_u64(t).filter(|n| *n > 0),
                 "not a positive integer"
             ),

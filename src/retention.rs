@@ -276,3 +276,151 @@ impl Workspace {
 fn has_files(t: &crate::history::record::TurnRecord) -> bool {
     t.before.is_some() || t.after.is_some()
 }
+
+/// What a home-wide sweep did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HomeReport {
+    /// Workspaces whose folder was found missing for the first time (checked again later).
+    pub missing_noted: Vec<String>,
+    /// Stores set aside because their workspace vanished.
+    pub vanished_evicted: Vec<String>,
+    /// Stores set aside because more than `max_workspaces` exist (least recently used).
+    pub lru_evicted: Vec<String>,
+    /// Set-aside stores deleted after their waiting period.
+    pub deleted: Vec<String>,
+}
+
+/// How long a workspace must have been unused before its store may be evicted.
+pub const IDLE_BEFORE_EVICTION_MS: u64 = 24 * 3_600_000;
+/// How far apart the two checks that find a workspace missing must be.
+pub const MISSING_RECHECK_MS: u64 = 5_000;
+/// How long an evicted store is kept (renamed aside) before it is deleted.
+pub const KEEP_EVICTED_MS: u64 = 7 * 24 * 3_600_000;
+
+struct Known {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+    last_used_ms: u64,
+}
+
+/// Whether any process uses the store in `dir`: its lock is held, or a session in it was
+/// marked in use within a day.
+fn store_in_use(dir: &std::path::Path, now_ms: u64) -> bool {
+    if crate::lock::lock(
+        &dir.join("lock"),
+        LockMode::Exclusive,
+        std::time::Duration::ZERO,
+    )
+    .is_err()
+    {
+        return true;
+    }
+    std::fs::read_dir(dir.join("active")).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .and_then(|d| u64::try_from(d.as_millis()).ok())
+                .is_some_and(|t| now_ms.saturating_sub(t) < crate::history::liveness::FRESH_MS)
+        })
+    })
+}
+
+fn set_aside(dir: &std::path::Path, now_ms: u64) -> Option<String> {
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    let to = dir.with_file_name(format!("{name}.evicted-{now_ms}"));
+    std::fs::rename(dir, &to).ok()?;
+    Some(name)
+}
+
+/// Sweeps every workspace store under `home`: a store whose workspace folder is missing on
+/// two checks at least [`MISSING_RECHECK_MS`] apart, unused for a day and not in use is
+/// renamed aside (`<id>.evicted-<ms>`); so are the least recently used beyond
+/// `max_workspaces`; stores set aside more than seven days ago are deleted. `now_ms` is the
+/// clock (tests inject it). Never deletes a store directly: a transient unmount or
+/// permission problem costs nothing.
+///
+/// # Errors
+/// [`Error::Store`] when the home cannot be listed.
+pub fn sweep_home(
+    home: &std::path::Path,
+    max_workspaces: u64,
+    now_ms: u64,
+) -> Result<HomeReport, Error> {
+    let mut report = HomeReport::default();
+    let root = home.join("workspaces");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Ok(report);
+    };
+    let mut known = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some((_, at)) = name.split_once(".evicted-") {
+            if at
+                .parse::<u64>()
+                .is_ok_and(|at| now_ms.saturating_sub(at) > KEEP_EVICTED_MS)
+                && std::fs::remove_dir_all(e.path()).is_ok()
+            {
+                report.deleted.push(name);
+            }
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path().join("workspace.json")) else {
+            continue;
+        };
+        let Ok(info) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let (Some(path), Some(last)) = (info["path"].as_str(), info["last_used_ms"].as_u64())
+        else {
+            continue;
+        };
+        known.push(Known {
+            dir: e.path(),
+            path: path.into(),
+            last_used_ms: last,
+        });
+    }
+    let idle = |k: &Known| now_ms.saturating_sub(k.last_used_ms) > IDLE_BEFORE_EVICTION_MS;
+    let mut remaining = Vec::new();
+    for k in known {
+        let note = k.dir.join("missing-since");
+        if k.path.exists() {
+            let _ = std::fs::remove_file(&note);
+            remaining.push(k);
+            continue;
+        }
+        let first = std::fs::read_to_string(&note)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        match first {
+            None => {
+                let _ = std::fs::write(&note, now_ms.to_string());
+                report.missing_noted.push(k.path.display().to_string());
+                remaining.push(k);
+            }
+            Some(at)
+                if now_ms.saturating_sub(at) >= MISSING_RECHECK_MS
+                    && idle(&k)
+                    && !store_in_use(&k.dir, now_ms) =>
+            {
+                match set_aside(&k.dir, now_ms) {
+                    Some(_) => report.vanished_evicted.push(k.path.display().to_string()),
+                    None => remaining.push(k),
+                }
+            }
+            Some(_) => remaining.push(k),
+        }
+    }
+    let max = usize::try_from(max_workspaces).unwrap_or(usize::MAX);
+    if remaining.len() > max {
+        remaining.sort_by_key(|k| std::cmp::Reverse(k.last_used_ms));
+        for k in remaining.iter().skip(max) {
+            if idle(k) && !store_in_use(&k.dir, now_ms) && set_aside(&k.dir, now_ms).is_some() {
+                report.lru_evicted.push(k.path.display().to_string());
+            }
+        }
+    }
+    Ok(report)
+}

@@ -205,3 +205,86 @@ fn a_session_open_in_some_process_is_never_expired() {
     let r = ws.maintain(later + DAY, 0).unwrap();
     assert_eq!(r.tombstones_pruned, 1, "{r:?}");
 }
+
+/// A workspace folder with one snapshot, its handles dropped.
+fn workspace_at(path: &std::path::Path, home: &std::path::Path) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::write(path.join("a.txt"), "a").unwrap();
+    let ws = Workspace::open(path, &Config::with_home(home)).unwrap();
+    ws.snapshot(None).unwrap();
+}
+
+fn stores(home: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(home.join("workspaces"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_vanished_workspace_is_evicted_only_after_two_checks_a_day_idle_and_seven_days_aside() {
+    use retrace::retention::sweep_home;
+    let base = tempfile::tempdir().unwrap();
+    let home = base.path().join("home");
+    let (gone, back) = (base.path().join("gone"), base.path().join("back"));
+    workspace_at(&gone, &home);
+    workspace_at(&back, &home);
+    let t0 = now_ms();
+    std::fs::remove_dir_all(&gone).unwrap();
+    std::fs::remove_dir_all(&back).unwrap();
+    // First check: noted missing, nothing evicted.
+    let r = sweep_home(&home, 64, t0).unwrap();
+    assert_eq!(r.missing_noted.len(), 2, "{r:?}");
+    assert!(r.vanished_evicted.is_empty());
+    // One comes back (a remounted disk): its note is dropped.
+    std::fs::create_dir_all(&back).unwrap();
+    // Missing again later, but used recently: kept.
+    let r = sweep_home(&home, 64, t0 + 10_000).unwrap();
+    assert!(r.vanished_evicted.is_empty(), "{r:?}");
+    // Idle a day and still missing: renamed aside, not deleted.
+    let r = sweep_home(&home, 64, t0 + DAY + HOUR).unwrap();
+    assert!(
+        r.vanished_evicted.len() == 1 && r.vanished_evicted[0].ends_with("gone"),
+        "{r:?}"
+    );
+    assert_eq!(
+        stores(&home)
+            .iter()
+            .filter(|s| s.contains(".evicted-"))
+            .count(),
+        1
+    );
+    assert_eq!(
+        stores(&home).len(),
+        2,
+        "the returned workspace's store stays"
+    );
+    // Seven days later the set-aside store is deleted.
+    let r = sweep_home(&home, 64, t0 + 9 * DAY).unwrap();
+    assert_eq!(r.deleted.len(), 1, "{r:?}");
+    assert_eq!(stores(&home).len(), 1);
+}
+
+#[test]
+fn the_least_recently_used_workspaces_beyond_the_count_are_set_aside() {
+    use retrace::retention::sweep_home;
+    let base = tempfile::tempdir().unwrap();
+    let home = base.path().join("home");
+    for name in ["one", "two", "three"] {
+        workspace_at(&base.path().join(name), &home);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Recently used: kept whatever the count.
+    assert!(
+        sweep_home(&home, 2, now_ms())
+            .unwrap()
+            .lru_evicted
+            .is_empty()
+    );
+    let r = sweep_home(&home, 2, now_ms() + 2 * DAY).unwrap();
+    assert_eq!(r.lru_evicted.len(), 1, "{r:?}");
+    assert!(r.lru_evicted[0].ends_with("one"), "{r:?}");
+}

@@ -306,6 +306,11 @@ fn run(cli: Cli) -> Result<u8> {
                     &s.max_sessions.source,
                 );
                 row(
+                    "max_workspaces",
+                    s.max_workspaces.value.to_string(),
+                    &s.max_workspaces.source,
+                );
+                row(
                     "history_wait_ms",
                     s.history_wait_ms.value.to_string(),
                     &s.history_wait_ms.source,
@@ -337,6 +342,16 @@ fn run(cli: Cli) -> Result<u8> {
                 let gc = m.gc.clone();
                 (Some(m), gc)
             };
+            // Then every store under the home: vanished workspaces, too many workspaces.
+            let home = if dry_run {
+                None
+            } else {
+                Some(retrace::retention::sweep_home(
+                    Config::from_env().home(),
+                    ws.settings().max_workspaces.value,
+                    retrace::store::now_ms(),
+                )?)
+            };
             for w in ws.warnings() {
                 eprintln!("retrace: warning: {w}");
             }
@@ -344,6 +359,9 @@ fn run(cli: Cli) -> Result<u8> {
                 let mut v = serde_json::to_value(&r)?;
                 if let Some(m) = &m {
                     v["retention"] = serde_json::to_value(m)?;
+                }
+                if let Some(h) = &home {
+                    v["home"] = serde_json::to_value(h)?;
                 }
                 print_json(&v);
             } else {
