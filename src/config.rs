@@ -67,6 +67,9 @@ pub struct Settings {
     /// Workspace stores kept under the retrace home (least recently used are set aside
     /// after a day unused). Default 64.
     pub max_workspaces: Setting<u64>,
+    /// Bytes all workspace stores together may hold; the least recently used workspaces'
+    /// old turns go first; 0 = no limit. Default 10 GiB.
+    pub max_total_bytes: Setting<u64>,
     /// Milliseconds undo, redo and navigate wait for another process. Default 10000.
     pub history_wait_ms: Setting<u64>,
     /// Seconds an unreferenced object is kept before collection. Default 3600.
@@ -86,6 +89,7 @@ impl Default for Settings {
             max_turns: Setting::new(crate::workspace::DEFAULT_MAX_TURNS),
             max_sessions: Setting::new(64),
             max_workspaces: Setting::new(64),
+            max_total_bytes: Setting::new(10 << 30),
             history_wait_ms: Setting::new(10_000),
             gc_grace_secs: Setting::new(crate::retention::DEFAULT_GRACE_SECS),
             allow_secrets: Setting::new(Vec::new()),
@@ -234,6 +238,7 @@ impl Settings {
         for (var, key) in [
             ("RETRACE_RETENTION_DAYS", "retention_days"),
             ("RETRACE_MAX_STORE_BYTES", "max_store_bytes"),
+            ("RETRACE_MAX_TOTAL_BYTES", "max_total_bytes"),
             ("RETRACE_HISTORY_WAIT_MS", "history_wait_ms"),
             ("RETRACE_RUNTIME_DIR", "runtime_dir"),
         ] {
@@ -273,6 +278,7 @@ impl Settings {
                 "not a non-negative number of days"
             ),
             "max_store_bytes" => put!(max_store_bytes, parse_bytes, "not a byte count like 2GiB"),
+            "max_total_bytes" => put!(max_total_bytes, parse_bytes, "not a byte count like 10GiB"),
             "max_turns" => put!(
                 max_turns,
                 |t| parse_u64(t).filter(|n| *n > 0),

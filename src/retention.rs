@@ -166,13 +166,29 @@ impl Workspace {
                     .transact(|tx| db::Writer::open(tx, &path, c.key).delete_session())?;
                 report.sessions_dropped += 1;
             }
-            sessions = self.candidates(now_ms)?;
         }
         report.gc = self
             .store
             .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
+        self.evict_to_budget(s.max_store_bytes.value, now_ms, grace_secs, &mut report)?;
+        self.store.set_maintained(now_ms)?;
+        Ok(report)
+    }
+
+    /// The byte-budget part of [`Workspace::maintain`]: while the packed objects exceed
+    /// `budget` (0 = none), evict the oldest turns of the least recently used sessions and
+    /// collect. The caller holds the exclusive lock.
+    #[allow(clippy::cast_possible_truncation)]
+    fn evict_to_budget(
+        &self,
+        budget: u64,
+        now_ms: u64,
+        grace_secs: u64,
+        report: &mut MaintenanceReport,
+    ) -> Result<(), Error> {
+        let path = self.store.path().to_path_buf();
+        let mut sessions = self.candidates(now_ms)?;
         // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
-        let budget = s.max_store_bytes.value;
         loop {
             report.store_bytes = self.store.reader()?.packed_bytes()?;
             if budget == 0 || report.store_bytes <= budget {
@@ -220,7 +236,27 @@ impl Workspace {
                     .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
             sessions = self.candidates(now_ms)?;
         }
-        self.store.set_maintained(now_ms)?;
+        Ok(())
+    }
+
+    /// Holds the store under `budget` bytes of packed objects by evicting old turns (as the
+    /// byte budget of [`Workspace::maintain`] does), without applying the age or count
+    /// rules: what a budget across workspaces asks of one store.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails or stays busy.
+    pub fn enforce_budget(
+        &self,
+        budget: u64,
+        now_ms: u64,
+        grace_secs: u64,
+    ) -> Result<MaintenanceReport, Error> {
+        let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
+        let mut report = MaintenanceReport {
+            max_store_bytes: budget,
+            ..MaintenanceReport::default()
+        };
+        self.evict_to_budget(budget, now_ms, grace_secs, &mut report)?;
         Ok(report)
     }
 
@@ -288,6 +324,20 @@ pub struct HomeReport {
     pub lru_evicted: Vec<String>,
     /// Set-aside stores deleted after their waiting period.
     pub deleted: Vec<String>,
+    /// Workspaces whose old turns were evicted to hold the budget across workspaces, with
+    /// their packed bytes before and after.
+    pub budget_trimmed: Vec<(String, u64, u64)>,
+    /// Packed bytes of all stores after the sweep.
+    pub total_bytes: u64,
+}
+
+/// Limits of a home-wide sweep.
+#[derive(Clone, Copy, Debug)]
+pub struct HomeLimits {
+    /// Workspace stores kept (`max_workspaces`).
+    pub max_workspaces: u64,
+    /// Packed bytes of all stores together (`max_total_bytes`; 0 = none).
+    pub max_total_bytes: u64,
 }
 
 /// How long a workspace must have been unused before its store may be evicted.
@@ -345,7 +395,7 @@ fn set_aside(dir: &std::path::Path, now_ms: u64) -> Option<String> {
 /// [`Error::Store`] when the home cannot be listed.
 pub fn sweep_home(
     home: &std::path::Path,
-    max_workspaces: u64,
+    limits: HomeLimits,
     now_ms: u64,
 ) -> Result<HomeReport, Error> {
     let mut report = HomeReport::default();
@@ -413,13 +463,51 @@ pub fn sweep_home(
             Some(_) => remaining.push(k),
         }
     }
-    let max = usize::try_from(max_workspaces).unwrap_or(usize::MAX);
+    let max = usize::try_from(limits.max_workspaces).unwrap_or(usize::MAX);
+    remaining.sort_by_key(|k| std::cmp::Reverse(k.last_used_ms));
     if remaining.len() > max {
-        remaining.sort_by_key(|k| std::cmp::Reverse(k.last_used_ms));
-        for k in remaining.iter().skip(max) {
-            if idle(k) && !store_in_use(&k.dir, now_ms) && set_aside(&k.dir, now_ms).is_some() {
+        let mut kept = Vec::new();
+        for (i, k) in remaining.into_iter().enumerate() {
+            if i >= max
+                && idle(&k)
+                && !store_in_use(&k.dir, now_ms)
+                && set_aside(&k.dir, now_ms).is_some()
+            {
                 report.lru_evicted.push(k.path.display().to_string());
+            } else {
+                kept.push(k);
             }
+        }
+        remaining = kept;
+    }
+    // Bytes across workspaces: trim the least recently used first.
+    let packed = |k: &Known| {
+        crate::store::Store::open_read_only(&k.dir.join("store.redb"))
+            .and_then(|s| s.reader()?.packed_bytes())
+            .unwrap_or_else(|_| crate::store::disk_bytes(&k.dir.join("store.redb")))
+    };
+    let mut sizes: Vec<u64> = remaining.iter().map(packed).collect();
+    report.total_bytes = sizes.iter().sum();
+    let budget = limits.max_total_bytes;
+    for (k, size) in remaining.iter().zip(sizes.iter_mut()).rev() {
+        if budget == 0 || report.total_bytes <= budget {
+            break;
+        }
+        if !k.path.is_dir() {
+            continue;
+        }
+        let over = report.total_bytes - budget;
+        let config = crate::Config::with_home(home).reading_settings();
+        let Ok(ws) = crate::Workspace::open(&k.path, &config) else {
+            continue;
+        };
+        let grace = ws.settings().gc_grace_secs.value;
+        if let Ok(r) = ws.enforce_budget(size.saturating_sub(over), now_ms, grace) {
+            report.total_bytes = report.total_bytes - *size + r.store_bytes;
+            report
+                .budget_trimmed
+                .push((k.path.display().to_string(), *size, r.store_bytes));
+            *size = r.store_bytes;
         }
     }
     Ok(report)

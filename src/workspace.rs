@@ -85,6 +85,14 @@ impl Config {
         self
     }
 
+    /// Reads the settings files and environment for each workspace opened (as
+    /// [`Config::from_env`] does), with this home.
+    #[must_use]
+    pub fn reading_settings(mut self) -> Config {
+        self.read_settings = true;
+        self
+    }
+
     /// Changes settings directly (tests, embedding hosts), instead of reading files.
     #[must_use]
     pub fn configure(mut self, f: impl FnOnce(&mut Settings)) -> Config {

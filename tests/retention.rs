@@ -236,16 +236,16 @@ fn a_vanished_workspace_is_evicted_only_after_two_checks_a_day_idle_and_seven_da
     std::fs::remove_dir_all(&gone).unwrap();
     std::fs::remove_dir_all(&back).unwrap();
     // First check: noted missing, nothing evicted.
-    let r = sweep_home(&home, 64, t0).unwrap();
+    let r = sweep_home(&home, limits(64, 0), t0).unwrap();
     assert_eq!(r.missing_noted.len(), 2, "{r:?}");
     assert!(r.vanished_evicted.is_empty());
     // One comes back (a remounted disk): its note is dropped.
     std::fs::create_dir_all(&back).unwrap();
     // Missing again later, but used recently: kept.
-    let r = sweep_home(&home, 64, t0 + 10_000).unwrap();
+    let r = sweep_home(&home, limits(64, 0), t0 + 10_000).unwrap();
     assert!(r.vanished_evicted.is_empty(), "{r:?}");
     // Idle a day and still missing: renamed aside, not deleted.
-    let r = sweep_home(&home, 64, t0 + DAY + HOUR).unwrap();
+    let r = sweep_home(&home, limits(64, 0), t0 + DAY + HOUR).unwrap();
     assert!(
         r.vanished_evicted.len() == 1 && r.vanished_evicted[0].ends_with("gone"),
         "{r:?}"
@@ -263,7 +263,7 @@ fn a_vanished_workspace_is_evicted_only_after_two_checks_a_day_idle_and_seven_da
         "the returned workspace's store stays"
     );
     // Seven days later the set-aside store is deleted.
-    let r = sweep_home(&home, 64, t0 + 9 * DAY).unwrap();
+    let r = sweep_home(&home, limits(64, 0), t0 + 9 * DAY).unwrap();
     assert_eq!(r.deleted.len(), 1, "{r:?}");
     assert_eq!(stores(&home).len(), 1);
 }
@@ -279,12 +279,55 @@ fn the_least_recently_used_workspaces_beyond_the_count_are_set_aside() {
     }
     // Recently used: kept whatever the count.
     assert!(
-        sweep_home(&home, 2, now_ms())
+        sweep_home(&home, limits(2, 0), now_ms())
             .unwrap()
             .lru_evicted
             .is_empty()
     );
-    let r = sweep_home(&home, 2, now_ms() + 2 * DAY).unwrap();
+    let r = sweep_home(&home, limits(2, 0), now_ms() + 2 * DAY).unwrap();
     assert_eq!(r.lru_evicted.len(), 1, "{r:?}");
     assert!(r.lru_evicted[0].ends_with("one"), "{r:?}");
+}
+
+fn limits(max_workspaces: u64, max_total_bytes: u64) -> retrace::retention::HomeLimits {
+    retrace::retention::HomeLimits {
+        max_workspaces,
+        max_total_bytes,
+    }
+}
+
+#[test]
+fn the_budget_across_workspaces_trims_the_least_recently_used_first() {
+    let base = tempfile::tempdir().unwrap();
+    let home = base.path().join("home");
+    let mut names = Vec::new();
+    for name in ["older", "newer"] {
+        let root = base.path().join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        let ws = Workspace::open(&root, &Config::with_home(&home)).unwrap();
+        let s = ws.session("s");
+        // Forty turns of a rewritten 32 KiB file: about 1.3 MB of history each.
+        for n in 0..40u64 {
+            let t = s.begin_turn(None, None).unwrap();
+            t.wait_before(Duration::from_mins(1)).unwrap();
+            std::fs::write(root.join("f.bin"), noise(n + 1, 32 * 1024)).unwrap();
+            t.end(None).unwrap();
+        }
+        names.push(root);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let budget = 2 << 20;
+    let r = retrace::retention::sweep_home(&home, limits(64, budget), now_ms() + 2 * DAY).unwrap();
+    assert!(r.total_bytes <= budget, "{r:?}");
+    assert_eq!(
+        r.budget_trimmed.len(),
+        1,
+        "only the older one needed trimming: {r:?}"
+    );
+    assert!(r.budget_trimmed[0].0.ends_with("older"), "{r:?}");
+    // Both still undo their newest turn.
+    for root in &names {
+        let ws = Workspace::open(root, &Config::with_home(&home)).unwrap();
+        assert!(ws.session("s").undo(Mode::Both).unwrap().is_success());
+    }
 }

@@ -311,6 +311,11 @@ fn run(cli: Cli) -> Result<u8> {
                     &s.max_workspaces.source,
                 );
                 row(
+                    "max_total_bytes",
+                    s.max_total_bytes.value.to_string(),
+                    &s.max_total_bytes.source,
+                );
+                row(
                     "history_wait_ms",
                     s.history_wait_ms.value.to_string(),
                     &s.history_wait_ms.source,
@@ -348,7 +353,10 @@ fn run(cli: Cli) -> Result<u8> {
             } else {
                 Some(retrace::retention::sweep_home(
                     Config::from_env().home(),
-                    ws.settings().max_workspaces.value,
+                    retrace::retention::HomeLimits {
+                        max_workspaces: ws.settings().max_workspaces.value,
+                        max_total_bytes: ws.settings().max_total_bytes.value,
+                    },
                     retrace::store::now_ms(),
                 )?)
             };
