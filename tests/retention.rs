@@ -53,7 +53,15 @@ fn a_session_expires_just_after_the_retention_period_and_resumes() {
         "its snapshots were collected: {r:?}"
     );
     assert_verified(&env);
-    // Resuming: the expired turn moves only the conversation; new turns work normally.
+    // Resuming (a new handle, as a new process would): a warning, then the expired turn
+    // moves only the conversation; new turns work normally.
+    let again = open(&env, |s| s.retention_days.value = 7.0);
+    let s = again.session("old");
+    assert!(
+        again.warnings().iter().any(|w| w.contains("expired")),
+        "{:?}",
+        again.warnings()
+    );
     let o = s.undo(Mode::Both).unwrap();
     assert!(matches!(o, Outcome::Expired { .. }), "{o:?}");
     assert!(env.path("f.txt").exists());

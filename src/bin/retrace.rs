@@ -243,7 +243,12 @@ fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
 
 fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
     let ws = open(cli_dir)?;
-    Ok(ws.session(id.map_or(DEFAULT_SESSION, String::as_str)))
+    let shown = ws.warnings().len();
+    let s = ws.session(id.map_or(DEFAULT_SESSION, String::as_str));
+    for w in ws.warnings().iter().skip(shown) {
+        eprintln!("retrace: warning: {w}");
+    }
+    Ok(s)
 }
 
 /// Runs due maintenance once the command's work is recorded (never delays it: it skips when

@@ -206,6 +206,18 @@ impl Workspace {
         // A subagent keeps no history: nothing of its own to protect.
         if new && !subagent {
             liveness::open(&self.dir, &key, &rt);
+            // Resuming a session whose file history expired: say so once.
+            let expired = self.store.begin_read().ok().and_then(|tx| {
+                db::turns(&tx, self.store.path(), &key)
+                    .ok()
+                    .map(|t| t.iter().filter(|t| t.state == TurnState::Expired).count())
+            });
+            if let Some(n) = expired.filter(|n| *n > 0) {
+                self.warn(format!(
+                    "this session has {n} turn(s) whose file history expired (retention): \
+                     undo of those moves only the conversation; new turns work normally"
+                ));
+            }
         }
         Session {
             ws: self.clone(),
