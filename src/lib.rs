@@ -41,6 +41,7 @@ pub mod lease;
 pub mod lock;
 pub mod object;
 pub mod progress;
+pub mod protocol;
 pub mod restore;
 pub mod retention;
 pub mod scan;

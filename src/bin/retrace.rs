@@ -146,6 +146,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the library over newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent
+    /// adapters; see docs/protocol.md).
+    Serve,
     /// A self-contained walkthrough in a temporary directory.
     Demo,
 }
@@ -265,6 +268,12 @@ fn run(cli: Cli) -> Result<u8> {
     let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Serve => {
+            let stdin = std::io::stdin();
+            retrace::protocol::serve::Server::new(Config::from_env(), Box::new(std::io::stdout()))
+                .run(stdin.lock());
+            Ok(0)
+        }
         Command::Config { json } => {
             let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
             let root = dir
