@@ -1,0 +1,206 @@
+//! `retrace serve` driven as a real process over stdin/stdout: a whole turn, undo and redo,
+//! two sessions in one server, progress notifications, malformed input, shutdown and EOF.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use common::{Env, RETRACE};
+use serde_json::{Value, json};
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+    notifications: Vec<Value>,
+}
+
+impl Client {
+    fn start(env: &Env) -> Client {
+        let mut child = env
+            .command(RETRACE, &["serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Client {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+            notifications: Vec::new(),
+        }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message that is not a notification.
+    fn read_reply(&mut self) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id").is_some() {
+                return v;
+            }
+            self.notifications.push(v);
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&req.to_string());
+        let v = self.read_reply();
+        assert_eq!(v["id"], id);
+        v
+    }
+
+    fn ok(&mut self, method: &str, params: Value) -> Value {
+        let v = self.call(method, params);
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    }
+}
+
+#[test]
+fn a_turn_undo_and_redo_over_json_rpc() {
+    let env = Env::new();
+    env.write("a.txt", "original");
+    let mut c = Client::start(&env);
+    let root = env.root().display().to_string();
+    let open = c.ok("open", json!({"workspace": root, "session": "pi-1"}));
+    let s = open["session"].as_str().unwrap().to_string();
+    assert_eq!(
+        c.ok(
+            "begin_turn",
+            json!({"session": s, "anchor": "n1", "prompt": "edit"})
+        )["turn"],
+        1
+    );
+    assert_eq!(
+        c.ok("wait_before", json!({"session": s, "timeout_ms": 60000}))["before"],
+        "ready"
+    );
+    env.write("a.txt", "agent");
+    env.write("new.txt", "agent");
+    let end = c.ok("end_turn", json!({"session": s, "anchor": "n2"}));
+    assert_eq!(
+        (end["added"].as_u64(), end["modified"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    let undo = c.ok("undo", json!({"session": s}));
+    assert_eq!(undo["result"], "restored", "{undo}");
+    assert_eq!(
+        (undo["anchor"].as_str(), undo["prompt"].as_str()),
+        (Some("n1"), Some("edit"))
+    );
+    assert!(undo["message"].as_str().unwrap().contains("restored"));
+    assert_eq!(env.read("a.txt"), "original");
+    assert!(!env.path("new.txt").exists());
+    assert!(
+        c.notifications
+            .iter()
+            .any(|n| n["method"] == "$/progress" && n["params"]["session"] == s),
+        "{:?}",
+        c.notifications
+    );
+    let status = c.ok("status", json!({"session": s}));
+    assert_eq!(
+        (status["can_undo"].as_bool(), status["can_redo"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(c.ok("redo", json!({"session": s}))["anchor"], "n2");
+    assert_eq!(env.read("a.txt"), "agent");
+    let log = c.ok("log", json!({"session": s}));
+    assert_eq!(log["entries"][0]["counts"], json!([1, 1, 0]));
+    let diff = c.ok("diff", json!({"session": s}));
+    assert_eq!(
+        diff["added"],
+        json!([]),
+        "the disk equals the last known state: {diff}"
+    );
+
+    // A second session in the same server is isolated.
+    let other = c.ok("open", json!({"workspace": root, "session": "pi-2"}))["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(other, s);
+    assert_eq!(
+        c.ok("undo", json!({"session": other}))["result"],
+        "nothing_to_undo"
+    );
+    // Checkpoint and navigation by label.
+    assert_eq!(
+        c.ok("checkpoint", json!({"session": s, "label": "here"}))["result"],
+        "checkpointed"
+    );
+    env.write("a.txt", "later");
+    assert_eq!(c.ok("checkpoint", json!({"session": s}))["number"], 2);
+    assert_eq!(
+        c.ok("navigate", json!({"session": s, "anchor": "here"}))["result"],
+        "restored"
+    );
+    assert_eq!(env.read("a.txt"), "agent");
+
+    // Bad input: errors, and the server keeps going.
+    c.send_line("this is not json");
+    assert_eq!(c.read_reply()["error"]["code"], -32700);
+    c.send_line(r#"{"id": 99, "method": "undo"}"#);
+    assert_eq!(c.read_reply()["error"]["code"], -32600);
+    assert_eq!(c.call("fly", json!({}))["error"]["code"], -32601);
+    assert_eq!(
+        c.call("undo", json!({"session": "s99"}))["error"]["code"],
+        -32602
+    );
+    assert_eq!(
+        c.call("undo", json!({"session": s, "mode": "all"}))["error"]["code"],
+        -32602
+    );
+    let e = c.call("navigate", json!({"session": s, "anchor": "nowhere"}));
+    assert_eq!(e["error"]["code"], -32000);
+    assert!(e["error"]["message"].as_str().unwrap().contains("nowhere"));
+    assert_eq!(c.ok("status", json!({"session": s}))["cursor"], 1);
+
+    // Shutdown answers, then the process exits cleanly.
+    assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
+    assert!(c.child.wait().unwrap().success());
+    common::assert_verified(&env);
+}
+
+#[test]
+fn end_of_input_finishes_pending_work_and_exits() {
+    let env = Env::new();
+    for i in 0..500 {
+        env.write(&format!("d/f{i}"), format!("{i}"));
+    }
+    let mut c = Client::start(&env);
+    let root = env.root().display().to_string();
+    c.ok("open", json!({"workspace": root, "session": "x"}));
+    // Begin a turn and leave at once, while its before-snapshot is being taken.
+    c.ok("begin_turn", json!({}));
+    drop(c.stdin.take());
+    assert!(c.child.wait().unwrap().success());
+    // The capture finished and the store was closed cleanly: a read-only tool can open it.
+    common::assert_verified(&env);
+    let o = env.run(RETRACE, &["--session", "x", "status", "--json"]);
+    let v: Value = serde_json::from_str(common::stdout(&o).trim()).unwrap();
+    assert_eq!(
+        v["pending"], 1,
+        "the turn is still open for a later end: {v}"
+    );
+}
