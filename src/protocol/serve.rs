@@ -145,7 +145,7 @@ impl Server {
         // closed cleanly and the turn keeps its baseline.
         for (_, o) in self.sessions.drain() {
             if let Some(t) = o.turn {
-                let _ = t.wait_before(Duration::from_secs(24 * 3600));
+                let _ = t.wait_before(Duration::from_hours(24));
             }
         }
     }
@@ -255,9 +255,8 @@ impl Server {
                     .and_then(Value::as_u64)
                     .unwrap_or(60_000);
                 let o = self.session(p)?;
-                let turn = match o.turn.as_ref() {
-                    Some(t) => t,
-                    None => return Err((code::INVALID_PARAMS, "no turn in progress".into())),
+                let Some(turn) = o.turn.as_ref() else {
+                    return Err((code::INVALID_PARAMS, "no turn in progress".into()));
                 };
                 let b = turn
                     .wait_before(Duration::from_millis(ms))
@@ -357,13 +356,12 @@ impl Server {
         ))?;
         let subagent = p.get("subagent").and_then(Value::as_bool).unwrap_or(false);
         let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
-        let ws = match self.workspaces.get(&key) {
-            Some(ws) => ws.clone(),
-            None => {
-                let ws = Workspace::open(&dir, &self.config).map_err(|e| failed(&e))?;
-                self.workspaces.insert(key, ws.clone());
-                ws
-            }
+        let ws = if let Some(ws) = self.workspaces.get(&key) {
+            ws.clone()
+        } else {
+            let ws = Workspace::open(&dir, &self.config).map_err(|e| failed(&e))?;
+            self.workspaces.insert(key, ws.clone());
+            ws
         };
         let session = if subagent {
             ws.subagent_session(id)
