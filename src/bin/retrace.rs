@@ -149,6 +149,34 @@ enum Command {
     /// Serve the library over newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent
     /// adapters; see docs/protocol.md).
     Serve,
+    /// Handle one agent hook event (JSON on stdin). Never fails the agent: errors are one
+    /// line on stderr and exit 0.
+    Hook {
+        /// The agent: `claude-code`.
+        agent: String,
+    },
+    /// Add retrace's hooks to an agent's settings (idempotent, keeps other hooks).
+    Install {
+        /// The agent: `claude-code`.
+        agent: String,
+        /// The user's settings (`~/.claude/settings.json`) instead of the project's.
+        #[arg(long, conflicts_with = "project")]
+        user: bool,
+        /// The project's settings (`.claude/settings.json`, the default).
+        #[arg(long)]
+        project: bool,
+    },
+    /// Remove exactly the hooks `install` added.
+    Uninstall {
+        /// The agent: `claude-code`.
+        agent: String,
+        /// The user's settings instead of the project's.
+        #[arg(long, conflicts_with = "project")]
+        user: bool,
+        /// The project's settings (the default).
+        #[arg(long)]
+        project: bool,
+    },
     /// A self-contained walkthrough in a temporary directory.
     Demo,
 }
@@ -268,6 +296,17 @@ fn run(cli: Cli) -> Result<u8> {
     let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Hook { agent } => Ok(hook(&agent)),
+        Command::Install {
+            agent,
+            user,
+            project: _,
+        } => install(&agent, dir, user, true),
+        Command::Uninstall {
+            agent,
+            user,
+            project: _,
+        } => install(&agent, dir, user, false),
         Command::Serve => {
             let stdin = std::io::stdin();
             retrace::protocol::serve::Server::new(Config::from_env(), Box::new(std::io::stdout()))
@@ -638,6 +677,60 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// `retrace hook AGENT`: reads the event, prints the decision; any failure is one line on
+/// stderr and exit 0, so a hook never blocks the user's prompt by accident.
+fn hook(agent: &str) -> u8 {
+    use std::io::Read;
+    if agent != "claude-code" {
+        eprintln!("retrace: unknown agent {agent:?} for hooks; supported: claude-code");
+        return 0;
+    }
+    let mut input = String::new();
+    let event = std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&input).map_err(|e| format!("bad hook input: {e}")));
+    match event.and_then(|e| retrace::protocol::claude_code::handle(&e, &Config::from_env())) {
+        Ok(out) => {
+            if let Some(v) = out.stdout {
+                println!("{v}");
+            }
+        }
+        Err(e) => eprintln!("retrace: {e}"),
+    }
+    0
+}
+
+/// `retrace install|uninstall AGENT`.
+fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<u8> {
+    use retrace::protocol::claude_code;
+    anyhow::ensure!(
+        agent == "claude-code",
+        "unknown agent {agent:?}; supported: claude-code"
+    );
+    let project = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    let path = claude_code::settings_path(&project, user);
+    let exe = std::env::current_exe()?;
+    let command = format!("'{}' hook claude-code", exe.display());
+    let changed = if add {
+        claude_code::install(&path, &command)
+    } else {
+        claude_code::uninstall(&path, &command)
+    }
+    .map_err(anyhow::Error::msg)?;
+    let verb = if add { "added" } else { "removed" };
+    if changed.is_empty() {
+        println!("{}: nothing to change", path.display());
+    } else {
+        println!(
+            "{}: {verb} hooks for {}",
+            path.display(),
+            changed.join(", ")
+        );
+    }
+    Ok(0)
 }
 
 /// `YYYY-MM-DD HH:MM:SS` UTC from Unix milliseconds.
