@@ -149,6 +149,9 @@ enum Command {
     /// Serve the library over newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent
     /// adapters; see docs/protocol.md).
     Serve,
+    /// Serve model-facing tools (undo, redo, checkpoint, log, diff, status) over MCP on
+    /// stdio, for the session `--session` / `RETRACE_SESSION` names.
+    Mcp,
     /// Handle one agent hook event (JSON on stdin). Never fails the agent: errors are one
     /// line on stderr and exit 0.
     Hook {
@@ -297,6 +300,10 @@ fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Demo => demo::run(),
         Command::Hook { agent } => Ok(hook(&agent)),
+        Command::Mcp => {
+            retrace::protocol::mcp::run(session(dir, sid)?).map_err(anyhow::Error::msg)?;
+            Ok(0)
+        }
         Command::Install {
             agent,
             user,

@@ -2,4 +2,5 @@
 //! stdio, specified in `docs/protocol.md`) and Claude Code's hooks.
 
 pub mod claude_code;
+pub mod mcp;
 pub mod serve;
