@@ -8,13 +8,16 @@
 //! The entry point is [`Workspace`]:
 //!
 //! ```
-//! # let dir = tempfile::tempdir().unwrap();
-//! # let home = tempfile::tempdir().unwrap();
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let home = tempfile::tempdir()?;
 //! use retrace::{Config, Workspace};
-//! std::fs::write(dir.path().join("main.rs"), "fn main() {}").unwrap();
-//! let ws = Workspace::open(dir.path(), &Config::with_home(home.path())).unwrap();
-//! let snap = ws.snapshot(None).unwrap();
+//! std::fs::write(dir.path().join("main.rs"), "fn main() {}")?;
+//! let ws = Workspace::open(dir.path(), &Config::with_home(home.path()))?;
+//! let snap = ws.snapshot(None)?;
 //! assert_eq!(snap.files, 1);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Agent undo lives in [`history`]: a [`Session`] per host conversation, a [`Turn`] per

@@ -168,16 +168,19 @@ pub struct Status {
 /// A workspace and its store. Opening one is cheap; every operation takes what it needs.
 ///
 /// ```
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let home = tempfile::tempdir().unwrap();
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let home = tempfile::tempdir()?;
 /// use retrace::{Config, RestoreOptions, Workspace};
-/// std::fs::write(dir.path().join("a.txt"), "one").unwrap();
-/// let ws = Workspace::open(dir.path(), &Config::with_home(home.path())).unwrap();
-/// let snap = ws.snapshot(Some("first".into())).unwrap();
-/// std::fs::write(dir.path().join("a.txt"), "two").unwrap();
-/// ws.snapshot(None).unwrap();
-/// ws.restore(&snap.id, RestoreOptions::default()).unwrap();
-/// assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "one");
+/// std::fs::write(dir.path().join("a.txt"), "one")?;
+/// let ws = Workspace::open(dir.path(), &Config::with_home(home.path()))?;
+/// let snap = ws.snapshot(Some("first".into()))?;
+/// std::fs::write(dir.path().join("a.txt"), "two")?;
+/// ws.snapshot(None)?;
+/// ws.restore(&snap.id, RestoreOptions::default())?;
+/// assert_eq!(std::fs::read_to_string(dir.path().join("a.txt"))?, "one");
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct Workspace {

@@ -9,21 +9,24 @@
 //! restart.
 //!
 //! ```
-//! # let dir = tempfile::tempdir().unwrap();
-//! # let home = tempfile::tempdir().unwrap();
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let home = tempfile::tempdir()?;
 //! use retrace::{Config, Mode, Outcome, Workspace};
-//! let ws = Workspace::open(dir.path(), &Config::with_home(home.path())).unwrap();
+//! let ws = Workspace::open(dir.path(), &Config::with_home(home.path()))?;
 //! let session = ws.session("conversation-1");
-//! let turn = session.begin_turn(Some("node-1".into()), Some("add a file".into())).unwrap();
-//! turn.wait_before(std::time::Duration::from_secs(60)).unwrap();
-//! std::fs::write(dir.path().join("new.txt"), "agent output").unwrap(); // the agent works
-//! turn.end(Some("node-2".into())).unwrap();
-//! let undone = session.undo(Mode::Both).unwrap();
+//! let turn = session.begin_turn(Some("node-1".into()), Some("add a file".into()))?;
+//! turn.wait_before(std::time::Duration::from_secs(60))?;
+//! std::fs::write(dir.path().join("new.txt"), "agent output")?; // the agent works
+//! turn.end(Some("node-2".into()))?;
+//! let undone = session.undo(Mode::Both)?;
 //! assert!(matches!(undone, Outcome::Restored { .. }));
 //! assert_eq!(undone.anchor(), Some("node-1"));
 //! assert!(!dir.path().join("new.txt").exists());
-//! session.redo().unwrap();
+//! session.redo()?;
 //! assert!(dir.path().join("new.txt").exists());
+//! # Ok(())
+//! # }
 //! ```
 
 pub mod db;
@@ -521,71 +524,4 @@ pub(crate) fn fail_writes() -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::cell::Cell;
-    use std::time::Duration;
-
-    use super::*;
-    use crate::Config;
-
-    thread_local! {
-        /// Makes every history write of this thread fail (captures still succeed).
-        pub(super) static FAIL_WRITES: Cell<bool> = const { Cell::new(false) };
-    }
-
-    fn one_turn(dir: &std::path::Path, home: &std::path::Path) -> Session {
-        let ws = Workspace::open(dir, &Config::with_home(home)).unwrap();
-        let s = ws.session("s");
-        let t = s
-            .begin_turn(Some("start".into()), Some("p".into()))
-            .unwrap();
-        t.wait_before(Duration::from_mins(1)).unwrap();
-        std::fs::write(dir.join("f"), "agent").unwrap();
-        t.end(Some("end".into())).unwrap();
-        s
-    }
-
-    #[test]
-    fn an_unsaved_history_after_files_changed_is_reported_uncertain() {
-        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let s = one_turn(dir.path(), home.path());
-        FAIL_WRITES.with(|f| f.set(true));
-        let o = s.undo(Mode::Both).unwrap();
-        FAIL_WRITES.with(|f| f.set(false));
-        assert!(
-            matches!(&o, Outcome::PersistenceUncertain { detail } if detail.contains("injected")),
-            "{o:?}"
-        );
-        assert!(!o.is_success());
-        assert!(o.message().contains("could not be confirmed"));
-        // The files did change; the history did not, and says so on the next look.
-        assert!(!dir.path().join("f").exists());
-        assert_eq!(s.status().unwrap().cursor, Some(1));
-    }
-
-    #[test]
-    fn an_expired_turn_moves_only_the_conversation() {
-        let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let s = one_turn(dir.path(), home.path());
-        // What retention does to a turn whose snapshots it removed.
-        s.write(|w, _| {
-            let mut t = w.get_turn(1)?.unwrap();
-            t.state = TurnState::Expired;
-            w.turn(&t)
-        })
-        .unwrap();
-        let o = s.undo(Mode::Both).unwrap();
-        assert!(
-            matches!(&o, Outcome::Expired { anchor: Some(a), prompt: Some(p), .. } if a == "start" && p == "p"),
-            "{o:?}"
-        );
-        assert!(o.is_success());
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("f")).unwrap(),
-            "agent"
-        );
-        assert_eq!(s.status().unwrap().cursor, None);
-        let o = s.navigate("end", Mode::Both).unwrap();
-        assert!(matches!(o, Outcome::Expired { .. }), "{o:?}");
-    }
-}
+mod tests;

@@ -1,0 +1,56 @@
+//! Unit tests of the parent module.
+
+use super::*;
+use crate::object::ObjectId;
+
+fn entry(path: &str, kind: EntryKind, content: &[u8]) -> FlatEntry {
+    FlatEntry {
+        path: path.into(),
+        kind,
+        id: ObjectId::of_blob(content),
+        size: content.len() as u64,
+    }
+}
+
+#[test]
+fn a_directory_replaced_by_a_file_after_planning_is_not_written_through() {
+    let d = tempfile::tempdir().unwrap();
+    fs::create_dir(d.path().join("dir")).unwrap();
+    let seen = Mutex::new(HashSet::new());
+    check_real_dirs(d.path(), b"dir", &Mutex::new(HashSet::new())).unwrap();
+    // Between plan and apply, someone replaces the directory by a file.
+    fs::remove_dir(d.path().join("dir")).unwrap();
+    fs::write(d.path().join("dir"), "a file now").unwrap();
+    let err = check_real_dirs(d.path(), b"dir", &seen).unwrap_err();
+    assert!(
+        matches!(err, RestoreError::Unsafe { ref path, .. } if path == "dir"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(d.path().join("dir")).unwrap(),
+        "a file now"
+    );
+}
+
+#[test]
+fn check_reports_paths_that_are_not_as_planned() {
+    let d = tempfile::tempdir().unwrap();
+    fs::write(d.path().join("good"), "good").unwrap();
+    fs::write(d.path().join("edited"), "someone else's edit").unwrap();
+    fs::write(d.path().join("should-run"), "#!/bin/sh").unwrap();
+    fs::write(d.path().join("back-again"), "x").unwrap();
+    let plan = Plan {
+        writes: vec![
+            entry("good", EntryKind::File, b"good"),
+            entry("edited", EntryKind::File, b"planned"),
+            entry("should-run", EntryKind::Executable, b"#!/bin/sh"),
+            entry("missing", EntryKind::File, b"m"),
+        ],
+        deletes: vec![b"back-again".to_vec(), b"gone".to_vec()],
+        ..Plan::default()
+    };
+    assert_eq!(
+        check(d.path(), &plan),
+        vec!["back-again", "edited", "missing", "should-run"]
+    );
+}

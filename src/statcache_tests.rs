@@ -1,0 +1,108 @@
+//! Unit tests of the parent module.
+
+use super::*;
+
+fn scan_entry(path: &[u8], mtime_ns: i64) -> ScanEntry {
+    ScanEntry {
+        path: path.to_vec(),
+        kind: ScanKind::File,
+        size: 5,
+        mtime_ns,
+        ctime_ns: mtime_ns,
+        ino: 7,
+        mode: 0o100_644,
+    }
+}
+
+const STORE: [u8; 16] = [3; 16];
+const T0: i64 = 1_000_000_000_000;
+
+fn write(dir: &Path, entries: &[ScanEntry], at: i64) {
+    let id = ObjectId::of_blob(b"hello");
+    let list = entries
+        .iter()
+        .map(|e| CacheEntry::from_scan(e, id))
+        .collect();
+    StatCache::write(&dir.join("c"), &STORE, &ObjectId::ZERO, list, at).unwrap();
+}
+
+#[test]
+fn hits_only_on_identical_stat_data() {
+    let d = tempfile::tempdir().unwrap();
+    let entries: Vec<_> = (0..50)
+        .map(|i| scan_entry(format!("f{i:03}").as_bytes(), T0))
+        .collect();
+    write(d.path(), &entries, T0 + 10 * RACY_MARGIN_NS);
+    let c = StatCache::load(&d.path().join("c"), &STORE);
+    assert_eq!(c.len(), 50);
+    for e in &entries {
+        assert_eq!(c.lookup(e), Some((ObjectId::of_blob(b"hello"), 5)));
+    }
+    let mut changed = entries[3].clone();
+    changed.size = 6;
+    assert_eq!(c.lookup(&changed), None);
+    assert_eq!(c.lookup(&scan_entry(b"absent", T0)), None);
+}
+
+#[test]
+fn counts_entries_below_a_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let paths: [&[u8]; 6] = [b"a", b"a.txt", b"a/b", b"a/b/c", b"a0", b"b/x"];
+    let entries: Vec<_> = paths.iter().map(|p| scan_entry(p, T0)).collect();
+    write(d.path(), &entries, T0);
+    let c = StatCache::load(&d.path().join("c"), &STORE);
+    assert_eq!(c.count_prefix(b"a/"), 2);
+    assert_eq!(c.count_prefix(b"a/b/"), 1);
+    assert_eq!(c.count_prefix(b"b/"), 1);
+    assert_eq!(c.count_prefix(b"c/"), 0);
+}
+
+#[test]
+fn directories_hit_on_path_and_kind() {
+    let d = tempfile::tempdir().unwrap();
+    let mut dir = scan_entry(b"src", T0);
+    dir.kind = ScanKind::Dir;
+    write(d.path(), std::slice::from_ref(&dir), T0);
+    let c = StatCache::load(&d.path().join("c"), &STORE);
+    dir.mtime_ns += 1; // a directory's own times say nothing about its files
+    assert!(c.lookup(&dir).is_some());
+    dir.kind = ScanKind::NestedRepo;
+    assert_eq!(c.lookup(&dir), None);
+}
+
+#[test]
+fn racy_entries_are_not_trusted() {
+    let d = tempfile::tempdir().unwrap();
+    let e = scan_entry(b"racy", T0);
+    // Written in the same instant the file was modified: must be re-hashed.
+    write(d.path(), std::slice::from_ref(&e), T0);
+    assert_eq!(
+        StatCache::load(&d.path().join("c"), &STORE).lookup(&e),
+        None
+    );
+    write(d.path(), std::slice::from_ref(&e), T0 + RACY_MARGIN_NS - 1);
+    assert_eq!(
+        StatCache::load(&d.path().join("c"), &STORE).lookup(&e),
+        None
+    );
+    write(d.path(), std::slice::from_ref(&e), T0 + RACY_MARGIN_NS + 1);
+    assert!(
+        StatCache::load(&d.path().join("c"), &STORE)
+            .lookup(&e)
+            .is_some()
+    );
+}
+
+#[test]
+fn garbage_and_foreign_caches_read_as_empty() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c");
+    fs::write(&p, b"RTSC\x01\0\0\0garbage").unwrap();
+    assert!(StatCache::load(&p, &STORE).is_empty());
+    write(d.path(), &[scan_entry(b"a", T0)], T0 * 2);
+    assert!(StatCache::load(&p, &[9; 16]).is_empty());
+    let mut bytes = fs::read(&p).unwrap();
+    bytes[32] = 0xff; // absurd count
+    fs::write(&p, &bytes).unwrap();
+    assert!(StatCache::load(&p, &STORE).is_empty());
+}
