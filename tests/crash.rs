@@ -1,10 +1,9 @@
 //! Crash safety with real processes: a restore aborted at an exact point is rolled forward by
 //! the next command without overwriting later edits, and a loop SIGKILLs undo, redo,
-//! navigation and capture at random moments, checking after each kill that the next command
-//! works, the store verifies, and the workspace is the state before or after the interrupted
-//! operation (never a mix) with a history that agrees.
+//! navigation, restore, capture and garbage collection at random moments, checking after
+//! each kill that the next command works, the store verifies, and the workspace is the state
+//! before or after the interrupted operation (never a mix) with a history that agrees.
 //! `RETRACE_KILL_ITERATIONS` sets the loop's length (default 200).
-
 mod common;
 
 use std::collections::BTreeMap;
@@ -200,7 +199,13 @@ fn sigkill_at_random_moments_never_leaves_a_mix() {
         let at_s1 = tree_of(env.root()) == s1;
         let was = cursor(&env);
         // The operation, the state it leads to, and the cursor it leaves.
-        let (op, expected, then): (Vec<&str>, &Tree, Option<u64>) = match (i % 6, at_s1) {
+        let (op, expected, then): (Vec<&str>, &Tree, Option<u64>) = match (i % 7, at_s1) {
+            // A collection (with compaction) changes no file and no history.
+            (6, _) => (
+                vec!["gc", "--grace", "0"],
+                if at_s1 { &s1 } else { &s0 },
+                was,
+            ),
             (5, _) => (vec!["snapshot"], if at_s1 { &s1 } else { &s0 }, was),
             (4, true) => (vec!["restore", "--force", &id0], &s0, was),
             (4, false) => (vec!["restore", "--force", &id1], &s1, was),
