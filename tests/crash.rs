@@ -4,6 +4,7 @@
 //! each kill that the next command works, the store verifies, and the workspace is the state
 //! before or after the interrupted operation (never a mix) with a history that agrees.
 //! `RETRACE_KILL_ITERATIONS` sets the loop's length (default 200).
+
 mod common;
 
 use std::collections::BTreeMap;
