@@ -94,41 +94,37 @@ macro_rules! open_read {
 /// # Errors
 /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode.
 pub fn load(tx: &ReadTransaction, path: &Path, key: &SessionKey) -> Result<Loaded, StoreError> {
-    let (e, b) = (db(path), bad(path));
+    let e = db(path);
+    let ops: Vec<OpRecord> = of_session(tx, path, OPLOG, key)?;
     let mut out = Loaded {
-        state: SessionState::new(),
-        ..Loaded::default()
+        state: SessionState::replay(ops.iter().map(|r| &r.op)),
+        turns: of_session(tx, path, TURNS, key)?,
+        checkpoints: of_session(tx, path, CHECKPOINTS, key)?,
+        ops: ops.len() as u64,
+        exists: false,
     };
     if let Some(t) = open_read!(tx, SESSIONS, path) {
         out.exists = t.get(key).map_err(|x| e(x.into()))?.is_some();
     }
-    if let Some(t) = open_read!(tx, OPLOG, path) {
+    Ok(out)
+}
+
+/// Every record of one session in a table keyed by (session key, number), in order.
+fn of_session<T: for<'a> serde::Deserialize<'a>>(
+    tx: &ReadTransaction,
+    path: &Path,
+    def: redb::TableDefinition<(&'static [u8; 32], u64), &'static [u8]>,
+    key: &SessionKey,
+) -> Result<Vec<T>, StoreError> {
+    let (e, b) = (db(path), bad(path));
+    let mut out = Vec::new();
+    if let Some(t) = open_read!(tx, def, path) {
         for item in t
             .range((key, 0)..=(key, u64::MAX))
             .map_err(|x| e(x.into()))?
         {
             let (_, v) = item.map_err(|x| e(x.into()))?;
-            let rec: OpRecord = decode(v.value()).map_err(&b)?;
-            out.state.apply(&rec.op);
-            out.ops += 1;
-        }
-    }
-    if let Some(t) = open_read!(tx, TURNS, path) {
-        for item in t
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            out.turns.push(decode(v.value()).map_err(&b)?);
-        }
-    }
-    if let Some(t) = open_read!(tx, CHECKPOINTS, path) {
-        for item in t
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            out.checkpoints.push(decode(v.value()).map_err(&b)?);
+            out.push(decode(v.value()).map_err(&b)?);
         }
     }
     Ok(out)
@@ -143,18 +139,7 @@ pub fn turns(
     path: &Path,
     key: &SessionKey,
 ) -> Result<Vec<TurnRecord>, StoreError> {
-    let (e, b) = (db(path), bad(path));
-    let mut out = Vec::new();
-    if let Some(t) = open_read!(tx, TURNS, path) {
-        for item in t
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            out.push(decode(v.value()).map_err(&b)?);
-        }
-    }
-    Ok(out)
+    of_session(tx, path, TURNS, key)
 }
 
 /// The op log of one session, oldest first.
@@ -166,18 +151,7 @@ pub fn ops(
     path: &Path,
     key: &SessionKey,
 ) -> Result<Vec<OpRecord>, StoreError> {
-    let (e, b) = (db(path), bad(path));
-    let mut out = Vec::new();
-    if let Some(t) = open_read!(tx, OPLOG, path) {
-        for item in t
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            out.push(decode(v.value()).map_err(&b)?);
-        }
-    }
-    Ok(out)
+    of_session(tx, path, OPLOG, key)
 }
 
 /// Every session key with its record (`retrace-dump sessions`).

@@ -326,6 +326,30 @@ impl Session {
         self
     }
 
+    /// The common start of an operation that writes files (undo, redo, navigate): quick
+    /// refusals, the exclusive lock, recovery of an interrupted restore, the session re-read
+    /// under the lock, and a dead owner's turn closed. `Err` is the refusal to return.
+    fn prepare(
+        &self,
+        progress: &dyn Progress,
+    ) -> Result<Result<(crate::lock::WorkspaceLock, Loaded), Outcome>, Error> {
+        if let Some(o) = self.refuse()? {
+            return Ok(Err(o));
+        }
+        let lock = match self.lock_or_busy()? {
+            Ok(l) => l,
+            Err(o) => return Ok(Err(o)),
+        };
+        if let Some(report) = self.ws.recover_locked(progress)? {
+            self.ws.warn(report);
+        }
+        let l = self.load()?;
+        if let Some(o) = self.pending_refusal(&l) {
+            return Ok(Err(o));
+        }
+        Ok(Ok((lock, self.clean_dead_turn(l, progress)?)))
+    }
+
     /// Takes the exclusive lock, or says busy.
     fn lock_or_busy(&self) -> Result<Result<crate::lock::WorkspaceLock, Outcome>, Error> {
         match self.ws.lock(LockMode::Exclusive, self.ws.history_wait) {

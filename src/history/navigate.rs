@@ -151,21 +151,10 @@ impl Session {
         mode: Mode,
         opts: OpOptions<'_>,
     ) -> Result<Outcome, Error> {
-        if let Some(o) = self.refuse()? {
-            return Ok(o);
-        }
-        let _lock = match self.lock_or_busy()? {
-            Ok(l) => l,
-            Err(o) => return Ok(o),
+        let (_lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(refusal),
         };
-        if let Some(report) = self.ws.recover_locked(opts.progress)? {
-            self.ws.warn(report);
-        }
-        let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
-            return Ok(o);
-        }
-        let l = self.clean_dead_turn(l, opts.progress)?;
         let target = Self::resolve(&l, anchor)?;
         let host_anchor = Some(anchor.to_string()).filter(|_| mode.conversation());
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {

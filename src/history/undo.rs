@@ -40,21 +40,10 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     fn undo_with_unpublished(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        if let Some(o) = self.refuse()? {
-            return Ok(o);
-        }
-        let _lock = match self.lock_or_busy()? {
-            Ok(l) => l,
-            Err(o) => return Ok(o),
+        let (_lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(refusal),
         };
-        if let Some(report) = self.ws.recover_locked(opts.progress)? {
-            self.ws.warn(report);
-        }
-        let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
-            return Ok(o);
-        }
-        let l = self.clean_dead_turn(l, opts.progress)?;
         let Some(n) = l.state.cursor else {
             return Ok(Outcome::NothingToUndo {
                 detail: "no turn of this session is applied".into(),
@@ -172,21 +161,10 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     fn redo_with_unpublished(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        if let Some(o) = self.refuse()? {
-            return Ok(o);
-        }
-        let _lock = match self.lock_or_busy()? {
-            Ok(l) => l,
-            Err(o) => return Ok(o),
+        let (_lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(refusal),
         };
-        if let Some(report) = self.ws.recover_locked(opts.progress)? {
-            self.ws.warn(report);
-        }
-        let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
-            return Ok(o);
-        }
-        let l = self.clean_dead_turn(l, opts.progress)?;
         let Some(&(n, mode)) = l.state.redo.last() else {
             return Ok(Outcome::NothingToRedo);
         };
