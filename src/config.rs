@@ -152,6 +152,29 @@ pub fn user_file() -> Option<PathBuf> {
 }
 
 impl Settings {
+    /// Every setting as (name, value, source), for display.
+    #[must_use]
+    pub fn rows(&self) -> Vec<(&'static str, String, &Source)> {
+        fn row<'s, T: fmt::Debug>(
+            n: &'static str,
+            s: &'s Setting<T>,
+        ) -> (&'static str, String, &'s Source) {
+            (n, format!("{:?}", s.value), &s.source)
+        }
+        vec![
+            row("retention_days", &self.retention_days),
+            row("max_store_bytes", &self.max_store_bytes),
+            row("max_total_bytes", &self.max_total_bytes),
+            row("max_turns", &self.max_turns),
+            row("max_sessions", &self.max_sessions),
+            row("max_workspaces", &self.max_workspaces),
+            row("history_wait_ms", &self.history_wait_ms),
+            row("gc_grace_secs", &self.gc_grace_secs),
+            row("allow_secrets", &self.allow_secrets),
+            row("runtime_dir", &self.runtime_dir),
+        ]
+    }
+
     /// The `allow_secrets` patterns compiled (None when there are none).
     #[must_use]
     pub fn allowed_secrets(&self) -> Option<globset::GlobSet> {

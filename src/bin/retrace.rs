@@ -342,49 +342,9 @@ fn run(cli: Cli) -> Result<u8> {
                 print_json(&v);
             } else {
                 println!("home              {} ", home.display());
-                let row = |k: &str, v: String, src: &retrace::config::Source| {
+                for (k, v, src) in s.rows() {
                     println!("{k:<17} {v:<14} ({src})");
-                };
-                row(
-                    "retention_days",
-                    s.retention_days.value.to_string(),
-                    &s.retention_days.source,
-                );
-                row(
-                    "max_store_bytes",
-                    s.max_store_bytes.value.to_string(),
-                    &s.max_store_bytes.source,
-                );
-                row(
-                    "max_turns",
-                    s.max_turns.value.to_string(),
-                    &s.max_turns.source,
-                );
-                row(
-                    "max_sessions",
-                    s.max_sessions.value.to_string(),
-                    &s.max_sessions.source,
-                );
-                row(
-                    "max_workspaces",
-                    s.max_workspaces.value.to_string(),
-                    &s.max_workspaces.source,
-                );
-                row(
-                    "max_total_bytes",
-                    s.max_total_bytes.value.to_string(),
-                    &s.max_total_bytes.source,
-                );
-                row(
-                    "history_wait_ms",
-                    s.history_wait_ms.value.to_string(),
-                    &s.history_wait_ms.source,
-                );
-                row(
-                    "gc_grace_secs",
-                    s.gc_grace_secs.value.to_string(),
-                    &s.gc_grace_secs.source,
-                );
+                }
                 if let Some(u) = retrace::config::user_file() {
                     println!("user file         {}", u.display());
                 }

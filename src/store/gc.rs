@@ -236,21 +236,6 @@ impl Store {
             Ok(total - packs.len().map_err(|x| e(x.into()))?)
         })
     }
-
-    /// Compacts the file now if no reader (in any process) prevents it.
-    fn compact_now(&self) -> bool {
-        let Ok(mut db) = self.db.write() else {
-            return false;
-        };
-        let mut ran = false;
-        for _ in 0..4 {
-            match db.compact() {
-                Ok(true) => ran = true,
-                Ok(false) | Err(_) => break,
-            }
-        }
-        ran
-    }
 }
 
 /// Every object reachable from `roots`: trees, their entries, chunked blobs' chunks.

@@ -372,6 +372,12 @@ impl Store {
         if disk < COMPACT_MIN_FILE || disk * 100 <= live * COMPACT_RATIO_PERCENT {
             return false;
         }
+        self.compact_now()
+    }
+
+    /// Compacts the file now if no live transaction (in any process) prevents it; returns
+    /// whether it ran. Busy elsewhere: skipped, tried again next time.
+    pub(crate) fn compact_now(&self) -> bool {
         let Ok(mut db) = self.db.write() else {
             return false;
         };
@@ -379,7 +385,6 @@ impl Store {
         for _ in 0..4 {
             match db.compact() {
                 Ok(true) => ran = true,
-                // Done, or busy elsewhere (a reader in another process): try next time.
                 Ok(false) | Err(_) => break,
             }
         }
