@@ -155,23 +155,25 @@ enum Command {
     /// Handle one agent hook event (JSON on stdin). Never fails the agent: errors are one
     /// line on stderr and exit 0.
     Hook {
-        /// The agent: `claude-code`.
+        /// The agent: `claude-code`, `codex` or `gemini`.
         agent: String,
     },
-    /// Add retrace's hooks to an agent's settings (idempotent, keeps other hooks).
+    /// Add retrace's hooks (and `/undo`-style command files) to an agent's settings:
+    /// idempotent, keeps every other hook.
     Install {
-        /// The agent: `claude-code`.
+        /// The agent: `claude-code`, `codex` or `gemini`.
         agent: String,
-        /// The user's settings (`~/.claude/settings.json`) instead of the project's.
+        /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`) instead of the
+        /// project's.
         #[arg(long, conflicts_with = "project")]
         user: bool,
-        /// The project's settings (`.claude/settings.json`, the default).
+        /// The project's settings (`.claude`, `.codex`, `.gemini`; the default).
         #[arg(long)]
         project: bool,
     },
     /// Remove exactly the hooks `install` added.
     Uninstall {
-        /// The agent: `claude-code`.
+        /// The agent: `claude-code`, `codex` or `gemini`.
         agent: String,
         /// The user's settings instead of the project's.
         #[arg(long, conflicts_with = "project")]
@@ -649,17 +651,21 @@ fn run(cli: Cli) -> Result<u8> {
 /// `retrace hook AGENT`: reads the event, prints the decision; any failure is one line on
 /// stderr and exit 0, so a hook never blocks the user's prompt by accident.
 fn hook(agent: &str) -> u8 {
+    use retrace::protocol::hooks::{self, Agent};
     use std::io::Read;
-    if agent != "claude-code" {
-        eprintln!("retrace: unknown agent {agent:?} for hooks; supported: claude-code");
+    let Some(agent) = Agent::from_name(agent) else {
+        eprintln!(
+            "retrace: unknown agent {agent:?} for hooks; supported: {}",
+            Agent::names()
+        );
         return 0;
-    }
+    };
     let mut input = String::new();
     let event = std::io::stdin()
         .read_to_string(&mut input)
         .map_err(|e| e.to_string())
         .and_then(|_| serde_json::from_str(&input).map_err(|e| format!("bad hook input: {e}")));
-    match event.and_then(|e| retrace::protocol::claude_code::handle(&e, &Config::from_env())) {
+    match event.and_then(|e| hooks::handle(agent, &e, &Config::from_env())) {
         Ok(out) => {
             if let Some(v) = out.stdout {
                 println!("{v}");
@@ -672,30 +678,27 @@ fn hook(agent: &str) -> u8 {
 
 /// `retrace install|uninstall AGENT`.
 fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<u8> {
-    use retrace::protocol::claude_code;
-    anyhow::ensure!(
-        agent == "claude-code",
-        "unknown agent {agent:?}; supported: claude-code"
-    );
+    use retrace::protocol::hooks::Agent;
+    use retrace::protocol::install::{self, Target};
+    let agent = Agent::from_name(agent)
+        .ok_or_else(|| anyhow::anyhow!("unknown agent {agent:?}; supported: {}", Agent::names()))?;
     let project = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let path = claude_code::settings_path(&project, user);
-    let exe = std::env::current_exe()?;
-    let command = format!("'{}' hook claude-code", exe.display());
-    let changed = if add {
-        claude_code::install(&path, &command)
+    let target = Target::new(agent, &project, user);
+    let changes = if add {
+        let exe = std::env::current_exe()?;
+        install::install(
+            &target,
+            &format!("'{}' hook {}", exe.display(), agent.name()),
+        )
     } else {
-        claude_code::uninstall(&path, &command)
+        install::uninstall(&target)
     }
     .map_err(anyhow::Error::msg)?;
-    let verb = if add { "added" } else { "removed" };
-    if changed.is_empty() {
-        println!("{}: nothing to change", path.display());
-    } else {
-        println!(
-            "{}: {verb} hooks for {}",
-            path.display(),
-            changed.join(", ")
-        );
+    if changes.lines.is_empty() {
+        println!("{}: nothing to change", target.settings().display());
+    }
+    for line in changes.lines {
+        println!("{line}");
     }
     Ok(0)
 }

@@ -1,6 +1,8 @@
 //! Process interfaces for agents that do not link the crate: `retrace serve` (JSON-RPC over
-//! stdio, specified in `docs/protocol.md`) and Claude Code's hooks.
+//! stdio, specified in `docs/protocol.md`), MCP tools, and the hooks of Claude Code, Codex
+//! CLI and Gemini CLI.
 
-pub mod claude_code;
+pub mod hooks;
+pub mod install;
 pub mod mcp;
 pub mod serve;

@@ -1,0 +1,272 @@
+//! Agent CLI hooks: `retrace hook <agent>` handles one hook event (a JSON object on stdin)
+//! from Claude Code, Codex CLI or Gemini CLI.
+//!
+//! - The prompt event (`UserPromptSubmit`; Gemini's `BeforeAgent`) begins a turn: the
+//!   before-snapshot, within a deadline. The commands `/undo`, `/redo`, `/checkpoint
+//!   [label]` and `/retrace-log` (or `retrace undo|redo|checkpoint [label]|log`, for agents
+//!   whose interface keeps `/` to itself) are handled right here and answered with a block
+//!   decision, so no model call happens.
+//! - The stop event (`Stop`; Gemini's `AfterAgent`) and `SessionEnd` end the turn.
+//! - `SessionStart` reopens the session (its history is in the store); anything else, such
+//!   as `SubagentStop`, does nothing.
+//!
+//! A hook never breaks the agent: every failure becomes one line on stderr and exit 0.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::history::{Mode, Outcome};
+use crate::{Config, Workspace};
+
+/// How long a prompt waits for its before-snapshot before the turn goes conversation-only
+/// (`RETRACE_HOOK_DEADLINE_MS` overrides).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(20);
+
+/// An agent CLI whose hooks run `retrace hook <agent>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agent {
+    /// Anthropic's Claude Code (`.claude/settings.json`).
+    ClaudeCode,
+    /// The Codex CLI (`.codex/hooks.json`).
+    Codex,
+    /// Google's Gemini CLI (`.gemini/settings.json`).
+    Gemini,
+}
+
+impl Agent {
+    /// Every supported agent.
+    pub const ALL: [Agent; 3] = [Agent::ClaudeCode, Agent::Codex, Agent::Gemini];
+
+    /// The agent named on the command line (`claude-code`, `codex`, `gemini`).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Agent> {
+        match name {
+            "claude-code" | "claude" => Some(Agent::ClaudeCode),
+            "codex" => Some(Agent::Codex),
+            "gemini" => Some(Agent::Gemini),
+            _ => None,
+        }
+    }
+
+    /// The name used on the command line and in hook commands.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+        }
+    }
+
+    /// The names of every supported agent, for messages.
+    #[must_use]
+    pub fn names() -> String {
+        Agent::ALL.map(Agent::name).join(", ")
+    }
+
+    fn prompt_event(self) -> &'static str {
+        match self {
+            Agent::Gemini => "BeforeAgent",
+            _ => "UserPromptSubmit",
+        }
+    }
+
+    fn stop_event(self) -> &'static str {
+        match self {
+            Agent::Gemini => "AfterAgent",
+            _ => "Stop",
+        }
+    }
+
+    /// The events retrace's hook entries are installed for.
+    #[must_use]
+    pub fn events(self) -> &'static [&'static str] {
+        match self {
+            Agent::ClaudeCode => &["UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"],
+            Agent::Codex => &["UserPromptSubmit", "Stop", "SessionStart"],
+            Agent::Gemini => &["BeforeAgent", "AfterAgent", "SessionStart", "SessionEnd"],
+        }
+    }
+
+    /// What a block says after a files-only undo or redo: how the conversation can follow.
+    fn conversation_note(self, redo: bool) -> &'static str {
+        match (self, redo) {
+            (Agent::ClaudeCode, false) => {
+                "retrace restored the files (shell-made changes too, which Claude Code's own \
+                 checkpoints miss); type /rewind to move the conversation back as well"
+            }
+            (_, false) => {
+                "retrace restored the files (shell-made changes too); the conversation is \
+                 unchanged"
+            }
+            (_, true) => "retrace re-applied the files; the conversation is unchanged",
+        }
+    }
+
+    /// The answer that stops a prompt from reaching the model, with a one-line reason.
+    fn block(self, reason: &str) -> HookOutput {
+        let decision = if self == Agent::Gemini {
+            "deny"
+        } else {
+            "block"
+        };
+        HookOutput {
+            stdout: Some(json!({"decision": decision, "reason": reason})),
+        }
+    }
+
+    /// The answer when the hook has nothing to say: Gemini CLI parses stdout as JSON.
+    fn quiet(self) -> HookOutput {
+        HookOutput {
+            stdout: (self == Agent::Gemini).then(|| json!({})),
+        }
+    }
+}
+
+/// The hook's answer: what to print on stdout (nothing, or a JSON decision).
+#[derive(Debug, PartialEq)]
+pub struct HookOutput {
+    /// Printed on stdout when present.
+    pub stdout: Option<Value>,
+}
+
+/// A retrace command typed as a prompt.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PromptCommand {
+    /// `/undo`: the last turn's file changes.
+    Undo,
+    /// `/redo`: the most recently undone turn.
+    Redo,
+    /// `/checkpoint [label]`.
+    Checkpoint(Option<String>),
+    /// `/retrace-log`: the session's recent turns.
+    Log,
+}
+
+impl PromptCommand {
+    /// The command a prompt is, if it is one: `/undo`, `/redo`, `/checkpoint [label]`,
+    /// `/retrace-log`, or the same words after `retrace ` (`retrace undo`, `retrace log`).
+    #[must_use]
+    pub fn parse(prompt: &str) -> Option<PromptCommand> {
+        let text = prompt.trim();
+        let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+        let (word, rest) = if word.eq_ignore_ascii_case("retrace") {
+            let rest = rest.trim_start();
+            let (w, r) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            let w = if w == "log" { "retrace-log" } else { w };
+            (format!("/{w}"), r)
+        } else {
+            (word.to_string(), rest)
+        };
+        let rest = rest.trim();
+        match (word.as_str(), rest.is_empty()) {
+            ("/undo", true) => Some(PromptCommand::Undo),
+            ("/redo", true) => Some(PromptCommand::Redo),
+            ("/retrace-log", true) => Some(PromptCommand::Log),
+            ("/checkpoint", _) => Some(PromptCommand::Checkpoint(
+                Some(rest.to_string()).filter(|l| !l.is_empty()),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// The process that owns a turn begun by a hook: the agent, i.e. the hook's parent, or its
+/// grandparent when the parent is the shell that ran the hook command.
+#[must_use]
+pub fn agent_pid() -> u32 {
+    let parent = std::os::unix::process::parent_id();
+    let comm = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    if matches!(comm(parent).as_str(), "sh" | "bash" | "dash" | "zsh") {
+        let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok());
+        if let Some(p) = ppid.filter(|p| *p > 1) {
+            return p;
+        }
+    }
+    parent
+}
+
+/// Handles one hook event from `agent`.
+///
+/// # Errors
+/// A one-line message (the caller prints it and exits 0).
+pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput, String> {
+    let field = |k: &str| event.get(k).and_then(Value::as_str);
+    let name = field("hook_event_name").ok_or("no hook_event_name in the hook input")?;
+    let ends = name == agent.stop_event() || name == "SessionEnd";
+    if name != agent.prompt_event() && !ends && name != "SessionStart" {
+        return Ok(agent.quiet());
+    }
+    let cwd = field("cwd").ok_or("no cwd in the hook input")?;
+    let id = field("session_id").ok_or("no session_id in the hook input")?;
+    let ws = Workspace::open(Path::new(cwd), config).map_err(|e| e.to_string())?;
+    let session = ws.session(id).owned_by(agent_pid());
+    // Codex names each turn; the id anchors the turn in retrace's history.
+    let anchor = field("turn_id").map(str::to_string);
+    if ends {
+        session.end_turn(anchor).map_err(|e| e.to_string())?;
+        let _ = ws.maintain_if_due();
+        return Ok(agent.quiet());
+    }
+    if name == "SessionStart" {
+        // startup, resume, clear, compact: the history is in the store; opening the
+        // session marked it in use and warned if it had expired.
+        return Ok(agent.quiet());
+    }
+    let prompt = field("prompt").unwrap_or("");
+    let Some(command) = PromptCommand::parse(prompt) else {
+        let turn = session
+            .begin_turn(anchor, Some(prompt.to_string()))
+            .map_err(|e| e.to_string())?;
+        let deadline = std::env::var("RETRACE_HOOK_DEADLINE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_DEADLINE, Duration::from_millis);
+        turn.wait_before(deadline).map_err(|e| e.to_string())?;
+        return Ok(agent.quiet());
+    };
+    let outcome = match &command {
+        PromptCommand::Undo => session.undo(Mode::Files),
+        PromptCommand::Redo => session.redo(),
+        PromptCommand::Checkpoint(label) => session.checkpoint(label.clone()),
+        PromptCommand::Log => return log(agent, &session),
+    }
+    .map_err(|e| e.to_string())?;
+    let mut reason = format!("retrace: {}", outcome.message());
+    if matches!(outcome, Outcome::Restored { .. })
+        && matches!(command, PromptCommand::Undo | PromptCommand::Redo)
+    {
+        reason.push_str(". ");
+        reason.push_str(agent.conversation_note(command == PromptCommand::Redo));
+    }
+    Ok(agent.block(&reason))
+}
+
+fn log(agent: Agent, session: &crate::Session) -> Result<HookOutput, String> {
+    let log = session.log().map_err(|e| e.to_string())?;
+    let mut lines = vec![format!(
+        "retrace: {} turn(s), can undo: {}, can redo: {}",
+        log.status.turns,
+        if log.status.can_undo { "yes" } else { "no" },
+        if log.status.can_redo { "yes" } else { "no" }
+    )];
+    for e in log.entries.iter().rev().take(10) {
+        let text = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
+        lines.push(format!(
+            "{} {}: +{} ~{} -{} {}",
+            e.kind, e.number, e.counts[0], e.counts[1], e.counts[2], text
+        ));
+    }
+    Ok(agent.block(&lines.join("\n")))
+}

@@ -1,0 +1,448 @@
+//! Contract tests of the agent hooks: the JSON objects Claude Code, Codex CLI and Gemini
+//! CLI send (one per hook run, on stdin, with the fields of their published schemas), fed
+//! to the real `retrace hook <agent>`; and the installers' merges into each agent's
+//! settings. `claude_code_e2e.rs` runs the real Claude Code.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use common::{Env, RETRACE, stderr, stdout};
+use serde_json::{Value, json};
+
+fn hook(env: &Env, event: &Value) -> std::process::Output {
+    hook_of(env, "claude-code", event)
+}
+
+fn hook_of(env: &Env, agent: &str, event: &Value) -> std::process::Output {
+    let mut child = env
+        .command(RETRACE, &["hook", agent])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn prompt(env: &Env, text: &str) -> std::process::Output {
+    hook(
+        env,
+        &json!({"session_id": "c0ffee", "transcript_path": "/tmp/t.jsonl",
+            "cwd": env.root(), "hook_event_name": "UserPromptSubmit", "prompt": text}),
+    )
+}
+
+fn decision(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_str(stdout(o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+#[test]
+fn prompts_are_turns_and_slash_commands_are_answered_by_the_hook() {
+    let env = Env::new();
+    env.write("src/app.py", "print('v1')\n");
+    // A prompt begins a turn and lets it through (no output).
+    let o = prompt(&env, "add a greeting and bump the version");
+    assert!(
+        o.status.success() && stdout(&o).is_empty(),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    // The agent writes a file with its Write tool and changes another through Bash.
+    env.write("hello.txt", "hello\n");
+    env.write("src/app.py", "print('v2')\n");
+    let o = hook(
+        &env,
+        &json!({"session_id": "c0ffee", "cwd": env.root(), "hook_event_name": "Stop",
+            "stop_hook_active": false}),
+    );
+    assert!(
+        o.status.success() && stdout(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+
+    // /undo: handled by the hook itself, blocked from reaching the model.
+    let d = decision(&prompt(&env, "/undo"));
+    assert_eq!(d["decision"], "block");
+    let reason = d["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("restored") && reason.contains("/rewind"),
+        "{reason}"
+    );
+    assert!(!env.path("hello.txt").exists());
+    assert_eq!(env.read("src/app.py"), "print('v1')\n");
+    // /redo brings both back.
+    let d = decision(&prompt(&env, "/redo"));
+    assert!(d["reason"].as_str().unwrap().contains("restored"), "{d}");
+    assert_eq!(env.read("hello.txt"), "hello\n");
+    assert_eq!(env.read("src/app.py"), "print('v2')\n");
+    // /checkpoint with a label, and /retrace-log.
+    let d = decision(&prompt(&env, "/checkpoint before refactor"));
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("checkpoint 1 (before refactor)"),
+        "{d}"
+    );
+    let d = decision(&prompt(&env, "/retrace-log"));
+    assert!(
+        d["reason"].as_str().unwrap().contains("turn 1: +1 ~1 -0"),
+        "{d}"
+    );
+    // Nothing to redo is said, not an error.
+    let d = decision(&prompt(&env, "/redo"));
+    assert!(
+        d["reason"].as_str().unwrap().contains("nothing to redo"),
+        "{d}"
+    );
+}
+
+#[test]
+fn a_hook_never_breaks_the_agent() {
+    let env = Env::new();
+    for input in [
+        json!("not an object"),
+        json!({"hook_event_name": "UserPromptSubmit"}),
+        json!({"session_id": "x", "cwd": "/no/such/dir", "hook_event_name": "Stop"}),
+    ] {
+        let o = hook(&env, &input);
+        assert!(o.status.success(), "{input}: exit {:?}", o.status.code());
+        assert!(stdout(&o).is_empty(), "{input}: {}", stdout(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{input}: {}", stderr(&o));
+    }
+    // Garbage on stdin, and an event it does not handle.
+    let mut child = env
+        .command(RETRACE, &["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"{{{").unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    let o = hook(
+        &env,
+        &json!({"session_id": "x", "cwd": env.root(), "hook_event_name": "SubagentStop"}),
+    );
+    assert!(o.status.success() && stdout(&o).is_empty() && stderr(&o).is_empty());
+}
+
+#[test]
+fn install_merges_idempotently_and_uninstall_removes_exactly_what_it_added() {
+    let env = Env::new();
+    let settings = env.path(".claude/settings.json");
+    let theirs = json!({
+        "model": "opus",
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+                  "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}]}
+    });
+    env.write(
+        ".claude/settings.json",
+        serde_json::to_string_pretty(&theirs).unwrap(),
+    );
+    let root = env.root().display().to_string();
+    let o = env.run(RETRACE, &["-C", &root, "install", "claude-code"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    for event in ["UserPromptSubmit", "Stop", "SessionStart"] {
+        let cmds: Vec<String> = v["hooks"][event]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["hooks"].as_array().unwrap().iter())
+            .map(|h| h["command"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            cmds.iter().any(|c| c.ends_with("hook claude-code")),
+            "{event}: {cmds:?}"
+        );
+    }
+    assert_eq!(
+        v["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "notify-send done"
+    );
+    assert_eq!(v["model"], "opus");
+    // Again: nothing changes.
+    let o = env.run(RETRACE, &["-C", &root, "install", "claude-code"]);
+    assert!(stdout(&o).contains("nothing to change"), "{}", stdout(&o));
+    let again: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(again, v);
+    // Uninstall: back to exactly what the user had.
+    let o = env.run(RETRACE, &["-C", &root, "uninstall", "claude-code"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let back: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(back, theirs);
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn claude_code_install_adds_command_files_and_leaves_the_users_own() {
+    let env = Env::new();
+    let root = env.root().display().to_string();
+    // The user's own /redo stays as it is.
+    env.write(".claude/commands/redo.md", "my own redo\n");
+    let o = env.run(RETRACE, &["-C", &root, "install", "claude-code"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("redo.md: left alone"), "{}", stdout(&o));
+    let undo = env.read(".claude/commands/undo.md");
+    assert!(undo.starts_with("---\ndescription: retrace"), "{undo}");
+    assert!(undo.contains("disable-model-invocation: true"), "{undo}");
+    assert!(
+        env.read(".claude/commands/checkpoint.md")
+            .contains("argument-hint: [label]")
+    );
+    assert_eq!(env.read(".claude/commands/redo.md"), "my own redo\n");
+    // A reinstall from another binary path replaces the old entry instead of adding one.
+    let settings = env.path(".claude/settings.json");
+    let mut v = read_json(&settings);
+    v["hooks"]["Stop"][0]["hooks"][0]["command"] = json!("'/old/bin/retrace' hook claude-code");
+    std::fs::write(&settings, v.to_string()).unwrap();
+    let o = env.run(RETRACE, &["-C", &root, "install", "claude-code"]);
+    assert!(
+        stdout(&o).contains("added hooks for Stop"),
+        "{}",
+        stdout(&o)
+    );
+    let v = read_json(&settings);
+    assert_eq!(v["hooks"]["Stop"].as_array().unwrap().len(), 1, "{v}");
+    // Uninstall removes retrace's files, not the user's, and a changed one is kept.
+    env.write(".claude/commands/retrace-log.md", "edited by the user\n");
+    let o = env.run(RETRACE, &["-C", &root, "uninstall", "claude-code"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!env.path(".claude/commands/undo.md").exists());
+    assert!(!env.path(".claude/commands/checkpoint.md").exists());
+    assert_eq!(env.read(".claude/commands/redo.md"), "my own redo\n");
+    assert_eq!(
+        env.read(".claude/commands/retrace-log.md"),
+        "edited by the user\n"
+    );
+    assert!(!settings.exists() || read_json(&settings).get("hooks").is_none());
+}
+
+/// Codex CLI's payloads carry every field its schemas require (`model`, `permission_mode`,
+/// `transcript_path`, `turn_id`, ...). Its interface rejects unknown slash commands, so
+/// `retrace undo` works as well as `/undo`.
+#[test]
+fn codex_prompts_are_turns_and_retrace_commands_are_blocked() {
+    let env = Env::new();
+    env.write("src/lib.rs", "fn v1() {}\n");
+    let base = |event: &str| {
+        json!({"session_id": "019b9817-5571-7dc0-b3d4-a686d844c413",
+            "transcript_path": null, "cwd": env.root(), "hook_event_name": event,
+            "model": "gpt-5.5-codex", "permission_mode": "acceptEdits"})
+    };
+    let with = |event: &str, extra: Value| {
+        let mut v = base(event);
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    let codex = |v: &Value| hook_of(&env, "codex", v);
+    let o = codex(&with("SessionStart", json!({"source": "startup"})));
+    assert!(
+        o.status.success() && stdout(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    let o = codex(&with(
+        "UserPromptSubmit",
+        json!({"turn_id": "turn-1", "prompt": "rename v1 to v2"}),
+    ));
+    assert!(
+        o.status.success() && stdout(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    env.write("src/lib.rs", "fn v2() {}\n");
+    env.write("NOTES.md", "renamed\n");
+    let o = codex(&with(
+        "Stop",
+        json!({"turn_id": "turn-1", "stop_hook_active": false,
+            "last_assistant_message": "Renamed."}),
+    ));
+    assert!(
+        o.status.success() && stdout(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    // The turn is anchored at Codex's turn id.
+    let o = env.run(
+        RETRACE,
+        &[
+            "log",
+            "--json",
+            "--session",
+            "019b9817-5571-7dc0-b3d4-a686d844c413",
+        ],
+    );
+    assert!(stdout(&o).contains("turn-1"), "{}", stdout(&o));
+
+    let prompt = |text: &str| {
+        let o = codex(&with(
+            "UserPromptSubmit",
+            json!({"turn_id": "turn-2", "prompt": text}),
+        ));
+        decision(&o)
+    };
+    let d = prompt("retrace undo");
+    assert_eq!(d["decision"], "block", "{d}");
+    assert!(
+        d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("conversation is unchanged"),
+        "{d}"
+    );
+    assert_eq!(env.read("src/lib.rs"), "fn v1() {}\n");
+    assert!(!env.path("NOTES.md").exists());
+    let d = prompt("/redo");
+    assert!(d["reason"].as_str().unwrap().contains("re-applied"), "{d}");
+    assert_eq!(env.read("src/lib.rs"), "fn v2() {}\n");
+    let d = prompt("retrace log");
+    assert!(d["reason"].as_str().unwrap().contains("+1 ~1 -0"), "{d}");
+    // Only those exact commands are taken: anything else is an ordinary prompt.
+    let o = codex(&with(
+        "UserPromptSubmit",
+        json!({"turn_id": "turn-3", "prompt": "retrace the steps that broke /undo"}),
+    ));
+    assert!(
+        o.status.success() && stdout(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Gemini CLI: `BeforeAgent` begins the turn, `AfterAgent` ends it, `SessionEnd` ends one
+/// left open; a block is `decision: deny`, and stdout is always JSON.
+#[test]
+fn gemini_before_and_after_agent_are_turns_and_undo_is_denied() {
+    let env = Env::new();
+    env.write("app.py", "print(1)\n");
+    let base = |event: &str, extra: Value| {
+        let mut v = json!({"session_id": "gem-1", "transcript_path": "/tmp/gem-1.json",
+            "cwd": env.root(), "hook_event_name": event,
+            "timestamp": "2026-11-30T03:00:00.000Z"});
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    let gemini = |v: &Value| {
+        let o = hook_of(&env, "gemini", v);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+        serde_json::from_str::<Value>(stdout(&o).trim())
+            .unwrap_or_else(|e| panic!("stdout must be JSON ({e}): {}", stdout(&o)))
+    };
+    assert_eq!(
+        gemini(&base("SessionStart", json!({"source": "startup"}))),
+        json!({})
+    );
+    assert_eq!(
+        gemini(&base("BeforeAgent", json!({"prompt": "make it print 2"}))),
+        json!({})
+    );
+    env.write("app.py", "print(2)\n");
+    let after = base(
+        "AfterAgent",
+        json!({"prompt": "make it print 2", "prompt_response": "Done.", "stop_hook_active": false}),
+    );
+    assert_eq!(gemini(&after), json!({}));
+    // A second turn the user leaves by quitting: SessionEnd ends it.
+    assert_eq!(
+        gemini(&base("BeforeAgent", json!({"prompt": "add a test"}))),
+        json!({})
+    );
+    env.write("test_app.py", "assert True\n");
+    assert_eq!(
+        gemini(&base("SessionEnd", json!({"reason": "exit"}))),
+        json!({})
+    );
+
+    let d = gemini(&base("BeforeAgent", json!({"prompt": "/undo"})));
+    assert_eq!(d["decision"], "deny", "{d}");
+    assert!(!env.path("test_app.py").exists());
+    assert_eq!(env.read("app.py"), "print(2)\n");
+    let d = gemini(&base("BeforeAgent", json!({"prompt": "/undo"})));
+    assert_eq!(d["decision"], "deny", "{d}");
+    assert_eq!(env.read("app.py"), "print(1)\n");
+    // The custom command's expansion of `/checkpoint {{args}}` with no arguments.
+    let d = gemini(&base("BeforeAgent", json!({"prompt": "/checkpoint "})));
+    assert!(
+        d["reason"].as_str().unwrap().contains("checkpoint 1"),
+        "{d}"
+    );
+    // Events it does not handle get an empty answer too.
+    assert_eq!(
+        gemini(&base("BeforeTool", json!({"tool_name": "write_file"}))),
+        json!({})
+    );
+}
+
+#[test]
+fn codex_and_gemini_install_merge_and_uninstall_exactly() {
+    let env = Env::new();
+    let root = env.root().display().to_string();
+    let gemini_theirs = json!({"theme": "dark",
+        "hooks": {"BeforeTool": [{"matcher": "write_file",
+            "hooks": [{"type": "command", "command": "lint"}]}]}});
+    env.write(".gemini/settings.json", gemini_theirs.to_string());
+    for agent in ["codex", "gemini"] {
+        let o = env.run(RETRACE, &["-C", &root, "install", agent]);
+        assert!(o.status.success(), "{agent}: {}", stderr(&o));
+        let o = env.run(RETRACE, &["-C", &root, "install", agent]);
+        assert!(
+            stdout(&o).contains("nothing to change"),
+            "{agent}: {}",
+            stdout(&o)
+        );
+    }
+    let codex = read_json(&env.path(".codex/hooks.json"));
+    for event in ["UserPromptSubmit", "Stop", "SessionStart"] {
+        let h = &codex["hooks"][event][0]["hooks"][0];
+        assert!(
+            h["command"].as_str().unwrap().ends_with("hook codex"),
+            "{codex}"
+        );
+        assert_eq!(h["timeout"], 60, "seconds: {codex}");
+    }
+    let gemini = read_json(&env.path(".gemini/settings.json"));
+    for event in ["BeforeAgent", "AfterAgent", "SessionStart", "SessionEnd"] {
+        let h = &gemini["hooks"][event][0]["hooks"][0];
+        assert!(
+            h["command"].as_str().unwrap().ends_with("hook gemini"),
+            "{gemini}"
+        );
+        assert_eq!(h["timeout"], 60_000, "milliseconds: {gemini}");
+        assert_eq!(h["name"], "retrace");
+    }
+    assert_eq!(gemini["theme"], "dark");
+    let undo = env.read(".gemini/commands/undo.toml");
+    let parsed: toml::Table = toml::from_str(&undo).unwrap();
+    assert_eq!(parsed["prompt"].as_str(), Some("/undo"));
+    let checkpoint: toml::Table =
+        toml::from_str(&env.read(".gemini/commands/checkpoint.toml")).unwrap();
+    assert_eq!(checkpoint["prompt"].as_str(), Some("/checkpoint {{args}}"));
+    for agent in ["codex", "gemini"] {
+        let o = env.run(RETRACE, &["-C", &root, "uninstall", agent]);
+        assert!(o.status.success(), "{agent}: {}", stderr(&o));
+    }
+    assert_eq!(read_json(&env.path(".gemini/settings.json")), gemini_theirs);
+    assert_eq!(read_json(&env.path(".codex/hooks.json")), json!({}));
+    assert!(!env.path(".gemini/commands").exists());
+}
