@@ -1,0 +1,430 @@
+/**
+ * retrace for Pi and Oh-My-Pi: every prompt is one undo unit of the whole workspace.
+ *
+ * The extension starts `retrace serve` (JSON-RPC over stdio, see docs/protocol.md in the
+ * retrace repository) and brackets every prompt with a turn:
+ *
+ * - `before_agent_start` begins the turn, anchored at the current leaf (the prompt is not in
+ *   the session yet there); its before-snapshot is taken in the background;
+ * - the first `tool_call` waits for that snapshot (up to a deadline), so no tool edits a file
+ *   before retrace has read it;
+ * - `agent_settled` (Pi 1.x) or `agent_end` (Pi 0.7x, Oh-My-Pi) ends the turn, however many
+ *   tool rounds it took.
+ *
+ * `/undo` restores the files of the last turn (shell edits too) and moves the conversation
+ * back to its prompt, which Pi puts back in the editor; `/redo` re-applies both;
+ * `/checkpoint [label]` saves the files as they are now. Navigating the session tree offers
+ * to restore the workspace to the chosen node too.
+ *
+ * It never breaks the agent: without the `retrace` binary (on PATH, or `RETRACE_BIN`) it
+ * warns once and does nothing else; any failure is a notification.
+ *
+ * Written against the extension API Pi 0.73, Pi 1.x and Oh-My-Pi share; loaded as
+ * TypeScript by the host (jiti, or Bun), so it has no build step and no dependencies.
+ */
+
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+// The hosts' types differ between Pi, Pi 1.x and Oh-My-Pi; only the members used here are
+// named, so one file serves all three.
+interface Entry {
+	id: string;
+	parentId: string | null;
+	type: string;
+	message?: { role?: string };
+}
+interface Ctx {
+	cwd: string;
+	hasUI: boolean;
+	agent?: { kind?: string };
+	sessionManager: {
+		getSessionId(): string;
+		getLeafId(): string | null;
+		getBranch(): Entry[];
+		getEntries(): Entry[];
+		getEntry(id: string): Entry | undefined;
+	};
+	ui: {
+		notify(message: string, type?: "info" | "warning" | "error"): void;
+		select(title: string, options: string[]): Promise<string | undefined>;
+	};
+	waitForIdle?(): Promise<void>;
+	navigateTree?(targetId: string, options?: { summarize?: boolean }): Promise<{ cancelled: boolean }>;
+}
+interface Host {
+	on(event: string, handler: (event: any, ctx: Ctx) => unknown): void;
+	registerCommand(name: string, options: { description: string; handler: (args: string, ctx: Ctx) => Promise<void> }): void;
+}
+
+/** An outcome of undo, redo, navigate or checkpoint (docs/protocol.md). */
+interface Outcome {
+	result: string;
+	ok: boolean;
+	message: string;
+	anchor?: string;
+}
+
+/** The anchor of a turn begun before the session has any entry. */
+const ROOT = "pi:root";
+const BOTH = "Files and conversation";
+const CONVERSATION = "Conversation only";
+const RESTORE = "Restore the files to that point too";
+const KEEP = "Keep the files as they are";
+/** How long a tool waits for the turn's before-snapshot (`RETRACE_BEFORE_TIMEOUT_MS`). */
+const BEFORE_TIMEOUT_MS = Number(process.env.RETRACE_BEFORE_TIMEOUT_MS) || 25_000;
+
+/** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
+function findRetrace(): string | null {
+	const explicit = process.env.RETRACE_BIN;
+	if (explicit) return fs.existsSync(explicit) ? explicit : null;
+	for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+		if (!dir) continue;
+		const candidate = path.join(dir, "retrace");
+		try {
+			fs.accessSync(candidate, fs.constants.X_OK);
+			if (fs.statSync(candidate).isFile()) return candidate;
+		} catch {
+			// not here
+		}
+	}
+	return null;
+}
+
+/**
+ * Whether the host ends a run with `agent_settled` (Pi 1.x): there `agent_end` may be followed
+ * by a retry, a compaction retry or queued messages, all part of the same prompt.
+ */
+function hostSettles(): boolean {
+	try {
+		let dir = path.dirname(fs.realpathSync(process.argv[1] ?? ""));
+		for (let i = 0; i < 8; i++) {
+			const manifest = path.join(dir, "package.json");
+			if (fs.existsSync(manifest)) {
+				const pkg = JSON.parse(fs.readFileSync(manifest, "utf8"));
+				if (typeof pkg.name === "string" && pkg.name.endsWith("/pi-coding-agent")) {
+					return pkg.name.startsWith("@earendil-works/") && Number(String(pkg.version).split(".")[0]) >= 1;
+				}
+			}
+			dir = path.dirname(dir);
+		}
+	} catch {
+		// unknown host: end turns at agent_end until agent_settled is seen
+	}
+	return false;
+}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/** A `retrace serve` child process and its JSON-RPC requests. */
+class RetraceServer {
+	private child: ChildProcessWithoutNullStreams;
+	private buffer = "";
+	private nextId = 1;
+	private pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+	private failure: Error | null = null;
+
+	constructor(bin: string) {
+		this.child = spawn(bin, ["serve"], { stdio: ["pipe", "pipe", "pipe"] });
+		this.child.stdout.setEncoding("utf8");
+		this.child.stdout.on("data", (chunk: string) => this.receive(chunk));
+		this.child.stderr.on("data", () => {});
+		this.child.stdin.on("error", () => {});
+		this.child.on("error", (e) => this.fail(e));
+		this.child.on("exit", (code) => this.fail(new Error(`retrace serve exited (${code})`)));
+	}
+
+	call(method: string, params: Record<string, unknown>): Promise<any> {
+		if (this.failure) return Promise.reject(this.failure);
+		const id = this.nextId++;
+		return new Promise((resolve, reject) => {
+			this.pending.set(id, { resolve, reject });
+			this.child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
+		});
+	}
+
+	/** Asks the server to finish pending work and exit; waits for it a little. */
+	async close(): Promise<void> {
+		const exited = new Promise<void>((resolve) => {
+			if (this.child.exitCode !== null) resolve();
+			this.child.once("exit", () => resolve());
+		});
+		this.call("shutdown", {}).catch(() => {});
+		this.child.stdin.end();
+		await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+	}
+
+	// Records are split on "\n" only (JSON strings may hold U+2028).
+	private receive(chunk: string): void {
+		this.buffer += chunk;
+		for (let i = this.buffer.indexOf("\n"); i >= 0; i = this.buffer.indexOf("\n")) {
+			const line = this.buffer.slice(0, i);
+			this.buffer = this.buffer.slice(i + 1);
+			let message: any;
+			try {
+				message = JSON.parse(line);
+			} catch {
+				continue;
+			}
+			const waiter = message.id == null ? undefined : this.pending.get(message.id);
+			if (!waiter) continue; // a $/progress notification
+			this.pending.delete(message.id);
+			if (message.error) waiter.reject(new Error(message.error.message));
+			else waiter.resolve(message.result);
+		}
+	}
+
+	private fail(e: Error): void {
+		if (this.failure) return;
+		this.failure = e;
+		for (const waiter of this.pending.values()) waiter.reject(e);
+		this.pending.clear();
+	}
+}
+
+export default function retrace(pi: Host): void {
+	let server: RetraceServer | null = null;
+	let session: string | null = null;
+	let opening: Promise<string | null> | null = null;
+	let unavailable = false;
+	let warned = false;
+	let turn: { before?: Promise<any> } | null = null;
+	let internalNavigation = false;
+	let settles = hostSettles();
+
+	const notify = (ctx: Ctx, message: string, type: "info" | "warning" | "error" = "info") => {
+		try {
+			ctx.ui.notify(message, type);
+		} catch {
+			// no UI to tell
+		}
+	};
+	const isMain = (ctx: Ctx) => (ctx.agent?.kind ?? "main") === "main";
+
+	/** Opens this session's history once; `null` when retrace is unavailable or a subagent. */
+	const open = (ctx: Ctx): Promise<string | null> => {
+		if (session) return Promise.resolve(session);
+		if (unavailable || !isMain(ctx)) return Promise.resolve(null);
+		opening ??= (async () => {
+			const bin = findRetrace();
+			if (!bin) {
+				unavailable = true;
+				if (!warned) {
+					warned = true;
+					notify(ctx, "retrace: the retrace binary is not on PATH (nor in RETRACE_BIN); /undo, /redo and /checkpoint are off", "warning");
+				}
+				return null;
+			}
+			server = new RetraceServer(bin);
+			try {
+				const opened = await server.call("open", { workspace: ctx.cwd, session: ctx.sessionManager.getSessionId() });
+				session = opened.session;
+				for (const w of opened.warnings ?? []) notify(ctx, `retrace: ${w}`, "warning");
+				return session;
+			} catch (e) {
+				unavailable = true;
+				notify(ctx, `retrace: cannot open the workspace history: ${errorText(e)}`, "warning");
+				await server.close();
+				server = null;
+				return null;
+			} finally {
+				opening = null;
+			}
+		})();
+		return opening;
+	};
+
+	/** One request for this session; a failure is a notification and `null`. */
+	const call = async (ctx: Ctx, method: string, params: Record<string, unknown> = {}): Promise<any> => {
+		if (!session || !server) return null;
+		try {
+			return await server.call(method, { session, ...params });
+		} catch (e) {
+			notify(ctx, `retrace: ${method} failed: ${errorText(e)}`, "error");
+			return null;
+		}
+	};
+
+	const endTurn = async (ctx: Ctx) => {
+		if (!turn) return;
+		const pending = turn;
+		turn = null;
+		await pending.before;
+		await call(ctx, "end_turn", { anchor: ctx.sessionManager.getLeafId() ?? ROOT });
+	};
+
+	/** The user entry of the turn that began at `anchor`: Pi moves the leaf to its parent and
+	 * puts its text back in the editor. */
+	const promptEntry = (ctx: Ctx, anchor: string): string | null => {
+		const isPrompt = (e: Entry) => e.type === "message" && e.message?.role === "user";
+		const branch = ctx.sessionManager.getBranch();
+		const start = anchor === ROOT ? 0 : branch.findIndex((e) => e.id === anchor) + 1;
+		if (anchor === ROOT || start > 0) {
+			const found = branch.slice(start).find(isPrompt);
+			if (found) return found.id;
+		}
+		const children = ctx.sessionManager.getEntries().filter((e) => isPrompt(e) && (e.parentId ?? ROOT) === anchor);
+		return children.at(-1)?.id ?? null;
+	};
+
+	const moveConversation = async (ctx: Ctx, target: string) => {
+		if (!ctx.navigateTree || target === ROOT) return;
+		internalNavigation = true;
+		try {
+			await ctx.navigateTree(target, { summarize: false });
+		} finally {
+			internalNavigation = false;
+		}
+	};
+
+	/** Opens the session for a command, or says why the command cannot run. */
+	const ready = async (ctx: Ctx, name: string): Promise<boolean> => {
+		if (!isMain(ctx)) {
+			notify(ctx, `retrace: /${name} works in the main session; this is a subagent`, "warning");
+			return false;
+		}
+		if (!(await open(ctx))) {
+			if (warned) notify(ctx, `retrace: /${name} is off: retrace is not available`, "warning");
+			return false;
+		}
+		await ctx.waitForIdle?.();
+		await endTurn(ctx);
+		return true;
+	};
+
+	const guard =
+		<E>(handler: (event: E, ctx: Ctx) => Promise<unknown>) =>
+		async (event: E, ctx: Ctx) => {
+			try {
+				return await handler(event, ctx);
+			} catch (e) {
+				notify(ctx, `retrace: ${errorText(e)}`, "error");
+				return undefined;
+			}
+		};
+
+	pi.on(
+		"session_start",
+		guard(async (_event, ctx) => {
+			await open(ctx);
+		}),
+	);
+
+	pi.on(
+		"before_agent_start",
+		guard(async (event: { prompt?: string }, ctx) => {
+			if (!(await open(ctx))) return;
+			await endTurn(ctx);
+			const begun = await call(ctx, "begin_turn", { anchor: ctx.sessionManager.getLeafId() ?? ROOT, prompt: event.prompt });
+			if (begun) turn = {};
+		}),
+	);
+
+	pi.on(
+		"tool_call",
+		guard(async (_event, ctx) => {
+			if (!turn) return;
+			if (!turn.before) {
+				turn.before = call(ctx, "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS });
+				const waited = await turn.before;
+				if (waited?.before === "conversation_only") {
+					notify(ctx, `retrace: ${waited.reason}; /undo of this turn will move the conversation only`, "warning");
+				}
+			}
+			await turn?.before;
+		}),
+	);
+
+	pi.on(
+		"agent_end",
+		guard(async (_event, ctx) => {
+			if (!settles) await endTurn(ctx);
+		}),
+	);
+
+	pi.on(
+		"agent_settled",
+		guard(async (_event, ctx) => {
+			settles = true;
+			await endTurn(ctx);
+		}),
+	);
+
+	pi.on(
+		"session_before_tree",
+		guard(async (event: { preparation: { targetId: string } }, ctx) => {
+			if (internalNavigation || !session || !ctx.hasUI) return undefined;
+			const target = event.preparation.targetId;
+			const entry = ctx.sessionManager.getEntry(target);
+			// Choosing a prompt moves the leaf to its parent: the state before that prompt.
+			const leaf = entry?.type === "message" && entry.message?.role === "user" ? (entry.parentId ?? ROOT) : target;
+			const choice = await ctx.ui.select("retrace: the workspace", [RESTORE, KEEP]);
+			if (choice === undefined) return { cancel: true };
+			if (choice === KEEP) {
+				// Recorded so a later redo or navigation knows where the conversation went.
+				await server?.call("navigate", { session, anchor: leaf, mode: "conversation" }).catch(() => null);
+				return undefined;
+			}
+			const moved: Outcome | null = await call(ctx, "navigate", { anchor: leaf, mode: "both" });
+			if (!moved) return { cancel: true };
+			if (!moved.ok) {
+				notify(ctx, `retrace: ${moved.message}; nothing was moved`, "warning");
+				return { cancel: true };
+			}
+			notify(ctx, `retrace: ${moved.message}`);
+			return undefined;
+		}),
+	);
+
+	pi.on(
+		"session_shutdown",
+		guard(async (_event, ctx) => {
+			await endTurn(ctx);
+			const closing = server;
+			server = null;
+			session = null;
+			await closing?.close();
+		}),
+	);
+
+	pi.registerCommand("undo", {
+		description: "Undo the last prompt: its files (shell edits too) and the conversation (retrace)",
+		handler: guard(async (_args: string, ctx) => {
+			if (!(await ready(ctx, "undo"))) return;
+			let mode = "both";
+			if (ctx.hasUI) {
+				const choice = await ctx.ui.select("retrace: undo the last prompt", [BOTH, CONVERSATION]);
+				if (choice === undefined) return notify(ctx, "retrace: undo cancelled");
+				if (choice === CONVERSATION) mode = "conversation";
+			}
+			const undone: Outcome | null = await call(ctx, "undo", { mode });
+			if (!undone) return;
+			if (!undone.ok) return notify(ctx, `retrace: ${undone.message}`, "warning");
+			if (undone.anchor) await moveConversation(ctx, promptEntry(ctx, undone.anchor) ?? undone.anchor);
+			notify(ctx, `retrace: ${undone.message}`);
+		}),
+	});
+
+	pi.registerCommand("redo", {
+		description: "Redo the last undone prompt: files and conversation (retrace)",
+		handler: guard(async (_args: string, ctx) => {
+			if (!(await ready(ctx, "redo"))) return;
+			const redone: Outcome | null = await call(ctx, "redo");
+			if (!redone) return;
+			if (!redone.ok) return notify(ctx, `retrace: ${redone.message}`, "warning");
+			if (redone.anchor) await moveConversation(ctx, redone.anchor);
+			notify(ctx, `retrace: ${redone.message}`);
+		}),
+	});
+
+	pi.registerCommand("checkpoint", {
+		description: "Save the workspace as it is now, e.g. before editing by hand (retrace)",
+		handler: guard(async (args: string, ctx) => {
+			if (!(await ready(ctx, "checkpoint"))) return;
+			const label = args.trim();
+			const saved: Outcome | null = await call(ctx, "checkpoint", label ? { label } : {});
+			if (saved) notify(ctx, `retrace: ${saved.message}`, saved.ok ? "info" : "warning");
+		}),
+	});
+}
