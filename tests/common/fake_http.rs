@@ -1,0 +1,76 @@
+//! A fake model server for the end-to-end tests: HTTP/1.1 on 127.0.0.1, one request per
+//! connection, every POST body recorded and answered with the server-sent events a closure
+//! returns.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+type Respond = dyn Fn(&Value) -> String + Send + Sync;
+
+/// The server: its port and the JSON bodies it was sent.
+pub struct FakeHttp {
+    pub port: u16,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl FakeHttp {
+    /// Starts serving; `respond` turns a request body into the SSE text of the answer.
+    pub fn start(respond: impl Fn(&Value) -> String + Send + Sync + 'static) -> FakeHttp {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&requests);
+        let respond: Arc<Respond> = Arc::new(respond);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (seen, respond) = (Arc::clone(&seen), Arc::clone(&respond));
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &seen, &*respond);
+                });
+            }
+        });
+        FakeHttp { port, requests }
+    }
+
+    /// Every request body so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Value>>, respond: &Respond) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut out = stream;
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let method = line.split_whitespace().next().unwrap_or("").to_string();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    if method != "POST" {
+        return out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    }
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let sse = respond(&request);
+    seen.lock().unwrap().push(request);
+    out.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+          Connection: close\r\n\r\n",
+    )?;
+    out.write_all(sse.as_bytes())?;
+    out.flush()
+}

