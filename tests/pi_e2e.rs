@@ -152,6 +152,8 @@ struct Rpc {
     next_id: u64,
     name: String,
     seen: Vec<String>,
+    /// Every notification, in order.
+    notes: Vec<String>,
     stderr_log: PathBuf,
 }
 
@@ -180,7 +182,10 @@ impl Rpc {
             )
             .unwrap();
         }
-        let extension = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/pi/index.ts");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let extension = root.join("adapters/pi/index.ts");
+        // A helper that navigates the tree as `/tree` does (RPC mode has no command for it).
+        let goto = root.join("tests/e2e/goto.ts");
         let stderr_log = agent_home.join(format!("stderr-{}.log", std::process::id()));
         let mut command = Command::new(runtime);
         if !host.omp {
@@ -199,6 +204,8 @@ impl Rpc {
                 "-e",
             ])
             .arg(extension)
+            .arg("-e")
+            .arg(goto)
             .current_dir(env.root())
             .env("HOME", agent_home)
             .env("PI_OFFLINE", "1")
@@ -231,6 +238,7 @@ impl Rpc {
             next_id: 0,
             name: host.name.to_string(),
             seen: Vec::new(),
+            notes: Vec::new(),
             stderr_log,
         }
     }
@@ -244,7 +252,8 @@ impl Rpc {
         id
     }
 
-    /// Reads events until `done` accepts one, answering dialogs: a `select` gets `choice`.
+    /// Reads events until `done` accepts one, answering dialogs: a `select` gets `choice`,
+    /// or is cancelled when `choice` is empty.
     fn wait(&mut self, what: &str, choice: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
@@ -267,9 +276,17 @@ impl Rpc {
             if kind == "extension_ui_request" {
                 let method = event["method"].as_str().unwrap_or("");
                 self.seen.push(format!("ui {method}: {}", event["message"]));
+                if let Some(m) = event["message"].as_str().filter(|_| method == "notify") {
+                    self.notes.push(m.to_string());
+                }
                 if method == "select" {
-                    let answer = json!({"type": "extension_ui_response", "id": event["id"],
-                        "value": choice});
+                    let answer = if choice.is_empty() {
+                        json!({"type": "extension_ui_response", "id": event["id"],
+                            "cancelled": true})
+                    } else {
+                        json!({"type": "extension_ui_response", "id": event["id"],
+                            "value": choice})
+                    };
                     writeln!(self.stdin, "{answer}").unwrap();
                     self.stdin.flush().unwrap();
                 }
@@ -290,13 +307,20 @@ impl Rpc {
 
     /// Runs one of the extension's commands; returns its notification.
     fn command(&mut self, text: &str, choice: &str) -> String {
+        self.command_until(text, choice, "retrace:")
+    }
+
+    /// Navigates the tree with the helper; returns whether the conversation moved.
+    fn goto(&mut self, text: &str, choice: &str) -> bool {
+        self.command_until(text, choice, "goto:") == "goto: moved"
+    }
+
+    fn command_until(&mut self, text: &str, choice: &str, prefix: &str) -> String {
         self.send(json!({"type": "prompt", "message": text}));
         let note = self.wait(&format!("the notification of {text}"), choice, |e| {
             e["type"] == "extension_ui_request"
                 && e["method"] == "notify"
-                && e["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("retrace:"))
+                && e["message"].as_str().is_some_and(|m| m.starts_with(prefix))
         });
         note["message"].as_str().unwrap().to_string()
     }
@@ -415,6 +439,32 @@ fn run(host: &Host) {
         "{}: {prompts:?}",
         host.name
     );
+
+    // Navigating the tree offers to restore the files to that point: before turn 2's prompt,
+    // then the end of turn 2.
+    const RESTORE: &str = "Restore the files to that point too";
+    assert!(a.goto("/goto-prompt BASH-EDIT", RESTORE), "{}", host.name);
+    assert_eq!(env.read("notes.txt"), "original\n");
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    assert!(!contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
+    assert!(a.goto("/goto-end BASH-EDIT", RESTORE), "{}", host.name);
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
+    // Edits in no snapshot are not overwritten: the navigation is refused, nothing moves.
+    env.write("notes.txt", "edited by hand\n");
+    assert!(!a.goto("/goto-prompt BASH-EDIT", RESTORE), "{}", host.name);
+    let refusal = &a.notes[a.notes.len() - 2];
+    assert!(
+        refusal.contains("not in any snapshot"),
+        "{}: {refusal}",
+        host.name
+    );
+    assert_eq!(env.read("notes.txt"), "edited by hand\n");
+    assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
+    env.write("notes.txt", "original\nedited by bash\n");
+    // Cancelling the question leaves both alone.
+    assert!(!a.goto("/goto-prompt BASH-EDIT", ""), "{}", host.name);
+    assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
 
     // A second session in the same workspace keeps its own history.
     let mut b = Rpc::start(host, &env, agent_home.path(), model.port);
