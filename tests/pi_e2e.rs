@@ -144,6 +144,34 @@ fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
     sse + "data: [DONE]\n\n"
 }
 
+/// The host's command line with the fake model configured for it, in a private home.
+fn host_command_with_model(host: &Host, agent_home: &Path, port: u16) -> Command {
+    let (runtime, args) = host_command(host).unwrap();
+    let provider = json!({"baseUrl": format!("http://127.0.0.1:{port}/v1"),
+        "api": "openai-completions", "apiKey": "dummy",
+        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+        "models": [{"id": "fake-model"}]});
+    let models = json!({"providers": {"fake": provider}}).to_string();
+    let mut command = Command::new(runtime);
+    command
+        .args(args)
+        .env("HOME", agent_home)
+        .env("PI_OFFLINE", "1");
+    if host.omp {
+        let dir = agent_home.join(".omp/agent");
+        std::fs::create_dir_all(&dir).unwrap();
+        // JSON is YAML.
+        std::fs::write(dir.join("models.yml"), models).unwrap();
+    } else {
+        // Oh-My-Pi would read this too, instead of ~/.omp/agent.
+        let dir = agent_home.join("pi-agent");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("models.json"), models).unwrap();
+        command.env("PI_CODING_AGENT_DIR", dir);
+    }
+    command
+}
+
 /// One `--mode rpc` process: JSON lines in, events out (split on `\n` only).
 struct Rpc {
     child: Child,
@@ -159,57 +187,41 @@ struct Rpc {
 
 impl Rpc {
     fn start(host: &Host, env: &Env, agent_home: &Path, port: u16) -> Rpc {
-        let (runtime, args) = host_command(host).unwrap();
-        let agent_dir = agent_home.join("pi-agent");
-        std::fs::create_dir_all(&agent_dir).unwrap();
-        let provider = json!({"baseUrl": format!("http://127.0.0.1:{port}/v1"),
-            "api": "openai-completions", "apiKey": "dummy",
-            "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-            "models": [{"id": "fake-model"}]});
-        if host.omp {
-            let dir = agent_home.join(".omp/agent");
-            std::fs::create_dir_all(&dir).unwrap();
-            // JSON is YAML.
-            std::fs::write(
-                dir.join("models.yml"),
-                json!({"providers": {"fake": provider}}).to_string(),
-            )
-            .unwrap();
-        } else {
-            std::fs::write(
-                agent_dir.join("models.json"),
-                json!({"providers": {"fake": provider}}).to_string(),
-            )
-            .unwrap();
-        }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let extension = root.join("adapters/pi/index.ts");
-        // A helper that navigates the tree as `/tree` does (RPC mode has no command for it).
-        let goto = root.join("tests/e2e/goto.ts");
+        Rpc::spawn(host, env, agent_home, port, true, Path::new(RETRACE))
+    }
+
+    /// Starts the host in RPC mode, with `-e` the extension (and the tree helper) or, without,
+    /// whatever the host has installed.
+    fn spawn(
+        host: &Host,
+        env: &Env,
+        agent_home: &Path,
+        port: u16,
+        load_extension: bool,
+        retrace_bin: &Path,
+    ) -> Rpc {
         let stderr_log = agent_home.join(format!("stderr-{}.log", std::process::id()));
-        let mut command = Command::new(runtime);
-        if !host.omp {
-            // Oh-My-Pi would read this too, instead of ~/.omp/agent.
-            command.env("PI_CODING_AGENT_DIR", &agent_dir);
+        let mut command = host_command_with_model(host, agent_home, port);
+        command.args([
+            "--mode",
+            "rpc",
+            "--provider",
+            "fake",
+            "--model",
+            "fake-model",
+        ]);
+        if load_extension {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+            // A helper that navigates the tree as `/tree` does (RPC mode has no command).
+            command
+                .arg("-e")
+                .arg(root.join("adapters/pi/index.ts"))
+                .arg("-e")
+                .arg(root.join("tests/e2e/goto.ts"));
         }
         let mut child = command
-            .args(args)
-            .args([
-                "--mode",
-                "rpc",
-                "--provider",
-                "fake",
-                "--model",
-                "fake-model",
-                "-e",
-            ])
-            .arg(extension)
-            .arg("-e")
-            .arg(goto)
             .current_dir(env.root())
-            .env("HOME", agent_home)
-            .env("PI_OFFLINE", "1")
-            .env("RETRACE_BIN", RETRACE)
+            .env("RETRACE_BIN", retrace_bin)
             .env("RETRACE_HOME", env.home.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -490,6 +502,57 @@ fn run(host: &Host) {
         let text = r["messages"].to_string();
         assert!(!text.contains("/undo") && !text.contains("/redo"), "{text}");
     }
+}
+
+/// Installed as a package (`pi install PATH`, `omp plugin install PATH`), without the
+/// retrace binary: one warning, the agent works, `/undo` says it is off.
+fn installed_without_retrace(host: &Host, install: &[&str]) {
+    if host_command(host).is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is not installed",
+            host.name
+        );
+        return;
+    }
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let calls = AtomicU64::new(0);
+    let model = FakeHttp::start(move |request| chat_answer(request, &calls));
+    let agent_home = tempfile::tempdir().unwrap();
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/pi");
+    let o = host_command_with_model(host, agent_home.path(), model.port)
+        .args(install)
+        .arg(&package)
+        .current_dir(env.root())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        host.name,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let missing = Path::new("/nonexistent/retrace");
+    let mut a = Rpc::spawn(host, &env, agent_home.path(), model.port, false, missing);
+    a.prompt(host, "please WRITE-HELLO");
+    a.prompt(host, "please BASH-EDIT");
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    let note = a.command("/undo", "Files and conversation");
+    assert!(note.contains("/undo is off"), "{}: {note}", host.name);
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    let warnings = a.notes.iter().filter(|n| n.contains("not on PATH")).count();
+    assert_eq!(warnings, 1, "{}: {:?}", host.name, a.notes);
+}
+
+#[test]
+fn pi_installs_the_package_and_works_without_retrace() {
+    installed_without_retrace(&PI_073, &["install"]);
+}
+
+#[test]
+fn oh_my_pi_installs_the_plugin_and_works_without_retrace() {
+    installed_without_retrace(&OMP, &["plugin", "install"]);
 }
 
 #[test]
