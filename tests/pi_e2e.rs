@@ -6,7 +6,10 @@
 //! machine's Node, Pi 1.x on Node 22, Oh-My-Pi on Bun. Each run proves: files written and
 //! bash-modified in a turn are restored by `/undo` and re-applied by `/redo`; the
 //! conversation moves back and forth with them; a second session in the same workspace keeps
-//! its own history; a manual edit between turns survives an undo of the later turn.
+//! its own history; a manual edit between turns survives an undo of the later turn. Also: a
+//! prompt of two tool rounds is one undo unit, an undo over a file edited since is refused,
+//! tree navigation restores files (and is refused over unsnapshotted edits, or cancelled),
+//! and an installed package without the retrace binary warns once and stays out of the way.
 //!
 //! Without a CLI its test says so and passes, except under `CI`, where it fails.
 
@@ -92,11 +95,20 @@ fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
         .and_then(|m| m.last())
         .cloned()
         .unwrap_or(Value::Null);
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let prompt = if last["role"] == "user" {
         text_of(&last["content"])
     } else {
         String::new()
     };
+    // A prompt naming TWO-ROUNDS gets a second tool call (bash) after the first result.
+    let asked = messages.iter().rposition(|m| m["role"] == "user");
+    let results = asked.map_or(0, |i| {
+        messages[i..].iter().filter(|m| m["role"] == "tool").count()
+    });
+    let second_round = asked
+        .is_some_and(|i| text_of(&messages[i]["content"]).contains("TWO-ROUNDS"))
+        && results == 1;
     let tool = if prompt.contains("WRITE-HELLO") {
         Some((
             "write",
@@ -106,6 +118,11 @@ fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
         Some((
             "write",
             json!({"path": "second.txt", "content": "second session\n"}),
+        ))
+    } else if second_round {
+        Some((
+            "bash",
+            json!({"command": "printf 'second round\\n' > round2.txt"}),
         ))
     } else if prompt.contains("BASH-EDIT") {
         Some((
@@ -482,12 +499,21 @@ fn run(host: &Host) {
     let mut b = Rpc::start(host, &env, agent_home.path(), model.port);
     let sid_b = b.session_id();
     assert_ne!(sid_a, sid_b);
-    b.prompt(host, "please WRITE-SECOND");
+    // One prompt, two tool rounds: one undo unit.
+    b.prompt(host, "please WRITE-SECOND in TWO-ROUNDS");
     settled(&env, &sid_b);
     assert_eq!(env.read("second.txt"), "second session\n");
+    assert_eq!(env.read("round2.txt"), "second round\n");
+    // A file the turn wrote, edited since by hand: the undo refuses and writes nothing.
+    env.write("second.txt", "kept by hand\n");
+    let note = b.command("/undo", "Files and conversation");
+    assert!(note.contains("conflict"), "{}: {note}", host.name);
+    assert_eq!(env.read("second.txt"), "kept by hand\n");
+    assert_eq!(env.read("round2.txt"), "second round\n");
+    env.write("second.txt", "second session\n");
     let note = b.command("/undo", "Files and conversation");
     assert!(note.contains("turn 1: restored"), "{}: {note}", host.name);
-    assert!(!env.path("second.txt").exists());
+    assert!(!env.path("second.txt").exists() && !env.path("round2.txt").exists());
     assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
     assert_eq!(env.read("hello.txt"), "hello from pi\n");
     let note = b.command("/undo", "Files and conversation");
