@@ -491,6 +491,14 @@ fn run(host: &Host) {
     assert_eq!(env.read("notes.txt"), "edited by hand\n");
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
     env.write("notes.txt", "original\nedited by bash\n");
+    // A node inside a turn has no snapshot of its own: refused, with the turn named.
+    assert!(!a.goto("/goto-inside BASH-EDIT", RESTORE), "{}", host.name);
+    let refusal = &a.notes[a.notes.len() - 2];
+    assert!(
+        refusal.contains("inside turn 2"),
+        "{}: {refusal}",
+        host.name
+    );
     // Cancelling the question leaves both alone.
     assert!(!a.goto("/goto-prompt BASH-EDIT", ""), "{}", host.name);
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);

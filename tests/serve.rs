@@ -95,6 +95,10 @@ fn a_turn_undo_and_redo_over_json_rpc() {
         "ready"
     );
     env.write("a.txt", "agent");
+    assert_eq!(
+        c.ok("round", json!({"session": s, "anchor": "n1.5"}))["ok"],
+        true
+    );
     env.write("new.txt", "agent");
     let end = c.ok("end_turn", json!({"session": s, "anchor": "n2"}));
     assert_eq!(
@@ -127,6 +131,10 @@ fn a_turn_undo_and_redo_over_json_rpc() {
     assert_eq!(env.read("a.txt"), "agent");
     let log = c.ok("log", json!({"session": s}));
     assert_eq!(log["entries"][0]["counts"], json!([1, 1, 0]));
+    // A round's anchor lies inside the turn: navigating there says so.
+    let inside = c.call("navigate", json!({"session": s, "anchor": "n1.5"}));
+    let why = inside["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("inside turn 1"), "{inside}");
     let diff = c.ok("diff", json!({"session": s}));
     assert_eq!(
         diff["added"],

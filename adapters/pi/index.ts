@@ -115,6 +115,8 @@ function hostSettles(): boolean {
 	return false;
 }
 
+const isPrompt = (e: Entry) => e.type === "message" && e.message?.role === "user";
+
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /** A `retrace serve` child process and its JSON-RPC requests. */
@@ -189,7 +191,7 @@ export default function retrace(pi: Host): void {
 	let opening: Promise<string | null> | null = null;
 	let unavailable = false;
 	let warned = false;
-	let turn: { before?: Promise<any> } | null = null;
+	let turn: { anchor: string; before?: Promise<any>; rounds: Set<string> } | null = null;
 	let internalNavigation = false;
 	let settles = hostSettles();
 
@@ -247,17 +249,33 @@ export default function retrace(pi: Host): void {
 	};
 
 	const endTurn = async (ctx: Ctx) => {
-		if (!turn) return;
-		const pending = turn;
+		const ending = turn;
+		if (!ending) return;
 		turn = null;
-		await pending.before;
-		await call(ctx, "end_turn", { anchor: ctx.sessionManager.getLeafId() ?? ROOT });
+		await ending.before;
+		const leaf = ctx.sessionManager.getLeafId() ?? ROOT;
+		await round(ctx, ending, leaf);
+		await call(ctx, "end_turn", { anchor: leaf });
+	};
+
+	/** Records the entries the turn has added so far (tool calls, results, custom entries) but
+	 * `except`, so that navigating to one later says which turn it lies in instead of naming
+	 * no snapshot. The hosts append entries at different moments, so the branch is read. */
+	const round = async (ctx: Ctx, of = turn, except?: string) => {
+		if (!of) return;
+		const branch = ctx.sessionManager.getBranch();
+		const start = of.anchor === ROOT ? 0 : branch.findIndex((e) => e.id === of.anchor) + 1;
+		if (start === 0 && of.anchor !== ROOT) return;
+		for (const entry of branch.slice(start)) {
+			if (isPrompt(entry) || entry.id === except || of.rounds.has(entry.id)) continue;
+			of.rounds.add(entry.id);
+			await call(ctx, "round", { anchor: entry.id });
+		}
 	};
 
 	/** The user entry of the turn that began at `anchor`: Pi moves the leaf to its parent and
 	 * puts its text back in the editor. */
 	const promptEntry = (ctx: Ctx, anchor: string): string | null => {
-		const isPrompt = (e: Entry) => e.type === "message" && e.message?.role === "user";
 		const branch = ctx.sessionManager.getBranch();
 		const start = anchor === ROOT ? 0 : branch.findIndex((e) => e.id === anchor) + 1;
 		if (anchor === ROOT || start > 0) {
@@ -316,8 +334,9 @@ export default function retrace(pi: Host): void {
 		guard(async (event: { prompt?: string }, ctx) => {
 			if (!(await open(ctx))) return;
 			await endTurn(ctx);
-			const begun = await call(ctx, "begin_turn", { anchor: ctx.sessionManager.getLeafId() ?? ROOT, prompt: event.prompt });
-			if (begun) turn = {};
+			const anchor = ctx.sessionManager.getLeafId() ?? ROOT;
+			const begun = await call(ctx, "begin_turn", { anchor, prompt: event.prompt });
+			if (begun) turn = { anchor, rounds: new Set() };
 		}),
 	);
 
@@ -333,6 +352,14 @@ export default function retrace(pi: Host): void {
 				}
 			}
 			await turn?.before;
+			await round(ctx);
+		}),
+	);
+
+	pi.on(
+		"turn_end",
+		guard(async (_event, ctx) => {
+			await round(ctx);
 		}),
 	);
 

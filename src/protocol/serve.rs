@@ -263,6 +263,17 @@ impl Server {
                     .map_err(|e| failed(&e))?;
                 json_of(serde_json::to_value(b))
             }
+            "round" => {
+                let anchor = param(p, "anchor")
+                    .ok_or((code::INVALID_PARAMS, "round needs \"anchor\"".to_string()))?
+                    .to_string();
+                let o = self.session(p)?;
+                let Some(turn) = o.turn.as_ref() else {
+                    return Err((code::INVALID_PARAMS, "no turn in progress".into()));
+                };
+                turn.round(anchor).map_err(|e| failed(&e))?;
+                Ok(json!({"ok": true}))
+            }
             "end_turn" => {
                 let anchor = param(p, "anchor").map(str::to_string);
                 let o = self.session(p)?;
