@@ -603,3 +603,29 @@ fn pi_1_on_node_22() {
 fn oh_my_pi_on_bun() {
     run(&OMP);
 }
+
+/// `adapters/pi/index.test.ts`: the extension against a scripted host, for a subagent session
+/// and a host without a UI, which the real CLIs cannot be made to show from a test.
+#[test]
+fn extension_against_a_scripted_host() {
+    let node = e2e_dir().join(PI_1.runtime.unwrap());
+    if !node.exists() {
+        assert!(std::env::var_os("CI").is_none(), "Node 22 is not installed");
+        eprintln!("skipped: Node 22 is not installed (run tests/e2e/install-clients.sh)");
+        return;
+    }
+    let env = Env::new();
+    let o = Command::new(node)
+        .args(["--test", "adapters/pi/index.test.ts"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RETRACE_BIN", RETRACE)
+        .env("RETRACE_HOME", env.home.path())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -154,7 +154,9 @@ class RetraceServer {
 		});
 		this.call("shutdown", {}).catch(() => {});
 		this.child.stdin.end();
-		await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+		let timer: ReturnType<typeof setTimeout> | undefined;
+		await Promise.race([exited, new Promise((resolve) => (timer = setTimeout(resolve, 5_000)))]);
+		clearTimeout(timer);
 	}
 
 	// Records are split on "\n" only (JSON strings may hold U+2028).

@@ -1,0 +1,107 @@
+/**
+ * Tests of the extension against a scripted host, for what the real CLIs cannot be made to
+ * do from a test: a subagent session (Oh-My-Pi) and a host without a UI (print mode).
+ * Run by tests/pi_e2e.rs with Node 22 (`node --test`, which loads TypeScript as is), with
+ * RETRACE_BIN naming the retrace binary and RETRACE_HOME a private store.
+ */
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { test } from "node:test";
+
+import retrace from "./index.ts";
+
+type Handler = (event: any, ctx: any) => Promise<any>;
+
+/** A host with one linear session whose entries the test appends. */
+function scriptedHost(options: { hasUI: boolean; kind?: string }) {
+	const handlers = new Map<string, Handler[]>();
+	const commands = new Map<string, (args: string, ctx: any) => Promise<void>>();
+	const notes: string[] = [];
+	const selects: string[] = [];
+	const navigations: string[] = [];
+	const entries: { id: string; parentId: string | null; type: string; message?: { role: string } }[] = [];
+	const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "retrace-pi-"));
+	let leaf: string | null = null;
+	const sessionManager = {
+		getSessionId: () => "scripted-session",
+		getLeafId: () => leaf,
+		getEntries: () => entries,
+		getEntry: (id: string) => entries.find((e) => e.id === id),
+		getBranch: () => {
+			const branch = [];
+			for (let e = entries.find((x) => x.id === leaf); e; e = entries.find((x) => x.id === e?.parentId)) branch.unshift(e);
+			return branch;
+		},
+	};
+	const ctx = {
+		cwd: workspace,
+		hasUI: options.hasUI,
+		agent: options.kind ? { kind: options.kind } : undefined,
+		sessionManager,
+		ui: {
+			notify: (message: string) => notes.push(message),
+			select: async (title: string) => {
+				selects.push(title);
+				return undefined;
+			},
+		},
+		waitForIdle: async () => {},
+		navigateTree: async (target: string) => {
+			navigations.push(target);
+			const entry = sessionManager.getEntry(target);
+			leaf = entry?.message?.role === "user" ? entry.parentId : target;
+			return { cancelled: false };
+		},
+	};
+	retrace({
+		on: (event, handler) => handlers.set(event, [...(handlers.get(event) ?? []), handler as Handler]),
+		registerCommand: (name, command) => commands.set(name, command.handler),
+	});
+	const append = (role: string) => {
+		const id = `e${entries.length}`;
+		entries.push({ id, parentId: leaf, type: "message", message: { role } });
+		leaf = id;
+	};
+	const emit = async (event: string, payload: any = {}) => {
+		for (const h of handlers.get(event) ?? []) await h(payload, ctx);
+	};
+	return { ctx, workspace, notes, selects, navigations, append, emit, command: (name: string) => commands.get(name)?.("", ctx) };
+}
+
+test("a subagent session is not checkpointed and /undo says so", async () => {
+	const host = scriptedHost({ hasUI: true, kind: "sub" });
+	await host.emit("session_start");
+	await host.emit("before_agent_start", { prompt: "work" });
+	await host.command("undo");
+	assert.equal(host.notes.length, 1, host.notes.join("\n"));
+	assert.match(host.notes[0], /works in the main session; this is a subagent/);
+	assert.equal(host.selects.length, 0);
+});
+
+test("without a UI, /undo restores files and conversation without asking", async () => {
+	const host = scriptedHost({ hasUI: false });
+	await host.emit("session_start");
+	host.append("user");
+	host.append("assistant");
+	await host.emit("before_agent_start", { prompt: "write a file" });
+	host.append("user");
+	await host.emit("tool_call", { toolName: "write" });
+	fs.writeFileSync(path.join(host.workspace, "made.txt"), "by the agent\n");
+	host.append("assistant");
+	await host.emit("agent_end");
+	await host.emit("agent_settled");
+
+	await host.command("undo");
+	assert.equal(host.selects.length, 0, "no question without a UI");
+	assert.ok(!fs.existsSync(path.join(host.workspace, "made.txt")), host.notes.join("\n"));
+	// The conversation moves to the turn's prompt (e2), which puts it back in the editor.
+	assert.deepEqual(host.navigations, ["e2"]);
+	assert.match(host.notes.at(-1) ?? "", /turn 1: restored/);
+
+	await host.command("redo");
+	assert.equal(fs.readFileSync(path.join(host.workspace, "made.txt"), "utf8"), "by the agent\n");
+	assert.deepEqual(host.navigations, ["e2", "e3"]);
+	await host.emit("session_shutdown");
+});
