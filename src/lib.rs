@@ -42,6 +42,7 @@ pub mod history;
 pub mod home;
 pub mod lease;
 pub mod lock;
+pub mod maintainer;
 pub mod object;
 pub mod progress;
 pub mod protocol;
@@ -60,6 +61,7 @@ pub use history::{
     BeforeStatus, LogEntry, Mode, OpOptions, Outcome, Report, Session, SessionLog, SessionStatus,
     Turn, TurnState, TurnSummary,
 };
+pub use maintainer::Maintainer;
 pub use object::ObjectId;
 pub use progress::{NoProgress, Progress};
 pub use restore::RestoreOutcome;

@@ -79,3 +79,37 @@ fn state_appears_follows_operations_and_disappears() {
     assert!(state_files(runtime.path()).is_empty());
     assert!(!dir.exists());
 }
+
+/// A directory whose pid now belongs to another process (its recorded start time differs) is
+/// swept; one whose owner is alive and the same is kept.
+#[test]
+fn a_reused_pid_does_not_keep_a_dead_processs_state() {
+    let env = Env::new();
+    let runtime = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let start = retrace::lease::start_time(me).unwrap();
+    // This test process is alive; one directory says it was started at another time (the
+    // pid was reused), the other at the right time.
+    let reused = runtime.path().join(me.to_string());
+    std::fs::create_dir_all(&reused).unwrap();
+    std::fs::write(reused.join(".owner"), (start + 1).to_string()).unwrap();
+    std::fs::write(reused.join("old.json"), "{}").unwrap();
+    let parent = std::os::unix::process::parent_id();
+    let alive = runtime.path().join(parent.to_string());
+    std::fs::create_dir_all(&alive).unwrap();
+    let parent_start = retrace::lease::start_time(parent).unwrap();
+    std::fs::write(alive.join(".owner"), parent_start.to_string()).unwrap();
+    std::fs::write(alive.join("live.json"), "{}").unwrap();
+    // Another process publishes (and so sweeps once).
+    let o = env
+        .command(common::RETRACE, &["--session", "s", "turn", "begin"])
+        .env("RETRACE_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(!reused.exists(), "the reused pid's directory is swept");
+    assert!(
+        alive.join("live.json").exists(),
+        "a live owner's state is kept"
+    );
+}

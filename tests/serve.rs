@@ -19,8 +19,13 @@ struct Client {
 
 impl Client {
     fn start(env: &Env) -> Client {
+        Client::start_with(env, &[])
+    }
+
+    fn start_with(env: &Env, vars: &[(&str, &str)]) -> Client {
         let mut child = env
             .command(RETRACE, &["serve"])
+            .envs(vars.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -211,4 +216,32 @@ fn end_of_input_finishes_pending_work_and_exits() {
         v["pending"], 1,
         "the turn is still open for a later end: {v}"
     );
+}
+
+/// A long-running server maintains its workspaces on a timer, with no turn to trigger it.
+#[test]
+fn maintenance_runs_on_a_timer_while_the_server_runs() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    let maintained = || {
+        let o = env.run(
+            common::RETRACE_DUMP,
+            &["-C", &env.root().display().to_string(), "stats", "--json"],
+        );
+        let v: Value = serde_json::from_str(common::stdout(&o).trim()).unwrap_or(Value::Null);
+        v["maintained_ms"].as_u64()
+    };
+    let mut c = Client::start_with(&env, &[("RETRACE_MAINTAIN_EVERY_MS", "100")]);
+    let root = env.root().display().to_string();
+    c.ok("open", json!({"workspace": root, "session": "timer"}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while maintained() == Some(0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no maintenance pass in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    c.ok("shutdown", json!({}));
+    assert!(c.child.wait().unwrap().success());
 }

@@ -131,8 +131,10 @@ fn run(cli: Cli) -> Result<bool> {
                 let r = store.reader()?;
                 let s = r.stats()?;
                 let ratio = s.disk_bytes as f64 / s.log_bytes.max(1) as f64;
+                let maintained = r.maintained_ms()?;
                 if *json {
                     let mut v = serde_json::to_value(&s)?;
+                    v["maintained_ms"] = serde_json::json!(maintained);
                     v["store"] = serde_json::json!(path.display().to_string());
                     v["workspace"] =
                         serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
@@ -157,6 +159,12 @@ fn run(cli: Cli) -> Result<bool> {
                         "file       {} bytes on disk ({ratio:.3}x the pack log; length {})",
                         s.disk_bytes, s.file_bytes
                     );
+                    if maintained == 0 {
+                        println!("maintained never");
+                    } else {
+                        let ago = retrace::store::now_ms().saturating_sub(maintained) / 1000;
+                        println!("maintained {ago} s ago (retention, budget, compaction)");
+                    }
                 }
             }
             Ok(true)

@@ -16,22 +16,35 @@ pub const MAX_STATE_BYTES: usize = 64 * 1024;
 
 static SWEPT: Once = Once::new();
 
-/// Removes the directories of processes that are gone (their pid does not exist, or
-/// belongs to a process started after the directory was written).
+/// The file in a process directory that holds the process's start time, so that a reused
+/// pid is not taken for the process that wrote the directory.
+const OWNER: &str = ".owner";
+
+/// Removes the directories of processes that are gone: their pid does not exist, or belongs
+/// to a process started at another time than the one that wrote the directory.
 fn sweep(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
     for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        let gone = rustix::process::Pid::from_raw(pid).is_some_and(|p| {
-            matches!(
-                rustix::process::test_kill_process(p),
-                Err(rustix::io::Errno::SRCH)
-            )
-        });
+        let recorded = std::fs::read_to_string(e.path().join(OWNER))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let gone = match crate::lease::start_time(pid) {
+            None => i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .is_some_and(|p| {
+                    matches!(
+                        rustix::process::test_kill_process(p),
+                        Err(rustix::io::Errno::SRCH)
+                    )
+                }),
+            Some(now) => recorded.is_some_and(|r| r != now),
+        };
         if gone {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -49,6 +62,12 @@ impl Session {
         let dir = root.join(std::process::id().to_string());
         if crate::home::create_private_dir(&dir).is_err() {
             return;
+        }
+        let owner = dir.join(OWNER);
+        if !owner.exists()
+            && let Some(start) = crate::lease::start_time(std::process::id())
+        {
+            let _ = write_private(&owner, start.to_string().as_bytes());
         }
         let Ok(l) = self.load() else { return };
         let status = self.status_of(&l);
@@ -104,7 +123,12 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Removes a published state file and, if it was the last, its process directory.
 pub(crate) fn unpublish(file: &PathBuf) {
     let _ = std::fs::remove_file(file);
-    if let Some(dir) = file.parent() {
+    let Some(dir) = file.parent() else { return };
+    let others = std::fs::read_dir(dir).map_or(1, |d| {
+        d.flatten().filter(|e| e.file_name() != OWNER).count()
+    });
+    if others == 0 {
+        let _ = std::fs::remove_file(dir.join(OWNER));
         let _ = std::fs::remove_dir(dir); // only when empty
     }
 }

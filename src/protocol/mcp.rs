@@ -166,6 +166,8 @@ impl ServerHandler for McpServer {
 /// # Errors
 /// A message when the transport fails.
 pub fn run(session: Session) -> Result<(), String> {
+    // Maintenance on a timer while the server runs; stopped before the store is closed.
+    let _maintainer = session.workspace().maintainer(None);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

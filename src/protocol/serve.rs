@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::history::{Mode, OpOptions, Report, Session, Turn};
 use crate::progress::Progress;
-use crate::{Config, Error, Workspace};
+use crate::{Config, Error, Maintainer, Workspace};
 
 /// JSON-RPC error codes used.
 pub mod code {
@@ -90,6 +90,8 @@ pub struct Server {
     config: Config,
     out: Out,
     workspaces: HashMap<PathBuf, Workspace>,
+    /// Maintenance on a timer while the server runs, one per workspace root.
+    maintainers: HashMap<PathBuf, Maintainer>,
     sessions: HashMap<String, Open>,
     next: u64,
 }
@@ -120,6 +122,7 @@ impl Server {
             config,
             out: Arc::new(Mutex::new(out)),
             workspaces: HashMap::new(),
+            maintainers: HashMap::new(),
             sessions: HashMap::new(),
             next: 1,
         }
@@ -148,6 +151,9 @@ impl Server {
                 let _ = t.wait_before(Duration::from_hours(24));
             }
         }
+        // Stops the maintenance threads, letting a pass in progress finish.
+        self.maintainers.clear();
+        self.workspaces.clear();
     }
 
     /// Handles one line; false after `shutdown`.
@@ -282,8 +288,10 @@ impl Server {
                     None => o.session.end_turn(anchor).map_err(|e| failed(&e))?,
                 };
                 // Due maintenance runs beside, after the turn is recorded: never delays it.
-                let ws = o.session.workspace().clone();
-                std::thread::spawn(move || ws.maintain_if_due());
+                let root = o.session.workspace().root().to_path_buf();
+                if let Some(m) = self.maintainers.get(&root) {
+                    m.nudge();
+                }
                 match summary {
                     Some(s) => json_of(serde_json::to_value(s)),
                     None => Err((code::INVALID_PARAMS, "no turn in progress".into())),
@@ -371,6 +379,9 @@ impl Server {
             ws.clone()
         } else {
             let ws = Workspace::open(&dir, &self.config).map_err(|e| failed(&e))?;
+            self.maintainers
+                .entry(ws.root().to_path_buf())
+                .or_insert_with(|| ws.maintainer(None));
             self.workspaces.insert(key, ws.clone());
             ws
         };

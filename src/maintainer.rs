@@ -1,0 +1,74 @@
+//! Background maintenance for long-running hosts (`retrace serve`, `retrace mcp`, agents that
+//! link the crate): a thread that runs [`Workspace::maintain_if_due`] on a timer and when
+//! nudged, and is stopped and joined when its handle drops, so the store is never left open
+//! by a detached thread when the process exits.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::workspace::Workspace;
+
+/// How often a [`Maintainer`] checks whether maintenance is due, unless
+/// `RETRACE_MAINTAIN_EVERY_MS` says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_mins(10);
+
+/// A running maintenance thread; dropping it stops the thread and waits for a pass in
+/// progress to finish.
+#[derive(Debug)]
+pub struct Maintainer {
+    nudge: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Maintainer {
+    /// Asks for a check now (after a turn is recorded, say), without waiting for it.
+    pub fn nudge(&self) {
+        if let Some(tx) = &self.nudge {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for Maintainer {
+    fn drop(&mut self) {
+        drop(self.nudge.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Workspace {
+    /// Starts checking every `interval` (and whenever [`Maintainer::nudge`] is called)
+    /// whether maintenance is due, running it in the background when it is. `None` for the
+    /// interval means [`DEFAULT_INTERVAL`], or `RETRACE_MAINTAIN_EVERY_MS` when set.
+    #[must_use = "maintenance stops when the Maintainer is dropped"]
+    pub fn maintainer(&self, interval: Option<Duration>) -> Maintainer {
+        let interval = interval.unwrap_or_else(|| {
+            std::env::var("RETRACE_MAINTAIN_EVERY_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(DEFAULT_INTERVAL, Duration::from_millis)
+        });
+        let (tx, rx) = mpsc::channel::<()>();
+        let ws = self.clone();
+        let thread = std::thread::Builder::new()
+            .name("retrace-maintenance".into())
+            .spawn(move || {
+                loop {
+                    match rx.recv_timeout(interval) {
+                        Ok(()) | Err(RecvTimeoutError::Timeout) => {
+                            let _ = ws.maintain_if_due();
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })
+            .ok();
+        Maintainer {
+            nudge: Some(tx),
+            thread,
+        }
+    }
+}
