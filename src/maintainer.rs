@@ -1,7 +1,8 @@
 //! Background maintenance for long-running hosts (`retrace serve`, `retrace mcp`, agents that
 //! link the crate): a thread that runs [`Workspace::maintain_if_due`] on a timer and when
-//! nudged, and is stopped and joined when its handle drops, so the store is never left open
-//! by a detached thread when the process exits.
+//! nudged, recompresses new frames at the dense level a slice at a time in between, and is
+//! stopped and joined when its handle drops, so the store is never left open by a detached
+//! thread when the process exits.
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -12,6 +13,13 @@ use crate::workspace::Workspace;
 /// How often a [`Maintainer`] checks whether maintenance is due, unless
 /// `RETRACE_MAINTAIN_EVERY_MS` says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_mins(10);
+
+/// How long one background slice of recompression may hold the workspace (shared: captures
+/// proceed; restores and GC wait at most this long).
+const DENSE_SLICE: Duration = Duration::from_millis(500);
+
+/// The pause between slices while frames remain to be recompressed.
+const DENSE_PAUSE: Duration = Duration::from_secs(2);
 
 /// A running maintenance thread; dropping it stops the thread and waits for a pass in
 /// progress to finish.
@@ -56,10 +64,19 @@ impl Workspace {
         let thread = std::thread::Builder::new()
             .name("retrace-maintenance".into())
             .spawn(move || {
+                let mut wait = interval;
                 loop {
-                    match rx.recv_timeout(interval) {
+                    match rx.recv_timeout(wait) {
                         Ok(()) | Err(RecvTimeoutError::Timeout) => {
-                            let _ = ws.maintain_if_due();
+                            // A due pass; else a slice of recompression, and the next slice
+                            // soon while frames remain.
+                            let more = match ws.maintain_if_due() {
+                                Some(r) => !r.dense.finished,
+                                None => ws
+                                    .recompress_if_free(DENSE_SLICE)
+                                    .is_some_and(|r| !r.finished),
+                            };
+                            wait = if more { DENSE_PAUSE } else { interval };
                         }
                         Err(RecvTimeoutError::Disconnected) => return,
                     }

@@ -10,7 +10,7 @@ use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::restore::journal;
 use crate::statcache::StatCache;
-use crate::store::GcReport;
+use crate::store::{DenseReport, GcReport};
 use crate::workspace::Workspace;
 
 /// Objects younger than this are never collected, referenced or not: a capture in another
@@ -89,7 +89,13 @@ pub struct MaintenanceReport {
     pub max_store_bytes: u64,
     /// The final collection.
     pub gc: GcReport,
+    /// Frames recompressed at the dense level (see `store::dense`).
+    pub dense: DenseReport,
 }
+
+/// How long the recompression part of a due pass may run ([`Workspace::maintain_if_due`]);
+/// the rest waits for the next pass or the background [`crate::Maintainer`].
+pub const DUE_DENSE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
 const DAY_MS: f64 = 86_400_000.0;
 
@@ -123,6 +129,25 @@ impl Workspace {
         clippy::cast_precision_loss
     )]
     pub fn maintain(&self, now_ms: u64, grace_secs: u64) -> Result<MaintenanceReport, Error> {
+        self.maintain_until(now_ms, grace_secs, None)
+    }
+
+    /// [`Workspace::maintain`], recompressing frames at the dense level until `dense_deadline`
+    /// (all of them when `None`) between the collection and the byte budget.
+    ///
+    /// # Errors
+    /// As [`Workspace::maintain`].
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    pub fn maintain_until(
+        &self,
+        now_ms: u64,
+        grace_secs: u64,
+        dense_deadline: Option<std::time::Instant>,
+    ) -> Result<MaintenanceReport, Error> {
         let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
         if let Some(report) = self.recover_locked(&crate::progress::NoProgress)? {
             self.warn(report);
@@ -170,6 +195,10 @@ impl Workspace {
         report.gc = self
             .store
             .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
+        report.dense = self.store.recompress(dense_deadline)?;
+        if report.dense.frames > 0 {
+            self.store.compact_now();
+        }
         self.evict_to_budget(s.max_store_bytes.value, now_ms, grace_secs, &mut report)?;
         self.store.set_maintained(now_ms)?;
         Ok(report)
@@ -279,7 +308,22 @@ impl Workspace {
             self.lock(LockMode::Exclusive, std::time::Duration::ZERO)
                 .ok()?,
         );
-        self.maintain(now, self.settings.gc_grace_secs.value).ok()
+        let deadline = std::time::Instant::now() + DUE_DENSE_BUDGET;
+        self.maintain_until(now, self.settings.gc_grace_secs.value, Some(deadline))
+            .ok()
+    }
+
+    /// Recompresses frames at the dense level for at most `budget`, if no other process
+    /// holds the workspace exclusively right now (never waits). `None` when it did not run.
+    /// For background threads between full passes: captures may run meanwhile.
+    #[must_use = "the report says whether frames remain"]
+    pub fn recompress_if_free(&self, budget: std::time::Duration) -> Option<DenseReport> {
+        let _lock = self
+            .lock(LockMode::Shared, std::time::Duration::ZERO)
+            .ok()?;
+        self.store
+            .recompress(Some(std::time::Instant::now() + budget))
+            .ok()
     }
 
     fn candidates(&self, now_ms: u64) -> Result<Vec<Candidate>, Error> {

@@ -426,6 +426,12 @@ fn run(cli: Cli) -> Result<u8> {
                         if r.compacted { " (compacted)" } else { "" }
                     );
                 }
+                if let Some(d) = m.as_ref().map(|m| &m.dense).filter(|d| d.frames > 0) {
+                    println!(
+                        "recompressed {} frames at the dense level: {} -> {} stored bytes",
+                        d.frames, d.bytes_before, d.bytes_after
+                    );
+                }
             }
             Ok(0)
         }

@@ -167,7 +167,7 @@ impl Store {
 
     /// One transaction: remove `removed`, append `frames` (re-recording their members), and
     /// delete every pack value no remaining object needs. Returns the packs deleted.
-    fn rewrite(
+    pub(super) fn rewrite(
         &self,
         removed: &[ObjectId],
         frames: Vec<NewFrame>,

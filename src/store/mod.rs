@@ -6,10 +6,12 @@
 //! with a bounded wait, so a second `retrace snapshot` started at the same moment waits its
 //! turn instead of failing.
 
+mod dense;
 mod gc;
 mod pack;
 pub mod schema;
 
+pub use dense::DenseReport;
 pub use gc::GcReport;
 
 use std::path::{Path, PathBuf};
