@@ -179,7 +179,10 @@ fn gc_beside_captures_in_other_processes_never_frees_what_they_use() {
         collections += 1;
     }
     writer.join().unwrap();
-    assert!(collections > 0 && freed > 0, "{collections} collections freed {freed}");
+    assert!(
+        collections > 0 && freed > 0,
+        "{collections} collections freed {freed}"
+    );
     assert_verified(&env);
     // Every snapshot still restores.
     let ws = env.open();
@@ -253,4 +256,54 @@ fn frames_are_recompressed_densely_and_stay_readable() {
     let dense = &report["retention"]["dense"];
     assert!(dense["frames"].as_u64().unwrap() >= 1, "{report}");
     assert_eq!(dense["finished"], true, "{report}");
+}
+
+/// Background recompression holds the workspace shared, so captures in other processes run
+/// beside it: nothing they store or find is lost, and every snapshot still restores.
+#[test]
+fn recompression_beside_captures_in_other_processes_loses_nothing() {
+    let env = std::sync::Arc::new(Env::new());
+    for i in 0..400 {
+        env.write(&format!("src/m{i}.rs"), text(i, 100));
+    }
+    let ws = env.open();
+    ws.snapshot(None).unwrap();
+    let writer = {
+        let env = std::sync::Arc::clone(&env);
+        std::thread::spawn(move || {
+            for round in 0..20u64 {
+                for j in 0..20 {
+                    env.write(
+                        &format!("src/m{}.rs", (round * 20 + j) % 400),
+                        text(10_000 + round * 20 + j, 100),
+                    );
+                }
+                let o = env.run(RETRACE, &["snapshot"]);
+                assert!(o.status.success(), "{}", stderr(&o));
+            }
+        })
+    };
+    let mut frames = 0;
+    while !writer.is_finished() {
+        if let Some(r) = ws.recompress_if_free(std::time::Duration::from_millis(50)) {
+            frames += r.frames;
+        }
+    }
+    writer.join().unwrap();
+    frames += ws
+        .recompress_if_free(std::time::Duration::from_secs(60))
+        .unwrap()
+        .frames;
+    assert!(frames > 0);
+    assert_verified(&env);
+    for s in ws.log().unwrap() {
+        ws.restore(
+            &s.root,
+            RestoreOptions {
+                force: true,
+                dry_run: false,
+            },
+        )
+        .unwrap();
+    }
 }
