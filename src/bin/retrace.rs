@@ -706,6 +706,9 @@ fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<
     for line in changes.lines {
         println!("{line}");
     }
+    if add && let Some(step) = target.next_step() {
+        println!("{step}");
+    }
     Ok(0)
 }
 

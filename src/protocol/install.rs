@@ -25,19 +25,44 @@ impl Target {
     /// The agent's configuration directory in `project`, or in `$HOME` when `user`.
     #[must_use]
     pub fn new(agent: Agent, project: &Path, user: bool) -> Target {
-        let base = if user {
-            std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from)
-        } else {
-            project.to_path_buf()
-        };
         let name = match agent {
             Agent::ClaudeCode => ".claude",
             Agent::Codex => ".codex",
             Agent::Gemini => ".gemini",
         };
-        Target {
-            agent,
-            dir: base.join(name),
+        if !user {
+            return Target {
+                agent,
+                dir: project.join(name),
+            };
+        }
+        // The agents' own overrides of their user directory.
+        let own = match agent {
+            Agent::ClaudeCode => std::env::var_os("CLAUDE_CONFIG_DIR"),
+            Agent::Codex => std::env::var_os("CODEX_HOME"),
+            Agent::Gemini => None,
+        };
+        let dir = own.filter(|d| !d.is_empty()).map_or_else(
+            || {
+                std::env::var_os("HOME")
+                    .map_or_else(|| PathBuf::from("/"), PathBuf::from)
+                    .join(name)
+            },
+            PathBuf::from,
+        );
+        Target { agent, dir }
+    }
+
+    /// What the user must still do for the hooks to run, if anything.
+    #[must_use]
+    pub fn next_step(&self) -> Option<&'static str> {
+        match self.agent {
+            Agent::Codex => Some(
+                "Codex runs a new or changed hook only once you trust it: start `codex`, type \
+                 /hooks and trust retrace's hooks (non-interactive `codex exec` skips untrusted \
+                 hooks). Project hooks also need the project trusted.",
+            ),
+            _ => None,
         }
     }
 
