@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-type Respond = dyn Fn(&Value) -> String + Send + Sync;
+type Respond = dyn Fn(&str, &Value) -> String + Send + Sync;
 
 /// The server: its port and the JSON bodies it was sent.
 pub struct FakeHttp {
@@ -19,6 +19,14 @@ pub struct FakeHttp {
 impl FakeHttp {
     /// Starts serving; `respond` turns a request body into the SSE text of the answer.
     pub fn start(respond: impl Fn(&Value) -> String + Send + Sync + 'static) -> FakeHttp {
+        FakeHttp::start_with_path(move |_, request| respond(request))
+    }
+
+    /// Starts serving; `respond` turns a request path and body into the answer: SSE text, or
+    /// a JSON document when it starts with `{`.
+    pub fn start_with_path(
+        respond: impl Fn(&str, &Value) -> String + Send + Sync + 'static,
+    ) -> FakeHttp {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -46,7 +54,9 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Value>>, respond: &Respond) -> std:
     let mut out = stream;
     let mut line = String::new();
     reader.read_line(&mut line)?;
-    let method = line.split_whitespace().next().unwrap_or("").to_string();
+    let mut words = line.split_whitespace();
+    let method = words.next().unwrap_or("").to_string();
+    let path = words.next().unwrap_or("").to_string();
     let mut length = 0usize;
     loop {
         let mut h = String::new();
@@ -65,12 +75,19 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Value>>, respond: &Respond) -> std:
         return out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     }
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let sse = respond(&request);
+    let answer = respond(&path, &request);
     seen.lock().unwrap().push(request);
-    out.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-          Connection: close\r\n\r\n",
+    let kind = if answer.starts_with('{') {
+        "application/json"
+    } else {
+        "text/event-stream"
+    };
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+         Cache-Control: no-cache\r\nConnection: close\r\n\r\n",
+        answer.len()
     )?;
-    out.write_all(sse.as_bytes())?;
+    out.write_all(answer.as_bytes())?;
     out.flush()
 }

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLAUDE_CODE_VERSION=2.1.332
 CODEX_VERSION=0.171.0
+GEMINI_VERSION=0.61.0
 PI_073_VERSION=0.73.1
 PI_1_VERSION=1.6.0
 NODE_22_VERSION=22.23.5
@@ -31,6 +32,8 @@ install claude-code "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" \
     node_modules/@anthropic-ai/claude-code-linux-x64/claude
 install codex "@openai/codex@$CODEX_VERSION" \
     node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
+install gemini "@google/gemini-cli@$GEMINI_VERSION" \
+    node_modules/@google/gemini-cli/bundle/gemini.js
 install pi-0.73 "@mariozechner/pi-coding-agent@$PI_073_VERSION" \
     node_modules/@mariozechner/pi-coding-agent/dist/cli.js
 install pi-1 "@earendil-works/pi-coding-agent@$PI_1_VERSION" \
