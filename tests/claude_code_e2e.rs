@@ -13,10 +13,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, stderr, stdout};
+use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
 use serde_json::{Value, json};
 
 fn claude_binary() -> Option<PathBuf> {
@@ -120,7 +120,7 @@ fn messages_answer(request: &Value, ws: &Path) -> String {
 
 /// Runs `claude -p` in the workspace, killed after two minutes.
 fn claude(env: &Env, bin: &Path, model: &FakeHttp, args: &[&str]) -> Output {
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args([
             "-p",
             "--permission-mode",
@@ -145,15 +145,7 @@ fn claude(env: &Env, bin: &Path, model: &FakeHttp, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = child.wait_with_output().unwrap();
+    let o = output_within(child, Duration::from_secs(120));
     assert!(
         o.status.success(),
         "claude {args:?}: {:?}\n{}\n{}",
@@ -166,14 +158,11 @@ fn claude(env: &Env, bin: &Path, model: &FakeHttp, args: &[&str]) -> Output {
 
 #[test]
 fn real_claude_code_undo_and_redo_restore_write_and_bash_changes() {
-    let Some(bin) = claude_binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Claude Code is not installed: run tests/e2e/install-clients.sh"
-        );
-        eprintln!("skipped: Claude Code is not installed (run tests/e2e/install-clients.sh)");
+    let bin = claude_binary();
+    if missing_cli(bin.is_some(), "Claude Code") {
         return;
-    };
+    }
+    let bin = bin.unwrap();
     let env = Env::new();
     env.write("notes.txt", "original\n");
     let root = env.root().display().to_string();

@@ -16,10 +16,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, stderr, stdout};
+use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
 use serde_json::{Value, json};
 
 fn codex_binary() -> Option<PathBuf> {
@@ -81,7 +81,7 @@ fn codex(env: &Env, bin: &Path, codex_home: &Path, resume: bool, prompt: &str) -
     if resume {
         command.args(["resume", "--last"]);
     }
-    let mut child = command
+    let child = command
         .arg(prompt)
         .current_dir(env.root())
         .env("HOME", env.home.path())
@@ -93,15 +93,7 @@ fn codex(env: &Env, bin: &Path, codex_home: &Path, resume: bool, prompt: &str) -
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let o = child.wait_with_output().unwrap();
+    let o = output_within(child, Duration::from_secs(120));
     assert!(
         o.status.success(),
         "codex {prompt:?}: {:?}\n{}\n{}",
@@ -114,14 +106,11 @@ fn codex(env: &Env, bin: &Path, codex_home: &Path, resume: bool, prompt: &str) -
 
 #[test]
 fn real_codex_undo_and_redo_restore_shell_changes() {
-    let Some(bin) = codex_binary() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Codex is not installed: run tests/e2e/install-clients.sh"
-        );
-        eprintln!("skipped: Codex is not installed (run tests/e2e/install-clients.sh)");
+    let bin = codex_binary();
+    if missing_cli(bin.is_some(), "Codex") {
         return;
-    };
+    }
+    let bin = bin.unwrap();
     let env = Env::new();
     env.write("notes.txt", "original\n");
     let model = FakeHttp::start(responses_answer);

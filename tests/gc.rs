@@ -186,16 +186,7 @@ fn gc_beside_captures_in_other_processes_never_frees_what_they_use() {
     assert_verified(&env);
     // Every snapshot still restores.
     let ws = env.open();
-    for s in ws.log().unwrap() {
-        ws.restore(
-            &s.root,
-            RestoreOptions {
-                force: true,
-                dry_run: false,
-            },
-        )
-        .unwrap();
-    }
+    common::restore_every_snapshot(&ws);
 }
 
 /// Source-like text: shared lines in varying order, so zstd finds redundancy across files.
@@ -296,14 +287,5 @@ fn recompression_beside_captures_in_other_processes_loses_nothing() {
         .frames;
     assert!(frames > 0);
     assert_verified(&env);
-    for s in ws.log().unwrap() {
-        ws.restore(
-            &s.root,
-            RestoreOptions {
-                force: true,
-                dry_run: false,
-            },
-        )
-        .unwrap();
-    }
+    common::restore_every_snapshot(&ws);
 }

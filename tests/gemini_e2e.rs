@@ -13,10 +13,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, stderr, stdout};
+use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
 use serde_json::{Value, json};
 
 fn gemini_script() -> Option<PathBuf> {
@@ -62,7 +62,7 @@ fn gemini(env: &Env, script: &Path, port: u16, resume: bool, prompt: &str) -> Ou
     if resume {
         command.args(["--resume", "latest"]);
     }
-    let mut child = command
+    let child = command
         .args(["--approval-mode", "yolo", "-p", prompt])
         .current_dir(env.root())
         .env("HOME", env.home.path())
@@ -75,27 +75,16 @@ fn gemini(env: &Env, script: &Path, port: u16, resume: bool, prompt: &str) -> Ou
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
+    output_within(child, Duration::from_secs(120))
 }
 
 #[test]
 fn real_gemini_undo_and_redo_restore_shell_changes() {
-    let Some(script) = gemini_script() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Gemini CLI is not installed: run tests/e2e/install-clients.sh"
-        );
-        eprintln!("skipped: Gemini CLI is not installed (run tests/e2e/install-clients.sh)");
+    let script = gemini_script();
+    if missing_cli(script.is_some(), "Gemini CLI") {
         return;
-    };
+    }
+    let script = script.unwrap();
     let env = Env::new();
     env.write("notes.txt", "original\n");
     // The user's settings: an API key login (the key and the server come from the env).

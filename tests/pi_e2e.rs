@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use common::fake_http::FakeHttp;
-use common::{Env, RETRACE};
+use common::{Env, RETRACE, missing_cli};
 use serde_json::{Value, json};
 
 /// A host CLI: how to start it and which event ends a prompt.
@@ -403,16 +403,7 @@ fn contains(prompts: &[String], needle: &str) -> bool {
 }
 
 fn run(host: &Host) {
-    if host_command(host).is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is not installed: run tests/e2e/install-clients.sh",
-            host.name
-        );
-        eprintln!(
-            "skipped: {} is not installed (run tests/e2e/install-clients.sh)",
-            host.name
-        );
+    if missing_cli(host_command(host).is_some(), host.name) {
         return;
     }
     let env = Env::new();
@@ -541,12 +532,7 @@ fn run(host: &Host) {
 /// Installed as a package (`pi install PATH`, `omp plugin install PATH`), without the
 /// retrace binary: one warning, the agent works, `/undo` says it is off.
 fn installed_without_retrace(host: &Host, install: &[&str]) {
-    if host_command(host).is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is not installed",
-            host.name
-        );
+    if missing_cli(host_command(host).is_some(), host.name) {
         return;
     }
     let env = Env::new();
@@ -609,9 +595,7 @@ fn oh_my_pi_on_bun() {
 #[test]
 fn extension_against_a_scripted_host() {
     let node = e2e_dir().join(PI_1.runtime.unwrap());
-    if !node.exists() {
-        assert!(std::env::var_os("CI").is_none(), "Node 22 is not installed");
-        eprintln!("skipped: Node 22 is not installed (run tests/e2e/install-clients.sh)");
+    if missing_cli(node.exists(), "Node 22") {
         return;
     }
     let env = Env::new();

@@ -123,3 +123,44 @@ pub fn assert_verified(env: &Env) {
         stderr(&o)
     );
 }
+
+/// For the tests of real agent CLIs: true (after saying so) when `name` is not installed,
+/// so the test returns early; under `CI` a missing CLI fails the test instead.
+pub fn missing_cli(installed: bool, name: &str) -> bool {
+    if installed {
+        return false;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{name} is not installed: run tests/e2e/install-clients.sh"
+    );
+    eprintln!("skipped: {name} is not installed (run tests/e2e/install-clients.sh)");
+    true
+}
+
+/// Waits for `child` at most `limit` (killing it then) and returns its output.
+pub fn output_within(mut child: std::process::Child, limit: std::time::Duration) -> Output {
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Restores every snapshot of the workspace's log in turn (forced), proving each is whole.
+pub fn restore_every_snapshot(ws: &Workspace) {
+    for s in ws.log().unwrap() {
+        ws.restore(
+            &s.root,
+            retrace::RestoreOptions {
+                force: true,
+                dry_run: false,
+            },
+        )
+        .unwrap();
+    }
+}
