@@ -12,11 +12,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
+use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
 fn claude_binary() -> Option<PathBuf> {
@@ -120,7 +120,8 @@ fn messages_answer(request: &Value, ws: &Path) -> String {
 
 /// Runs `claude -p` in the workspace, killed after two minutes.
 fn claude(env: &Env, bin: &Path, model: &FakeHttp, args: &[&str]) -> Output {
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args([
             "-p",
             "--permission-mode",
@@ -139,21 +140,9 @@ fn claude(env: &Env, bin: &Path, model: &FakeHttp, args: &[&str]) -> Output {
         .env("ANTHROPIC_API_KEY", "dummy")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = output_within(child, Duration::from_secs(120));
-    assert!(
-        o.status.success(),
-        "claude {args:?}: {:?}\n{}\n{}",
-        o.status,
-        stdout(&o),
-        stderr(&o)
-    );
-    o
+        .env_remove("ANTHROPIC_AUTH_TOKEN");
+    let o = output_within(&mut command, Duration::from_secs(120));
+    succeeded(o, &format!("claude {args:?}"))
 }
 
 #[test]

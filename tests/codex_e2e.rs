@@ -15,11 +15,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
+use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
 fn codex_binary() -> Option<PathBuf> {
@@ -81,27 +81,15 @@ fn codex(env: &Env, bin: &Path, codex_home: &Path, resume: bool, prompt: &str) -
     if resume {
         command.args(["resume", "--last"]);
     }
-    let child = command
+    command
         .arg(prompt)
         .current_dir(env.root())
         .env("HOME", env.home.path())
         .env("CODEX_HOME", codex_home)
         .env("RETRACE_HOME", env.home.path())
-        .env_remove("OPENAI_API_KEY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let o = output_within(child, Duration::from_secs(120));
-    assert!(
-        o.status.success(),
-        "codex {prompt:?}: {:?}\n{}\n{}",
-        o.status,
-        stdout(&o),
-        stderr(&o)
-    );
-    o
+        .env_remove("OPENAI_API_KEY");
+    let o = output_within(&mut command, Duration::from_secs(120));
+    succeeded(o, &format!("codex {prompt:?}"))
 }
 
 #[test]

@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::fake_http::FakeHttp;
@@ -62,20 +62,15 @@ fn gemini(env: &Env, script: &Path, port: u16, resume: bool, prompt: &str) -> Ou
     if resume {
         command.args(["--resume", "latest"]);
     }
-    let child = command
+    command
         .args(["--approval-mode", "yolo", "-p", prompt])
         .current_dir(env.root())
         .env("HOME", env.home.path())
         .env("RETRACE_HOME", env.home.path())
         .env("GEMINI_API_KEY", "dummy")
         .env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    output_within(child, Duration::from_secs(120))
+        .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+    output_within(&mut command, Duration::from_secs(120))
 }
 
 #[test]

@@ -138,8 +138,15 @@ pub fn missing_cli(installed: bool, name: &str) -> bool {
     true
 }
 
-/// Waits for `child` at most `limit` (killing it then) and returns its output.
-pub fn output_within(mut child: std::process::Child, limit: std::time::Duration) -> Output {
+/// Runs `command` with no stdin, killing it after `limit`, and returns its output.
+pub fn output_within(command: &mut Command, limit: std::time::Duration) -> Output {
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let start = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > limit {
@@ -149,6 +156,18 @@ pub fn output_within(mut child: std::process::Child, limit: std::time::Duration)
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child.wait_with_output().unwrap()
+}
+
+/// `o`, after asserting that `what` exited successfully.
+pub fn succeeded(o: Output, what: &str) -> Output {
+    assert!(
+        o.status.success(),
+        "{what}: {:?}\n{}\n{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    o
 }
 
 /// Restores every snapshot of the workspace's log in turn (forced), proving each is whole.
