@@ -142,10 +142,15 @@ impl Target {
 
 /// Whether a hook command is one of retrace's for `agent`, whatever the binary's path.
 fn is_ours(command: &str, agent: Agent) -> bool {
-    let Some(program) = command.split_whitespace().next() else {
+    let command = command.trim_start();
+    // The program: a quoted path (which may hold spaces) or the first word.
+    let program = match command.chars().next() {
+        Some(q @ ('\'' | '"')) => command[1..].split(q).next(),
+        _ => command.split_whitespace().next(),
+    };
+    let Some(program) = program else {
         return false;
     };
-    let program = program.trim_matches(['\'', '"']);
     let base = program.rsplit('/').next().unwrap_or(program);
     base.starts_with("retrace")
         && command
@@ -307,4 +312,29 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
         }
     }
     Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retraces_own_hook_commands_are_recognised_wherever_the_binary_lives() {
+        for c in [
+            "'/usr/local/bin/retrace' hook codex",
+            "'/home/me/my tools/retrace' hook codex",
+            "\"/opt/x y/retrace\" hook codex",
+            "retrace hook codex",
+        ] {
+            assert!(is_ours(c, Agent::Codex), "{c}");
+        }
+        for c in [
+            "'/usr/local/bin/retrace' hook gemini",
+            "notify-send done",
+            "'/my tools/other' hook codex",
+            "",
+        ] {
+            assert!(!is_ours(c, Agent::Codex), "{c}");
+        }
+    }
 }
