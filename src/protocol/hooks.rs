@@ -270,3 +270,7 @@ fn log(agent: Agent, session: &crate::Session) -> Result<HookOutput, String> {
     }
     Ok(agent.block(&lines.join("\n")))
 }
+
+#[cfg(test)]
+#[path = "hooks_tests.rs"]
+mod tests;

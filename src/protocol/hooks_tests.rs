@@ -1,0 +1,42 @@
+use super::*;
+
+#[test]
+fn retrace_commands_are_recognised_exactly() {
+    use PromptCommand::{Checkpoint, Log, Redo, Undo};
+    let cases = [
+        ("/undo", Some(Undo)),
+        ("  /undo \n", Some(Undo)),
+        ("retrace undo", Some(Undo)),
+        ("Retrace redo", Some(Redo)),
+        ("/redo", Some(Redo)),
+        ("/retrace-log", Some(Log)),
+        ("retrace log", Some(Log)),
+        ("/checkpoint", Some(Checkpoint(None))),
+        ("/checkpoint ", Some(Checkpoint(None))),
+        (
+            "/checkpoint before refactor",
+            Some(Checkpoint(Some("before refactor".into()))),
+        ),
+        ("retrace checkpoint v2", Some(Checkpoint(Some("v2".into())))),
+        // Anything else is an ordinary prompt.
+        ("/undo the last change to main.rs", None),
+        ("retrace the steps that broke /undo", None),
+        ("retrace", None),
+        ("undo", None),
+        ("/undone", None),
+        ("", None),
+    ];
+    for (prompt, expected) in cases {
+        assert_eq!(PromptCommand::parse(prompt), expected, "{prompt:?}");
+    }
+}
+
+#[test]
+fn agents_are_named_as_on_the_command_line() {
+    for agent in Agent::ALL {
+        assert_eq!(Agent::from_name(agent.name()), Some(agent));
+    }
+    assert_eq!(Agent::from_name("claude"), Some(Agent::ClaudeCode));
+    assert_eq!(Agent::from_name("cursor"), None);
+    assert_eq!(Agent::names(), "claude-code, codex, gemini");
+}
