@@ -4,26 +4,11 @@
 
 mod common;
 
-use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use common::{Env, RETRACE, assert_verified, noise, stderr, stdout};
 use retrace::object::{NewFrame, ObjectKind};
 use retrace::store::Store;
 use retrace::{ObjectId, RestoreOptions};
 use serde_json::Value;
-
-/// Pseudo-random bytes that do not compress (so sizes on disk are predictable).
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed
-        .wrapping_mul(2_862_933_555_777_941_757)
-        .wrapping_add(3_037_000_493);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// Writes blobs that no snapshot refers to (as a capture killed before recording leaves).
 fn orphans(ws: &retrace::Workspace, seeds: std::ops::Range<u64>, len: usize) -> Vec<ObjectId> {

@@ -344,6 +344,19 @@ impl Rpc {
         self.command_until(text, choice, "goto:") == "goto: moved"
     }
 
+    /// Asks to restore the files while navigating; asserts that retrace refused with a
+    /// message holding `why` and that the conversation did not move.
+    fn goto_refused(&mut self, text: &str, why: &str) {
+        assert!(
+            !self.goto(text, "Restore the files to that point too"),
+            "{}: {text} moved",
+            self.name
+        );
+        // The refusal comes just before the helper's own "goto: cancelled".
+        let refusal = &self.notes[self.notes.len() - 2];
+        assert!(refusal.contains(why), "{}: {refusal}", self.name);
+    }
+
     fn command_until(&mut self, text: &str, choice: &str, prefix: &str) -> String {
         self.send(json!({"type": "prompt", "message": text}));
         let note = self.wait(&format!("the notification of {text}"), choice, |e| {
@@ -472,24 +485,12 @@ fn run(host: &Host) {
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
     // Edits in no snapshot are not overwritten: the navigation is refused, nothing moves.
     env.write("notes.txt", "edited by hand\n");
-    assert!(!a.goto("/goto-prompt BASH-EDIT", RESTORE), "{}", host.name);
-    let refusal = &a.notes[a.notes.len() - 2];
-    assert!(
-        refusal.contains("not in any snapshot"),
-        "{}: {refusal}",
-        host.name
-    );
+    a.goto_refused("/goto-prompt BASH-EDIT", "not in any snapshot");
     assert_eq!(env.read("notes.txt"), "edited by hand\n");
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
     env.write("notes.txt", "original\nedited by bash\n");
     // A node inside a turn has no snapshot of its own: refused, with the turn named.
-    assert!(!a.goto("/goto-inside BASH-EDIT", RESTORE), "{}", host.name);
-    let refusal = &a.notes[a.notes.len() - 2];
-    assert!(
-        refusal.contains("inside turn 2"),
-        "{}: {refusal}",
-        host.name
-    );
+    a.goto_refused("/goto-inside BASH-EDIT", "inside turn 2");
     // Cancelling the question leaves both alone.
     assert!(!a.goto("/goto-prompt BASH-EDIT", ""), "{}", host.name);
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);

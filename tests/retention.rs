@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, assert_verified};
+use common::{Env, assert_verified, noise};
 use retrace::config::Settings;
 use retrace::store::now_ms;
 use retrace::{Config, Mode, Outcome, Session, Workspace};
@@ -22,19 +22,6 @@ fn turn(s: &Session, edit: impl FnOnce()) {
     t.wait_before(Duration::from_mins(1)).unwrap();
     edit();
     t.end(None).unwrap();
-}
-
-/// Incompressible bytes.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]

@@ -324,98 +324,77 @@ export default function retrace(pi: Host): void {
 			}
 		};
 
-	pi.on(
-		"session_start",
-		guard(async (_event, ctx) => {
-			await open(ctx);
-		}),
-	);
+	// Every handler is guarded: a failure is a notification, never the agent's problem.
+	const on = <E>(event: string, handler: (event: E, ctx: Ctx) => Promise<unknown>) => pi.on(event, guard(handler));
 
-	pi.on(
-		"before_agent_start",
-		guard(async (event: { prompt?: string }, ctx) => {
-			if (!(await open(ctx))) return;
-			await endTurn(ctx);
-			const anchor = ctx.sessionManager.getLeafId() ?? ROOT;
-			const begun = await call(ctx, "begin_turn", { anchor, prompt: event.prompt });
-			if (begun) turn = { anchor, rounds: new Set() };
-		}),
-	);
+	on("session_start", async (_event, ctx) => {
+		await open(ctx);
+	});
 
-	pi.on(
-		"tool_call",
-		guard(async (_event, ctx) => {
-			if (!turn) return;
-			if (!turn.before) {
-				turn.before = call(ctx, "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS });
-				const waited = await turn.before;
-				if (waited?.before === "conversation_only") {
-					notify(ctx, `retrace: ${waited.reason}; /undo of this turn will move the conversation only`, "warning");
-				}
+	on("before_agent_start", async (event: { prompt?: string }, ctx) => {
+		if (!(await open(ctx))) return;
+		await endTurn(ctx);
+		const anchor = ctx.sessionManager.getLeafId() ?? ROOT;
+		const begun = await call(ctx, "begin_turn", { anchor, prompt: event.prompt });
+		if (begun) turn = { anchor, rounds: new Set() };
+	});
+
+	on("tool_call", async (_event, ctx) => {
+		if (!turn) return;
+		if (!turn.before) {
+			turn.before = call(ctx, "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS });
+			const waited = await turn.before;
+			if (waited?.before === "conversation_only") {
+				notify(ctx, `retrace: ${waited.reason}; /undo of this turn will move the conversation only`, "warning");
 			}
-			await turn?.before;
-			await round(ctx);
-		}),
-	);
+		}
+		await turn?.before;
+		await round(ctx);
+	});
 
-	pi.on(
-		"turn_end",
-		guard(async (_event, ctx) => {
-			await round(ctx);
-		}),
-	);
+	on("turn_end", async (_event, ctx) => {
+		await round(ctx);
+	});
 
-	pi.on(
-		"agent_end",
-		guard(async (_event, ctx) => {
-			if (!settles) await endTurn(ctx);
-		}),
-	);
+	on("agent_end", async (_event, ctx) => {
+		if (!settles) await endTurn(ctx);
+	});
 
-	pi.on(
-		"agent_settled",
-		guard(async (_event, ctx) => {
-			settles = true;
-			await endTurn(ctx);
-		}),
-	);
+	on("agent_settled", async (_event, ctx) => {
+		settles = true;
+		await endTurn(ctx);
+	});
 
-	pi.on(
-		"session_before_tree",
-		guard(async (event: { preparation: { targetId: string } }, ctx) => {
-			if (internalNavigation || !session || !ctx.hasUI) return undefined;
-			const target = event.preparation.targetId;
-			const entry = ctx.sessionManager.getEntry(target);
-			// Choosing a prompt moves the leaf to its parent: the state before that prompt.
-			const leaf = entry?.type === "message" && entry.message?.role === "user" ? (entry.parentId ?? ROOT) : target;
-			const choice = await ctx.ui.select("retrace: the workspace", [RESTORE, KEEP]);
-			if (choice === undefined) return { cancel: true };
-			if (choice === KEEP) {
-				// Recorded so a later redo or navigation knows where the conversation went.
-				await server?.call("navigate", { session, anchor: leaf, mode: "conversation" }).catch(() => null);
-				return undefined;
-			}
-			const moved: Outcome | null = await call(ctx, "navigate", { anchor: leaf, mode: "both" });
-			if (!moved) return { cancel: true };
-			if (!moved.ok) {
-				notify(ctx, `retrace: ${moved.message}; nothing was moved`, "warning");
-				return { cancel: true };
-			}
-			notify(ctx, `retrace: ${moved.message}`);
+	on("session_before_tree", async (event: { preparation: { targetId: string } }, ctx) => {
+		if (internalNavigation || !session || !ctx.hasUI) return undefined;
+		const target = event.preparation.targetId;
+		const entry = ctx.sessionManager.getEntry(target);
+		// Choosing a prompt moves the leaf to its parent: the state before that prompt.
+		const leaf = entry?.type === "message" && entry.message?.role === "user" ? (entry.parentId ?? ROOT) : target;
+		const choice = await ctx.ui.select("retrace: the workspace", [RESTORE, KEEP]);
+		if (choice === undefined) return { cancel: true };
+		if (choice === KEEP) {
+			// Recorded so a later redo or navigation knows where the conversation went.
+			await server?.call("navigate", { session, anchor: leaf, mode: "conversation" }).catch(() => null);
 			return undefined;
-		}),
-	);
+		}
+		const moved: Outcome | null = await call(ctx, "navigate", { anchor: leaf, mode: "both" });
+		if (!moved) return { cancel: true };
+		if (!moved.ok) {
+			notify(ctx, `retrace: ${moved.message}; nothing was moved`, "warning");
+			return { cancel: true };
+		}
+		notify(ctx, `retrace: ${moved.message}`);
+		return undefined;
+	});
 
-	pi.on(
-		"session_shutdown",
-		guard(async (_event, ctx) => {
-			await endTurn(ctx);
-			const closing = server;
-			server = null;
-			session = null;
-			await closing?.close();
-		}),
-	);
+	on("session_shutdown", async (_event, ctx) => {
+		await endTurn(ctx);
+		const closing = server;
+		server = null;
+		session = null;
+		await closing?.close();
+	});
 
 	pi.registerCommand("undo", {
 		description: "Undo the last prompt: its files (shell edits too) and the conversation (retrace)",

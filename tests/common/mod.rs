@@ -183,3 +183,18 @@ pub fn restore_every_snapshot(ws: &Workspace) {
         .unwrap();
     }
 }
+
+/// Pseudo-random bytes that do not compress (so sizes on disk are predictable).
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed
+        .wrapping_mul(2_862_933_555_777_941_757)
+        .wrapping_add(3_037_000_493);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
