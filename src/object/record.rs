@@ -206,6 +206,30 @@ pub struct NewFrame {
 pub type PendingObject = (ObjectId, ObjectKind, u64, Vec<u8>);
 
 impl NewFrame {
+    /// The index record of `member` once this frame sits at `offset` in the pack log,
+    /// `stored_len` bytes long.
+    #[must_use]
+    pub fn record(
+        &self,
+        member: &FrameMember,
+        offset: u64,
+        stored_len: u32,
+        written: u64,
+    ) -> ObjectRecord {
+        ObjectRecord {
+            version: RECORD_VERSION,
+            kind: member.kind,
+            size: member.size,
+            offset,
+            stored_len,
+            codec: self.codec,
+            frame_len: self.raw_len,
+            within: member.within,
+            len: member.len,
+            written,
+        }
+    }
+
     /// Compresses `objects` together into one frame. Payloads must total under 4 GiB.
     #[must_use]
     pub fn pack(objects: &[PendingObject]) -> NewFrame {

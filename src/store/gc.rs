@@ -15,7 +15,6 @@ use serde::Serialize;
 use super::schema::{META, META_LOG_END, OBJECTS, PACK_BYTES, PACKS};
 use super::{Store, disk_bytes, now_secs, pack};
 use crate::error::StoreError;
-use crate::object::record::RECORD_VERSION;
 use crate::object::{EntryKind, NewFrame, ObjectId, ObjectKind, ObjectRecord, PendingObject};
 
 /// A frame is rewritten when at least this share (percent) of its payload is dead; below it,
@@ -198,18 +197,8 @@ impl Store {
                 let offset =
                     pack::append(&mut packs, &mut log_end, &mut tail, &f.stored).map_err(&e)?;
                 for m in &f.members {
-                    let rec = ObjectRecord {
-                        version: RECORD_VERSION,
-                        kind: m.kind,
-                        size: m.size,
-                        offset,
-                        stored_len,
-                        codec: f.codec,
-                        frame_len: f.raw_len,
-                        within: m.within,
-                        len: m.len,
-                        written: written.get(&m.id).copied().unwrap_or_else(now_secs),
-                    };
+                    let when = written.get(&m.id).copied().unwrap_or_else(now_secs);
+                    let rec = f.record(m, offset, stored_len, when);
                     index
                         .insert(&m.id.0, rec.encode().as_slice())
                         .map_err(|x| e(x.into()))?;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::object::NewFrame;
-use crate::object::record::{RECORD_VERSION, decompress};
+use crate::object::record::decompress;
 use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord, Tree};
 use schema::{
     CHECKPOINTS, FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
@@ -467,21 +467,7 @@ impl Store {
                 let offset =
                     pack::append(&mut packs, &mut log_end, &mut tail, &f.stored).map_err(&e)?;
                 for m in fresh {
-                    records.push((
-                        m.id,
-                        ObjectRecord {
-                            version: RECORD_VERSION,
-                            kind: m.kind,
-                            size: m.size,
-                            offset,
-                            stored_len,
-                            codec: f.codec,
-                            frame_len: f.raw_len,
-                            within: m.within,
-                            len: m.len,
-                            written,
-                        },
-                    ));
+                    records.push((m.id, f.record(m, offset, stored_len, written)));
                 }
                 stats.stored_bytes += u64::from(stored_len);
             }
