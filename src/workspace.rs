@@ -121,6 +121,8 @@ pub(crate) struct Prepared {
     plan: crate::restore::plan::Plan,
     data: Vec<Option<Vec<u8>>>,
     out: Applied,
+    /// The directories the plan acts in, opened below the root (`None` for a dry run).
+    beneath: Option<crate::restore::beneath::Beneath>,
 }
 
 /// What [`Workspace::apply_target`] did.
@@ -745,6 +747,7 @@ impl Workspace {
             return Ok(prepared.out);
         }
         self.execute(reader, prepared, progress)
+            .map_err(|f| (*f.error).into())
     }
 
     /// The first half of [`Workspace::apply_target`], which writes nothing: the plan, every
@@ -760,35 +763,65 @@ impl Workspace {
         let plan = plan::plan(&self.root, current, target)?;
         let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
         let out = Applied {
-            written: plan.writes.iter().map(|w| lossy(&w.path)).collect(),
-            deleted: plan.deletes.iter().map(lossy).collect(),
+            written: plan.writes.iter().map(|w| lossy(&w.entry.path)).collect(),
+            deleted: plan.deletes.iter().map(|d| lossy(&d.path)).collect(),
             left_alone: plan.left_alone.clone(),
             ..Applied::default()
         };
-        let data = if dry_run {
-            Vec::new()
+        let (data, beneath) = if dry_run {
+            (Vec::new(), None)
         } else {
             let data = apply::verify(reader, &plan)?;
-            apply::preflight(&self.root, &plan)?;
-            data
+            let beneath = crate::restore::beneath::Beneath::open(&self.root)?;
+            apply::preflight(&beneath, &plan)?;
+            (data, Some(beneath))
         };
-        Ok(Prepared { plan, data, out })
+        Ok(Prepared {
+            plan,
+            data,
+            out,
+            beneath,
+        })
     }
 
-    /// The second half of [`Workspace::apply_target`]: writes, then checks.
+    /// The second half of [`Workspace::apply_target`]: writes, then checks. Paths someone
+    /// changed while it ran are left (or kept) and listed in `left_alone`, not counted as
+    /// written or deleted.
     pub(crate) fn execute(
         &self,
         reader: &crate::store::StoreReader,
         prepared: Prepared,
         progress: &dyn Progress,
-    ) -> Result<Applied, Error> {
+    ) -> Result<Applied, apply::Failed> {
         let Prepared {
             plan,
             data,
             mut out,
+            beneath,
         } = prepared;
-        let applied = apply::apply(&self.root, reader, &plan, data, progress)?;
+        let failed = |e: RestoreError| apply::Failed {
+            error: Box::new(e),
+            touched: false,
+        };
+        let beneath = match beneath {
+            Some(b) => b,
+            None => crate::restore::beneath::Beneath::open(&self.root).map_err(failed)?,
+        };
+        let cache = reader.store_id().map_or_else(
+            |_| crate::statcache::StatCache::empty(),
+            |id| crate::statcache::StatCache::load(&self.dir.join("statcache"), &id),
+        );
+        let applied = apply::apply(&beneath, reader, &plan, data, &cache, progress)?;
         out.removed_dirs = applied.removed_dirs;
+        if !applied.kept.is_empty() {
+            let kept: std::collections::HashSet<&str> =
+                applied.kept.iter().map(|k| k.path.as_str()).collect();
+            out.written.retain(|p| !kept.contains(p.as_str()));
+            out.deleted.retain(|p| !kept.contains(p.as_str()));
+            out.left_alone.extend(applied.kept.iter().cloned());
+            out.left_alone.sort_by(|a, b| a.path.cmp(&b.path));
+            out.rescan = true;
+        }
         if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {
             // A small restore: re-read exactly what it wrote and check what it deleted is
             // gone. (A full re-scan would refresh the stat cache, but files written just now

@@ -2,38 +2,38 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use super::plan::Plan;
+use super::beneath::{Beneath, Taken, split};
+use super::plan::{Plan, Write};
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
 use crate::object::{CHUNK_THRESHOLD, EntryKind};
 use crate::progress::Progress;
+use crate::scan::Skipped;
+use crate::statcache::StatCache;
 use crate::store::StoreReader;
 
 /// Verified content kept in memory between the check and the writes, up to this many bytes
 /// of files up to [`CHUNK_THRESHOLD`]; beyond it, and for bigger files, objects are verified
 /// as they stream past, dropped, and streamed (and verified) again when written.
-const KEEP_BYTES: u64 = 512 * 1024 * 1024;
-
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+const KEEP_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Reads and verifies every object the plan writes. Nothing on disk changes.
 ///
 /// # Errors
 /// The first missing or corrupt object.
 pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>, RestoreError> {
-    let total: u64 = plan.writes.iter().map(|w| w.size).sum();
+    let total: u64 = plan.writes.iter().map(|w| w.entry.size).sum();
     let keep = total <= KEEP_BYTES;
     plan.writes
         .par_iter()
         .map(|w| {
+            let w = &w.entry;
             // Big files are always streamed: never whole in memory.
             if keep && w.size <= CHUNK_THRESHOLD {
                 Ok(Some(reader.read_blob(&w.id)?))
@@ -46,111 +46,47 @@ pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>,
         .collect()
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> RestoreError + '_ {
-    move |source| RestoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// Checks that every directory from the root down to `dir` is a real directory, never a
-/// symlink, right before writing into it (guards against a symlink swapped in meanwhile).
-fn check_real_dirs(
-    root: &Path,
-    dir: &[u8],
-    seen: &Mutex<HashSet<Vec<u8>>>,
-) -> Result<(), RestoreError> {
-    if dir.is_empty() || seen.lock().is_ok_and(|s| s.contains(dir)) {
-        return Ok(());
-    }
-    let mut end = 0;
-    while end < dir.len() {
-        end = dir[end + 1..]
-            .iter()
-            .position(|&b| b == b'/')
-            .map_or(dir.len(), |i| end + 1 + i);
-        let part = &dir[..end];
-        let meta = abs_path(root, part)
-            .symlink_metadata()
-            .map_err(io(&abs_path(root, part)))?;
-        if !meta.file_type().is_dir() {
-            return Err(RestoreError::Unsafe {
-                path: String::from_utf8_lossy(part).into_owned(),
-                reason: "not a real directory (a symlink appeared?); nothing beyond it is written"
-                    .into(),
-            });
-        }
-    }
-    if let Ok(mut s) = seen.lock() {
-        s.insert(dir.to_vec());
-    }
-    Ok(())
-}
-
 fn parent(path: &[u8]) -> &[u8] {
-    path.iter()
-        .rposition(|&b| b == b'/')
-        .map_or(&[][..], |i| &path[..i])
+    split(path).0
+}
+
+fn lossy(p: &[u8]) -> String {
+    String::from_utf8_lossy(p).into_owned()
 }
 
 /// Writes one file or symlink: from `kept` bytes, or streamed from the store (big restores:
-/// a file is never whole in memory, and a corrupt chunk leaves only a temp file, removed).
+/// a file is never whole in memory, and a corrupt chunk leaves only a temp file, removed),
+/// then puts it in place (see [`Beneath::place`]).
 fn write_one(
-    root: &Path,
+    b: &Beneath,
     reader: &StoreReader,
-    w: &FlatEntry,
+    w: &Write,
     kept: Option<Vec<u8>>,
-) -> Result<(), RestoreError> {
-    let dest = abs_path(root, &w.path);
-    let dir = dest.parent().unwrap_or(root);
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.retrace-tmp-{}-{n}", std::process::id()));
-    let result = (|| {
-        if w.kind == EntryKind::Symlink {
-            use std::os::unix::ffi::OsStrExt;
-            let target = match kept {
-                Some(bytes) => bytes,
-                None => reader.read_blob(&w.id)?,
-            };
-            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&target), &tmp)
-                .map_err(io(&dest))?;
-        } else {
-            let old_mode = dest
-                .symlink_metadata()
-                .ok()
-                .filter(std::fs::Metadata::is_file)
-                .map(|m| m.permissions().mode());
-            let base = old_mode.unwrap_or(0o644) & 0o7777;
-            let mode = if w.kind == EntryKind::Executable {
-                base | ((base & 0o444) >> 2) | 0o100
-            } else {
-                base & !0o111
-            };
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .map_err(io(&dest))?;
-            if let Some(bytes) = kept {
-                f.write_all(&bytes).map_err(io(&dest))?;
-            } else {
-                let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut f);
-                reader.read_blob_into(&w.id, &mut out)?.map_err(io(&dest))?;
-                out.flush().map_err(io(&dest))?;
-            }
-            f.set_permissions(fs::Permissions::from_mode(mode))
-                .map_err(io(&dest))?;
+    cache: &StatCache,
+) -> Result<Taken, RestoreError> {
+    let e = &w.entry;
+    let dest = abs_path(b.root(), &e.path);
+    let (link, mut bytes) = if e.kind == EntryKind::Symlink {
+        let target = match kept {
+            Some(bytes) => bytes,
+            None => reader.read_blob(&e.id)?,
+        };
+        (Some(target), None)
+    } else {
+        (None, kept)
+    };
+    let mut fill = |out: &mut dyn std::io::Write| -> Result<(), RestoreError> {
+        let io = |source| RestoreError::Io {
+            path: dest.clone(),
+            source,
+        };
+        match bytes.take() {
+            Some(bytes) => out.write_all(&bytes).map_err(io),
+            None => reader.read_blob_into(&e.id, out)?.map_err(io),
         }
-        fs::rename(&tmp, &dest).map_err(io(&dest))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    };
+    let (dir, tmp, ours) = b.write_temp(&e.path, e.kind, &mut fill, link.as_deref())?;
+    b.place(&dir, &tmp, ours, &e.path, w.over, cache)
 }
 
 /// What [`apply`] changed.
@@ -158,24 +94,31 @@ fn write_one(
 pub struct Applied {
     /// Directories removed because they ended up empty.
     pub removed_dirs: Vec<String>,
+    /// Paths someone else changed while the restore ran: their version is kept (at the
+    /// path, or at the name the reason gives) and the plan's write or delete not done.
+    pub kept: Vec<Skipped>,
+    /// How many writes and deletes touched the disk (0: the workspace is as it was).
+    pub done: usize,
 }
 
 /// Checks, before anything is written, that every existing directory the plan writes into
-/// or deletes from is writable by this process, so that a restore which cannot finish does
-/// not start: it fails naming the directory, with the workspace untouched. (A permission
-/// changed after this check fails that restore midway; its journal then completes it once
-/// the cause is fixed.)
+/// or deletes from is a real directory below the root (opening it, which also keeps it for
+/// the writes) and writable by this process, so that a restore which cannot finish does
+/// not start: it fails naming the directory, with the workspace untouched. (A directory
+/// swapped or a permission changed after this check fails that restore midway; its
+/// journal then completes it once the cause is fixed.)
 ///
 /// # Errors
+/// [`RestoreError::Unsafe`] for a directory that is a symlink or a file;
 /// [`RestoreError::Io`] (permission denied) naming the directory.
-pub fn preflight(root: &Path, plan: &Plan) -> Result<(), RestoreError> {
+pub fn preflight(b: &Beneath, plan: &Plan) -> Result<(), RestoreError> {
     let made: HashSet<&[u8]> = plan.mkdirs.iter().map(Vec::as_slice).collect();
     let mut dirs: HashSet<&[u8]> = HashSet::new();
     for p in plan
         .writes
         .iter()
-        .map(|w| w.path.as_slice())
-        .chain(plan.deletes.iter().map(Vec::as_slice))
+        .map(|w| w.entry.path.as_slice())
+        .chain(plan.deletes.iter().map(|d| d.path.as_slice()))
         .chain(plan.mkdirs.iter().map(Vec::as_slice))
         .chain(plan.prune.iter().map(Vec::as_slice))
     {
@@ -187,10 +130,10 @@ pub fn preflight(root: &Path, plan: &Plan) -> Result<(), RestoreError> {
         dirs.insert(d);
     }
     for d in dirs {
-        let path = abs_path(root, d);
-        if !path.is_dir() {
-            continue; // replaced meanwhile: the write-time check refuses it
+        if b.dir(d)?.is_none() {
+            continue; // gone meanwhile: the write-time open fails
         }
+        let path = abs_path(b.root(), d);
         let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
         if let Err(e) = rustix::fs::access(&path, access) {
             return Err(RestoreError::Io {
@@ -231,57 +174,109 @@ impl CrashAfter {
     }
 }
 
-/// Applies a verified plan. `data` comes from [`verify`].
+/// Applies a verified plan. `data` comes from [`verify`]; `cache` vouches for the versions
+/// taken out (see [`Beneath::place`]).
 ///
 /// # Errors
-/// The first I/O failure or unsafe path met.
+/// The first I/O failure or unsafe path met, saying whether the disk was touched.
 pub fn apply(
-    root: &Path,
+    b: &Beneath,
     reader: &StoreReader,
     plan: &Plan,
     data: Vec<Option<Vec<u8>>>,
+    cache: &StatCache,
     progress: &dyn Progress,
-) -> Result<Applied, RestoreError> {
+) -> Result<Applied, Failed> {
     progress.start("restore", (plan.writes.len() + plan.deletes.len()) as u64);
     let crash = CrashAfter::from_env();
-    for d in &plan.deletes {
-        let p = abs_path(root, d);
-        match fs::remove_file(&p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&p)(e)),
-        }
-        crash.tick();
-        progress.advance(1);
-    }
-    // Directories the restore emptied: managed directories absent from the target (every
-    // ancestor of a deleted file that the target lacks is one), deepest first, before the
-    // writes since a file may take a directory's place; one still holding anything (ignored
-    // files) stays.
     let mut applied = Applied::default();
-    prune(root, plan.prune.iter(), &mut applied)?;
-    for d in &plan.mkdirs {
-        let p = abs_path(root, d);
-        check_real_dirs(root, parent(d), &Mutex::new(HashSet::new()))?;
-        match fs::create_dir(&p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
-            Err(e) => return Err(io(&p)(e)),
+    let kept = Mutex::new(Vec::new());
+    let keep = |path: &[u8], t: Taken| {
+        if let Taken::Kept { kept_at } = t
+            && let Ok(mut k) = kept.lock()
+        {
+            let reason = if kept_at.as_bytes() == path {
+                "changed during the restore: left as it was".to_string()
+            } else {
+                format!("changed during the restore: that version is kept as {kept_at}")
+            };
+            k.push(Skipped {
+                path: lossy(path),
+                reason,
+            });
         }
-    }
-    let seen = Mutex::new(HashSet::new());
-    plan.writes
-        .par_iter()
-        .zip(data.into_par_iter())
-        .try_for_each(|(w, kept)| {
-            check_real_dirs(root, parent(&w.path), &seen)?;
-            write_one(root, reader, w, kept)?;
+    };
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let result = (|| {
+        for d in &plan.deletes {
+            let t = b.delete(&d.path, d.expected, cache)?;
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            keep(&d.path, t);
             crash.tick();
             progress.advance(1);
-            Ok::<(), RestoreError>(())
-        })?;
+        }
+        // Directories the restore emptied: managed directories absent from the target (every
+        // ancestor of a deleted file that the target lacks is one), deepest first, before the
+        // writes since a file may take a directory's place; one still holding anything
+        // (ignored files, a version kept above) stays.
+        prune(b, plan.prune.iter(), &mut applied)?;
+        // A path whose delete was refused above (edited meanwhile) cannot become a directory.
+        let blocked: HashSet<Vec<u8>> = kept
+            .lock()
+            .map(|k| k.iter().map(|s| s.path.clone().into_bytes()).collect())
+            .unwrap_or_default();
+        let under_blocked = |p: &[u8]| {
+            blocked.contains(p)
+                || p.iter()
+                    .enumerate()
+                    .any(|(i, &c)| c == b'/' && blocked.contains(&p[..i]))
+        };
+        for d in &plan.mkdirs {
+            if under_blocked(d) {
+                continue;
+            }
+            b.mkdir(d)?;
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        plan.writes
+            .par_iter()
+            .zip(data.into_par_iter())
+            .try_for_each(|(w, bytes)| {
+                if under_blocked(&w.entry.path) {
+                    keep(
+                        &w.entry.path,
+                        Taken::Kept {
+                            kept_at: lossy(&w.entry.path),
+                        },
+                    );
+                    return Ok(());
+                }
+                let t = write_one(b, reader, w, bytes, cache)?;
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                keep(&w.entry.path, t);
+                crash.tick();
+                progress.advance(1);
+                Ok::<(), RestoreError>(())
+            })
+    })();
+    applied.done = done.into_inner();
+    let done_any = applied.done > 0 || !applied.removed_dirs.is_empty();
+    applied.kept = kept.into_inner().unwrap_or_default();
+    applied.kept.sort_by(|a, b| a.path.cmp(&b.path));
     progress.finish();
-    Ok(applied)
+    result.map(|()| applied).map_err(|error| Failed {
+        error: Box::new(error),
+        touched: done_any,
+    })
+}
+
+/// A restore that failed midway.
+#[derive(Debug)]
+pub struct Failed {
+    /// Why.
+    pub error: Box<RestoreError>,
+    /// Whether anything on disk had been changed (false: the workspace is as it was).
+    pub touched: bool,
 }
 
 /// Paths the restore wrote or deleted that are not what the plan intended: a written file
@@ -293,22 +288,22 @@ pub fn check(root: &Path, plan: &Plan) -> Vec<String> {
     let recreated: HashSet<&[u8]> = plan
         .writes
         .iter()
-        .map(|w| w.path.as_slice())
+        .map(|w| w.entry.path.as_slice())
         .chain(plan.mkdirs.iter().map(Vec::as_slice))
         .collect();
     let mut bad: Vec<String> = plan
         .writes
         .par_iter()
-        .filter(|w| !written_as_planned(root, w))
-        .map(|w| String::from_utf8_lossy(&w.path).into_owned())
+        .filter(|w| !written_as_planned(root, &w.entry))
+        .map(|w| lossy(&w.entry.path))
         .collect();
     for d in plan
         .deletes
         .iter()
-        .filter(|d| !recreated.contains(d.as_slice()))
+        .filter(|d| !recreated.contains(d.path.as_slice()))
     {
-        if exists_in_place(root, d) {
-            bad.push(String::from_utf8_lossy(d).into_owned());
+        if exists_in_place(root, &d.path) {
+            bad.push(lossy(&d.path));
         }
     }
     bad.sort();
@@ -354,7 +349,7 @@ fn written_as_planned(root: &Path, w: &FlatEntry) -> bool {
 }
 
 fn prune<'a>(
-    root: &Path,
+    b: &Beneath,
     dirs: impl Iterator<Item = &'a Vec<u8>>,
     applied: &mut Applied,
 ) -> Result<(), RestoreError> {
@@ -362,18 +357,8 @@ fn prune<'a>(
     dirs.sort_by_key(|d| std::cmp::Reverse(d.iter().filter(|&&b| b == b'/').count()));
     dirs.dedup();
     for d in dirs {
-        let p = abs_path(root, d);
-        match fs::remove_dir(&p) {
-            Ok(()) => applied
-                .removed_dirs
-                .push(String::from_utf8_lossy(d).into_owned()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::DirectoryNotEmpty
-                ) => {}
-            Err(e) if e.raw_os_error() == Some(20) => {} // ENOTDIR: already replaced
-            Err(e) => return Err(io(&p)(e)),
+        if b.rmdir_if_empty(d)? {
+            applied.removed_dirs.push(lossy(d));
         }
     }
     Ok(())

@@ -16,12 +16,11 @@ fn entry(path: &str, kind: EntryKind, content: &[u8]) -> FlatEntry {
 fn a_directory_replaced_by_a_file_after_planning_is_not_written_through() {
     let d = tempfile::tempdir().unwrap();
     fs::create_dir(d.path().join("dir")).unwrap();
-    let seen = Mutex::new(HashSet::new());
-    check_real_dirs(d.path(), b"dir", &Mutex::new(HashSet::new())).unwrap();
+    let b = Beneath::open(d.path()).unwrap();
     // Between plan and apply, someone replaces the directory by a file.
     fs::remove_dir(d.path().join("dir")).unwrap();
     fs::write(d.path().join("dir"), "a file now").unwrap();
-    let err = check_real_dirs(d.path(), b"dir", &seen).unwrap_err();
+    let err = b.dir(b"dir").unwrap_err();
     assert!(
         matches!(err, RestoreError::Unsafe { ref path, .. } if path == "dir"),
         "{err}"
@@ -39,14 +38,25 @@ fn check_reports_paths_that_are_not_as_planned() {
     fs::write(d.path().join("edited"), "someone else's edit").unwrap();
     fs::write(d.path().join("should-run"), "#!/bin/sh").unwrap();
     fs::write(d.path().join("back-again"), "x").unwrap();
+    let write = |e: FlatEntry| Write {
+        entry: e,
+        over: None,
+    };
+    let delete = |p: &str| crate::restore::plan::Delete {
+        path: p.into(),
+        expected: crate::restore::beneath::Expected {
+            kind: EntryKind::File,
+            id: ObjectId::of_blob(b"x"),
+        },
+    };
     let plan = Plan {
         writes: vec![
-            entry("good", EntryKind::File, b"good"),
-            entry("edited", EntryKind::File, b"planned"),
-            entry("should-run", EntryKind::Executable, b"#!/bin/sh"),
-            entry("missing", EntryKind::File, b"m"),
+            write(entry("good", EntryKind::File, b"good")),
+            write(entry("edited", EntryKind::File, b"planned")),
+            write(entry("should-run", EntryKind::Executable, b"#!/bin/sh")),
+            write(entry("missing", EntryKind::File, b"m")),
         ],
-        deletes: vec![b"back-again".to_vec(), b"gone".to_vec()],
+        deletes: vec![delete("back-again"), delete("gone")],
         ..Plan::default()
     };
     assert_eq!(

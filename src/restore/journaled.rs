@@ -102,7 +102,18 @@ impl Workspace {
         let path = self.store.path();
         self.store
             .write_with(j.frames, None, None, |tx| journal::put(tx, path, &rec))?;
-        let applied = self.execute(reader, prepared, progress)?;
+        let applied = match self.execute(reader, prepared, progress) {
+            Ok(a) => a,
+            Err(f) => {
+                // Refused or failed before touching the disk: nothing to recover, and the
+                // history stays as it was (a journal left here would be "completed" later).
+                if !f.touched {
+                    self.store
+                        .write_with(Vec::new(), None, None, |tx| journal::clear(tx, path))?;
+                }
+                return Err((*f.error).into());
+            }
+        };
         let exact = !applied.rescan
             && applied.verify_diff.is_empty()
             && applied.left_alone.is_empty()
@@ -167,40 +178,94 @@ impl Workspace {
                 ours
             })
             .collect();
-        remove_temp_files(&self.root, &doable, rec.pid);
+        let beneath = super::beneath::Beneath::open(&self.root)?;
+        let dirs: HashSet<&[u8]> = doable
+            .iter()
+            .map(|c| super::beneath::split(&c.path).0)
+            .collect();
+        let rescued = beneath.sweep_temp_files(dirs.into_iter(), rec.pid, &|id| {
+            reader.contains(id).unwrap_or(false)
+        });
+        drop(beneath);
         let mut target = target_of(&disk.entries, &doable);
         let dirty = dirty_dirs(doable.iter().map(|c| c.path.as_slice()));
         let applied = self.apply_target(&reader, &disk.entries, &target, false, progress)?;
-        let exact =
-            !applied.rescan && applied.verify_diff.is_empty() && applied.left_alone.is_empty();
-        let (now, frames) = if exact {
-            self.prepare_list(&mut target, &dirty)?
+        let exact = !applied.rescan
+            && applied.verify_diff.is_empty()
+            && applied.left_alone.is_empty()
+            && rescued.is_empty();
+        let (now, frames, missed) = if exact {
+            let (now, frames) = self.prepare_list(&mut target, &dirty)?;
+            (now, frames, Vec::new())
         } else {
             disk = self.record_locked(
                 Some(format!("after recovering an interrupted {}", rec.what)),
                 progress,
             )?;
-            (disk.id, Vec::new())
+            // Only what the disk now shows counts as done.
+            let missed: Vec<String> = doable
+                .iter()
+                .filter(|c| !same(find(&disk.entries, &c.path), c.new.as_ref()))
+                .map(|c| lossy(&c.path))
+                .collect();
+            (disk.id, Vec::new(), missed)
+        };
+        // The operation is recorded only when every path it could still do is done: a
+        // recovery never claims what it did not do.
+        let then = if missed.is_empty() {
+            rec.then.clone()
+        } else {
+            None
         };
         let path = self.store.path();
-        self.store.write_with(frames, None, Some(now), |tx| {
-            finish(tx, path, rec.then.clone(), now)
-        })?;
-        let mut msg = format!(
-            "recovered an interrupted {} (started by process {}): completed it ({} written, \
-             {} deleted); the disk as found is kept as snapshot {}",
-            rec.what,
-            rec.pid,
-            applied.written.len(),
-            applied.deleted.len(),
-            kept_at.root.short()
-        );
+        self.store
+            .write_with(frames, None, Some(now), |tx| finish(tx, path, then, now))?;
+        let mut msg = if missed.is_empty() {
+            format!(
+                "recovered an interrupted {} (started by process {}): completed it ({} written, \
+                 {} deleted); the disk as found is kept as snapshot {}",
+                rec.what,
+                rec.pid,
+                applied.written.len(),
+                applied.deleted.len(),
+                kept_at.root.short()
+            )
+        } else {
+            format!(
+                "an interrupted {} (started by process {}) could not be completed: {} path(s) \
+                 are not as it meant ({}); its history was left as it was, and the disk as \
+                 found is kept as snapshot {}",
+                rec.what,
+                rec.pid,
+                missed.len(),
+                missed
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                kept_at.root.short()
+            )
+        };
         if !kept.is_empty() {
             let _ = write!(
                 msg,
                 "; {} path(s) edited since were left as they are: {}",
                 kept.len(),
                 kept.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        if !rescued.is_empty() {
+            let _ = write!(
+                msg,
+                "; {} file(s) written during the restore were kept as {}",
+                rescued.len(),
+                rescued
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
         }
         Ok(Some(msg))
@@ -234,35 +299,6 @@ impl Workspace {
             ),
         };
         self.warn(report);
-    }
-}
-
-/// Removes the temp files a restore by process `pid` may have left, killed between writing
-/// a temp file and renaming it, in the directories of the paths it was changing. Only that
-/// process's own temp files are touched; a failure to remove one is harmless (captures never
-/// record them).
-fn remove_temp_files(root: &std::path::Path, changes: &[crate::diff::Change], pid: u32) {
-    let mut dirs: HashSet<&[u8]> = HashSet::new();
-    for c in changes {
-        let parent = c
-            .path
-            .iter()
-            .rposition(|&b| b == b'/')
-            .map_or(&[][..], |i| &c.path[..i]);
-        dirs.insert(parent);
-    }
-    let ours = format!(".retrace-tmp-{pid}-");
-    for d in dirs {
-        let Ok(entries) = std::fs::read_dir(crate::capture::abs_path(root, d)) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') && name.contains(&ours) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
     }
 }
 

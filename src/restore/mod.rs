@@ -6,6 +6,7 @@
 //! nested repositories are never touched.
 
 pub mod apply;
+pub mod beneath;
 pub mod journal;
 pub(crate) mod journaled;
 pub mod plan;

@@ -3,19 +3,46 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use super::beneath::Expected;
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
 use crate::object::EntryKind;
 use crate::scan::Skipped;
 use crate::scan::exclude::is_hard_excluded;
 
+/// A file or symlink to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// The target entry.
+    pub entry: FlatEntry,
+    /// The version it replaces (checked when it is taken out); `None` when the path must
+    /// be free.
+    pub over: Option<Expected>,
+}
+
+/// A managed file or symlink to delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delete {
+    /// Its path.
+    pub path: Vec<u8>,
+    /// The version the plan saw there (checked when it is taken out).
+    pub expected: Expected,
+}
+
+fn expected(c: &FlatEntry) -> Expected {
+    Expected {
+        kind: c.kind,
+        id: c.id,
+    }
+}
+
 /// Every change a restore will make.
 #[derive(Debug, Default)]
 pub struct Plan {
     /// Target files and symlinks to write.
-    pub writes: Vec<FlatEntry>,
+    pub writes: Vec<Write>,
     /// Managed files and symlinks to delete.
-    pub deletes: Vec<Vec<u8>>,
+    pub deletes: Vec<Delete>,
     /// Directories to create, parents first.
     pub mkdirs: Vec<Vec<u8>>,
     /// Managed directories absent from the target (or replaced by a file): removed after
@@ -33,6 +60,13 @@ impl Plan {
             && self.deletes.is_empty()
             && self.mkdirs.is_empty()
             && self.prune.is_empty()
+    }
+}
+
+fn fresh(t: &FlatEntry) -> Write {
+    Write {
+        entry: t.clone(),
+        over: None,
     }
 }
 
@@ -102,16 +136,22 @@ pub fn plan(
             Some(c) if c.kind == t.kind && (c.id == t.id || c.kind == EntryKind::Dir) => {}
             Some(c) => match (is_leaf(c.kind), t.kind == EntryKind::Dir) {
                 // A rename replaces a file or symlink atomically: no delete first.
-                (true, false) => plan.writes.push(t.clone()),
+                (true, false) => plan.writes.push(Write {
+                    entry: t.clone(),
+                    over: Some(expected(c)),
+                }),
                 (true, true) => {
-                    plan.deletes.push(c.path.clone());
+                    plan.deletes.push(Delete {
+                        path: c.path.clone(),
+                        expected: expected(c),
+                    });
                     created.insert(t.path.clone());
                     plan.mkdirs.push(t.path.clone());
                 }
                 (false, _) => {
                     check_only_managed(root, &c.path, current)?;
                     plan.prune.push(c.path.clone());
-                    plan.writes.push(t.clone());
+                    plan.writes.push(fresh(t));
                 }
             },
             // Below a directory this plan creates nothing exists yet; an lstat there would
@@ -121,7 +161,7 @@ pub fn plan(
                     created.insert(t.path.clone());
                     plan.mkdirs.push(t.path.clone());
                 } else {
-                    plan.writes.push(t.clone());
+                    plan.writes.push(fresh(t));
                 }
             }
             None => match abs_path(root, &t.path).symlink_metadata() {
@@ -133,7 +173,7 @@ pub fn plan(
                         created.insert(t.path.clone());
                         plan.mkdirs.push(t.path.clone());
                     } else {
-                        plan.writes.push(t.clone());
+                        plan.writes.push(fresh(t));
                     }
                 }
                 Err(e) => {
@@ -171,14 +211,17 @@ pub fn plan(
             continue;
         }
         if is_leaf(c.kind) {
-            plan.deletes.push(c.path.clone());
+            plan.deletes.push(Delete {
+                path: c.path.clone(),
+                expected: expected(c),
+            });
         } else if c.kind == EntryKind::Dir {
             plan.prune.push(c.path.clone());
         }
     }
     plan.mkdirs.sort();
-    plan.deletes.sort();
-    plan.deletes.dedup();
+    plan.deletes.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.deletes.dedup_by(|a, b| a.path == b.path);
     plan.prune.sort();
     plan.prune.dedup();
     Ok(plan)
