@@ -594,12 +594,30 @@ impl Workspace {
         Ok(all)
     }
 
-    /// Resolves a snapshot id or unique prefix (≥ 8 hex digits).
+    /// Resolves a snapshot id or unique prefix (≥ 8 hex digits). Only snapshots are
+    /// accepted: those of the log, and (by full id) every snapshot the history names (turns,
+    /// checkpoints, safety snapshots); the id of a directory or a file inside one is not a
+    /// snapshot (restoring a sub-tree over the root would delete everything else).
     ///
     /// # Errors
-    /// [`StoreError::BadSnapshotId`] when it matches nothing or several snapshots.
+    /// [`StoreError::BadSnapshotId`] when it matches nothing, several snapshots, or an
+    /// object that is not a snapshot.
     pub fn resolve(&self, prefix: &str) -> Result<ObjectId, Error> {
-        Ok(self.store.reader()?.resolve(prefix)?)
+        let reader = self.store.reader()?;
+        let id = reader.resolve(prefix)?;
+        if reader.snapshots()?.iter().any(|s| s.root == id) || self.gc_roots()?.contains(&id) {
+            return Ok(id);
+        }
+        let what = match reader.record(&id).map(|r| r.kind) {
+            Ok(crate::object::ObjectKind::Tree) => "the tree of a directory inside a snapshot",
+            Ok(_) => "a file's content",
+            Err(_) => "an object the store cannot read",
+        };
+        Err(StoreError::BadSnapshotId(format!(
+            "{prefix} is {what}, not a snapshot; give a snapshot id from `retrace log` (or \
+             turn:N, checkpoint:N with --session)"
+        ))
+        .into())
     }
 
     /// Paths that differ from snapshot `a` to snapshot `b`, or to the disk when `b` is None.

@@ -237,6 +237,8 @@ const DEFAULT_SESSION: &str = "default";
 const REFUSED: u8 = 1;
 /// Exit code of an error.
 const FAILED: u8 = 3;
+/// Exit code of a usage error (a bad snapshot id, say).
+const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     retrace::error::install_panic_hook();
@@ -263,7 +265,17 @@ fn main() -> ExitCode {
                     serde_json::json!({"result": result, "ok": false, "message": message})
                 );
             }
-            ExitCode::from(if refused { REFUSED } else { FAILED })
+            let usage = matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::Store(retrace::StoreError::BadSnapshotId(_)))
+            );
+            ExitCode::from(if refused {
+                REFUSED
+            } else if usage {
+                USAGE
+            } else {
+                FAILED
+            })
         }
     }
 }

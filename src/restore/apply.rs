@@ -8,7 +8,8 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::beneath::{Beneath, Taken, split};
+use super::beneath::{Beneath, Expected, Taken, split};
+use super::fault::Point;
 use super::plan::{Plan, Write};
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
@@ -86,7 +87,11 @@ fn write_one(
         }
     };
     let (dir, tmp, ours) = b.write_temp(&e.path, e.kind, &mut fill, link.as_deref())?;
-    b.place(&dir, &tmp, ours, &e.path, w.over, cache)
+    let version = Expected {
+        kind: e.kind,
+        id: e.id,
+    };
+    b.place(&dir, &tmp, (ours, version), &e.path, w.over, cache)
 }
 
 /// What [`apply`] changed.
@@ -145,35 +150,6 @@ pub fn preflight(b: &Beneath, plan: &Plan) -> Result<(), RestoreError> {
     Ok(())
 }
 
-/// Crash-test hook: with `RETRACE_FAULT_ABORT_AFTER_WRITES=N` in the environment, the
-/// process aborts (as abruptly as a SIGKILL) once a restore has deleted or written N files.
-/// Tests use it to stop a restore at an exact point; it costs one environment read per
-/// restore otherwise.
-struct CrashAfter {
-    after: Option<usize>,
-    done: std::sync::atomic::AtomicUsize,
-}
-
-impl CrashAfter {
-    fn from_env() -> CrashAfter {
-        CrashAfter {
-            after: std::env::var("RETRACE_FAULT_ABORT_AFTER_WRITES")
-                .ok()
-                .and_then(|v| v.parse().ok()),
-            done: std::sync::atomic::AtomicUsize::new(0),
-        }
-    }
-
-    fn tick(&self) {
-        if let Some(n) = self.after {
-            let done = self.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            if done >= n {
-                std::process::abort();
-            }
-        }
-    }
-}
-
 /// Applies a verified plan. `data` comes from [`verify`]; `cache` vouches for the versions
 /// taken out (see [`Beneath::place`]).
 ///
@@ -188,7 +164,6 @@ pub fn apply(
     progress: &dyn Progress,
 ) -> Result<Applied, Failed> {
     progress.start("restore", (plan.writes.len() + plan.deletes.len()) as u64);
-    let crash = CrashAfter::from_env();
     let mut applied = Applied::default();
     let kept = Mutex::new(Vec::new());
     let keep = |path: &[u8], t: Taken| {
@@ -212,7 +187,7 @@ pub fn apply(
             let t = b.delete(&d.path, d.expected, cache)?;
             done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             keep(&d.path, t);
-            crash.tick();
+            b.faults().reached(Point::Done);
             progress.advance(1);
         }
         // Directories the restore emptied: managed directories absent from the target (every
@@ -254,7 +229,7 @@ pub fn apply(
                 let t = write_one(b, reader, w, bytes, cache)?;
                 done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 keep(&w.entry.path, t);
-                crash.tick();
+                b.faults().reached(Point::Done);
                 progress.advance(1);
                 Ok::<(), RestoreError>(())
             })

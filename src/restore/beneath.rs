@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
+use super::fault::{Faults, Point};
 use crate::error::RestoreError;
 use crate::object::{EntryKind, ObjectId};
 use crate::statcache::StatCache;
@@ -90,6 +91,7 @@ pub struct Beneath {
     root_path: PathBuf,
     root: Arc<OwnedFd>,
     dirs: Mutex<HashMap<Vec<u8>, Arc<OwnedFd>>>,
+    faults: Faults,
 }
 
 fn at(root: &Path, rel: &[u8]) -> PathBuf {
@@ -115,7 +117,14 @@ impl Beneath {
             root_path: root.to_path_buf(),
             root: Arc::new(fd),
             dirs: Mutex::new(HashMap::new()),
+            faults: Faults::from_env(),
         })
+    }
+
+    /// The test hooks of this restore.
+    #[must_use]
+    pub fn faults(&self) -> &Faults {
+        &self.faults
     }
 
     /// The workspace root's path (for messages).
@@ -293,7 +302,7 @@ impl Beneath {
         }
     }
 
-    /// Puts the temp file `tmp` (inode `ours`) at `rel`. With `over`, the path must hold
+    /// Puts the temp file `tmp` (inode and version `ours`) at `rel`. With `over`, the path must hold
     /// that version: it is exchanged out, checked and unlinked; anything else there is put
     /// back and our file discarded. Without `over` the path must be free; something created
     /// there meanwhile is kept and our file discarded.
@@ -304,7 +313,7 @@ impl Beneath {
         &self,
         dir: &OwnedFd,
         tmp: &[u8],
-        ours: u64,
+        ours: (u64, Expected),
         rel: &[u8],
         over: Option<Expected>,
         cache: &StatCache,
@@ -340,6 +349,7 @@ impl Beneath {
             }
         }
         // `tmp` now holds what was at the path.
+        self.faults.reached(Point::Taken);
         let verdict = Self::check_out(dir, tmp, rel, expected, before.as_ref(), cache);
         if verdict == Check::Matches {
             return self.discard(dir, tmp, rel, expected);
@@ -347,14 +357,17 @@ impl Beneath {
         // Someone else's version: swap it back; what comes out should be our file.
         match rustix::fs::renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE) {
             Ok(()) => {
+                // Ours, unless yet another version arrived meanwhile or someone wrote into
+                // ours while it was at the path: then that is kept visible too.
                 let back = rustix::fs::statat(dir, tmp, AtFlags::SYMLINK_NOFOLLOW).ok();
-                if back.is_some_and(|s| s.st_ino == ours) {
+                let untouched = back.is_some_and(|s| s.st_ino == ours.0)
+                    && Self::check_out(dir, tmp, rel, ours.1, None, cache) == Check::Matches;
+                if untouched {
                     let _ = rustix::fs::unlinkat(dir, tmp, AtFlags::empty());
                     Ok(Taken::Kept {
                         kept_at: lossy(rel),
                     })
                 } else {
-                    // Yet another version arrived meanwhile: it is at `tmp`, keep it visible.
                     self.keep(dir, tmp, rel)
                 }
             }
@@ -386,6 +399,7 @@ impl Beneath {
             Err(Errno::NOENT) => return Ok(Taken::Missing),
             Err(e) => return Err(io(e)),
         }
+        self.faults.reached(Point::Taken);
         if Self::check_out(&dir, &tmp, rel, expected, before.as_ref(), cache) == Check::Matches {
             return self.discard(&dir, &tmp, rel, expected);
         }

@@ -189,7 +189,26 @@ impl Workspace {
         drop(beneath);
         let mut target = target_of(&disk.entries, &doable);
         let dirty = dirty_dirs(doable.iter().map(|c| c.path.as_slice()));
-        let applied = self.apply_target(&reader, &disk.entries, &target, false, progress)?;
+        let applied = match self.apply_target(&reader, &disk.entries, &target, false, progress) {
+            Ok(a) => a,
+            Err(Error::Restore(e)) if !matches!(*e, crate::error::RestoreError::Store(_)) => {
+                // The files cannot be restored as the journal says (a name the filesystem
+                // refuses, a directory replaced): a recovery must never be stuck for good.
+                // The disk as found is kept above; the operation is dropped, unclaimed.
+                let path = self.store.path();
+                self.store
+                    .write_with(Vec::new(), None, None, |tx| finish(tx, path, None, disk.id))?;
+                return Ok(Some(format!(
+                    "an interrupted {} (started by process {}) cannot be completed ({e}); it \
+                     was abandoned and its history left as it was; the disk as found is kept \
+                     as snapshot {}",
+                    rec.what,
+                    rec.pid,
+                    kept_at.root.short()
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         let exact = !applied.rescan
             && applied.verify_diff.is_empty()
             && applied.left_alone.is_empty()

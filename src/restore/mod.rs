@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod beneath;
+pub mod fault;
 pub mod journal;
 pub(crate) mod journaled;
 pub mod plan;

@@ -1,0 +1,84 @@
+//! Test hooks that stop a restore at exact points, read once per restore from the
+//! environment (one lookup each when unset):
+//!
+//! - `RETRACE_FAULT_ABORT_AFTER_WRITES=N`: the process aborts (as abruptly as a SIGKILL)
+//!   once the restore has deleted or written N files.
+//! - `RETRACE_FAULT_PAUSE=<point>:<N>:<file>`: at the N-th time the restore reaches
+//!   `<point>` (`done`: a file written or deleted; `taken`: a version taken out of its path,
+//!   before it is checked), it creates `<file>` and waits until the file is removed, so that
+//!   a test can change the workspace at that exact point and then let the restore go on.
+//!   Tests run such restores with `RAYON_NUM_THREADS=1`, which makes the points exact.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A point of a restore where a hook can stop it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// A file was written or deleted.
+    Done,
+    /// A version was taken out of its path (exchanged or renamed out), not yet checked.
+    Taken,
+}
+
+/// The hooks of one restore.
+#[derive(Debug, Default)]
+pub struct Faults {
+    abort_after: Option<usize>,
+    pause: Option<(Point, usize, PathBuf)>,
+    done: AtomicUsize,
+    taken: AtomicUsize,
+    gate: Mutex<()>,
+}
+
+impl Faults {
+    /// The hooks the environment asks for.
+    #[must_use]
+    pub fn from_env() -> Faults {
+        let abort_after = std::env::var("RETRACE_FAULT_ABORT_AFTER_WRITES")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        let pause = std::env::var("RETRACE_FAULT_PAUSE").ok().and_then(|v| {
+            let mut it = v.splitn(3, ':');
+            let point = match it.next()? {
+                "done" => Point::Done,
+                "taken" => Point::Taken,
+                _ => return None,
+            };
+            let n = it.next()?.parse().ok()?;
+            Some((point, n, PathBuf::from(it.next()?)))
+        });
+        Faults {
+            abort_after,
+            pause,
+            ..Faults::default()
+        }
+    }
+
+    /// Marks that `point` was reached once more.
+    pub fn reached(&self, point: Point) {
+        if self.abort_after.is_none() && self.pause.is_none() {
+            return;
+        }
+        let counter = match point {
+            Point::Done => &self.done,
+            Point::Taken => &self.taken,
+        };
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        if point == Point::Done && self.abort_after.is_some_and(|a| n >= a) {
+            std::process::abort();
+        }
+        if let Some((p, at, file)) = &self.pause
+            && *p == point
+            && n == *at
+        {
+            let _gate = self.gate.lock();
+            if std::fs::write(file, b"paused").is_ok() {
+                while file.exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! A hostile world during a restore: a directory swapped for a symlink to elsewhere, files
+//! edited while the restore writes and deletes. Each race is run at exact points (the
+//! `RETRACE_FAULT_PAUSE` hook stops the restore, the test changes the workspace, the restore
+//! goes on) and free-running (a helper thread acts as soon as the restore's first temp file
+//! appears), and proves that nothing outside the workspace is written or deleted and that
+//! every concurrent edit survives in the workspace.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::{Env, Node, RETRACE, stderr, stdout, tree_of};
+
+/// A workspace with `a/f0000..` at v1 (snapshot S1), then v2 (S2); with `extra`, S2 also
+/// adds `a/x0000..` (so restoring S1 deletes them). Returns (S1, S2).
+fn setup(env: &Env, files: usize, extra: bool) -> (String, String) {
+    for i in 0..files {
+        env.write(&format!("a/f{i:04}"), format!("v1 of {i}\n"));
+    }
+    let s1 = snapshot(env);
+    for i in 0..files {
+        env.write(&format!("a/f{i:04}"), format!("v2 of {i}, longer\n"));
+        if extra {
+            env.write(&format!("a/x{i:04}"), format!("added in v2: {i}\n"));
+        }
+    }
+    (s1, snapshot(env))
+}
+
+fn snapshot(env: &Env) -> String {
+    let o = env.run(RETRACE, &["snapshot", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// A directory outside the workspace holding files with the workspace's names.
+fn outside(files: usize) -> (tempfile::TempDir, BTreeMap<PathBuf, Node>) {
+    let d = tempfile::tempdir().unwrap();
+    for i in 0..files {
+        fs::write(d.path().join(format!("f{i:04}")), "outside: must survive\n").unwrap();
+        fs::write(d.path().join(format!("x{i:04}")), "outside: must survive\n").unwrap();
+    }
+    let before = tree_of(d.path());
+    (d, before)
+}
+
+fn swap(env: &Env, target: &Path) {
+    fs::rename(env.path("a"), env.path("a.real")).unwrap();
+    std::os::unix::fs::symlink(target, env.path("a")).unwrap();
+}
+
+fn restore(env: &Env, id: &str, pause: Option<(&str, usize, &Path)>) -> Child {
+    let mut c = env.command(RETRACE, &["restore", id, "--force"]);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some((point, n, file)) = pause {
+        c.env(
+            "RETRACE_FAULT_PAUSE",
+            format!("{point}:{n}:{}", file.display()),
+        )
+        .env("RAYON_NUM_THREADS", "1");
+    }
+    c.spawn().unwrap()
+}
+
+/// Waits until the paused restore created `file` (or ended without reaching the point).
+fn wait_paused(child: &mut Child, file: &Path) -> bool {
+    loop {
+        if file.exists() {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn finish(child: Child) -> String {
+    let o = child.wait_with_output().unwrap();
+    stdout(&o) + &stderr(&o)
+}
+
+/// Every file's content anywhere under `root` (the user can get back anything here).
+fn all_content(root: &Path) -> String {
+    let mut out = String::new();
+    for e in walkdir::WalkDir::new(root).follow_links(false) {
+        let e = e.unwrap();
+        if e.file_type().is_file() {
+            out.push_str(&fs::read_to_string(e.path()).unwrap_or_default());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_at_exact_points_never_redirects_writes_or_deletes() {
+    let files = 60;
+    for (extra, point, n) in [
+        (false, "done", 1),
+        (false, "done", 30),
+        (false, "done", 59),
+        (false, "taken", 1),
+        (false, "taken", 45),
+        (true, "done", 1),
+        (true, "done", 20),
+        (true, "done", 100),
+        (true, "taken", 2),
+        (true, "taken", 70),
+    ] {
+        let env = Env::new();
+        let (s1, _) = setup(&env, files, extra);
+        let (out, before) = outside(files);
+        let pause = env.home.path().join("paused");
+        let mut child = restore(&env, &s1, Some((point, n, &pause)));
+        assert!(wait_paused(&mut child, &pause), "{point}:{n} never reached");
+        swap(&env, out.path());
+        fs::remove_file(&pause).unwrap();
+        let log = finish(child);
+        assert_eq!(
+            tree_of(out.path()),
+            before,
+            "{point}:{n} (deletes: {extra}): the outside directory changed\n{log}"
+        );
+        // Nothing was lost either: the next command works and `a.real` holds a version of
+        // every file.
+        let o = env.run(RETRACE, &["status"]);
+        assert!(o.status.code() != Some(3), "{}", stderr(&o));
+        for i in 0..files {
+            assert!(env.path(&format!("a.real/f{i:04}")).exists(), "{log}");
+        }
+    }
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_mid_restore_never_redirects_writes_or_deletes() {
+    // 50 runs that swap during the writes, 50 during the deletes.
+    let files = 120;
+    for run in 0..100 {
+        let extra = run % 2 == 1;
+        let env = Env::new();
+        let (s1, _) = setup(&env, files, extra);
+        let (out, before) = outside(files);
+        let child = restore(&env, &s1, None);
+        // Swap as soon as the restore's first temp file appears in `a/`.
+        let dir = env.path("a");
+        let mut swapped = false;
+        let mut child = child;
+        while !swapped && child.try_wait().unwrap().is_none() {
+            let busy = fs::read_dir(&dir).is_ok_and(|rd| {
+                rd.flatten()
+                    .any(|e| e.file_name().to_string_lossy().contains(".retrace-tmp-"))
+            });
+            if busy {
+                swap(&env, out.path());
+                swapped = true;
+            }
+        }
+        let log = finish(child);
+        assert_eq!(
+            tree_of(out.path()),
+            before,
+            "run {run} (deletes: {extra}, swapped: {swapped}): outside changed\n{log}"
+        );
+    }
+}
+
+fn append_line(path: &Path, line: &str) {
+    // A line written into a file the restore had already unlinked reached no file of the
+    // workspace (see docs/crash-model.md, Limits): write it again, as an editor would.
+    loop {
+        let Ok(mut f) = fs::OpenOptions::new().append(true).open(path) else {
+            continue;
+        };
+        f.write_all(line.as_bytes()).unwrap();
+        if f.metadata().unwrap().nlink() > 0 {
+            return;
+        }
+    }
+}
+
+#[test]
+fn edits_made_at_exact_points_of_a_restore_survive() {
+    let files = 40;
+    for (point, n) in [
+        ("done", 1),
+        ("done", 20),
+        ("taken", 1),
+        ("taken", 10),
+        ("taken", 39),
+    ] {
+        let env = Env::new();
+        let (s1, _) = setup(&env, files, false);
+        let pause = env.home.path().join("paused");
+        let mut child = restore(&env, &s1, Some((point, n, &pause)));
+        assert!(wait_paused(&mut child, &pause), "{point}:{n} never reached");
+        // Edit files the restore has written, the one it holds, and ones it has not reached;
+        // the one taken out is at a temp name, so edit every file through the directory.
+        let mut lines = Vec::new();
+        for e in fs::read_dir(env.path("a")).unwrap().flatten() {
+            let line = format!(
+                "edit at {point}:{n} of {}\n",
+                e.file_name().to_string_lossy()
+            );
+            append_line(&e.path(), &line);
+            lines.push(line);
+        }
+        fs::remove_file(&pause).unwrap();
+        let log = finish(child);
+        let content = all_content(env.root());
+        for line in &lines {
+            assert!(
+                content.contains(line.as_str()),
+                "{point}:{n}: lost {line:?}\n{log}"
+            );
+        }
+        assert!(log.contains("changed during the restore"), "{log}");
+    }
+}
+
+#[test]
+fn edits_made_while_a_restore_runs_survive() {
+    let files = 120;
+    for run in 0..50 {
+        let env = Env::new();
+        let (s1, _) = setup(&env, files, run % 2 == 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let root = env.root().to_path_buf();
+        let editor = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut lines = Vec::new();
+                let mut k = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let i = files - 1 - (k % 10);
+                    let line = format!("run {run} edit {k} of f{i:04}\n");
+                    append_line(&root.join(format!("a/f{i:04}")), &line);
+                    lines.push(line);
+                    k += 1;
+                    // Pacing, not timing: the restore needs the CPU too.
+                    std::thread::yield_now();
+                }
+                lines
+            })
+        };
+        let log = finish(restore(&env, &s1, None));
+        stop.store(true, Ordering::SeqCst);
+        let lines = editor.join().unwrap();
+        let content = all_content(env.root());
+        for line in &lines {
+            assert!(
+                content.contains(line.as_str()),
+                "run {run}: lost {line:?}\n{log}"
+            );
+        }
+    }
+}
