@@ -45,6 +45,8 @@ pub struct Config {
     read_settings: bool,
     /// Settings used when the files are not read.
     settings: Settings,
+    /// Measures free disk space (a seam: tests give a full disk).
+    free_space: crate::store::FreeSpace,
 }
 
 impl Config {
@@ -68,7 +70,16 @@ impl Config {
             history_wait: DEFAULT_HISTORY_WAIT,
             read_settings: false,
             settings: Settings::default(),
+            free_space: crate::store::free_space,
         }
+    }
+
+    /// Measures free disk space with `f` instead of `statvfs` (tests simulate a full disk).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn free_space_probe(mut self, f: crate::store::FreeSpace) -> Config {
+        self.free_space = f;
+        self
     }
 
     /// Keeps at most `n` turns per session (at least 1).
@@ -326,7 +337,7 @@ impl Workspace {
             crate::config::Source::Default => config.history_wait,
             _ => Duration::from_millis(settings.history_wait_ms.value),
         };
-        let store = match Store::open(&store_path, &root) {
+        let store = match Store::open_with(&store_path, &root, config.free_space) {
             Ok(s) => s,
             Err(e) if e.is_damage() => {
                 // Never overwrite it, never give up: keep the file for inspection, start over.
@@ -336,7 +347,7 @@ impl Workspace {
                      are in the kept file only)",
                     kept.display()
                 ));
-                Store::open(&store_path, &root)?
+                Store::open_with(&store_path, &root, config.free_space)?
             }
             Err(e) => return Err(e.into()),
         };
@@ -540,7 +551,12 @@ impl Workspace {
             statcache: &statcache,
             store_dir: Some(&self.dir),
         };
-        Ok(capture::capture(&ctx, opts)?)
+        let captured = capture::capture(&ctx, opts);
+        if captured.is_err() {
+            // A disk that filled during the write: give its pages back now (see store::space).
+            self.store.give_back();
+        }
+        Ok(captured?)
     }
 
     /// Captures the workspace now and records it in the log.
