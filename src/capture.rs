@@ -550,10 +550,14 @@ pub(crate) fn capture(
     let mut phases = crate::trace::Phases::new("capture");
     let scan = scan::scan(ctx.root, ctx.store_dir, ctx.allow_secrets);
     phases.mark("scan");
+    // Damage found by earlier reads is forgotten first, so no object known to be bad is
+    // taken as "already stored" (see `store::heal`).
+    ctx.store.forget_damaged()?;
     let reader = ctx.store.reader()?;
-    let store_id = reader.store_id()?;
-    // The cache names the store it was written for, after that store committed every id it
-    // holds, so its ids are usable whether or not this capture stores anything.
+    let store_id = reader.cache_key()?;
+    // The cache names the store (and store state: forgetting objects changes the key) it was
+    // written for, after that store committed every id it holds, so its ids are usable
+    // whether or not this capture stores anything.
     let cache = StatCache::load(ctx.statcache, &store_id);
     let hasher = Hasher {
         root: ctx.root,

@@ -90,8 +90,13 @@ pub enum StoreError {
         /// The object.
         id: ObjectId,
     },
-    /// An object failed verification or decoding.
-    #[error("object {id} in store {path} is corrupt ({detail}); run `retrace-dump verify`")]
+    /// An object failed verification or decoding. A read-write store forgets a damaged
+    /// object, so the next snapshot stores it again if the workspace still holds it.
+    #[error(
+        "object {id} in store {path} is corrupt ({detail}); retrace forgets it, so the next \
+         snapshot stores it again if a file still holds it; `retrace repair` checks the whole \
+         store"
+    )]
     Corrupt {
         /// The store file.
         path: PathBuf,
@@ -108,9 +113,43 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
+    /// The disk holding the store has too little free space for a write.
+    #[error(
+        "not enough disk space for store {path}: {}{} free; free some space on that disk \
+         (then `retrace gc` can shrink the store) or set RETRACE_HOME to another disk",
+        needed.map_or_else(|| "the disk filled up during the write, ".to_string(),
+            |n| format!("this write needs about {}, ", human_bytes(n))),
+        human_bytes(*free)
+    )]
+    NoSpace {
+        /// The store file.
+        path: PathBuf,
+        /// Bytes the write needed, when known before it started.
+        needed: Option<u64>,
+        /// Bytes free on the store's filesystem.
+        free: u64,
+    },
+    /// The store was closed after a failed write and could not be reopened.
+    #[error("store {path} could not be reopened after a failed write; run the command again")]
+    Closed {
+        /// The store file.
+        path: PathBuf,
+    },
     /// A snapshot id prefix matched nothing or several snapshots.
     #[error("{0}")]
     BadSnapshotId(String),
+}
+
+/// `1.5 MB`-style sizes for messages (decimal units, as `df -H` prints them).
+#[allow(clippy::cast_precision_loss)] // a size in a message needs three digits
+#[must_use]
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.1} GB", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} MB", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1} kB", n as f64 / 1e3),
+        n => format!("{n} bytes"),
+    }
 }
 
 impl StoreError {

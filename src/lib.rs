@@ -46,6 +46,7 @@ pub mod maintainer;
 pub mod object;
 pub mod progress;
 pub mod protocol;
+pub mod repair;
 pub mod restore;
 pub mod retention;
 pub mod scan;

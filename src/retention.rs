@@ -43,7 +43,7 @@ impl Workspace {
             roots.push(j.source);
             roots.push(j.target);
         }
-        let cache = StatCache::load(&self.dir.join("statcache"), &reader.store_id()?);
+        let cache = StatCache::load(&self.dir.join("statcache"), &reader.cache_key()?);
         if cache.root() != ObjectId::ZERO {
             roots.push(cache.root());
         }
@@ -60,6 +60,9 @@ impl Workspace {
     /// [`Error::Store`] when the store fails or stays busy.
     pub fn gc(&self, grace_secs: u64, dry_run: bool) -> Result<GcReport, Error> {
         let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
+        if !dry_run {
+            self.store.make_room();
+        }
         if let Some(report) = self.recover_locked(&crate::progress::NoProgress)? {
             self.warn(report);
         }
@@ -149,6 +152,8 @@ impl Workspace {
         dense_deadline: Option<std::time::Instant>,
     ) -> Result<MaintenanceReport, Error> {
         let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
+        // On a full disk every write below would fail: give back what can be given first.
+        self.store.make_room();
         if let Some(report) = self.recover_locked(&crate::progress::NoProgress)? {
             self.warn(report);
         }

@@ -2,11 +2,18 @@
 //! id, so unchanged files skip hashing. Losing or corrupting it costs a full re-hash, never
 //! data: every malformed input reads as an empty cache.
 //!
-//! Layout (little endian): header `b"RTSC"`, version u32, `written_ns` i64, store id
+//! Layout (little endian): header `b"RTSC"`, version u32, `written_ns` i64, store key
 //! `[u8; 16]`, entry count u64, root tree id `[u8; 32]`; then `count` fixed records of
-//! [`RECORD_LEN`] bytes sorted by path; then the path bytes. A record is `path_off u64,
-//! path_len u32, mode u32, size u64, mtime_ns i64, ctime_ns i64, ino u64, id [u8; 32],
-//! kind u8, 7 bytes of padding`.
+//! [`RECORD_LEN`] bytes sorted by path; then the path bytes; then a 32-byte blake3 of
+//! everything before it. A record is `path_off u64, path_len u32, mode u32, size u64,
+//! mtime_ns i64, ctime_ns i64, ino u64, id [u8; 32], kind u8, 7 bytes of padding`.
+//!
+//! **Checksum.** A cached id is trusted for as long as its file's `lstat` holds, so one
+//! flipped bit in an id would otherwise poison every later snapshot of that file (and every
+//! tree rebuilt around it). The trailer is checked on every load; a cache that fails it
+//! reads as empty and the capture rewrites it (tested by
+//! `a_flipped_bit_anywhere_empties_the_cache` and `tests/incremental.rs`). Hashing reads
+//! the file once, as the merge with the scan does anyway (about 130 bytes per path).
 //!
 //! Every path of the snapshot is listed — files, symlinks, directories (with their tree id)
 //! and nested repositories — so that a capture can prove a whole directory unchanged (all
@@ -30,7 +37,10 @@ use crate::object::ObjectId;
 use crate::scan::{ScanEntry, ScanKind};
 
 const MAGIC: &[u8; 4] = b"RTSC";
-const VERSION: u32 = 2;
+/// Version 3 added the checksum trailer; older caches read as empty (a full re-hash).
+const VERSION: u32 = 3;
+/// Length of the checksum trailer.
+const CHECKSUM_LEN: usize = 32;
 const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32;
 /// Bytes per record.
 pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
@@ -107,6 +117,8 @@ impl CacheEntry<'_> {
 /// A loaded stat cache (memory-mapped).
 pub struct StatCache {
     map: Option<Mmap>,
+    /// Bytes of `map` before the checksum trailer.
+    body: usize,
     count: usize,
     written_ns: i64,
     root: ObjectId,
@@ -130,14 +142,16 @@ impl StatCache {
     pub fn empty() -> StatCache {
         StatCache {
             map: None,
+            body: 0,
             count: 0,
             written_ns: 0,
             root: ObjectId::ZERO,
         }
     }
 
-    /// Loads the cache at `path`; anything missing, malformed, or written for another store
-    /// gives an empty cache.
+    /// Loads the cache at `path`; anything missing, malformed, failing its checksum, or
+    /// written for another store (or store state: see `StoreReader::cache_key`) gives an
+    /// empty cache.
     #[must_use]
     pub fn load(path: &Path, store_id: &[u8; 16]) -> StatCache {
         let Ok(file) = File::open(path) else {
@@ -152,10 +166,15 @@ impl StatCache {
         let Ok(map) = (unsafe { Mmap::map(&file) }) else {
             return StatCache::empty();
         };
-        if map.len() < HEADER_LEN || &map[..4] != MAGIC || u32_at(&map, 4) != VERSION {
+        if map.len() < HEADER_LEN + CHECKSUM_LEN || &map[..4] != MAGIC || u32_at(&map, 4) != VERSION
+        {
             return StatCache::empty();
         }
         if map[16..32] != store_id[..] {
+            return StatCache::empty();
+        }
+        let body = map.len() - CHECKSUM_LEN;
+        if blake3::hash(&map[..body]).as_bytes()[..] != map[body..] {
             return StatCache::empty();
         }
         let written_ns = i64::from_le_bytes(map[8..16].try_into().unwrap_or([0; 8]));
@@ -165,12 +184,13 @@ impl StatCache {
         let records_end = count
             .checked_mul(RECORD_LEN)
             .and_then(|n| n.checked_add(HEADER_LEN));
-        if records_end.is_none_or(|end| end > map.len()) {
+        if records_end.is_none_or(|end| end > body) {
             return StatCache::empty();
         }
         let root = ObjectId(map[40..72].try_into().unwrap_or([0; 32]));
         StatCache {
             map: Some(map),
+            body,
             count,
             written_ns,
             root,
@@ -190,7 +210,7 @@ impl StatCache {
     }
 
     fn record(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        let map = self.map.as_deref()?;
+        let map = self.map.as_deref()?.get(..self.body)?;
         let at = HEADER_LEN + i * RECORD_LEN;
         let rec = map.get(at..at + RECORD_LEN)?;
         let off = usize::try_from(u64_at(rec, 0)).ok()?;
@@ -292,7 +312,8 @@ impl StatCache {
             entries.dedup_by(|a, b| a.path == b.path);
         }
         let paths_len: usize = entries.iter().map(|e| e.path.len()).sum();
-        let mut buf = Vec::with_capacity(HEADER_LEN + entries.len() * RECORD_LEN + paths_len);
+        let mut buf =
+            Vec::with_capacity(HEADER_LEN + entries.len() * RECORD_LEN + paths_len + CHECKSUM_LEN);
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&VERSION.to_le_bytes());
         buf.extend_from_slice(&written_ns.to_le_bytes());
@@ -315,6 +336,8 @@ impl StatCache {
         for e in &entries {
             buf.extend_from_slice(e.path);
         }
+        let checksum = blake3::hash(&buf);
+        buf.extend_from_slice(checksum.as_bytes());
         let dir = path.parent().unwrap_or(Path::new("."));
         // Unique per process and per call: two captures of one workspace may run at once.
         let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);

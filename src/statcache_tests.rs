@@ -103,6 +103,42 @@ fn garbage_and_foreign_caches_read_as_empty() {
     assert!(StatCache::load(&p, &[9; 16]).is_empty());
     let mut bytes = fs::read(&p).unwrap();
     bytes[32] = 0xff; // absurd count
+    let body = bytes.len() - CHECKSUM_LEN;
+    let sum = *blake3::hash(&bytes[..body]).as_bytes();
+    bytes[body..].copy_from_slice(&sum); // a checksum that agrees: the bounds still hold
     fs::write(&p, &bytes).unwrap();
+    assert!(StatCache::load(&p, &STORE).is_empty());
+}
+
+#[test]
+fn a_flipped_bit_anywhere_empties_the_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c");
+    let entries = [scan_entry(b"a", T0), scan_entry(b"b/c", T0)];
+    write(d.path(), &entries, T0 + 10 * RACY_MARGIN_NS);
+    let good = fs::read(&p).unwrap();
+    assert_eq!(StatCache::load(&p, &STORE).len(), 2);
+    for at in 0..good.len() {
+        for bit in [0, 7] {
+            let mut bad = good.clone();
+            bad[at] ^= 1 << bit;
+            fs::write(&p, &bad).unwrap();
+            let c = StatCache::load(&p, &STORE);
+            assert!(c.is_empty(), "byte {at} bit {bit} went unnoticed");
+            assert!(entries.iter().all(|e| c.lookup(e).is_none()));
+        }
+    }
+}
+
+#[test]
+fn a_version_2_cache_reads_as_empty() {
+    // Version 2 had no checksum trailer: the same bytes without it, version field 2.
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("c");
+    write(d.path(), &[scan_entry(b"a", T0)], T0 + 10 * RACY_MARGIN_NS);
+    let mut v2 = fs::read(&p).unwrap();
+    v2.truncate(v2.len() - CHECKSUM_LEN);
+    v2[4..8].copy_from_slice(&2u32.to_le_bytes());
+    fs::write(&p, &v2).unwrap();
     assert!(StatCache::load(&p, &STORE).is_empty());
 }

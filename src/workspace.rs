@@ -45,6 +45,8 @@ pub struct Config {
     read_settings: bool,
     /// Settings used when the files are not read.
     settings: Settings,
+    /// Measures free disk space (a seam: tests give a full disk).
+    free_space: crate::store::FreeSpace,
 }
 
 impl Config {
@@ -68,7 +70,16 @@ impl Config {
             history_wait: DEFAULT_HISTORY_WAIT,
             read_settings: false,
             settings: Settings::default(),
+            free_space: crate::store::free_space,
         }
+    }
+
+    /// Measures free disk space with `f` instead of `statvfs` (tests simulate a full disk).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn free_space_probe(mut self, f: crate::store::FreeSpace) -> Config {
+        self.free_space = f;
+        self
     }
 
     /// Keeps at most `n` turns per session (at least 1).
@@ -328,7 +339,7 @@ impl Workspace {
             crate::config::Source::Default => config.history_wait,
             _ => Duration::from_millis(settings.history_wait_ms.value),
         };
-        let store = match Store::open(&store_path, &root) {
+        let store = match Store::open_with(&store_path, &root, config.free_space) {
             Ok(s) => s,
             Err(e) if e.is_damage() => {
                 // Never overwrite it, never give up: keep the file for inspection, start over.
@@ -338,7 +349,7 @@ impl Workspace {
                      are in the kept file only)",
                     kept.display()
                 ));
-                Store::open(&store_path, &root)?
+                Store::open_with(&store_path, &root, config.free_space)?
             }
             Err(e) => return Err(e.into()),
         };
@@ -542,7 +553,12 @@ impl Workspace {
             statcache: &statcache,
             store_dir: Some(&self.dir),
         };
-        Ok(capture::capture(&ctx, opts)?)
+        let captured = capture::capture(&ctx, opts);
+        if captured.is_err() {
+            // A disk that filled during the write: give its pages back now (see store::space).
+            self.store.give_back();
+        }
+        Ok(captured?)
     }
 
     /// Captures the workspace now and records it in the log.
@@ -825,7 +841,7 @@ impl Workspace {
             Some(b) => b,
             None => crate::restore::beneath::Beneath::open(&self.root).map_err(failed)?,
         };
-        let cache = reader.store_id().map_or_else(
+        let cache = reader.cache_key().map_or_else(
             |_| crate::statcache::StatCache::empty(),
             |id| crate::statcache::StatCache::load(&self.dir.join("statcache"), &id),
         );

@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 
-use common::{Env, RETRACE_DUMP, stdout};
+use common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
 use redb::ReadableTable;
 use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, Tree, TreeEntry};
 use retrace::store::schema::{META, PACK_BYTES, PACKS};
@@ -237,4 +237,83 @@ fn a_corrupt_chunk_of_a_big_file_is_caught_before_any_write() {
         .filter(|n| n.contains("retrace-tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+fn newest(env: &Env) -> ObjectId {
+    env.open().log().unwrap()[0].root
+}
+
+#[test]
+fn a_damaged_object_found_by_a_read_is_forgotten_and_stored_again_from_disk() {
+    let env = Env::new();
+    // Over 64 KiB, so the blob has a frame of its own; keep.txt holds the same bytes.
+    let original = "the original content of a\n".repeat(4000);
+    env.write("a.txt", &original);
+    env.write("keep.txt", &original);
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    let first = newest(&env);
+    let a_id = ObjectId::of_blob(original.as_bytes());
+    flip_byte(&env, ws_record(&env, a_id));
+    let statcache = env.open().store_path().with_file_name("statcache");
+    fs::remove_file(&statcache).unwrap();
+    // This capture reads every file and finds a's id stored: it cannot see the damage,
+    // since it does not read the store's copy.
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    env.write("a.txt", "changed a");
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    let first_hex = first.to_hex();
+    let failed = env.run(RETRACE, &["restore", &first_hex]);
+    assert_eq!(failed.status.code(), Some(3), "{}", stderr(&failed));
+    assert!(
+        stderr(&failed).contains("corrupt") && stderr(&failed).contains("forgets it"),
+        "{}",
+        stderr(&failed)
+    );
+    assert_eq!(env.read("a.txt"), "changed a", "nothing written");
+    // The read forgot the object: the next capture stores it again from keep.txt.
+    let again = env.run(RETRACE, &["snapshot", "--json"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&again)).unwrap();
+    assert!(v["new_objects"].as_u64().unwrap() >= 1, "{v}");
+    let restored = env.run(RETRACE, &["restore", &first_hex]);
+    assert!(restored.status.success(), "{}", stderr(&restored));
+    assert_eq!(env.read("a.txt"), original);
+    let v = env.run(RETRACE_DUMP, &["verify"]);
+    assert!(v.status.success(), "{}", stdout(&v));
+}
+
+#[test]
+fn repair_forgets_every_damaged_object_and_lists_the_snapshots_that_stay_broken() {
+    let env = Env::new();
+    let kept = "still on disk\n".repeat(6000);
+    let gone = "deleted from the disk\n".repeat(6000);
+    env.write("a.txt", &kept);
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    let whole = newest(&env);
+    env.write("gone.txt", &gone);
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    let broken = newest(&env);
+    flip_byte(&env, ws_record(&env, ObjectId::of_blob(kept.as_bytes())));
+    flip_byte(&env, ws_record(&env, ObjectId::of_blob(gone.as_bytes())));
+    fs::remove_file(env.path("gone.txt")).unwrap();
+    let out = env.run(RETRACE, &["repair", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(r["forgotten"].as_array().unwrap().len(), 2, "{r}");
+    assert!(r["restored"].as_u64().unwrap() >= 1, "{r}");
+    let listed: Vec<&str> = r["broken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [broken.to_hex()], "{r}");
+    let text = env.run(RETRACE, &["repair"]);
+    assert!(stdout(&text).contains(&broken.short()), "{}", stdout(&text));
+    assert!(stdout(&text).contains("stay broken"), "{}", stdout(&text));
+    // What the disk still held is whole again.
+    env.write("a.txt", "edited");
+    let restored = env.run(RETRACE, &["restore", "--force", &whole.to_hex()]);
+    assert!(restored.status.success(), "{}", stderr(&restored));
+    assert_eq!(env.read("a.txt"), kept);
 }

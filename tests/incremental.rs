@@ -19,13 +19,58 @@ fn statcache(env: &Env) -> std::path::PathBuf {
     store.with_file_name("statcache")
 }
 
-/// Pretends the stat cache was written an hour later than it was.
+/// Pretends the stat cache was written an hour later than it was (and seals the change
+/// with a new checksum, as retrace would have written it).
 fn age_cache(env: &Env) {
     let p = statcache(env);
     let mut bytes = fs::read(&p).unwrap();
     let written = i64::from_le_bytes(bytes[8..16].try_into().unwrap());
     bytes[8..16].copy_from_slice(&(written + 3_600_000_000_000).to_le_bytes());
+    let body = bytes.len() - 32;
+    let sum = *blake3::hash(&bytes[..body]).as_bytes();
+    bytes[body..].copy_from_slice(&sum);
     fs::write(&p, bytes).unwrap();
+}
+
+#[test]
+fn a_flipped_bit_in_the_stat_cache_is_caught_and_the_cache_rebuilt() {
+    let env = Env::new();
+    env.write("src/a.txt", "alpha\n");
+    env.write("src/b.txt", "beta\n");
+    let ws = env.open();
+    let first = ws.snapshot(None).unwrap();
+    age_cache(&env); // every entry is trusted from now on
+    // One bit of a.txt's cached id flips behind retrace's back.
+    let a_id = retrace::ObjectId::of_blob(b"alpha\n");
+    let mut bytes = fs::read(statcache(&env)).unwrap();
+    let at = bytes
+        .windows(32)
+        .position(|w| w == a_id.0)
+        .expect("a.txt's id");
+    bytes[at] ^= 1;
+    fs::write(statcache(&env), &bytes).unwrap();
+    assert!(ws.status().unwrap().changed.is_empty());
+    // b.txt changes: its directory's tree is rebuilt, around a.txt's cached id.
+    env.write("src/b.txt", "beta, longer\n");
+    let second = ws.snapshot(None).unwrap();
+    assert_eq!(second.hashed, 2, "the damaged cache was not trusted");
+    let a = second
+        .entries
+        .iter()
+        .find(|e| e.path == b"src/a.txt")
+        .unwrap();
+    assert_eq!(a.id, a_id, "the snapshot names a.txt's real content");
+    ws.restore(&first.id, retrace::RestoreOptions::default())
+        .unwrap();
+    ws.restore(&second.id, retrace::RestoreOptions::default())
+        .unwrap();
+    assert_eq!(env.read("src/a.txt"), "alpha\n");
+    assert_eq!(env.read("src/b.txt"), "beta, longer\n");
+    // The rebuilt cache is whole again: an unchanged workspace reads nothing.
+    ws.snapshot(None).unwrap(); // restored files are new inodes
+    age_cache(&env);
+    assert_eq!(ws.snapshot(None).unwrap().hashed, 0);
+    common::assert_verified(&env);
 }
 
 struct Lcg(u64);

@@ -310,6 +310,10 @@ fn run(cli: Cli) -> Result<bool> {
                     for f in faults.iter().take(50) {
                         println!("  {f}");
                     }
+                    println!(
+                        "  `retrace repair` in the workspace forgets damaged objects and stores \
+                         them again from its files"
+                    );
                 }
             }
             Ok(clean)

@@ -140,6 +140,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Verify every stored object, forget the damaged ones, store them again from the
+    /// workspace's files where those still hold them, and list the snapshots that stay broken.
+    Repair {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Every setting's effective value and where it came from.
     Config {
         /// Print JSON.
@@ -239,6 +246,8 @@ const REFUSED: u8 = 1;
 const FAILED: u8 = 3;
 /// Exit code of a usage error (a bad snapshot id, say).
 const USAGE: u8 = 2;
+/// Exit code of a repair after which some snapshots stay broken.
+const STILL_BROKEN: u8 = 4;
 
 fn main() -> ExitCode {
     retrace::error::install_panic_hook();
@@ -446,6 +455,39 @@ fn run(cli: Cli) -> Result<u8> {
                 }
             }
             Ok(0)
+        }
+        Command::Repair { json } => {
+            let ws = open(dir)?;
+            let r = ws.repair(&Bar::new())?;
+            for w in ws.warnings() {
+                eprintln!("retrace: warning: {w}");
+            }
+            if json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                println!(
+                    "checked {} objects: {} damaged and forgotten; {} stored again from the \
+                     workspace",
+                    r.objects,
+                    r.forgotten.len(),
+                    r.restored
+                );
+                for f in r.faults.iter().take(20) {
+                    println!("  {f}");
+                }
+                if r.broken.is_empty() {
+                    println!("every snapshot is whole");
+                } else {
+                    println!(
+                        "{} snapshot(s) stay broken (their files are gone from the workspace):",
+                        r.broken.len()
+                    );
+                    for b in &r.broken {
+                        println!("  {}  {}", b.id.short(), b.used_by.join(", "));
+                    }
+                }
+            }
+            Ok(if r.broken.is_empty() { 0 } else { STILL_BROKEN })
         }
         Command::Turn {
             action:

@@ -8,11 +8,15 @@
 
 mod dense;
 mod gc;
+mod heal;
 mod pack;
 pub mod schema;
+mod space;
 
 pub use dense::DenseReport;
 pub use gc::GcReport;
+pub use heal::RepairScan;
+pub use space::{FreeSpace, free_space};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -72,6 +76,41 @@ fn open_error(path: &Path, source: redb::DatabaseError) -> StoreError {
     }
 }
 
+/// Opens (creating if needed) the database at `path`, waiting up to [`LOCK_WAIT`] for other
+/// processes (when `wait`); damage is classified by [`open_error`].
+fn open_db(path: &Path, wait: bool) -> Result<Database, StoreError> {
+    let started = Instant::now();
+    loop {
+        // redb 4.6 panics ("unreachable code") on some corrupted pages while opening;
+        // a damaged file must be reported, never take the process down.
+        let opened = std::panic::catch_unwind(|| builder().create(path)).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
+                format!("redb gave up reading it: {what}"),
+            )))
+        });
+        match opened {
+            Ok(db) => return Ok(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen)
+                if wait && started.elapsed() < LOCK_WAIT =>
+            {
+                thread::sleep(Duration::from_millis(20));
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StoreError::Busy {
+                    path: path.into(),
+                    secs: LOCK_WAIT.as_secs(),
+                });
+            }
+            Err(source) => return Err(open_error(path, source)),
+        }
+    }
+}
+
 /// How long an open or a write waits for other processes before answering "busy".
 pub const LOCK_WAIT: Duration = Duration::from_mins(2);
 
@@ -127,11 +166,22 @@ pub struct StoreStats {
 /// One row of [`StoreReader::objects`]: an id and its record (or why it does not decode).
 pub type ObjectListing = (ObjectId, Result<ObjectRecord, StoreError>);
 
+/// The database, shared with the store's readers (a reader that finds a damaged object
+/// makes the store forget it, see `heal`). Write-locked only to compact (redb's `compact`
+/// needs `&mut`) and to reopen after a failed write; `None` only if that reopening failed.
+type SharedDb = Arc<RwLock<Option<Database>>>;
+
 /// A handle on one store file.
 pub struct Store {
-    /// Write-locked only to compact (redb's `compact` needs `&mut`); everything else reads.
-    db: RwLock<Database>,
+    db: SharedDb,
     path: PathBuf,
+    /// Damaged objects found by readers and not forgotten yet.
+    damage: Arc<heal::Damage>,
+    /// Free bytes on the store's filesystem (a seam: tests inject a full disk).
+    free_space: FreeSpace,
+    /// A write failed for lack of space: redb needs the file reopened, and the failed
+    /// transaction's pages are given back by compacting (see `space`).
+    write_failed: std::sync::atomic::AtomicBool,
 }
 
 fn now_secs() -> u64 {
@@ -172,46 +222,33 @@ impl Store {
     /// # Errors
     /// [`StoreError`] when the file cannot be opened, stays busy, or has an unknown format.
     pub fn open(path: &Path, workspace: &Path) -> Result<Store, StoreError> {
+        Store::open_with(path, workspace, free_space)
+    }
+
+    /// [`Store::open`], measuring free disk space with `free_space` (tests give a full disk).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with(
+        path: &Path,
+        workspace: &Path,
+        free_space: FreeSpace,
+    ) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
             crate::home::create_private_dir(dir)?;
         }
-        let started = Instant::now();
-        let db = loop {
-            // redb 4.6 panics ("unreachable code") on some corrupted pages while opening;
-            // a damaged file must be reported, never take the process down.
-            let opened =
-                std::panic::catch_unwind(|| builder().create(path)).unwrap_or_else(|panic| {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown".into());
-                    Err(redb::DatabaseError::Storage(redb::StorageError::Corrupted(
-                        format!("redb gave up reading it: {what}"),
-                    )))
-                });
-            match opened {
-                Ok(db) => break db,
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < LOCK_WAIT => {
-                    thread::sleep(Duration::from_millis(20));
-                }
-                Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(StoreError::Busy {
-                        path: path.into(),
-                        secs: LOCK_WAIT.as_secs(),
-                    });
-                }
-                Err(source) => return Err(open_error(path, source)),
-            }
-        };
+        let db = open_db(path, true)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
         let store = Store {
-            db: RwLock::new(db),
+            db: Arc::new(RwLock::new(Some(db))),
             path: path.to_path_buf(),
+            damage: Arc::default(),
+            free_space,
+            write_failed: std::sync::atomic::AtomicBool::new(false),
         };
         store.init(workspace)?;
         Ok(store)
@@ -246,10 +283,37 @@ impl Store {
         &self.path
     }
 
+    /// Maps redb's errors; a full disk becomes [`StoreError::NoSpace`] (and is remembered,
+    /// so the failed write's pages are given back).
     fn db_err(&self) -> impl Fn(redb::Error) -> StoreError + '_ {
-        move |source| StoreError::Db {
-            path: self.path.clone(),
-            source,
+        move |source| {
+            if space::is_full(&source) {
+                self.write_failed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                return StoreError::NoSpace {
+                    path: self.path.clone(),
+                    needed: None,
+                    free: self.free_bytes(),
+                };
+            }
+            StoreError::Db {
+                path: self.path.clone(),
+                source,
+            }
+        }
+    }
+
+    /// Runs `f` on the open database.
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        match &*db {
+            Some(db) => f(db),
+            None => Err(StoreError::Closed {
+                path: self.path.clone(),
+            }),
         }
     }
 
@@ -294,11 +358,7 @@ impl Store {
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
-            let attempt = self
-                .db
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .try_begin_write();
+            let attempt = self.with_db(|db| Ok(db.try_begin_write()))?;
             match attempt {
                 Ok(tx) => return Ok(tx),
                 Err(TransactionError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
@@ -337,11 +397,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
     pub fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
-        self.db
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .begin_read()
-            .map_err(|x| self.db_err()(x.into()))
+        self.with_db(|db| db.begin_read().map_err(|x| self.db_err()(x.into())))
     }
 
     /// A consistent read view of the store.
@@ -349,10 +405,13 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
     pub fn reader(&self) -> Result<StoreReader, StoreError> {
-        StoreReader::new(
-            &*self.db.read().unwrap_or_else(PoisonError::into_inner),
-            &self.path,
-        )
+        let mut r = self.with_db(|db| StoreReader::new(db, &self.path))?;
+        r.heal = Some(heal::Heal {
+            db: Arc::clone(&self.db),
+            damage: Arc::clone(&self.damage),
+            path: self.path.clone(),
+        });
+        Ok(r)
     }
 
     /// Compacts the file when it holds much more than its live data, best effort.
@@ -381,6 +440,9 @@ impl Store {
     /// whether it ran. Busy elsewhere: skipped, tried again next time.
     pub(crate) fn compact_now(&self) -> bool {
         let Ok(mut db) = self.db.write() else {
+            return false;
+        };
+        let Some(db) = db.as_mut() else {
             return false;
         };
         let mut ran = false;
@@ -429,6 +491,7 @@ impl Store {
         also: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
     ) -> Result<WriteStats, StoreError> {
         let e = self.db_err();
+        self.check_space(&frames)?;
         let tx = self.begin_write()?;
         let mut stats = WriteStats::default();
         {
@@ -579,6 +642,10 @@ pub struct StoreReader {
     packs: Option<ReadOnlyTable<u64, &'static [u8]>>,
     snapshots: Option<ReadOnlyTable<u64, &'static [u8]>>,
     frames: Mutex<Vec<(u64, Arc<Vec<u8>>)>>,
+    /// Damaged objects this reader found (handed to the store when it is dropped).
+    found: Mutex<Vec<(ObjectId, Vec<u8>)>>,
+    /// How to make a read-write store forget what it found (`None`: read-only store).
+    heal: Option<heal::Heal>,
     _tx: ReadTransaction,
 }
 
@@ -610,6 +677,8 @@ impl StoreReader {
             packs: open_opt(&tx, PACKS).map_err(e)?,
             snapshots: open_opt(&tx, SNAPSHOTS).map_err(e)?,
             frames: Mutex::new(Vec::with_capacity(FRAME_CACHE)),
+            found: Mutex::new(Vec::new()),
+            heal: None,
             _tx: tx,
         })
     }
@@ -705,7 +774,7 @@ impl StoreReader {
             .get(&id.0)
             .map_err(|x| self.db_err(x))?
             .ok_or_else(missing)?;
-        ObjectRecord::decode(g.value()).map_err(|x| self.corrupt(id, x.to_string()))
+        ObjectRecord::decode(g.value()).map_err(|x| self.damaged(id, x.to_string()))
     }
 
     fn corrupt(&self, id: &ObjectId, detail: String) -> StoreError {
@@ -724,7 +793,7 @@ impl StoreReader {
         frame
             .get(start..start + rec.len as usize)
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| self.corrupt(id, "payload outside its frame".into()))
+            .ok_or_else(|| self.damaged(id, "payload outside its frame".into()))
     }
 
     fn frame(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Arc<Vec<u8>>, StoreError> {
@@ -736,12 +805,12 @@ impl StoreReader {
         let packs = self
             .packs
             .as_ref()
-            .ok_or_else(|| self.corrupt(id, "no pack log".into()))?;
+            .ok_or_else(|| self.damaged(id, "no pack log".into()))?;
         let stored = pack::read(packs, rec.offset, rec.stored_len)
             .map_err(|x| self.db_err(x))?
-            .ok_or_else(|| self.corrupt(id, "frame outside the pack log".into()))?;
+            .ok_or_else(|| self.damaged(id, "frame outside the pack log".into()))?;
         let frame = Arc::new(
-            decompress(rec.codec, &stored, rec.frame_len).map_err(|x| self.corrupt(id, x))?,
+            decompress(rec.codec, &stored, rec.frame_len).map_err(|x| self.damaged(id, x))?,
         );
         if let Ok(mut cache) = self.frames.lock() {
             if cache.len() >= FRAME_CACHE {
@@ -805,6 +874,7 @@ impl StoreReader {
         out: &mut dyn std::io::Write,
     ) -> Result<(), Result<StoreError, std::io::Error>> {
         let mut hasher = blake3::Hasher::new();
+        let mut chunks = None;
         let mut emit = |bytes: &[u8]| {
             hasher.update(bytes);
             out.write_all(bytes).map_err(Err)
@@ -813,23 +883,30 @@ impl StoreReader {
             ObjectKind::Blob => emit(&self.payload(id, rec).map_err(Ok)?)?,
             ObjectKind::ChunkedBlob => {
                 let list = ChunkList::decode(&self.payload(id, rec).map_err(Ok)?)
-                    .map_err(|x| Ok(self.corrupt(id, x.to_string())))?;
+                    .map_err(|x| Ok(self.damaged(id, x.to_string())))?;
                 for (chunk, _) in &list.chunks {
                     let crec = self.record(chunk).map_err(Ok)?;
                     if crec.kind != ObjectKind::Blob {
-                        return Err(Ok(self.corrupt(id, "chunk is not a blob".into())));
+                        return Err(Ok(self.damaged(id, "chunk is not a blob".into())));
                     }
                     emit(&self.payload(chunk, &crec).map_err(Ok)?)?;
                 }
+                chunks = Some(list);
             }
             ObjectKind::Tree => {
                 return Err(Ok(self.corrupt(id, "expected a blob, found a tree".into())));
             }
         }
         if ObjectId(*hasher.finalize().as_bytes()) != *id {
-            return Err(Ok(
-                self.corrupt(id, "content does not hash to its id".into())
-            ));
+            // Forget what is damaged: the chunks that do not hash to their ids, else the
+            // chunk list (or the blob) itself.
+            let bad_chunks = chunks.map_or(0, |list| self.damaged_chunks(&list));
+            let detail = "content does not hash to its id".to_string();
+            return Err(Ok(if bad_chunks == 0 {
+                self.damaged(id, detail)
+            } else {
+                self.corrupt(id, format!("{detail}: {bad_chunks} chunk(s) damaged"))
+            }));
         }
         Ok(())
     }
@@ -843,7 +920,7 @@ impl StoreReader {
         if rec.kind != ObjectKind::ChunkedBlob {
             return Err(self.corrupt(id, "not a chunked blob".into()));
         }
-        ChunkList::decode(&self.payload(id, &rec)?).map_err(|x| self.corrupt(id, x.to_string()))
+        ChunkList::decode(&self.payload(id, &rec)?).map_err(|x| self.damaged(id, x.to_string()))
     }
 
     /// A verified, validated tree.
@@ -857,7 +934,7 @@ impl StoreReader {
         }
         let bytes = self.payload(id, &rec)?;
         if ObjectId::of_tree(&bytes) != *id {
-            return Err(self.corrupt(id, "tree does not hash to its id".into()));
+            return Err(self.damaged(id, "tree does not hash to its id".into()));
         }
         Tree::decode(&bytes).map_err(|x| self.corrupt(id, x.to_string()))
     }

@@ -46,6 +46,10 @@ pub const META_WORKSPACE: &str = "workspace";
 pub const META_LOG_END: &str = "log_end";
 /// Unix milliseconds of the last maintenance pass, u64 little endian.
 pub const META_MAINTAINED: &str = "maintained";
+/// How many times damaged objects were forgotten, u64 little endian (absent: never). It
+/// changes the key a stat cache must name ([`crate::store::StoreReader::cache_key`]), so no
+/// cache vouches for a forgotten object.
+pub const META_FORGOTTEN: &str = "forgotten";
 /// Root tree id of the workspace's last known state (last captured or restored), 32 bytes.
 pub const META_LAST_KNOWN: &str = "last_known";
 
