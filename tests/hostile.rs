@@ -262,3 +262,91 @@ fn edits_made_while_a_restore_runs_survive() {
         }
     }
 }
+
+#[test]
+fn names_of_the_longest_length_restore_and_never_wedge_the_workspace() {
+    let env = Env::new();
+    let long = "n".repeat(255);
+    let long240 = "m".repeat(240);
+    env.write(&long, "v1\n");
+    env.write(&format!("d/{long240}"), "v1\n");
+    env.write("other", "other v1\n");
+    let s1 = snapshot(&env);
+    env.write(&long, "v2\n");
+    fs::remove_file(env.path(&format!("d/{long240}"))).unwrap();
+    env.write("other", "other v2 unsaved\n");
+    let o = env.run(RETRACE, &["restore", &s1, "--force"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read(&long), "v1\n");
+    assert_eq!(env.read(&format!("d/{long240}")), "v1\n");
+    assert_eq!(env.read("other"), "other v1\n");
+    // Nothing is pending, and every later command works.
+    for args in [&["status"][..], &["gc"], &["log"]] {
+        let o = env.run(RETRACE, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_refused_forced_undo_leaves_the_history_as_it_was() {
+    let env = Env::new();
+    let s = |rest: &[&str]| {
+        let mut a = vec!["--session", "s"];
+        a.extend_from_slice(rest);
+        env.run(RETRACE, &a)
+    };
+    env.write("a/keep", "keep\n");
+    assert!(s(&["turn", "begin", "--prompt", "p"]).status.success());
+    env.write("a/keep", "changed by the agent\n");
+    assert!(s(&["turn", "end"]).status.success());
+    let out = tempfile::tempdir().unwrap();
+    fs::write(out.path().join("f"), "outside\n").unwrap();
+    swap(&env, out.path());
+    let o = s(&["undo", "--force"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("not a real directory"), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(out.path().join("f")).unwrap(), "outside\n");
+    // The next command finds nothing to recover, and turn 1 is still the one to undo.
+    let o = s(&["status", "--json"]);
+    let all = stdout(&o) + &stderr(&o);
+    assert!(!all.contains("recovered"), "{all}");
+    assert!(!all.contains("interrupted"), "{all}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["cursor"], 1, "{v}");
+}
+
+#[test]
+fn only_snapshots_are_restorable() {
+    let env = Env::new();
+    env.write("top", "top\n");
+    env.write("sub/inner", "inner\n");
+    let s1 = snapshot(&env);
+    let ws = env.open();
+    let reader_tree = {
+        let o = env.run(common::RETRACE_DUMP, &["tree", &s1]);
+        stdout(&o)
+    };
+    drop(ws);
+    // The sub-tree's id and a file's id, from retrace-dump.
+    let sub = reader_tree
+        .lines()
+        .find(|l| l.contains("sub"))
+        .and_then(|l| l.split_whitespace().find(|w| w.len() == 64))
+        .unwrap_or_else(|| panic!("{reader_tree}"))
+        .to_string();
+    let file = reader_tree
+        .lines()
+        .find(|l| l.contains("top"))
+        .and_then(|l| l.split_whitespace().find(|w| w.len() == 64))
+        .unwrap_or_else(|| panic!("{reader_tree}"))
+        .to_string();
+    for (id, what) in [(&sub, "directory"), (&file, "file")] {
+        let o = env.run(RETRACE, &["restore", id, "--force"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("not a snapshot"), "{}", stderr(&o));
+        assert!(stderr(&o).contains(what), "{}", stderr(&o));
+    }
+    assert_eq!(env.read("top"), "top\n");
+    assert_eq!(env.read("sub/inner"), "inner\n");
+}
