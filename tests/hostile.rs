@@ -305,8 +305,15 @@ fn a_refused_forced_undo_leaves_the_history_as_it_was() {
     swap(&env, out.path());
     let o = s(&["undo", "--force"]);
     assert!(!o.status.success(), "{}", stdout(&o));
-    assert!(stderr(&o).contains("not a real directory"), "{}", stderr(&o));
-    assert_eq!(fs::read_to_string(out.path().join("f")).unwrap(), "outside\n");
+    assert!(
+        stderr(&o).contains("not a real directory"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        fs::read_to_string(out.path().join("f")).unwrap(),
+        "outside\n"
+    );
     // The next command finds nothing to recover, and turn 1 is still the one to undo.
     let o = s(&["status", "--json"]);
     let all = stdout(&o) + &stderr(&o);

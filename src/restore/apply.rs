@@ -307,20 +307,25 @@ fn written_as_planned(root: &Path, w: &FlatEntry) -> bool {
     let Ok(meta) = p.symlink_metadata() else {
         return false;
     };
-    let content = match w.kind {
+    let id = match w.kind {
         EntryKind::Symlink if meta.file_type().is_symlink() => {
-            fs::read_link(&p).map(|t| t.as_os_str().as_bytes().to_vec())
+            fs::read_link(&p).map(|t| crate::object::ObjectId::of_blob(t.as_os_str().as_bytes()))
         }
         EntryKind::File | EntryKind::Executable if meta.is_file() => {
             let exec = meta.permissions().mode() & 0o100 != 0;
             if exec != (w.kind == EntryKind::Executable) {
                 return false;
             }
-            fs::read(&p)
+            // Streamed: a big file is never whole in memory.
+            fs::File::open(&p).and_then(|f| {
+                let mut h = blake3::Hasher::new();
+                h.update_reader(f)?;
+                Ok(crate::object::ObjectId(*h.finalize().as_bytes()))
+            })
         }
         _ => return false,
     };
-    content.is_ok_and(|c| crate::object::ObjectId::of_blob(&c) == w.id)
+    id.is_ok_and(|id| id == w.id)
 }
 
 fn prune<'a>(
