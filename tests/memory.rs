@@ -16,6 +16,7 @@ use common::{Env, RETRACE, noise};
 const BOUND_KIB: i64 = 200 * 1024;
 
 /// Runs `retrace snapshot` in the workspace; returns its stdout and its peak RSS in KiB.
+#[allow(clippy::zombie_processes)] // reaped by `wait4`, which also reports its usage
 fn snapshot_peak_rss(env: &Env) -> (String, i64) {
     let mut child = env
         .command(RETRACE, &["snapshot"])
