@@ -6,6 +6,8 @@
 //! changes while it is read is re-read (up to 3 times) and then reported as unstable.
 //! Queued objects are written in batches of 64 MiB, the last one together with the
 //! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
+//! A big file's chunks are queued as they are read, so a capture's memory is bounded by the
+//! batch, not by the size of any file.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -135,6 +137,8 @@ struct Hasher<'a> {
     store: &'a Store,
     error: Mutex<Option<StoreError>>,
     flushed: Mutex<WriteStats>,
+    /// Held while a full batch is written (see [`Hasher::push_frame`]).
+    writing: Mutex<()>,
 }
 
 /// The result of looking at one scanned path.
@@ -206,7 +210,7 @@ impl Hasher<'_> {
     }
 
     fn push_frame(&self, frame: NewFrame) {
-        let batch = {
+        {
             let Ok(mut p) = self.pending.lock() else {
                 return;
             };
@@ -214,6 +218,20 @@ impl Hasher<'_> {
             p.frames.push(frame);
             if p.frame_bytes < BATCH_BYTES {
                 return;
+            }
+        }
+        // One batch is written at a time, and a worker that fills the next one waits here
+        // instead of reading on: queued frames stay within two batches however many workers
+        // read big files at once.
+        let Ok(_writing) = self.writing.lock() else {
+            return;
+        };
+        let batch = {
+            let Ok(mut p) = self.pending.lock() else {
+                return;
+            };
+            if p.frame_bytes < BATCH_BYTES {
+                return; // the worker before us wrote it
             }
             p.frame_bytes = 0;
             std::mem::take(&mut p.frames)
@@ -230,11 +248,11 @@ impl Hasher<'_> {
     }
 
     /// The object for `data`, unless the store already has it or nothing is stored.
-    fn blob(&self, data: &[u8], id: ObjectId) -> Option<PendingObject> {
+    fn blob(&self, data: Vec<u8>, id: ObjectId) -> Option<PendingObject> {
         if !self.store_objects || self.known(&id) {
             return None;
         }
-        Some((id, ObjectKind::Blob, data.len() as u64, data.to_vec()))
+        Some((id, ObjectKind::Blob, data.len() as u64, data))
     }
 
     /// Looks at one scanned path: a stat cache hit, or (files, symlinks) a read.
@@ -264,7 +282,7 @@ impl Hasher<'_> {
                 Ok(target) => {
                     let bytes = target.as_os_str().as_bytes();
                     let id = ObjectId::of_blob(bytes);
-                    self.queue(self.blob(bytes, id).into_iter().collect());
+                    self.queue(self.blob(bytes.to_vec(), id).into_iter().collect());
                     Looked::Done {
                         id,
                         size: e.size,
@@ -334,7 +352,7 @@ impl Hasher<'_> {
                 return Err(std::io::Error::other(SecretFound));
             }
             let id = ObjectId::of_blob(&data);
-            objects.extend(self.blob(&data, id));
+            objects.extend(self.blob(data, id));
             id
         } else {
             let mut whole = blake3::Hasher::new();
@@ -345,9 +363,12 @@ impl Hasher<'_> {
                 let chunk = chunk.map_err(std::io::Error::other)?;
                 whole.update(&chunk.data);
                 let cid = ObjectId::of_blob(&chunk.data);
-                objects.extend(self.blob(&chunk.data, cid));
                 total += chunk.data.len() as u64;
                 chunks.push((cid, u32::try_from(chunk.data.len()).unwrap_or(u32::MAX)));
+                // Queued as it is read (framed, compressed, written with the next batch): a
+                // big file never sits whole in memory (tests/memory.rs). Chunks of a file that
+                // then turns out unstable are unreferenced and GC takes them after the grace.
+                self.queue(self.blob(chunk.data, cid).into_iter().collect());
             }
             if total != before.len() {
                 return Ok(None);
@@ -568,6 +589,7 @@ pub(crate) fn capture(
         store: ctx.store,
         error: Mutex::new(None),
         flushed: Mutex::new(WriteStats::default()),
+        writing: Mutex::new(()),
     };
     let files = scan
         .entries

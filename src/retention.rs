@@ -94,6 +94,10 @@ pub struct MaintenanceReport {
     pub gc: GcReport,
     /// Frames recompressed at the dense level (see `store::dense`).
     pub dense: DenseReport,
+    /// The packed objects still exceed the budget: all that is left is what is never
+    /// evicted (the newest snapshot, the last known states, the top of every session's undo
+    /// and redo stacks, turns in progress). Warned about once (see [`Workspace::warnings`]).
+    pub over_budget: bool,
 }
 
 /// How long the recompression part of a due pass may run ([`Workspace::maintain_if_due`]);
@@ -118,11 +122,13 @@ impl Workspace {
     /// Applies retention, then collects: sessions untouched for longer than
     /// `retention_days` expire (their turns keep their conversation anchors, lose their
     /// snapshots; removed entirely after twice that); snapshot-log records older than that
-    /// go; the least recently used sessions beyond `max_sessions` go; while the packed
-    /// objects exceed `max_store_bytes`, the oldest turns of the least recently used
-    /// sessions are evicted (never a session's applied turn, never a session with a live
-    /// turn in progress), each round followed by a collection. `now_ms` is the clock
-    /// (injected by tests).
+    /// go (never the newest); the least recently used sessions beyond `max_sessions` go;
+    /// while the packed objects exceed `max_store_bytes`, the oldest turns of the least
+    /// recently used sessions are evicted (never the turn a session's undo would revert or
+    /// its redo re-apply, never a session with a live turn in progress), each round followed
+    /// by a collection. When only that is left and it still exceeds the budget, it is kept,
+    /// [`MaintenanceReport::over_budget`] says so, and the first such pass adds one line to
+    /// [`Workspace::warnings`]. `now_ms` is the clock (injected by tests).
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails or stays busy.
@@ -205,7 +211,18 @@ impl Workspace {
             self.store.compact_now();
         }
         self.evict_to_budget(s.max_store_bytes.value, now_ms, grace_secs, &mut report)?;
-        self.store.set_maintained(now_ms)?;
+        // Over budget with nothing left to evict: say so once, when the store first gets
+        // there, not at every command (the store remembers the size it could not go below,
+        // and a due pass waits until it grows past it).
+        let over = if report.over_budget {
+            if self.store.reader()?.over_budget()? == 0 {
+                self.warn(over_budget_warning(&report));
+            }
+            report.store_bytes
+        } else {
+            0
+        };
+        self.store.set_maintained(now_ms, over)?;
         Ok(report)
     }
 
@@ -223,42 +240,51 @@ impl Workspace {
         let path = self.store.path().to_path_buf();
         let mut sessions = self.candidates(now_ms)?;
         // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
+        report.over_budget = false;
         loop {
             report.store_bytes = self.store.reader()?.packed_bytes()?;
             if budget == 0 || report.store_bytes <= budget {
                 break;
             }
             // Idle sessions' turns first, then open sessions' (a long-running agent must
-            // not grow past the budget either); never a session with a turn in progress.
-            let mut evictable: Vec<(bool, u64, u64, db::SessionKey, u64)> = Vec::new();
+            // not grow past the budget either); within each, turns no undo or redo reaches
+            // (abandoned branches) before those on a stack. Never a session with a turn in
+            // progress, nor the top of either stack: the turn undo would revert and the one
+            // redo would re-apply.
+            let mut evictable: Vec<(bool, bool, u64, u64, db::SessionKey, u64)> = Vec::new();
             for c in sessions.iter().filter(|c| !c.busy) {
-                let keep = c.loaded.state.cursor;
+                let stacked = c.loaded.applied();
+                let redo: Vec<u64> = c.loaded.state.redo.iter().map(|r| r.0).collect();
+                let tops = [c.loaded.state.cursor, redo.last().copied()];
                 for t in c.loaded.turns.iter().filter(|t| has_files(t)) {
-                    if Some(t.number) != keep {
+                    if !tops.contains(&Some(t.number)) {
+                        let on_stack = stacked.contains(&t.number) || redo.contains(&t.number);
                         let end = t.ended_ms.unwrap_or(0);
-                        evictable.push((c.in_use, c.touched_ms, t.number, c.key, end));
+                        evictable.push((c.in_use, on_stack, c.touched_ms, t.number, c.key, end));
                     }
                 }
             }
             if evictable.is_empty() {
                 // Only what is in use is left: the budget cannot be met without losing it.
+                // The log keeps its newest record (`prune_snapshots` never removes it).
                 let _ = self.store.prune_snapshots(now_ms);
                 report.gc =
                     self.store
                         .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
                 report.store_bytes = self.store.reader()?.packed_bytes()?;
+                report.over_budget = report.store_bytes > budget;
                 break;
             }
             evictable.sort_unstable();
             let take = (evictable.len() / 4).max(1);
             let batch = &evictable[..take];
-            let newest_end = batch.iter().map(|b| b.4).max().unwrap_or(0);
+            let newest_end = batch.iter().map(|b| b.5).max().unwrap_or(0);
             for key in batch
                 .iter()
-                .map(|b| b.3)
+                .map(|b| b.4)
                 .collect::<std::collections::BTreeSet<_>>()
             {
-                let turns: Vec<u64> = batch.iter().filter(|b| b.3 == key).map(|b| b.2).collect();
+                let turns: Vec<u64> = batch.iter().filter(|b| b.4 == key).map(|b| b.3).collect();
                 self.store
                     .transact(|tx| db::Writer::open(tx, &path, key).expire(Some(&turns)))?;
             }
@@ -295,13 +321,17 @@ impl Workspace {
     }
 
     /// Runs [`Workspace::maintain`] if it is due (an hour since the last pass, or the byte
-    /// budget exceeded) and the workspace is free right now; never waits. For hosts and the
-    /// CLI to call after a turn has been recorded: it never delays one.
+    /// budget exceeded and the store grown since a pass last found nothing more to evict)
+    /// and the workspace is free right now; never waits. For hosts and the CLI to call after
+    /// a turn has been recorded: it never delays one.
     #[must_use = "the report says what maintenance did"]
     pub fn maintain_if_due(&self) -> Option<MaintenanceReport> {
         let reader = self.store.reader().ok()?;
+        // Over the budget, and grown since a pass last found it could evict nothing more.
+        let packed = reader.packed_bytes().ok()?;
         let over = self.settings.max_store_bytes.value > 0
-            && reader.packed_bytes().ok()? > self.settings.max_store_bytes.value;
+            && packed > self.settings.max_store_bytes.value
+            && packed > reader.over_budget().ok()?;
         let now = crate::store::now_ms();
         let due = now.saturating_sub(reader.maintained_ms().ok()?) > 3_600_000;
         drop(reader);
@@ -355,6 +385,30 @@ impl Workspace {
             });
         }
         Ok(out)
+    }
+}
+
+/// The one line a pass that cannot meet the byte budget adds to the workspace's warnings.
+fn over_budget_warning(report: &MaintenanceReport) -> String {
+    format!(
+        "the store holds {} of history, more than its byte budget of {} (max_store_bytes); \
+         retrace kept it because it is the newest snapshot or what an undo or redo still \
+         needs. Raise max_store_bytes (0 = no budget) or leave the big files out with \
+         .gitignore",
+        human_bytes(report.store_bytes),
+        human_bytes(report.max_store_bytes)
+    )
+}
+
+/// `1.5 GiB`, `320.0 MiB`, `12 KiB`: sizes as a person reads them.
+#[allow(clippy::cast_precision_loss)]
+fn human_bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    match n {
+        n if n >= KIB * KIB * KIB => format!("{:.1} GiB", n as f64 / (KIB * KIB * KIB) as f64),
+        n if n >= KIB * KIB => format!("{:.1} MiB", n as f64 / (KIB * KIB) as f64),
+        n if n >= KIB => format!("{} KiB", n / KIB),
+        n => format!("{n} bytes"),
     }
 }
 

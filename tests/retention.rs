@@ -5,10 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, assert_verified, noise};
+use common::{Env, RETRACE, assert_verified, noise, stderr, stdout};
 use retrace::config::Settings;
 use retrace::store::now_ms;
-use retrace::{Config, Mode, Outcome, Session, Workspace};
+use retrace::{Config, Mode, Outcome, Session, TurnState, Workspace};
 
 const DAY: u64 = 86_400_000;
 const HOUR: u64 = 3_600_000;
@@ -159,6 +159,129 @@ fn the_byte_budget_holds_over_500_turns() {
     // The idle session lost its old turn's files first, but keeps its applied one.
     assert!(other.status().unwrap().can_undo);
     assert_verified(&env);
+}
+
+/// The one warning of a pass that cannot meet the byte budget.
+fn budget_warnings(text: &str) -> usize {
+    text.matches("more than its byte budget").count()
+}
+
+#[test]
+fn a_snapshot_over_the_byte_budget_stays_in_the_log_and_restores() {
+    let env = Env::new();
+    let snapshot = |content: &[u8]| {
+        env.write("big.bin", content);
+        let o = env
+            .command(RETRACE, &["snapshot"])
+            .env("RETRACE_MAX_STORE_BYTES", "64KiB")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let id = stdout(&o).split_whitespace().nth(1).unwrap()[..12].to_string();
+        let log = stdout(&env.run(RETRACE, &["log"]));
+        assert!(log.contains(&id), "{id} missing from the log: {log}");
+        (id, stderr(&o))
+    };
+    let restores = |id: &str, content: &[u8]| {
+        std::fs::remove_file(env.path("big.bin")).unwrap();
+        let o = env.run(RETRACE, &["restore", "--force", id]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(std::fs::read(env.path("big.bin")).unwrap(), content);
+    };
+    // The due pass right after the snapshot finds nothing it may evict: it keeps the
+    // snapshot and says so, once.
+    let (id, err) = snapshot(&noise(1, 300_000));
+    assert_eq!(budget_warnings(&err), 1, "{err}");
+    restores(&id, &noise(1, 300_000));
+    // Still over after the next snapshot: the newest is kept, the warning not repeated.
+    let (id, err) = snapshot(&noise(2, 300_000));
+    assert_eq!(budget_warnings(&err), 0, "{err}");
+    restores(&id, &noise(2, 300_000));
+    assert_verified(&env);
+}
+
+#[test]
+fn the_byte_budget_never_evicts_the_tops_of_the_undo_and_redo_stacks() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.max_store_bytes.value = 64 << 10);
+    let s = ws.session("s");
+    for n in 1..=3 {
+        turn(&s, || env.write("f.bin", noise(n, 200_000)));
+    }
+    let o = s.undo(Mode::Both).unwrap(); // undo stack: 2, 1; redo stack: 3
+    assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+    let clock = now_ms() + 2 * HOUR; // every object is past the grace period
+    let r = ws.maintain(clock, 3600).unwrap();
+    assert_eq!(r.turns_evicted, 1, "only turn 1 may go: {r:?}");
+    assert!(r.over_budget, "{r:?}");
+    assert_eq!(budget_warnings(&ws.warnings().join("\n")), 1);
+    // Nothing changed: no second warning.
+    assert!(ws.maintain(clock, 3600).unwrap().over_budget);
+    assert_eq!(budget_warnings(&ws.warnings().join("\n")), 1);
+    assert_verified(&env);
+    // Redo and undo still restore files, each one step.
+    let o = s.redo().unwrap();
+    assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+    assert_eq!(std::fs::read(env.path("f.bin")).unwrap(), noise(3, 200_000));
+    let o = s.undo(Mode::Both).unwrap();
+    assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+    assert_eq!(std::fs::read(env.path("f.bin")).unwrap(), noise(2, 200_000));
+}
+
+#[test]
+fn the_byte_budget_evicts_abandoned_branches_before_the_undo_stack() {
+    let env = Env::new();
+    let ws = open(&env, |_| {});
+    let s = ws.session("s");
+    turn(&s, || env.write("f.bin", noise(1, 200_000)));
+    turn(&s, || env.write("f.bin", noise(2, 200_000)));
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::Restored { .. }
+    ));
+    // A new turn after the undo: turn 2 is left on an abandoned branch (navigate reaches
+    // it, undo and redo do not); turn 1 is still on the undo stack below turn 3.
+    turn(&s, || env.write("f.bin", noise(3, 200_000)));
+    let clock = now_ms() + 2 * HOUR;
+    let packed = ws.maintain(clock, 3600).unwrap().store_bytes;
+    // Room for all but about one file: evicting turn 2 alone meets it.
+    let r = ws.enforce_budget(packed - 100_000, clock, 3600).unwrap();
+    assert_eq!(r.turns_evicted, 1, "{r:?}");
+    assert!(!r.over_budget, "{r:?}");
+    let states: Vec<_> = s.log().unwrap().entries.iter().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        [
+            Some(TurnState::Complete),
+            Some(TurnState::Expired),
+            Some(TurnState::Complete)
+        ]
+    );
+    // Both undos still restore files.
+    for content in [noise(1, 200_000), Vec::new()] {
+        assert!(matches!(
+            s.undo(Mode::Both).unwrap(),
+            Outcome::Restored { .. }
+        ));
+        assert_eq!(
+            std::fs::read(env.path("f.bin")).unwrap_or_default(),
+            content
+        );
+    }
+}
+
+#[test]
+fn the_newest_snapshot_outlives_the_retention_period() {
+    let env = Env::new();
+    let ws = open(&env, |s| s.retention_days.value = 1.0);
+    env.write("a.txt", "one");
+    ws.snapshot(None).unwrap();
+    env.write("a.txt", "two");
+    let newest = ws.snapshot(None).unwrap().id;
+    let r = ws.maintain(now_ms() + 30 * DAY, 0).unwrap();
+    assert_eq!(r.snapshots_pruned, 1, "{r:?}");
+    let log = ws.log().unwrap();
+    assert!(log.len() == 1 && log[0].root == newest, "{log:?}");
 }
 
 #[test]

@@ -309,9 +309,13 @@ fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
 }
 
 /// Runs due maintenance once the command's work is recorded (never delays it: it skips when
-/// the workspace is busy).
+/// the workspace is busy), and prints what it warned about (a byte budget it cannot meet).
 fn maintain_later(ws: &Workspace) {
+    let shown = ws.warnings().len();
     let _ = ws.maintain_if_due();
+    for w in ws.warnings().iter().skip(shown) {
+        eprintln!("retrace: warning: {w}");
+    }
 }
 
 fn print_json(v: &serde_json::Value) {
@@ -419,7 +423,7 @@ fn run(cli: Cli) -> Result<u8> {
                 if let Some(m) = &m {
                     println!(
                         "retention: {} session(s) expired, {} removed, {} turn(s) evicted for \
-                         the byte budget, {} log record(s) pruned; {} bytes packed (budget {})",
+                         the byte budget, {} log record(s) pruned; {} bytes packed (budget {}){}",
                         m.expired_sessions.len(),
                         m.tombstones_pruned + m.sessions_dropped,
                         m.turns_evicted,
@@ -429,6 +433,11 @@ fn run(cli: Cli) -> Result<u8> {
                             "none".to_string()
                         } else {
                             m.max_store_bytes.to_string()
+                        },
+                        if m.over_budget {
+                            "; over budget: the rest is in use and never evicted"
+                        } else {
+                            ""
                         }
                     );
                 }

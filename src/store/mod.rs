@@ -568,22 +568,34 @@ impl Store {
 }
 
 impl Store {
-    /// Records when maintenance last ran.
+    /// Records when maintenance last ran, and the packed bytes it could not go below when
+    /// the byte budget could not be met (`over_budget`; 0 = it was met).
     ///
     /// # Errors
     /// [`StoreError::Db`].
-    pub fn set_maintained(&self, now_ms: u64) -> Result<(), StoreError> {
+    pub fn set_maintained(&self, now_ms: u64, over_budget: u64) -> Result<(), StoreError> {
         let e = self.db_err();
         self.transact(|tx| {
             let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
             meta.insert(schema::META_MAINTAINED, now_ms.to_le_bytes().as_slice())
                 .map_err(|x| e(x.into()))?;
+            if over_budget == 0 {
+                meta.remove(schema::META_OVER_BUDGET)
+                    .map_err(|x| e(x.into()))?;
+            } else {
+                meta.insert(
+                    schema::META_OVER_BUDGET,
+                    over_budget.to_le_bytes().as_slice(),
+                )
+                .map_err(|x| e(x.into()))?;
+            }
             Ok(())
         })
     }
 
-    /// Deletes snapshot-log records older than `cutoff_ms` (they stop being GC roots).
-    /// Returns how many.
+    /// Deletes snapshot-log records older than `cutoff_ms` (they stop being GC roots),
+    /// except the newest: the snapshot a command just printed is never taken from the log,
+    /// whatever the age rule or the byte budget. Returns how many.
     ///
     /// # Errors
     /// [`StoreError::Db`].
@@ -592,8 +604,11 @@ impl Store {
         self.transact(|tx| {
             let mut t = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
             let before = t.len().map_err(|x| e(x.into()))?;
-            t.retain(|_, v| {
-                postcard::from_bytes::<SnapshotRecord>(v).map_or(true, |r| r.time_ms >= cutoff_ms)
+            let newest = t.last().map_err(|x| e(x.into()))?.map(|(k, _)| k.value());
+            t.retain(|k, v| {
+                Some(k) == newest
+                    || postcard::from_bytes::<SnapshotRecord>(v)
+                        .map_or(true, |r| r.time_ms >= cutoff_ms)
             })
             .map_err(|x| e(x.into()))?;
             Ok(before - t.len().map_err(|x| e(x.into()))?)
@@ -1050,6 +1065,18 @@ impl StoreReader {
     pub fn maintained_ms(&self) -> Result<u64, StoreError> {
         Ok(self
             .meta_value(schema::META_MAINTAINED)?
+            .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0))
+    }
+
+    /// Packed bytes the last maintenance pass could not go below without evicting what is
+    /// never evicted (0: it met the byte budget, or there is none).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn over_budget(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .meta_value(schema::META_OVER_BUDGET)?
             .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
             .unwrap_or(0))
     }

@@ -6,8 +6,8 @@ use redb::TableDefinition;
 /// Store format version written today; a store with another version is refused.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// `meta`: small named values. Keys: [`META_FORMAT`], [`META_WORKSPACE`], [`META_LOG_END`],
-/// [`META_LAST_KNOWN`].
+/// `meta`: small named values. Keys: [`META_FORMAT`], [`META_WORKSPACE`], [`META_STORE_ID`],
+/// [`META_LOG_END`], [`META_MAINTAINED`], [`META_OVER_BUDGET`], [`META_LAST_KNOWN`].
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// `objects`: object id → postcard [`crate::object::ObjectRecord`].
 pub const OBJECTS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("objects");
@@ -50,6 +50,9 @@ pub const META_MAINTAINED: &str = "maintained";
 /// changes the key a stat cache must name ([`crate::store::StoreReader::cache_key`]), so no
 /// cache vouches for a forgotten object.
 pub const META_FORGOTTEN: &str = "forgotten";
+/// Packed bytes the last maintenance pass could not go below without evicting what is
+/// never evicted, u64 little endian; absent when it met the byte budget.
+pub const META_OVER_BUDGET: &str = "over_budget";
 /// Root tree id of the workspace's last known state (last captured or restored), 32 bytes.
 pub const META_LAST_KNOWN: &str = "last_known";
 

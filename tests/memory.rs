@@ -1,0 +1,86 @@
+//! Capture memory does not grow with file size: `retrace snapshot` of one file several times
+//! larger than the bound runs in a child process whose peak RSS (`wait4`'s `ru_maxrss`,
+//! this child alone) must stay under it. A memory bound, not a timing: no clock involved.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::Stdio;
+
+use common::{Env, RETRACE, noise};
+
+/// Peak RSS allowed for a capture, in KiB: the 64 MiB batch of frames being written, redb's
+/// 64 MiB page cache, and the process itself (about 20 MB), with room to spare. Before
+/// chunks were queued as they were read, a capture held the whole file: about 1.06 GB for
+/// a 1 GB file.
+const BOUND_KIB: i64 = 200 * 1024;
+
+/// Runs `retrace snapshot` in the workspace; returns its stdout and its peak RSS in KiB.
+#[allow(clippy::zombie_processes)] // reaped by `wait4`, which also reports its usage
+fn snapshot_peak_rss(env: &Env) -> (String, i64) {
+    let mut child = env
+        .command(RETRACE, &["snapshot"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status = 0;
+    // SAFETY: plain out-parameters; the child is ours and not waited for elsewhere.
+    let (waited, usage) = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::wait4(pid, &raw mut status, 0, &raw mut usage), usage)
+    };
+    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "retrace snapshot failed: status {status}"
+    );
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    (out, usage.ru_maxrss)
+}
+
+fn assert_bounded(env: &Env, what: &str, file_bytes: u64) {
+    let (out, peak_kib) = snapshot_peak_rss(env);
+    println!("{what}: {file_bytes} bytes captured at a peak RSS of {peak_kib} KiB");
+    assert!(out.starts_with("snapshot "), "{out}");
+    assert!(
+        peak_kib < BOUND_KIB,
+        "capturing {what} of {file_bytes} bytes peaked at {peak_kib} KiB (bound {BOUND_KIB} KiB)"
+    );
+    let id = out.split_whitespace().nth(1).unwrap_or("?");
+    let log = common::stdout(&env.run(RETRACE, &["log"]));
+    assert!(
+        log.contains(&id[..12.min(id.len())]),
+        "{id} not in the log: {log}"
+    );
+}
+
+#[test]
+fn capturing_a_big_sparse_file_stays_within_the_memory_bound() {
+    const SIZE: u64 = 512 << 20;
+    let env = Env::new();
+    let f = std::fs::File::create(env.path("sparse.img")).unwrap();
+    f.set_len(SIZE).unwrap();
+    drop(f);
+    assert_bounded(&env, "a sparse file", SIZE);
+}
+
+#[test]
+fn capturing_a_big_random_file_stays_within_the_memory_bound() {
+    const MIB: usize = 1 << 20;
+    const PIECES: u64 = 384;
+    let env = Env::new();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(env.path("random.bin")).unwrap());
+    for i in 0..PIECES {
+        f.write_all(&noise(i + 1, MIB)).unwrap();
+    }
+    f.into_inner().unwrap().sync_all().unwrap();
+    assert_bounded(&env, "a random file", PIECES * MIB as u64);
+}
