@@ -1,5 +1,5 @@
-//! Capture memory does not grow with file size: `retrace snapshot` of one file several times
-//! larger than the bound runs in a child process whose peak RSS (`wait4`'s `ru_maxrss`,
+//! Capture and restore memory do not grow with file size: `retrace snapshot` (and `retrace
+//! restore`) of one file several times larger than the bound runs in a child process whose peak RSS (`wait4`'s `ru_maxrss`,
 //! this child alone) must stay under it. A memory bound, not a timing: no clock involved.
 
 mod common;
@@ -16,10 +16,15 @@ use common::{Env, RETRACE, noise};
 const BOUND_KIB: i64 = 200 * 1024;
 
 /// Runs `retrace snapshot` in the workspace; returns its stdout and its peak RSS in KiB.
-#[allow(clippy::zombie_processes)] // reaped by `wait4`, which also reports its usage
 fn snapshot_peak_rss(env: &Env) -> (String, i64) {
+    peak_rss(env, &["snapshot"])
+}
+
+/// Runs retrace with `args` in the workspace; returns its stdout and its peak RSS in KiB.
+#[allow(clippy::zombie_processes)] // reaped by `wait4`, which also reports its usage
+fn peak_rss(env: &Env, args: &[&str]) -> (String, i64) {
     let mut child = env
-        .command(RETRACE, &["snapshot"])
+        .command(RETRACE, args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -34,7 +39,7 @@ fn snapshot_peak_rss(env: &Env) -> (String, i64) {
     assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "retrace snapshot failed: status {status}"
+        "retrace {args:?} failed: status {status}"
     );
     let mut out = String::new();
     child
@@ -83,4 +88,35 @@ fn capturing_a_big_random_file_stays_within_the_memory_bound() {
     }
     f.into_inner().unwrap().sync_all().unwrap();
     assert_bounded(&env, "a random file", PIECES * MIB as u64);
+}
+
+#[test]
+fn restoring_a_big_random_file_stays_within_the_memory_bound() {
+    const MIB: usize = 1 << 20;
+    const PIECES: u64 = 384;
+    let env = Env::new();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(env.path("random.bin")).unwrap());
+    for i in 0..PIECES {
+        f.write_all(&noise(i + 100, MIB)).unwrap();
+    }
+    f.into_inner().unwrap().sync_all().unwrap();
+    let (out, _) = snapshot_peak_rss(&env);
+    let id = out.split_whitespace().nth(1).unwrap().to_string();
+    std::fs::remove_file(env.path("random.bin")).unwrap();
+    snapshot_peak_rss(&env);
+    let (out, peak_kib) = peak_rss(&env, &["restore", &id]);
+    println!(
+        "restore: {} bytes at a peak RSS of {peak_kib} KiB",
+        PIECES * MIB as u64
+    );
+    assert!(out.contains("1 written"), "{out}");
+    assert!(
+        peak_kib < BOUND_KIB,
+        "restoring {} bytes peaked at {peak_kib} KiB (bound {BOUND_KIB} KiB)",
+        PIECES * MIB as u64
+    );
+    assert_eq!(
+        std::fs::metadata(env.path("random.bin")).unwrap().len(),
+        PIECES * MIB as u64
+    );
 }
