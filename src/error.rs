@@ -218,6 +218,26 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether it is a bounded wait for another retrace process that ran out (the workspace
+    /// lock or the store held elsewhere): the same command can simply be tried again.
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        let store_busy = |e: &StoreError| matches!(e, StoreError::Busy { .. });
+        let capture_busy = |e: &CaptureError| matches!(e, CaptureError::Store(s) if store_busy(s));
+        match self {
+            Error::Store(e) => store_busy(e),
+            Error::Capture(e) => capture_busy(e),
+            Error::Restore(r) => match &**r {
+                RestoreError::Store(e) => store_busy(e),
+                RestoreError::Capture(e) => capture_busy(e),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 /// Installs a panic hook for the binaries: a panic inside redb (which 4.6 raises on some
 /// corrupted pages; retrace catches those it can and sets the store aside) is reported in one
 /// line instead of a backtrace; output to a closed pipe ends the process quietly (exit 141,

@@ -235,8 +235,22 @@ const DEFAULT_SESSION: &str = "default";
 
 /// Exit code of a refusal by a guard or nothing to do.
 const REFUSED: u8 = 1;
+/// Exit code of "busy: another retrace process holds the workspace; try again" (as usage
+/// errors, which clap reports with 2 too).
+const BUSY: u8 = history_cli::BUSY;
 /// Exit code of an error.
 const FAILED: u8 = 3;
+
+/// The `result` of `--json` and the exit code of a command that failed with `e`.
+fn classify(e: &anyhow::Error) -> (&'static str, u8) {
+    match e.downcast_ref::<Error>() {
+        Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. }) => {
+            ("refused", REFUSED)
+        }
+        Some(e) if e.is_busy() => ("busy", BUSY),
+        _ => ("error", FAILED),
+    }
+}
 
 fn main() -> ExitCode {
     retrace::error::install_panic_hook();
@@ -244,10 +258,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let refused = matches!(
-                e.downcast_ref::<Error>(),
-                Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. })
-            );
+            let (result, code) = classify(&e);
             // Library errors already carry their cause in one line; others get the chain.
             let message = if e.downcast_ref::<Error>().is_some() {
                 format!("{e}")
@@ -257,13 +268,12 @@ fn main() -> ExitCode {
             eprintln!("retrace: {message}");
             // With --json a caller always gets one JSON object on stdout.
             if std::env::args().any(|a| a == "--json") {
-                let result = if refused { "refused" } else { "error" };
                 println!(
                     "{}",
                     serde_json::json!({"result": result, "ok": false, "message": message})
                 );
             }
-            ExitCode::from(if refused { REFUSED } else { FAILED })
+            ExitCode::from(code)
         }
     }
 }
@@ -732,4 +742,34 @@ pub(crate) fn format_time(ms: u64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README: exit codes 0 success, 1 refused, 2 usage or busy, 3 errors.
+    #[test]
+    fn busy_exits_2_refused_1_errors_3() {
+        let busy = |path: &str| retrace::StoreError::Busy {
+            path: path.into(),
+            secs: 120,
+        };
+        let lock_busy = anyhow::Error::from(Error::Store(busy("/h/lock")));
+        assert_eq!(classify(&lock_busy), ("busy", 2));
+        let capture_busy = anyhow::Error::from(Error::Restore(Box::new(RestoreError::Capture(
+            retrace::CaptureError::Store(busy("/h/store.redb")),
+        ))));
+        assert_eq!(classify(&capture_busy), ("busy", 2));
+        let dirty = anyhow::Error::from(Error::from(RestoreError::Dirty {
+            paths: vec!["a".into()],
+        }));
+        assert_eq!(classify(&dirty), ("refused", 1));
+        let failed = anyhow::Error::from(Error::Workspace {
+            path: "/w".into(),
+            reason: "not a directory".into(),
+        });
+        assert_eq!(classify(&failed), ("error", 3));
+        assert_eq!(classify(&anyhow::anyhow!("other")), ("error", 3));
+    }
 }
