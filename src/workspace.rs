@@ -43,6 +43,8 @@ pub struct Config {
     history_wait: Duration,
     /// Read the config files and environment settings (see [`crate::config`]).
     read_settings: bool,
+    /// Opening does not wait for another process's restore (see [`Config::for_reading`]).
+    for_reading: bool,
     /// Settings used when the files are not read.
     settings: Settings,
 }
@@ -67,8 +69,20 @@ impl Config {
             max_turns: DEFAULT_MAX_TURNS,
             history_wait: DEFAULT_HISTORY_WAIT,
             read_settings: false,
+            for_reading: false,
             settings: Settings::default(),
         }
+    }
+
+    /// For commands that only read (`status`, `log`, `diff`): opening never waits for
+    /// another process's restore. A restore in progress is reported at once in
+    /// [`Workspace::warnings`] ("a restore (undo of turn 3) is in progress in process
+    /// 1234"), and its recovery, if it was interrupted, is left to the next command that can
+    /// take the lock.
+    #[must_use]
+    pub fn for_reading(mut self) -> Config {
+        self.for_reading = true;
+        self
     }
 
     /// Keeps at most `n` turns per session (at least 1).
@@ -347,20 +361,28 @@ impl Workspace {
         );
         // Informational only: failing to write it changes nothing.
         let _ = write_private(&dir.join("workspace.json"), info.as_bytes());
-        Ok(Workspace {
+        let mut ws = Workspace {
             root,
             dir,
             store: Arc::new(store),
             max_turns,
-            history_wait,
+            // Recovery on open waits at most the history wait for the lock: a reader does not
+            // wait at all.
+            history_wait: if config.for_reading {
+                Duration::ZERO
+            } else {
+                history_wait
+            },
             allow_secrets: settings.allowed_secrets().map(Arc::new),
             refused,
             settings,
             home: home_dir.clone(),
             runtimes: Arc::default(),
             warnings: Arc::new(Mutex::new(warnings)),
-        })
-        .inspect(Workspace::recover_if_needed)
+        };
+        ws.recover_if_needed();
+        ws.history_wait = history_wait;
+        Ok(ws)
     }
 
     /// The store file a workspace containing `path` uses, without opening or creating it.

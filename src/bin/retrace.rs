@@ -279,8 +279,18 @@ fn main() -> ExitCode {
 }
 
 fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
+    open_with(dir, Config::from_env())
+}
+
+/// For the commands that only read (`status`, `log`, `diff`): they answer at once while
+/// another process restores, saying so, instead of waiting for it.
+fn open_reading(dir: Option<&PathBuf>) -> Result<Workspace> {
+    open_with(dir, Config::from_env().for_reading())
+}
+
+fn open_with(dir: Option<&PathBuf>, config: Config) -> Result<Workspace> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let ws = Workspace::open(&dir, &Config::from_env())?;
+    let ws = Workspace::open(&dir, &config)?;
     for w in ws.warnings() {
         eprintln!("retrace: warning: {w}");
     }
@@ -288,7 +298,15 @@ fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
 }
 
 fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
-    let ws = open(cli_dir)?;
+    session_of(open(cli_dir)?, id)
+}
+
+/// [`session`] for `status --session` and `log --session`, which only read.
+fn session_reading(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
+    session_of(open_reading(cli_dir)?, id)
+}
+
+fn session_of(ws: Workspace, id: Option<&String>) -> Result<Session> {
     let shown = ws.warnings().len();
     let s = ws.session(id.map_or(DEFAULT_SESSION, String::as_str));
     for w in ws.warnings().iter().skip(shown) {
@@ -486,8 +504,12 @@ fn run(cli: Cli) -> Result<u8> {
             force,
             json,
         } => history_cli::navigate(&session(dir, sid)?, &anchor, mode, force, json),
-        Command::Log { json } if sid.is_some() => history_cli::log(&session(dir, sid)?, json),
-        Command::Status { json } if sid.is_some() => history_cli::status(&session(dir, sid)?, json),
+        Command::Log { json } if sid.is_some() => {
+            history_cli::log(&session_reading(dir, sid)?, json)
+        }
+        Command::Status { json } if sid.is_some() => {
+            history_cli::status(&session_reading(dir, sid)?, json)
+        }
         Command::Snapshot { label, json } => {
             let ws = open(cli.dir.as_ref())?;
             let bar = Bar::new();
@@ -519,7 +541,7 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Log { json } => {
-            let ws = open(cli.dir.as_ref())?;
+            let ws = open_reading(cli.dir.as_ref())?;
             let log = ws.log()?;
             if json {
                 let rows: Vec<_> = log
@@ -547,7 +569,7 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Diff { a, b, json } => {
-            let ws = open(cli.dir.as_ref())?;
+            let ws = open_reading(cli.dir.as_ref())?;
             let a = ws.resolve(&a)?;
             let b = b.map(|b| ws.resolve(&b)).transpose()?;
             let d = ws.diff(&a, b.as_ref())?;
@@ -622,7 +644,7 @@ fn run(cli: Cli) -> Result<u8> {
             })
         }
         Command::Status { json } => {
-            let ws = open(cli.dir.as_ref())?;
+            let ws = open_reading(cli.dir.as_ref())?;
             let s = ws.status()?;
             if json {
                 print_json(&serde_json::to_value(&s)?);
