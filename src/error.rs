@@ -25,6 +25,21 @@ pub enum StoreError {
         /// The cause.
         source: redb::DatabaseError,
     },
+    /// The store file (or its directory) is not readable or writable by this user: a
+    /// permission problem, not damage.
+    #[error(
+        "cannot open store {path}: permission denied ({source}); retrace needs to {need} it as \
+         the user running it: fix its owner or mode (e.g. `chmod u+rw {path}`, or run retrace \
+         as the user who owns it), or set RETRACE_HOME to a directory of your own"
+    )]
+    Permission {
+        /// The store file.
+        path: PathBuf,
+        /// "read and write", or "read" for read-only tools.
+        need: &'static str,
+        /// The cause.
+        source: io::Error,
+    },
     /// The store was not closed cleanly (a process was killed mid-write) and a read-only
     /// opener cannot repair it.
     #[error(

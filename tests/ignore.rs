@@ -139,8 +139,8 @@ fn captured_now(c: &retrace::Capture) -> Vec<String> {
 fn fifos_and_sockets_are_left_out_and_named() {
     let env = Env::new();
     env.write("a.txt", "a");
-    let fifo = std::ffi::CString::new(env.path("pipe").into_os_string().into_encoded_bytes())
-        .unwrap();
+    let fifo =
+        std::ffi::CString::new(env.path("pipe").into_os_string().into_encoded_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path; mkfifo only creates a directory entry.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     let _socket = std::os::unix::net::UnixListener::bind(env.path("sock")).unwrap();

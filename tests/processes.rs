@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
-use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use common::{Env, RETRACE, assert_verified, is_root, stderr, stdout};
 
 #[test]
 fn two_snapshot_processes_started_together_both_succeed() {
@@ -71,18 +71,6 @@ fn an_unreadable_file_is_left_out_and_named() {
         skipped[0]["reason"].as_str().unwrap().contains("ermission"),
         "{v}"
     );
-}
-
-/// Whether this process runs as root (from /proc, without libc).
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 #[test]
