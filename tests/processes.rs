@@ -73,6 +73,71 @@ fn an_unreadable_file_is_left_out_and_named() {
     );
 }
 
+/// A restore that meets a file no capture could read, or a FIFO, where the snapshot has a
+/// file leaves it alone and says why: unreadable (with the OS error), not a regular file;
+/// never "an ignored or excluded file".
+#[test]
+fn a_restore_names_unreadable_and_special_files_in_its_way() {
+    let env = Env::new();
+    env.write("secret.txt", "v1");
+    env.write("pipe", "v1");
+    let as_user = |args: &[&str]| {
+        let mut cmd = env.command(RETRACE, args);
+        // As root every file is readable: run as an unprivileged user instead.
+        if is_root() {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.output().unwrap()
+    };
+    if is_root() {
+        for p in [env.root(), env.home.path()] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        for p in ["secret.txt", "pipe"] {
+            fs::set_permissions(env.path(p), fs::Permissions::from_mode(0o666)).unwrap();
+        }
+    }
+    let o = as_user(&["snapshot", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.write("secret.txt", "v2");
+    fs::remove_file(env.path("pipe")).unwrap();
+    let fifo =
+        std::ffi::CString::new(env.path("pipe").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a directory entry.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o666) }, 0);
+    fs::set_permissions(env.path("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    let o = as_user(&["restore", &id[..12], "--force", "--json"]);
+    // Nothing written: "nothing to do" (1), not an error.
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let reason = |path: &str| {
+        v["left_alone"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["path"] == path)
+            .and_then(|s| s["reason"].as_str())
+            .unwrap_or_else(|| panic!("{path} not left alone: {v}"))
+            .to_string()
+    };
+    let secret = reason("secret.txt");
+    assert!(
+        secret.contains("unreadable") && secret.contains("ermission denied"),
+        "{secret}"
+    );
+    let pipe = reason("pipe");
+    assert!(
+        pipe.contains("FIFO") && pipe.contains("not a regular file"),
+        "{pipe}"
+    );
+    fs::set_permissions(env.path("secret.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(env.read("secret.txt"), "v2", "left alone");
+}
+
 #[test]
 fn exit_codes_distinguish_refusal_usage_and_errors() {
     let env = Env::new();

@@ -240,7 +240,7 @@ impl ParallelVisitor for Visitor<'_> {
         } else {
             // Sockets, FIFOs and devices are not content a snapshot can hold: left out, and
             // named like any other path left out.
-            self.skip(path, special_reason(ft));
+            self.skip(path, format!("{}: left out", special_reason(ft)));
             return WalkState::Continue;
         };
         let sized = matches!(kind, ScanKind::File | ScanKind::Symlink);
@@ -269,7 +269,7 @@ impl ParallelVisitor for Visitor<'_> {
 }
 
 /// Why a path that is neither a regular file, a directory nor a symlink is left out.
-fn special_reason(ft: std::fs::FileType) -> String {
+pub(crate) fn special_reason(ft: std::fs::FileType) -> String {
     use std::os::unix::fs::FileTypeExt;
     let what = if ft.is_fifo() {
         "a FIFO (named pipe)"
@@ -282,7 +282,7 @@ fn special_reason(ft: std::fs::FileType) -> String {
     } else {
         "of an unknown type"
     };
-    format!("{what}, not a regular file, directory or symlink: left out")
+    format!("{what}, not a regular file, directory or symlink")
 }
 
 fn error_path(err: &ignore::Error) -> Option<PathBuf> {
