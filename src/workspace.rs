@@ -130,6 +130,32 @@ pub struct RestoreOptions {
     pub dry_run: bool,
 }
 
+/// What [`Workspace::restore_dry_run`] found: what the restore would do, and whether it would
+/// be refused.
+#[derive(Clone, Debug, Serialize)]
+pub struct DryRun {
+    /// What the restore would write, delete and leave alone, computed against the disk as it
+    /// is (what `--force` would do, after its safety snapshot).
+    #[serde(flatten)]
+    pub outcome: RestoreOutcome,
+    /// Set when the restore itself would be refused: the disk holds changes no snapshot has
+    /// and `force` is not set.
+    pub refused: Option<DirtyRefusal>,
+}
+
+/// Why a restore would be refused: the workspace is dirty.
+#[derive(Clone, Debug, Serialize)]
+pub struct DirtyRefusal {
+    /// Always `"dirty"`, as the `result` of a refused command.
+    pub result: &'static str,
+    /// The refusal's message (what to do).
+    pub message: String,
+    /// Changed paths, at most [`MAX_LISTED`].
+    pub paths: Vec<String>,
+    /// How many paths changed in all.
+    pub count: usize,
+}
+
 /// A restore planned and verified, not yet written.
 pub(crate) struct Prepared {
     plan: crate::restore::plan::Plan,
@@ -692,6 +718,40 @@ impl Workspace {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
+        match self.restore_or_plan(id, opts, progress)? {
+            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (outcome, None) => Ok(outcome),
+        }
+    }
+
+    /// What restoring snapshot `id` would write, delete and leave alone, and whether the
+    /// restore would be refused (a dirty workspace without `force`): both, where
+    /// [`Workspace::restore`] with `dry_run` only refuses. Writes nothing.
+    ///
+    /// # Errors
+    /// Missing or corrupt objects; I/O.
+    pub fn restore_dry_run(
+        &self,
+        id: &ObjectId,
+        force: bool,
+        progress: &dyn Progress,
+    ) -> Result<DryRun, Error> {
+        let opts = RestoreOptions {
+            force,
+            dry_run: true,
+        };
+        let (outcome, refused) = self.restore_or_plan(id, opts, progress)?;
+        Ok(DryRun { outcome, refused })
+    }
+
+    /// A restore, or with `dry_run` its plan plus the refusal a real restore would meet.
+    fn restore_or_plan(
+        &self,
+        id: &ObjectId,
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
+        let mut refused = None;
         let mut phases = crate::trace::Phases::new("restore");
         let _lock = if opts.dry_run {
             None
@@ -727,10 +787,20 @@ impl Workspace {
                     .collect(),
             };
             if !changed.is_empty() && !opts.force {
-                return Err(RestoreError::Dirty {
-                    paths: changed.into_iter().take(MAX_LISTED).collect(),
+                let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
+                if !opts.dry_run {
+                    return Err(RestoreError::Dirty { paths }.into());
                 }
-                .into());
+                // A dry run goes on to show what would happen, and that it would be refused.
+                refused = Some(DirtyRefusal {
+                    result: "dirty",
+                    message: RestoreError::Dirty {
+                        paths: paths.clone(),
+                    }
+                    .to_string(),
+                    paths,
+                    count: changed.len(),
+                });
             }
             if !changed.is_empty() && !opts.dry_run {
                 let label = format!("safety: before forced restore to {}", id.short());
@@ -748,7 +818,7 @@ impl Workspace {
             outcome.deleted = applied.deleted;
             outcome.left_alone = applied.left_alone;
             outcome.verified = true;
-            return Ok(outcome);
+            return Ok((outcome, refused));
         }
         let fin = self.journaled_apply(
             &reader,
@@ -786,7 +856,7 @@ impl Workspace {
         phases.mark("check and record");
         drop(reader);
         self.store.compact_if_sparse();
-        Ok(outcome)
+        Ok((outcome, None))
     }
 
     /// Plans the change from `current` to `target` (both sorted flat lists), verifies every

@@ -138,6 +138,64 @@ fn a_restore_names_unreadable_and_special_files_in_its_way() {
     assert_eq!(env.read("secret.txt"), "v2", "left alone");
 }
 
+/// `restore --dry-run` on a dirty workspace shows what the restore would do and that it
+/// would be refused (listing the dirty paths), exits 1 like the refusal, writes nothing; with
+/// `--force` it is not refused. `--json` carries the plan and the refusal.
+#[test]
+fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
+    let env = Env::new();
+    env.write("a.txt", "one");
+    let o = env.run(RETRACE, &["snapshot", "--json"]);
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.write("a.txt", "two");
+    env.write("b.txt", "new");
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    env.write("c.txt", "unsaved");
+
+    let o = env.run(RETRACE, &["restore", &id[..12], "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "would write a.txt",
+        "would delete b.txt",
+        "would delete c.txt",
+        "the restore would be refused: the workspace has 1 change(s) not in any snapshot",
+        "  c.txt",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    let o = env.run(RETRACE, &["restore", &id[..12], "--dry-run", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["dry_run"], true, "{v}");
+    assert_eq!(v["written"], serde_json::json!(["a.txt"]), "{v}");
+    assert_eq!(v["deleted"], serde_json::json!(["b.txt", "c.txt"]), "{v}");
+    assert_eq!(v["refused"]["result"], "dirty", "{v}");
+    assert_eq!(v["refused"]["paths"], serde_json::json!(["c.txt"]), "{v}");
+    assert_eq!(v["refused"]["count"], 1, "{v}");
+    assert!(
+        v["refused"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--force")
+    );
+    // Nothing was written.
+    assert_eq!(env.read("a.txt"), "two");
+    assert_eq!(env.read("c.txt"), "unsaved");
+    // With --force the restore would go ahead.
+    let o = env.run(
+        RETRACE,
+        &["restore", &id[..12], "--dry-run", "--force", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["refused"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["written"], serde_json::json!(["a.txt"]), "{v}");
+}
+
 #[test]
 fn exit_codes_distinguish_refusal_usage_and_errors() {
     let env = Env::new();

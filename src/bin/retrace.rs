@@ -597,10 +597,23 @@ fn run(cli: Cli) -> Result<u8> {
             let ws = open(cli.dir.as_ref())?;
             let id = ws.resolve(&id)?;
             let bar = Bar::new();
-            let r = ws.restore_with(&id, RestoreOptions { force, dry_run }, &bar)?;
+            // A dry run shows the plan even when the restore would be refused, and says so.
+            let (r, refused, v) = if dry_run {
+                let d = ws.restore_dry_run(&id, force, &bar)?;
+                let v = serde_json::to_value(&d)?;
+                (d.outcome, d.refused, v)
+            } else {
+                let opts = RestoreOptions {
+                    force,
+                    dry_run: false,
+                };
+                let r = ws.restore_with(&id, opts, &bar)?;
+                let v = serde_json::to_value(&r)?;
+                (r, None, v)
+            };
             drop(bar);
             if json {
-                print_json(&serde_json::to_value(&r)?);
+                print_json(&v);
             } else {
                 let verb = if dry_run { "would write" } else { "wrote" };
                 for p in &r.written {
@@ -636,12 +649,23 @@ fn run(cli: Cli) -> Result<u8> {
                     r.written.len(),
                     r.deleted.len()
                 );
+                if let Some(f) = &refused {
+                    println!("the restore would be refused: {}", f.message);
+                    for p in &f.paths {
+                        println!("  {p}");
+                    }
+                    if f.count > f.paths.len() {
+                        println!("  ... and {} more", f.count - f.paths.len());
+                    }
+                }
             }
-            Ok(if r.written.is_empty() && r.deleted.is_empty() {
-                REFUSED
-            } else {
-                0
-            })
+            Ok(
+                if refused.is_some() || (r.written.is_empty() && r.deleted.is_empty()) {
+                    REFUSED
+                } else {
+                    0
+                },
+            )
         }
         Command::Status { json } => {
             let ws = open_reading(cli.dir.as_ref())?;

@@ -179,7 +179,7 @@ fn follow_links(path: &Path) -> Result<PathBuf, String> {
             Ok(target) => {
                 p = p
                     .parent()
-                    .map_or_else(|| target.clone(), |d| d.join(&target))
+                    .map_or_else(|| target.clone(), |d| d.join(&target));
             }
             // Not a link (EINVAL), or nothing there yet: this is the file.
             Err(e)
