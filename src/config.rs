@@ -208,8 +208,28 @@ impl Settings {
     }
 
     fn apply_file(&mut self, path: &Path, source: &Source, warnings: &mut Vec<String>) {
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return;
+        let text = match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    warnings.push(format!(
+                        "ignoring {}: not UTF-8 text (invalid byte at offset {}); save it as \
+                         UTF-8 TOML",
+                        path.display(),
+                        e.utf8_error().valid_up_to()
+                    ));
+                    return;
+                }
+            },
+            // No file is the usual case: nothing to say.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                warnings.push(format!(
+                    "ignoring {}: cannot read it ({e}); check its permissions",
+                    path.display()
+                ));
+                return;
+            }
         };
         let table: toml::Table = match text.parse() {
             Ok(t) => t,
@@ -377,5 +397,23 @@ mod tests {
         let mut w = Vec::new();
         s.apply_file(&f, &Source::Project(f.clone()), &mut w);
         assert!(w[0].contains("not valid TOML"), "{w:?}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_ignored_with_a_warning_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join(".retrace.toml");
+        std::fs::write(&f, b"retention_days = 2\n# caf\xe9\n").unwrap();
+        let mut s = Settings::default();
+        let mut w = Vec::new();
+        s.apply_file(&f, &Source::Project(f.clone()), &mut w);
+        assert_eq!(s.retention_days.source, Source::Default);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains(&f.display().to_string()), "{w:?}");
+        assert!(w[0].contains("not UTF-8"), "{w:?}");
+        // An absent file is the usual case: no warning.
+        let mut w = Vec::new();
+        s.apply_file(&dir.path().join("none.toml"), &Source::Default, &mut w);
+        assert!(w.is_empty(), "{w:?}");
     }
 }

@@ -25,6 +25,21 @@ pub enum StoreError {
         /// The cause.
         source: redb::DatabaseError,
     },
+    /// The store file (or its directory) is not readable or writable by this user: a
+    /// permission problem, not damage.
+    #[error(
+        "cannot open store {path}: permission denied ({source}); retrace needs to {need} it as \
+         the user running it: fix its owner or mode (e.g. `chmod u+rw {path}`, or run retrace \
+         as the user who owns it), or set RETRACE_HOME to a directory of your own"
+    )]
+    Permission {
+        /// The store file.
+        path: PathBuf,
+        /// "read and write", or "read" for read-only tools.
+        need: &'static str,
+        /// The cause.
+        source: io::Error,
+    },
     /// The store was not closed cleanly (a process was killed mid-write) and a read-only
     /// opener cannot repair it.
     #[error(
@@ -255,6 +270,26 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+}
+
+impl Error {
+    /// Whether it is a bounded wait for another retrace process that ran out (the workspace
+    /// lock or the store held elsewhere): the same command can simply be tried again.
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        let store_busy = |e: &StoreError| matches!(e, StoreError::Busy { .. });
+        let capture_busy = |e: &CaptureError| matches!(e, CaptureError::Store(s) if store_busy(s));
+        match self {
+            Error::Store(e) => store_busy(e),
+            Error::Capture(e) => capture_busy(e),
+            Error::Restore(r) => match &**r {
+                RestoreError::Store(e) => store_busy(e),
+                RestoreError::Capture(e) => capture_busy(e),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
 }
 
 /// Installs a panic hook for the binaries: a panic inside redb (which 4.6 raises on some

@@ -68,5 +68,6 @@ pub use progress::{NoProgress, Progress};
 pub use restore::RestoreOutcome;
 pub use store::SnapshotRecord;
 pub use workspace::{
-    Config, DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, MAX_LISTED, RestoreOptions, Status, Workspace,
+    Config, DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, DirtyRefusal, DryRun, MAX_LISTED,
+    RestoreOptions, Status, Workspace,
 };

@@ -43,6 +43,8 @@ pub struct Config {
     history_wait: Duration,
     /// Read the config files and environment settings (see [`crate::config`]).
     read_settings: bool,
+    /// Opening does not wait for another process's restore (see [`Config::for_reading`]).
+    for_reading: bool,
     /// Settings used when the files are not read.
     settings: Settings,
     /// Measures free disk space (a seam: tests give a full disk).
@@ -69,6 +71,7 @@ impl Config {
             max_turns: DEFAULT_MAX_TURNS,
             history_wait: DEFAULT_HISTORY_WAIT,
             read_settings: false,
+            for_reading: false,
             settings: Settings::default(),
             free_space: crate::store::free_space,
         }
@@ -79,6 +82,17 @@ impl Config {
     #[must_use]
     pub fn free_space_probe(mut self, f: crate::store::FreeSpace) -> Config {
         self.free_space = f;
+        self
+    }
+
+    /// For commands that only read (`status`, `log`, `diff`): opening never waits for
+    /// another process's restore. A restore in progress is reported at once in
+    /// [`Workspace::warnings`] ("a restore (undo of turn 3) is in progress in process
+    /// 1234"), and its recovery, if it was interrupted, is left to the next command that can
+    /// take the lock.
+    #[must_use]
+    pub fn for_reading(mut self) -> Config {
+        self.for_reading = true;
         self
     }
 
@@ -125,6 +139,32 @@ pub struct RestoreOptions {
     pub force: bool,
     /// Only report what would change.
     pub dry_run: bool,
+}
+
+/// What [`Workspace::restore_dry_run`] found: what the restore would do, and whether it would
+/// be refused.
+#[derive(Clone, Debug, Serialize)]
+pub struct DryRun {
+    /// What the restore would write, delete and leave alone, computed against the disk as it
+    /// is (what `--force` would do, after its safety snapshot).
+    #[serde(flatten)]
+    pub outcome: RestoreOutcome,
+    /// Set when the restore itself would be refused: the disk holds changes no snapshot has
+    /// and `force` is not set.
+    pub refused: Option<DirtyRefusal>,
+}
+
+/// Why a restore would be refused: the workspace is dirty.
+#[derive(Clone, Debug, Serialize)]
+pub struct DirtyRefusal {
+    /// Always `"dirty"`, as the `result` of a refused command.
+    pub result: &'static str,
+    /// The refusal's message (what to do).
+    pub message: String,
+    /// Changed paths, at most [`MAX_LISTED`].
+    pub paths: Vec<String>,
+    /// How many paths changed in all.
+    pub count: usize,
 }
 
 /// A restore planned and verified, not yet written.
@@ -256,6 +296,43 @@ fn quarantine(path: &Path) -> Result<PathBuf, Error> {
     })
 }
 
+/// Names the real reason a target path is left alone when what stands on disk is not an
+/// ignored file but one no capture could take: a file it could not read (with the OS error),
+/// or a FIFO, socket or device. Paths inside nested repositories keep their reason.
+fn explain_left_alone(root: &Path, current: &[FlatEntry], left: &mut [crate::scan::Skipped]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Sorted, as `current` is.
+    let nested: Vec<Vec<u8>> = current
+        .iter()
+        .filter(|e| e.kind == crate::object::EntryKind::NestedRepo)
+        .map(|e| e.path.clone())
+        .collect();
+    for s in left {
+        let rel = s.path.as_bytes();
+        if below_any(rel, &nested) || nested.iter().any(|n| n == rel) {
+            continue;
+        }
+        let path = crate::capture::abs_path(root, rel);
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        let ft = meta.file_type();
+        if ft.is_file() {
+            // Non-blocking and not through a link: only asks whether it can be read.
+            let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+            if let Err(e) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(flags.bits().cast_signed())
+                .open(&path)
+            {
+                s.reason = format!("unreadable ({e}): left alone");
+            }
+        } else if !ft.is_dir() && !ft.is_symlink() {
+            s.reason = format!("{}: left alone", crate::scan::special_reason(ft));
+        }
+    }
+}
+
 fn json_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
@@ -360,20 +437,28 @@ impl Workspace {
         );
         // Informational only: failing to write it changes nothing.
         let _ = write_private(&dir.join("workspace.json"), info.as_bytes());
-        Ok(Workspace {
+        let mut ws = Workspace {
             root,
             dir,
             store: Arc::new(store),
             max_turns,
-            history_wait,
+            // Recovery on open waits at most the history wait for the lock: a reader does not
+            // wait at all.
+            history_wait: if config.for_reading {
+                Duration::ZERO
+            } else {
+                history_wait
+            },
             allow_secrets: settings.allowed_secrets().map(Arc::new),
             refused,
             settings,
             home: home_dir.clone(),
             runtimes: Arc::default(),
             warnings: Arc::new(Mutex::new(warnings)),
-        })
-        .inspect(Workspace::recover_if_needed)
+        };
+        ws.recover_if_needed();
+        ws.history_wait = history_wait;
+        Ok(ws)
     }
 
     /// The store file a workspace containing `path` uses, without opening or creating it.
@@ -669,6 +754,40 @@ impl Workspace {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
+        match self.restore_or_plan(id, opts, progress)? {
+            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (outcome, None) => Ok(outcome),
+        }
+    }
+
+    /// What restoring snapshot `id` would write, delete and leave alone, and whether the
+    /// restore would be refused (a dirty workspace without `force`): both, where
+    /// [`Workspace::restore`] with `dry_run` only refuses. Writes nothing.
+    ///
+    /// # Errors
+    /// Missing or corrupt objects; I/O.
+    pub fn restore_dry_run(
+        &self,
+        id: &ObjectId,
+        force: bool,
+        progress: &dyn Progress,
+    ) -> Result<DryRun, Error> {
+        let opts = RestoreOptions {
+            force,
+            dry_run: true,
+        };
+        let (outcome, refused) = self.restore_or_plan(id, opts, progress)?;
+        Ok(DryRun { outcome, refused })
+    }
+
+    /// A restore, or with `dry_run` its plan plus the refusal a real restore would meet.
+    fn restore_or_plan(
+        &self,
+        id: &ObjectId,
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
+        let mut refused = None;
         let mut phases = crate::trace::Phases::new("restore");
         let _lock = if opts.dry_run {
             None
@@ -704,10 +823,20 @@ impl Workspace {
                     .collect(),
             };
             if !changed.is_empty() && !opts.force {
-                return Err(RestoreError::Dirty {
-                    paths: changed.into_iter().take(MAX_LISTED).collect(),
+                let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
+                if !opts.dry_run {
+                    return Err(RestoreError::Dirty { paths }.into());
                 }
-                .into());
+                // A dry run goes on to show what would happen, and that it would be refused.
+                refused = Some(DirtyRefusal {
+                    result: "dirty",
+                    message: RestoreError::Dirty {
+                        paths: paths.clone(),
+                    }
+                    .to_string(),
+                    paths,
+                    count: changed.len(),
+                });
             }
             if !changed.is_empty() && !opts.dry_run {
                 let label = format!("safety: before forced restore to {}", id.short());
@@ -725,7 +854,7 @@ impl Workspace {
             outcome.deleted = applied.deleted;
             outcome.left_alone = applied.left_alone;
             outcome.verified = true;
-            return Ok(outcome);
+            return Ok((outcome, refused));
         }
         let fin = self.journaled_apply(
             &reader,
@@ -763,7 +892,7 @@ impl Workspace {
         phases.mark("check and record");
         drop(reader);
         self.store.compact_if_sparse();
-        Ok(outcome)
+        Ok((outcome, None))
     }
 
     /// Plans the change from `current` to `target` (both sorted flat lists), verifies every
@@ -796,10 +925,12 @@ impl Workspace {
     ) -> Result<Prepared, Error> {
         let plan = plan::plan(&self.root, current, target)?;
         let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
+        let mut left_alone = plan.left_alone.clone();
+        explain_left_alone(&self.root, current, &mut left_alone);
         let out = Applied {
             written: plan.writes.iter().map(|w| lossy(&w.entry.path)).collect(),
             deleted: plan.deletes.iter().map(|d| lossy(&d.path)).collect(),
-            left_alone: plan.left_alone.clone(),
+            left_alone,
             ..Applied::default()
         };
         let (data, beneath) = if dry_run {

@@ -91,22 +91,39 @@ fn an_undo_aborted_midway_is_completed_without_overwriting_later_edits() {
         "the abort left a partial undo"
     );
 
-    // While another process holds the workspace, status reports the pending recovery.
+    // While another process holds the workspace, status reports the pending recovery, and
+    // the read-only commands answer without waiting for the lock at all: with an hour's
+    // wait configured, each must still finish (the limit only turns a hang into a failure).
     let lock = Env::lock_path(&env);
     let held = File::options().write(true).open(&lock).unwrap();
     held.lock().unwrap();
-    let o = env
-        .command(RETRACE, &["status", "--json"])
-        .env("RETRACE_HISTORY_WAIT_MS", "50")
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let read_only = |rest: &[&str]| {
+        let o = common::output_within(
+            env.command(RETRACE, rest)
+                .env("RETRACE_HISTORY_WAIT_MS", "3600000"),
+            Duration::from_secs(300),
+        );
+        assert!(
+            o.status.code().is_some(),
+            "retrace {rest:?} waited for the lock"
+        );
+        let warning = stderr(&o);
+        assert!(
+            warning.contains("a restore (undo of turn 1) is in progress in process"),
+            "retrace {rest:?}: {warning}"
+        );
+        stdout(&o)
+    };
+    let v: Value = serde_json::from_str(read_only(&["status", "--json"]).trim()).unwrap();
     assert!(
         v["pending_recovery"]
             .as_str()
             .is_some_and(|p| p.contains("undo of turn 1")),
         "{v}"
     );
+    read_only(&["log"]);
+    read_only(&args(&["status"]));
+    read_only(&args(&["log"]));
     held.unlock().unwrap();
 
     // The user edits a path the undo had not reached yet, and another file, after the crash.

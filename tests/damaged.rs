@@ -7,7 +7,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use common::{Env, RETRACE, RETRACE_DUMP, assert_verified, is_root, stderr, stdout};
 use retrace::{Config, Workspace};
 
 /// A workspace with one snapshot; returns its store path and a copy of the good store.
@@ -134,4 +134,66 @@ fn a_busy_store_is_not_mistaken_for_a_damaged_one() {
     let again = env.open();
     drop((ws, again));
     assert!(kept_files(&store).is_empty());
+}
+
+/// A store the user may not read is a permission problem, said as such with the path and
+/// what to do; it is never called damaged, and never set aside.
+#[test]
+fn an_unreadable_store_is_a_permission_problem_not_damage() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let env = Env::new();
+    env.write("a.txt", "hello");
+    // As root every file is readable: run as an unprivileged user instead.
+    let as_user = |bin: &str, args: &[&str]| {
+        let mut cmd = env.command(bin, args);
+        if is_root() {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.output().unwrap()
+    };
+    if is_root() {
+        for p in [env.root(), env.home.path(), &env.path("a.txt")] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();
+        }
+    }
+    let o = as_user(RETRACE, &["snapshot"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::set_permissions(&store, fs::Permissions::from_mode(0o000)).unwrap();
+    for (bin, args) in [(RETRACE, &["status"][..]), (RETRACE_DUMP, &["verify"][..])] {
+        let o = as_user(bin, args);
+        assert!(!o.status.success(), "{bin} {args:?}");
+        let said = stdout(&o) + &stderr(&o);
+        assert!(said.contains("permission denied"), "{said}");
+        assert!(said.contains(&store.display().to_string()), "{said}");
+        assert!(said.contains("chmod u+rw"), "{said}");
+        assert!(!said.contains("damaged"), "{said}");
+    }
+    fs::set_permissions(&store, fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(kept_files(&store).is_empty(), "never set aside");
+}
+
+/// `retrace-dump` on a store path that holds a directory says so, instead of "no store".
+#[test]
+fn retrace_dump_names_a_directory_where_the_store_should_be() {
+    let env = Env::new();
+    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(&store).unwrap();
+    let root = env.root().display().to_string();
+    let o = env.run(RETRACE_DUMP, &["-C", &root, "verify"]);
+    assert!(!o.status.success());
+    let said = stdout(&o) + &stderr(&o);
+    assert!(said.contains("is a directory, not a store file"), "{said}");
+    assert!(said.contains(&store.display().to_string()), "{said}");
+    assert!(!said.contains("no store"), "{said}");
+    // Named also when every store of the home is verified, not passed over.
+    let o = env.run(RETRACE_DUMP, &["verify"]);
+    assert!(!o.status.success());
+    assert!(stdout(&o).contains("is a directory"), "{}", stdout(&o));
+    let o = env.run(
+        RETRACE_DUMP,
+        &["--store", &store.display().to_string(), "stats"],
+    );
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
 }

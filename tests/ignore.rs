@@ -132,3 +132,39 @@ fn captured_now(c: &retrace::Capture) -> Vec<String> {
         .map(|e| String::from_utf8_lossy(&e.path).into_owned())
         .collect()
 }
+
+/// A FIFO or a socket in the workspace cannot be snapshotted: it is left out and named in
+/// the capture result like any other path left out, and the rest is captured.
+#[test]
+fn fifos_and_sockets_are_left_out_and_named() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    let fifo =
+        std::ffi::CString::new(env.path("pipe").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a directory entry.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let _socket = std::os::unix::net::UnixListener::bind(env.path("sock")).unwrap();
+    env.write(".gitignore", "ignored.sock\n");
+    let _ignored = std::os::unix::net::UnixListener::bind(env.path("ignored.sock")).unwrap();
+    let c = env.open().snapshot(None).unwrap();
+    let skipped: Vec<(&str, &str)> = c
+        .skipped
+        .iter()
+        .map(|s| (s.path.as_str(), s.reason.as_str()))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert_eq!(skipped[0].0, "pipe");
+    assert!(skipped[0].1.contains("FIFO"), "{skipped:?}");
+    assert_eq!(skipped[1].0, "sock");
+    assert!(skipped[1].1.contains("socket"), "{skipped:?}");
+    for (_, why) in &skipped {
+        assert!(
+            why.contains("not a regular file, directory or symlink: left out"),
+            "{skipped:?}"
+        );
+    }
+    assert_eq!(c.files, 2, "a.txt and .gitignore are captured");
+    // The CLI names them too.
+    let out = stdout(&env.run(RETRACE, &["snapshot"]));
+    assert!(out.contains("skipped pipe: a FIFO"), "{out}");
+}

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
-use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use common::{Env, RETRACE, assert_verified, is_root, stderr, stdout};
 
 #[test]
 fn two_snapshot_processes_started_together_both_succeed() {
@@ -73,16 +73,127 @@ fn an_unreadable_file_is_left_out_and_named() {
     );
 }
 
-/// Whether this process runs as root (from /proc, without libc).
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+/// A restore that meets a file no capture could read, or a FIFO, where the snapshot has a
+/// file leaves it alone and says why: unreadable (with the OS error), not a regular file;
+/// never "an ignored or excluded file".
+#[test]
+fn a_restore_names_unreadable_and_special_files_in_its_way() {
+    let env = Env::new();
+    env.write("secret.txt", "v1");
+    env.write("pipe", "v1");
+    let as_user = |args: &[&str]| {
+        let mut cmd = env.command(RETRACE, args);
+        // As root every file is readable: run as an unprivileged user instead.
+        if is_root() {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.output().unwrap()
+    };
+    if is_root() {
+        for p in [env.root(), env.home.path()] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        for p in ["secret.txt", "pipe"] {
+            fs::set_permissions(env.path(p), fs::Permissions::from_mode(0o666)).unwrap();
+        }
+    }
+    let o = as_user(&["snapshot", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.write("secret.txt", "v2");
+    fs::remove_file(env.path("pipe")).unwrap();
+    let fifo =
+        std::ffi::CString::new(env.path("pipe").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a directory entry.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o666) }, 0);
+    fs::set_permissions(env.path("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+    let o = as_user(&["restore", &id[..12], "--force", "--json"]);
+    // Nothing written: "nothing to do" (1), not an error.
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let reason = |path: &str| {
+        v["left_alone"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["path"] == path)
+            .and_then(|s| s["reason"].as_str())
+            .unwrap_or_else(|| panic!("{path} not left alone: {v}"))
+            .to_string()
+    };
+    let secret = reason("secret.txt");
+    assert!(
+        secret.contains("unreadable") && secret.contains("ermission denied"),
+        "{secret}"
+    );
+    let pipe = reason("pipe");
+    assert!(
+        pipe.contains("FIFO") && pipe.contains("not a regular file"),
+        "{pipe}"
+    );
+    fs::set_permissions(env.path("secret.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(env.read("secret.txt"), "v2", "left alone");
+}
+
+/// `restore --dry-run` on a dirty workspace shows what the restore would do and that it
+/// would be refused (listing the dirty paths), exits 1 like the refusal, writes nothing; with
+/// `--force` it is not refused. `--json` carries the plan and the refusal.
+#[test]
+fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
+    let env = Env::new();
+    env.write("a.txt", "one");
+    let o = env.run(RETRACE, &["snapshot", "--json"]);
+    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.write("a.txt", "two");
+    env.write("b.txt", "new");
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    env.write("c.txt", "unsaved");
+
+    let o = env.run(RETRACE, &["restore", &id[..12], "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "would write a.txt",
+        "would delete b.txt",
+        "would delete c.txt",
+        "the restore would be refused: the workspace has 1 change(s) not in any snapshot",
+        "  c.txt",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+    let o = env.run(RETRACE, &["restore", &id[..12], "--dry-run", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["dry_run"], true, "{v}");
+    assert_eq!(v["written"], serde_json::json!(["a.txt"]), "{v}");
+    assert_eq!(v["deleted"], serde_json::json!(["b.txt", "c.txt"]), "{v}");
+    assert_eq!(v["refused"]["result"], "dirty", "{v}");
+    assert_eq!(v["refused"]["paths"], serde_json::json!(["c.txt"]), "{v}");
+    assert_eq!(v["refused"]["count"], 1, "{v}");
+    assert!(
+        v["refused"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--force")
+    );
+    // Nothing was written.
+    assert_eq!(env.read("a.txt"), "two");
+    assert_eq!(env.read("c.txt"), "unsaved");
+    // With --force the restore would go ahead.
+    let o = env.run(
+        RETRACE,
+        &["restore", &id[..12], "--dry-run", "--force", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["refused"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["written"], serde_json::json!(["a.txt"]), "{v}");
 }
 
 #[test]

@@ -47,6 +47,12 @@ impl Client {
         stdin.flush().unwrap();
     }
 
+    fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
     /// The next message that is not a notification.
     fn read_reply(&mut self) -> Value {
         loop {
@@ -193,6 +199,33 @@ fn a_turn_undo_and_redo_over_json_rpc() {
     assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
     assert!(c.child.wait().unwrap().success());
     common::assert_verified(&env);
+}
+
+/// One line that is not UTF-8 is one bad request: a parse error, and the next requests
+/// (here the end of a pending turn) are answered.
+#[test]
+fn a_line_that_is_not_utf8_is_a_parse_error_and_the_server_keeps_reading() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    let mut c = Client::start(&env);
+    let root = env.root().display().to_string();
+    c.ok("open", json!({"workspace": root, "session": "bytes"}));
+    c.ok("begin_turn", json!({}));
+    assert_eq!(c.ok("wait_before", json!({}))["before"], "ready");
+    c.send_bytes(b"\xff\xfe\n");
+    let e = c.read_reply();
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    assert_eq!(e["id"], Value::Null, "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("UTF-8"),
+        "{e}"
+    );
+    env.write("a.txt", "b");
+    let end = c.ok("end_turn", json!({}));
+    assert_eq!(end["modified"], 1, "{end}");
+    assert_eq!(c.ok("status", json!({}))["pending"], Value::Null);
+    assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
+    assert!(c.child.wait().unwrap().success());
 }
 
 #[test]

@@ -97,7 +97,8 @@ fn stores(cli: &Cli, all_if_none: bool) -> Result<Vec<PathBuf>> {
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd.flatten() {
             let p = e.path().join("store.redb");
-            if p.is_file() {
+            // Whatever stands there (a directory, a dangling link) is reported by `open`.
+            if p.symlink_metadata().is_ok() {
                 out.push(p);
             }
         }
@@ -107,13 +108,39 @@ fn stores(cli: &Cli, all_if_none: bool) -> Result<Vec<PathBuf>> {
 }
 
 fn open(path: &Path) -> Result<ReadOnlyStore> {
-    if !path.is_file() {
-        bail!(
-            "no store at {}; run `retrace snapshot` in the workspace first",
-            path.display()
-        );
-    }
-    Ok(Store::open_read_only(path)?)
+    use std::os::unix::fs::FileTypeExt;
+    let move_aside = "move it aside (the next `retrace` command in the workspace creates a \
+                      fresh store)";
+    let ft = match std::fs::metadata(path) {
+        Ok(m) => m.file_type(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::read_link(path) {
+            Ok(target) => bail!(
+                "{} is a symlink to {}, which does not exist; {move_aside}",
+                path.display(),
+                target.display()
+            ),
+            Err(_) => bail!(
+                "no store at {}; run `retrace snapshot` in the workspace first",
+                path.display()
+            ),
+        },
+        Err(e) => bail!("cannot look at {}: {e}", path.display()),
+    };
+    let what = if ft.is_file() {
+        return Ok(Store::open_read_only(path)?);
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "a device file"
+    };
+    bail!(
+        "{} is {what}, not a store file; {move_aside}",
+        path.display()
+    )
 }
 
 fn resolve(r: &StoreReader, id: &str) -> Result<ObjectId> {

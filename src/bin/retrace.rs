@@ -242,6 +242,9 @@ const DEFAULT_SESSION: &str = "default";
 
 /// Exit code of a refusal by a guard or nothing to do.
 const REFUSED: u8 = 1;
+/// Exit code of "busy: another retrace process holds the workspace; try again" (as usage
+/// errors, which clap reports with 2 too).
+const BUSY: u8 = history_cli::BUSY;
 /// Exit code of an error.
 const FAILED: u8 = 3;
 /// Exit code of a usage error (a bad snapshot id, say).
@@ -249,16 +252,25 @@ const USAGE: u8 = 2;
 /// Exit code of a repair after which some snapshots stay broken.
 const STILL_BROKEN: u8 = 4;
 
+/// The `result` of `--json` and the exit code of a command that failed with `e`.
+fn classify(e: &anyhow::Error) -> (&'static str, u8) {
+    match e.downcast_ref::<Error>() {
+        Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. }) => {
+            ("refused", REFUSED)
+        }
+        Some(e) if e.is_busy() => ("busy", BUSY),
+        Some(Error::Store(retrace::StoreError::BadSnapshotId(_))) => ("usage", USAGE),
+        _ => ("error", FAILED),
+    }
+}
+
 fn main() -> ExitCode {
     retrace::error::install_panic_hook();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            let refused = matches!(
-                e.downcast_ref::<Error>(),
-                Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. })
-            );
+            let (result, code) = classify(&e);
             // Library errors already carry their cause in one line; others get the chain.
             let message = if e.downcast_ref::<Error>().is_some() {
                 format!("{e}")
@@ -268,30 +280,29 @@ fn main() -> ExitCode {
             eprintln!("retrace: {message}");
             // With --json a caller always gets one JSON object on stdout.
             if std::env::args().any(|a| a == "--json") {
-                let result = if refused { "refused" } else { "error" };
                 println!(
                     "{}",
                     serde_json::json!({"result": result, "ok": false, "message": message})
                 );
             }
-            let usage = matches!(
-                e.downcast_ref::<Error>(),
-                Some(Error::Store(retrace::StoreError::BadSnapshotId(_)))
-            );
-            ExitCode::from(if refused {
-                REFUSED
-            } else if usage {
-                USAGE
-            } else {
-                FAILED
-            })
+            ExitCode::from(code)
         }
     }
 }
 
 fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
+    open_with(dir, Config::from_env())
+}
+
+/// For the commands that only read (`status`, `log`, `diff`): they answer at once while
+/// another process restores, saying so, instead of waiting for it.
+fn open_reading(dir: Option<&PathBuf>) -> Result<Workspace> {
+    open_with(dir, Config::from_env().for_reading())
+}
+
+fn open_with(dir: Option<&PathBuf>, config: Config) -> Result<Workspace> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let ws = Workspace::open(&dir, &Config::from_env())?;
+    let ws = Workspace::open(&dir, &config)?;
     for w in ws.warnings() {
         eprintln!("retrace: warning: {w}");
     }
@@ -299,7 +310,15 @@ fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
 }
 
 fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
-    let ws = open(cli_dir)?;
+    session_of(open(cli_dir)?, id)
+}
+
+/// [`session`] for `status --session` and `log --session`, which only read.
+fn session_reading(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
+    session_of(open_reading(cli_dir)?, id)
+}
+
+fn session_of(ws: Workspace, id: Option<&String>) -> Result<Session> {
     let shown = ws.warnings().len();
     let s = ws.session(id.map_or(DEFAULT_SESSION, String::as_str));
     for w in ws.warnings().iter().skip(shown) {
@@ -539,8 +558,12 @@ fn run(cli: Cli) -> Result<u8> {
             force,
             json,
         } => history_cli::navigate(&session(dir, sid)?, &anchor, mode, force, json),
-        Command::Log { json } if sid.is_some() => history_cli::log(&session(dir, sid)?, json),
-        Command::Status { json } if sid.is_some() => history_cli::status(&session(dir, sid)?, json),
+        Command::Log { json } if sid.is_some() => {
+            history_cli::log(&session_reading(dir, sid)?, json)
+        }
+        Command::Status { json } if sid.is_some() => {
+            history_cli::status(&session_reading(dir, sid)?, json)
+        }
         Command::Snapshot { label, json } => {
             let ws = open(cli.dir.as_ref())?;
             let bar = Bar::new();
@@ -572,7 +595,7 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Log { json } => {
-            let ws = open(cli.dir.as_ref())?;
+            let ws = open_reading(cli.dir.as_ref())?;
             let log = ws.log()?;
             if json {
                 let rows: Vec<_> = log
@@ -600,7 +623,7 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Diff { a, b, json } => {
-            let ws = open(cli.dir.as_ref())?;
+            let ws = open_reading(cli.dir.as_ref())?;
             let a = ws.resolve(&a)?;
             let b = b.map(|b| ws.resolve(&b)).transpose()?;
             let d = ws.diff(&a, b.as_ref())?;
@@ -628,10 +651,23 @@ fn run(cli: Cli) -> Result<u8> {
             let ws = open(cli.dir.as_ref())?;
             let id = ws.resolve(&id)?;
             let bar = Bar::new();
-            let r = ws.restore_with(&id, RestoreOptions { force, dry_run }, &bar)?;
+            // A dry run shows the plan even when the restore would be refused, and says so.
+            let (r, refused, v) = if dry_run {
+                let d = ws.restore_dry_run(&id, force, &bar)?;
+                let v = serde_json::to_value(&d)?;
+                (d.outcome, d.refused, v)
+            } else {
+                let opts = RestoreOptions {
+                    force,
+                    dry_run: false,
+                };
+                let r = ws.restore_with(&id, opts, &bar)?;
+                let v = serde_json::to_value(&r)?;
+                (r, None, v)
+            };
             drop(bar);
             if json {
-                print_json(&serde_json::to_value(&r)?);
+                print_json(&v);
             } else {
                 let verb = if dry_run { "would write" } else { "wrote" };
                 for p in &r.written {
@@ -667,15 +703,26 @@ fn run(cli: Cli) -> Result<u8> {
                     r.written.len(),
                     r.deleted.len()
                 );
+                if let Some(f) = &refused {
+                    println!("the restore would be refused: {}", f.message);
+                    for p in &f.paths {
+                        println!("  {p}");
+                    }
+                    if f.count > f.paths.len() {
+                        println!("  ... and {} more", f.count - f.paths.len());
+                    }
+                }
             }
-            Ok(if r.written.is_empty() && r.deleted.is_empty() {
-                REFUSED
-            } else {
-                0
-            })
+            Ok(
+                if refused.is_some() || (r.written.is_empty() && r.deleted.is_empty()) {
+                    REFUSED
+                } else {
+                    0
+                },
+            )
         }
         Command::Status { json } => {
-            let ws = open(cli.dir.as_ref())?;
+            let ws = open_reading(cli.dir.as_ref())?;
             let s = ws.status()?;
             if json {
                 print_json(&serde_json::to_value(&s)?);
@@ -795,4 +842,34 @@ pub(crate) fn format_time(ms: u64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README: exit codes 0 success, 1 refused, 2 usage or busy, 3 errors.
+    #[test]
+    fn busy_exits_2_refused_1_errors_3() {
+        let busy = |path: &str| retrace::StoreError::Busy {
+            path: path.into(),
+            secs: 120,
+        };
+        let lock_busy = anyhow::Error::from(Error::Store(busy("/h/lock")));
+        assert_eq!(classify(&lock_busy), ("busy", 2));
+        let capture_busy = anyhow::Error::from(Error::Restore(Box::new(RestoreError::Capture(
+            retrace::CaptureError::Store(busy("/h/store.redb")),
+        ))));
+        assert_eq!(classify(&capture_busy), ("busy", 2));
+        let dirty = anyhow::Error::from(Error::from(RestoreError::Dirty {
+            paths: vec!["a".into()],
+        }));
+        assert_eq!(classify(&dirty), ("refused", 1));
+        let failed = anyhow::Error::from(Error::Workspace {
+            path: "/w".into(),
+            reason: "not a directory".into(),
+        });
+        assert_eq!(classify(&failed), ("error", 3));
+        assert_eq!(classify(&anyhow::anyhow!("other")), ("error", 3));
+    }
 }

@@ -168,7 +168,41 @@ fn read_json(path: &Path) -> Result<Value, String> {
     }
 }
 
+/// The file `path` names once its symlinks are followed (also when the last target does not
+/// exist yet). A settings file kept as a link (a dotfiles manager's) is edited where it lives
+/// and stays a link.
+fn follow_links(path: &Path) -> Result<PathBuf, String> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            // `join` keeps an absolute target as it is.
+            Ok(target) => {
+                p = p
+                    .parent()
+                    .map_or_else(|| target.clone(), |d| d.join(&target));
+            }
+            // Not a link (EINVAL), or nothing there yet: this is the file.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::InvalidInput | std::io::ErrorKind::NotFound
+                ) =>
+            {
+                return Ok(p);
+            }
+            Err(e) => return Err(format!("cannot read the link {}: {e}", p.display())),
+        }
+    }
+    Err(format!(
+        "{}: too many levels of symbolic links; point it at a real file",
+        path.display()
+    ))
+}
+
+/// Replaces the file `path` names (through any symlinks) by `text`: written beside it, then
+/// renamed over it, so a reader sees the old or the new file.
 fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+    let path = &follow_links(path)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -317,6 +351,34 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symlinked_settings_file_is_edited_through_the_link_and_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let dotfiles = dir.path().join("dotfiles");
+        std::fs::create_dir_all(&dotfiles).unwrap();
+        for agent in [Agent::ClaudeCode, Agent::Codex, Agent::Gemini] {
+            let target = Target::new(agent, &dir.path().join(agent.name()), false);
+            let real = dotfiles.join(format!("{}.json", agent.name()));
+            std::fs::write(&real, r#"{"model": "mine"}"#).unwrap();
+            std::fs::create_dir_all(&target.dir).unwrap();
+            // A relative link, as dotfiles managers make them.
+            let link = target.settings();
+            let rel = PathBuf::from("../../dotfiles").join(real.file_name().unwrap());
+            std::os::unix::fs::symlink(&rel, &link).unwrap();
+            install(&target, &format!("retrace hook {}", agent.name())).unwrap();
+            let is_link = |p: &Path| p.symlink_metadata().unwrap().file_type().is_symlink();
+            assert!(is_link(&link), "{agent:?}: the link was replaced");
+            assert_eq!(std::fs::read_link(&link).unwrap(), rel);
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+            assert_eq!(v["model"], "mine", "{agent:?}");
+            assert!(v["hooks"].is_object(), "{agent:?}: {v}");
+            uninstall(&target).unwrap();
+            assert!(is_link(&link), "{agent:?}: uninstall replaced the link");
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+            assert_eq!(v, json!({"model": "mine"}), "{agent:?}");
+        }
+    }
 
     #[test]
     fn retraces_own_hook_commands_are_recognised_wherever_the_binary_lives() {

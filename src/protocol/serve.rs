@@ -131,8 +131,27 @@ impl Server {
     /// Serves requests from `input` until `shutdown` or end of input, then finishes pending
     /// work (waits for running captures) and returns.
     pub fn run(&mut self, input: impl BufRead) {
-        for line in input.lines() {
-            let Ok(line) = line else { break };
+        // Split on `\n` as bytes: a line that is not UTF-8 is one bad request, answered with a
+        // parse error, not the end of the input (`BufRead::lines` would stop there).
+        for line in input.split(b'\n') {
+            let Ok(mut line) = line else { break };
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            let line = match String::from_utf8(line) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.reply_error(
+                        &Value::Null,
+                        code::PARSE_ERROR,
+                        &format!(
+                            "parse error: the line is not UTF-8 (invalid byte at offset {})",
+                            e.utf8_error().valid_up_to()
+                        ),
+                    );
+                    continue;
+                }
+            };
             if line.trim().is_empty() {
                 continue;
             }

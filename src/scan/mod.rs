@@ -238,7 +238,9 @@ impl ParallelVisitor for Visitor<'_> {
         } else if ft.is_file() {
             ScanKind::File
         } else {
-            // Sockets, fifos and devices are not workspace content.
+            // Sockets, FIFOs and devices are not content a snapshot can hold: left out, and
+            // named like any other path left out.
+            self.skip(path, format!("{}: left out", special_reason(ft)));
             return WalkState::Continue;
         };
         let sized = matches!(kind, ScanKind::File | ScanKind::Symlink);
@@ -264,6 +266,23 @@ impl ParallelVisitor for Visitor<'_> {
         });
         state
     }
+}
+
+/// Why a path that is neither a regular file, a directory nor a symlink is left out.
+pub(crate) fn special_reason(ft: std::fs::FileType) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else {
+        "of an unknown type"
+    };
+    format!("{what}, not a regular file, directory or symlink")
 }
 
 fn error_path(err: &ignore::Error) -> Option<PathBuf> {

@@ -52,8 +52,20 @@ pub fn disk_bytes(path: &Path) -> u64 {
 }
 
 /// Classifies a failure to open: damage (the file's content) apart from everything else.
-fn open_error(path: &Path, source: redb::DatabaseError) -> StoreError {
+fn open_error(path: &Path, source: redb::DatabaseError, need: &'static str) -> StoreError {
     use std::io::ErrorKind;
+    let source = match source {
+        redb::DatabaseError::Storage(redb::StorageError::Io(e))
+            if e.kind() == ErrorKind::PermissionDenied =>
+        {
+            return StoreError::Permission {
+                path: path.into(),
+                need,
+                source: e,
+            };
+        }
+        other => other,
+    };
     let damaged = match &source {
         redb::DatabaseError::Storage(redb::StorageError::Corrupted(d)) => Some(d.clone()),
         redb::DatabaseError::Storage(redb::StorageError::Io(e))
@@ -106,7 +118,7 @@ fn open_db(path: &Path, wait: bool) -> Result<Database, StoreError> {
                     secs: LOCK_WAIT.as_secs(),
                 });
             }
-            Err(source) => return Err(open_error(path, source)),
+            Err(source) => return Err(open_error(path, source, "read and write")),
         }
     }
 }
@@ -263,6 +275,15 @@ impl Store {
             .open_read_only(path)
             .map_err(|source| match source {
                 redb::DatabaseError::RepairAborted => StoreError::NeedsRepair { path: path.into() },
+                redb::DatabaseError::Storage(redb::StorageError::Io(e))
+                    if e.kind() == std::io::ErrorKind::PermissionDenied =>
+                {
+                    StoreError::Permission {
+                        path: path.into(),
+                        need: "read",
+                        source: e,
+                    }
+                }
                 source => StoreError::Open {
                     path: path.into(),
                     source,

@@ -138,6 +138,18 @@ pub fn missing_cli(installed: bool, name: &str) -> bool {
     true
 }
 
+/// Whether this process runs as root (from /proc, without libc).
+pub fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
 /// Runs `command` with no stdin, killing it after `limit`, and returns its output.
 pub fn output_within(command: &mut Command, limit: std::time::Duration) -> Output {
     use std::process::Stdio;
