@@ -257,7 +257,23 @@ fn sigkill_at_random_moments_never_leaves_a_mix() {
         } else if now == *expected {
             "after"
         } else {
-            failures.push(format!("{i} {op:?}: the workspace is a mix"));
+            let odd: Vec<_> = now
+                .iter()
+                .filter(|(p, n)| before.get(*p) != Some(n) && expected.get(*p) != Some(n))
+                .map(|(p, _)| p.display().to_string())
+                .chain(
+                    before
+                        .keys()
+                        .chain(expected.keys())
+                        .filter(|p| !now.contains_key(*p))
+                        .map(|p| format!("missing {}", p.display())),
+                )
+                .take(10)
+                .collect();
+            failures.push(format!(
+                "{i} {op:?}: the workspace is a mix: {odd:?}; status said: {}",
+                stderr(&o)
+            ));
             break;
         };
         let want = if now == *before { was } else { then };

@@ -357,3 +357,33 @@ fn only_snapshots_are_restorable() {
     assert_eq!(env.read("top"), "top\n");
     assert_eq!(env.read("sub/inner"), "inner\n");
 }
+
+#[test]
+fn an_edit_to_a_version_taken_out_survives_a_kill_and_the_recovery() {
+    let env = Env::new();
+    let (s1, _) = setup(&env, 20, false);
+    let pause = env.home.path().join("paused");
+    let mut child = restore(&env, &s1, Some(("taken", 5, &pause)));
+    assert!(wait_paused(&mut child, &pause));
+    // The version taken out of its path sits under a temp name: edit it, then kill the
+    // restore before it can look.
+    let taken: Vec<PathBuf> = fs::read_dir(env.path("a"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".retrace-tmp-"))
+        .collect();
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    append_line(&taken[0], "edited while taken out\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    fs::remove_file(&pause).unwrap();
+    let o = env.run(RETRACE, &["status"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("kept as"), "{}", stderr(&o));
+    assert!(
+        all_content(env.root()).contains("edited while taken out\n"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -28,12 +28,22 @@ use crate::statcache::StatCache;
 
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A fresh temp name: `.retrace-tmp-<pid>-<n>`, a hard-excluded name (never captured) of
-/// bounded length whatever the target's name (a 255-byte name must still be restorable).
+/// A fresh temp name for a file being written: `.retrace-tmp-<pid>-<n>`, a hard-excluded
+/// name (never captured) of bounded length whatever the target's name (a 255-byte name must
+/// still be restorable). Such a file may be incomplete: recovery removes it.
 #[must_use]
 pub fn temp_name() -> Vec<u8> {
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     format!(".retrace-tmp-{}-{n}", std::process::id()).into_bytes()
+}
+
+/// A fresh name for a complete version on its way in or out: `.retrace-tmp-<pid>-x<n>`
+/// (the restore's new version before the exchange, the version taken out after it).
+/// Recovery removes one only when the store holds its content.
+#[must_use]
+pub fn out_name() -> Vec<u8> {
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(".retrace-tmp-{}-x{n}", std::process::id()).into_bytes()
 }
 
 /// A visible name beside `name` for a version that must be kept but cannot stay at `name`:
@@ -258,9 +268,10 @@ impl Beneath {
     ) -> Result<(Arc<OwnedFd>, Vec<u8>, u64), RestoreError> {
         let (parent, name) = split(rel);
         let dir = self.existing_dir(parent)?;
-        let tmp = temp_name();
         let io = self.io(rel);
         if let Some(target) = link_target {
+            // A symlink is created whole: it can take the name of a complete version at once.
+            let tmp = out_name();
             rustix::fs::symlinkat(target, &*dir, tmp.as_slice()).map_err(&io)?;
             let st = rustix::fs::statat(&*dir, tmp.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(&io)?;
@@ -272,6 +283,7 @@ impl Beneath {
         } else {
             base & !0o111
         };
+        let tmp = temp_name();
         let fd = rustix::fs::openat(
             &*dir,
             tmp.as_slice(),
@@ -291,10 +303,20 @@ impl Beneath {
             }
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(&io)?;
             let st = rustix::fs::fstat(&f).map_err(&io)?;
-            Ok(st.st_ino)
+            // Complete: from here on it carries the name of a complete version.
+            let out = out_name();
+            rustix::fs::renameat_with(
+                &*dir,
+                tmp.as_slice(),
+                &*dir,
+                out.as_slice(),
+                RenameFlags::NOREPLACE,
+            )
+            .map_err(&io)?;
+            Ok((st.st_ino, out))
         })();
         match result {
-            Ok(ino) => Ok((dir, tmp, ino)),
+            Ok((ino, out)) => Ok((dir, out, ino)),
             Err(e) => {
                 let _ = rustix::fs::unlinkat(&*dir, tmp.as_slice(), AtFlags::empty());
                 Err(e)
@@ -392,7 +414,7 @@ impl Beneath {
         };
         let io = self.io(rel);
         let before = rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW).ok();
-        let tmp = temp_name();
+        let tmp = out_name();
         match rustix::fs::renameat_with(&*dir, name, &*dir, tmp.as_slice(), RenameFlags::NOREPLACE)
         {
             Ok(()) => {}
@@ -563,6 +585,7 @@ impl Beneath {
         stored: &dyn Fn(&ObjectId) -> bool,
     ) -> Vec<String> {
         let ours = format!(".retrace-tmp-{pid}-");
+        let complete = format!(".retrace-tmp-{pid}-x");
         let mut kept = Vec::new();
         for d in dirs {
             let Ok(Some(dir)) = self.dir(d) else {
@@ -587,7 +610,8 @@ impl Beneath {
                 }
             }
             for name in names {
-                if Self::is_stored(&dir, &name, stored) {
+                // A file still being written is only ever the restore's own, incomplete.
+                if !name.starts_with(complete.as_bytes()) || Self::is_stored(&dir, &name, stored) {
                     let _ = rustix::fs::unlinkat(&*dir, name.as_slice(), AtFlags::empty());
                 } else {
                     let mut rel = d.to_vec();
