@@ -321,13 +321,14 @@ fn run(cli: Cli) -> Result<bool> {
         Command::Verify => {
             let mut clean = true;
             for path in stores(&cli, true)? {
-                let faults = match open(&path) {
+                // Only faults inside a store that opened are damage that `repair` can mend.
+                let (faults, opened) = match open(&path) {
                     Ok(store) => {
                         let mut f = verify(&store.reader()?)?;
                         f.extend(verify_history(&store)?);
-                        f
+                        (f, true)
                     }
-                    Err(e) => vec![format!("{e}")],
+                    Err(e) => (vec![format!("{e}")], false),
                 };
                 if faults.is_empty() {
                     println!("ok     {}", path.display());
@@ -337,10 +338,12 @@ fn run(cli: Cli) -> Result<bool> {
                     for f in faults.iter().take(50) {
                         println!("  {f}");
                     }
-                    println!(
-                        "  `retrace repair` in the workspace forgets damaged objects and stores \
-                         them again from its files"
-                    );
+                    if opened {
+                        println!(
+                            "  `retrace repair` in the workspace forgets damaged objects and \
+                             stores them again from its files"
+                        );
+                    }
                 }
             }
             Ok(clean)
