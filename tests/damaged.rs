@@ -141,17 +141,10 @@ fn a_busy_store_is_not_mistaken_for_a_damaged_one() {
 #[test]
 fn an_unreadable_store_is_a_permission_problem_not_damage() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let env = Env::new();
     env.write("a.txt", "hello");
     // As root every file is readable: run as an unprivileged user instead.
-    let as_user = |bin: &str, args: &[&str]| {
-        let mut cmd = env.command(bin, args);
-        if is_root() {
-            cmd.uid(65534).gid(65534);
-        }
-        cmd.output().unwrap()
-    };
+    let as_user = |bin: &str, args: &[&str]| env.run_as_user(bin, args);
     if is_root() {
         for p in [env.root(), env.home.path(), &env.path("a.txt")] {
             fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();

@@ -329,25 +329,17 @@ fn only_snapshots_are_restorable() {
     env.write("top", "top\n");
     env.write("sub/inner", "inner\n");
     let s1 = snapshot(&env);
-    let ws = env.open();
-    let reader_tree = {
-        let o = env.run(common::RETRACE_DUMP, &["tree", &s1]);
-        stdout(&o)
+    let listing = stdout(&env.run(common::RETRACE_DUMP, &["tree", &s1]));
+    // The ids of the sub-tree and of a file, from retrace-dump's listing.
+    let id_of = |name: &str| {
+        listing
+            .lines()
+            .find(|l| l.contains(name))
+            .and_then(|l| l.split_whitespace().find(|w| w.len() == 64))
+            .unwrap_or_else(|| panic!("{listing}"))
+            .to_string()
     };
-    drop(ws);
-    // The sub-tree's id and a file's id, from retrace-dump.
-    let sub = reader_tree
-        .lines()
-        .find(|l| l.contains("sub"))
-        .and_then(|l| l.split_whitespace().find(|w| w.len() == 64))
-        .unwrap_or_else(|| panic!("{reader_tree}"))
-        .to_string();
-    let file = reader_tree
-        .lines()
-        .find(|l| l.contains("top"))
-        .and_then(|l| l.split_whitespace().find(|w| w.len() == 64))
-        .unwrap_or_else(|| panic!("{reader_tree}"))
-        .to_string();
+    let (sub, file) = (id_of("sub"), id_of("top"));
     for (id, what) in [(&sub, "directory"), (&file, "file")] {
         let o = env.run(RETRACE, &["restore", id, "--force"]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

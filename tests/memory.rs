@@ -67,6 +67,15 @@ fn assert_bounded(env: &Env, what: &str, file_bytes: u64) {
     );
 }
 
+/// Writes `random.bin`: `mib` MiB of noise (generated, never committed).
+fn write_random(env: &Env, mib: u64, seed: u64) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(env.path("random.bin")).unwrap());
+    for i in 0..mib {
+        f.write_all(&noise(seed + i, 1 << 20)).unwrap();
+    }
+    f.into_inner().unwrap().sync_all().unwrap();
+}
+
 #[test]
 fn capturing_a_big_sparse_file_stays_within_the_memory_bound() {
     const SIZE: u64 = 512 << 20;
@@ -82,11 +91,7 @@ fn capturing_a_big_random_file_stays_within_the_memory_bound() {
     const MIB: usize = 1 << 20;
     const PIECES: u64 = 384;
     let env = Env::new();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(env.path("random.bin")).unwrap());
-    for i in 0..PIECES {
-        f.write_all(&noise(i + 1, MIB)).unwrap();
-    }
-    f.into_inner().unwrap().sync_all().unwrap();
+    write_random(&env, PIECES, 1);
     assert_bounded(&env, "a random file", PIECES * MIB as u64);
 }
 
@@ -95,11 +100,7 @@ fn restoring_a_big_random_file_stays_within_the_memory_bound() {
     const MIB: usize = 1 << 20;
     const PIECES: u64 = 384;
     let env = Env::new();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(env.path("random.bin")).unwrap());
-    for i in 0..PIECES {
-        f.write_all(&noise(i + 100, MIB)).unwrap();
-    }
-    f.into_inner().unwrap().sync_all().unwrap();
+    write_random(&env, PIECES, 100);
     let (out, _) = snapshot_peak_rss(&env);
     let id = out.split_whitespace().nth(1).unwrap().to_string();
     std::fs::remove_file(env.path("random.bin")).unwrap();

@@ -81,14 +81,7 @@ fn a_restore_names_unreadable_and_special_files_in_its_way() {
     let env = Env::new();
     env.write("secret.txt", "v1");
     env.write("pipe", "v1");
-    let as_user = |args: &[&str]| {
-        let mut cmd = env.command(RETRACE, args);
-        // As root every file is readable: run as an unprivileged user instead.
-        if is_root() {
-            cmd.uid(65534).gid(65534);
-        }
-        cmd.output().unwrap()
-    };
+    let as_user = |args: &[&str]| env.run_as_user(RETRACE, args);
     if is_root() {
         for p in [env.root(), env.home.path()] {
             fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();
@@ -359,14 +352,7 @@ fn a_restore_that_cannot_write_one_directory_writes_nothing() {
     let env = Env::new();
     env.write("locked/a.txt", "v1");
     env.write("open/b.txt", "v1");
-    let as_user = |args: &[&str]| {
-        let mut cmd = env.command(RETRACE, args);
-        // As root every directory is writable: run as an unprivileged user instead.
-        if is_root() {
-            cmd.uid(65534).gid(65534);
-        }
-        cmd.output().unwrap()
-    };
+    let as_user = |args: &[&str]| env.run_as_user(RETRACE, args);
     if is_root() {
         for p in [env.root(), env.home.path()] {
             fs::set_permissions(p, fs::Permissions::from_mode(0o777)).unwrap();

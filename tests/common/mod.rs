@@ -59,6 +59,17 @@ impl Env {
             .with_file_name("lock")
     }
 
+    /// Runs a binary as an unprivileged user when the tests run as root (as root every file
+    /// is readable and every directory writable), else as ourselves.
+    pub fn run_as_user(&self, bin: &str, args: &[&str]) -> Output {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = self.command(bin, args);
+        if is_root() {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd.output().unwrap()
+    }
+
     pub fn command(&self, bin: &str, args: &[&str]) -> Command {
         let mut c = Command::new(bin);
         c.args(args)
