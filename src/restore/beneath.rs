@@ -484,6 +484,8 @@ impl Beneath {
         let first = rustix::fs::fstat(&fd).map_err(&io)?;
         rustix::fs::unlinkat(dir, tmp, AtFlags::empty()).map_err(&io)?;
         let after = rustix::fs::fstat(&fd).map_err(&io)?;
+        // An unlink sets the ctime, not the mtime: a write since `first` would have set the
+        // mtime to now, which differs from an mtime that is not recent.
         let unchanged = first.st_size == after.st_size
             && first.st_mtime == after.st_mtime
             && first.st_mtime_nsec == after.st_mtime_nsec
@@ -543,8 +545,9 @@ impl Beneath {
         if ft != FileType::RegularFile || exec != (expected.kind == EntryKind::Executable) {
             return Check::Differs;
         }
-        // The stat cache vouches for the path's state before it was taken out, and the
-        // file taken out is that same inode, unmodified (a rename changes only its ctime).
+        // The stat cache vouches for the path's state before it was taken out (its mtime
+        // settled), and what came out is that inode with that mtime, not recent: a write
+        // since would have set the mtime to now (a rename sets only the ctime).
         let vouched = before.is_some_and(|b| {
             b.st_ino == st.st_ino
                 && b.st_size == st.st_size
@@ -655,20 +658,20 @@ enum Check {
     Differs,
 }
 
-/// Whether a file's mtime or ctime is too recent for its stat to vouch for its content
-/// (timestamps are coarse: a second write in the same tick keeps them).
+/// Whether a file's mtime is too recent for an unchanged mtime to prove that nothing was
+/// written since (timestamps are coarse: a second write in the same tick keeps them). The
+/// ctime is not looked at: taking a file out (a rename) sets it.
 fn recent(st: &rustix::fs::Stat) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(i64::MAX, |d| {
             i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
         });
-    let ns = |s: i64, n: u64| {
-        s.saturating_mul(1_000_000_000)
-            .saturating_add(n.cast_signed())
-    };
-    let newest = ns(st.st_mtime, st.st_mtime_nsec).max(ns(st.st_ctime, st.st_ctime_nsec));
-    newest > now.saturating_sub(crate::statcache::RACY_MARGIN_NS)
+    let mtime = st
+        .st_mtime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_mtime_nsec.cast_signed());
+    mtime > now.saturating_sub(crate::statcache::RACY_MARGIN_NS)
 }
 
 fn scan_entry(rel: &[u8], st: &rustix::fs::Stat) -> crate::scan::ScanEntry {
