@@ -71,15 +71,25 @@ fn read_trim(path: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The host id held in the text of a `host-id` file: its trimmed contents, when they are
+/// 32 bytes long (what [`host_id`] writes); None for anything else.
+#[must_use]
+pub fn parse_host_id(text: &str) -> Option<String> {
+    Some(text.trim())
+        .filter(|s| s.len() == 32)
+        .map(str::to_string)
+}
+
 /// The persistent random id of this machine, created on first use under `home`.
 #[must_use]
 pub fn host_id(home: &Path) -> Option<String> {
     let path = home.join("host-id");
-    if let Some(id) = std::fs::read_to_string(&path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| s.len() == 32)
-    {
+    let read = || {
+        std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| parse_host_id(&t))
+    };
+    if let Some(id) = read() {
         return Some(id);
     }
     let mut h = blake3::Hasher::new();
@@ -95,9 +105,8 @@ pub fn host_id(home: &Path) -> Option<String> {
     std::fs::write(&tmp, &id).ok()?;
     if std::fs::hard_link(&tmp, &path).is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return std::fs::read_to_string(&path)
-            .ok()
-            .map(|s| s.trim().to_string());
+        // Another process won, or the file is damaged: then no id, never a damaged one.
+        return read();
     }
     let _ = std::fs::remove_file(&tmp);
     {
@@ -127,10 +136,16 @@ pub fn identity(home: &Path) -> Result<Identity, String> {
 /// The start time of process `pid` (clock ticks after boot), if it exists.
 #[must_use]
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The start time (field 22) in the text of a `/proc/<pid>/stat` file; None when the text
+/// does not have one.
+#[must_use]
+pub fn parse_start_time(stat: &str) -> Option<u64> {
     // The command name (field 2) may hold spaces and parentheses: fields resume after the
     // last ')'. starttime is field 22, the 20th after it.
-    let rest = &stat[stat.rfind(')')? + 1..];
+    let (_, rest) = stat.rsplit_once(')')?;
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 

@@ -53,3 +53,20 @@ fn anything_foreign_or_unknown_is_uncertain() {
         "the host id persists"
     );
 }
+
+#[test]
+fn stat_and_host_id_texts_parse_or_give_none() {
+    let fields = (3..=52)
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(parse_start_time(&format!("42 (a) b) {fields}")), Some(22));
+    assert_eq!(parse_start_time(&format!("42 (a) {fields}")), Some(22));
+    assert_eq!(parse_start_time("42 (cut) R 1 2"), None);
+    assert_eq!(parse_start_time("no parenthesis 1 2 3"), None);
+    assert_eq!(parse_start_time(""), None);
+    let id = "0123456789abcdef0123456789abcdef";
+    assert_eq!(parse_host_id(&format!(" {id}\n")).as_deref(), Some(id));
+    assert_eq!(parse_host_id(&id[1..]), None);
+    assert_eq!(parse_host_id(""), None);
+}

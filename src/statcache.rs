@@ -40,7 +40,8 @@ const MAGIC: &[u8; 4] = b"RTSC";
 /// Version 3 added the checksum trailer; older caches read as empty (a full re-hash).
 const VERSION: u32 = 3;
 /// Length of the checksum trailer.
-const CHECKSUM_LEN: usize = 32;
+/// Bytes of the blake3 checksum that ends the file.
+pub const CHECKSUM_LEN: usize = 32;
 const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32;
 /// Bytes per record.
 pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
@@ -114,9 +115,26 @@ impl CacheEntry<'_> {
     }
 }
 
+/// The bytes a cache was read from: the mapped file, or bytes handed to
+/// [`StatCache::decode`].
+enum Bytes {
+    Map(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
 /// A loaded stat cache (memory-mapped).
 pub struct StatCache {
-    map: Option<Mmap>,
+    map: Option<Bytes>,
     /// Bytes of `map` before the checksum trailer.
     body: usize,
     count: usize,
@@ -166,6 +184,18 @@ impl StatCache {
         let Ok(map) = (unsafe { Mmap::map(&file) }) else {
             return StatCache::empty();
         };
+        StatCache::parse(Bytes::Map(map), store_id)
+    }
+
+    /// The cache held in `bytes`, checked exactly as [`StatCache::load`] checks a file:
+    /// anything malformed, or written for another store, gives an empty cache. Captures use
+    /// `load`; this is the same decoder for tests and the fuzzer.
+    #[must_use]
+    pub fn decode(bytes: Vec<u8>, store_id: &[u8; 16]) -> StatCache {
+        StatCache::parse(Bytes::Owned(bytes), store_id)
+    }
+
+    fn parse(map: Bytes, store_id: &[u8; 16]) -> StatCache {
         if map.len() < HEADER_LEN + CHECKSUM_LEN || &map[..4] != MAGIC || u32_at(&map, 4) != VERSION
         {
             return StatCache::empty();
@@ -210,6 +240,10 @@ impl StatCache {
     }
 
     fn record(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        // Past the last record lie the path bytes: never read them as a record.
+        if i >= self.count {
+            return None;
+        }
         let map = self.map.as_deref()?.get(..self.body)?;
         let at = HEADER_LEN + i * RECORD_LEN;
         let rec = map.get(at..at + RECORD_LEN)?;
@@ -243,14 +277,21 @@ impl StatCache {
         lo
     }
 
-    /// How many records have paths starting with `prefix`, which must end in `/`.
+    /// How many records have paths starting with `prefix` (a directory's, ending in `/`).
     #[must_use]
     pub fn count_prefix(&self, prefix: &[u8]) -> usize {
+        // The first path past every "prefix..." path: '/' + 1 = '0'. A trailing 0xff carries
+        // into the byte before it; when every byte is 0xff, no path sorts past the prefix's.
         let mut end = prefix.to_vec();
-        if let Some(last) = end.last_mut() {
-            *last += 1; // '/' + 1 = '0': the first path past every "prefix..." path
-        }
-        self.lower_bound(&end) - self.lower_bound(prefix)
+        while end.pop_if(|b| *b == u8::MAX).is_some() {}
+        let upper = match end.last_mut() {
+            Some(last) => {
+                *last += 1;
+                self.lower_bound(&end)
+            }
+            None => self.count,
+        };
+        upper.saturating_sub(self.lower_bound(prefix))
     }
 
     /// The cached id and size for `e`. Directories and nested repositories hit on path and
@@ -289,8 +330,9 @@ impl StatCache {
             && mtime == e.mtime_ns
             && ctime == e.ctime_ns
             && u64_at(rec, 40) == e.ino;
-        let settled =
-            mtime < self.written_ns - RACY_MARGIN_NS && ctime < self.written_ns - RACY_MARGIN_NS;
+        // Saturating: a damaged `written_ns` near i64::MIN must not wrap to the far future.
+        let horizon = self.written_ns.saturating_sub(RACY_MARGIN_NS);
+        let settled = mtime < horizon && ctime < horizon;
         (fresh && settled).then_some((id, size))
     }
 

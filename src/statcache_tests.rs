@@ -142,3 +142,53 @@ fn a_version_2_cache_reads_as_empty() {
     fs::write(&p, &v2).unwrap();
     assert!(StatCache::load(&p, &STORE).is_empty());
 }
+
+#[test]
+fn records_past_the_count_are_never_read() {
+    // Found writing the `statcache` fuzz target: a count cut short by damage left the
+    // records after it readable, so a path the header no longer lists could hit.
+    let d = tempfile::tempdir().unwrap();
+    let entries = [scan_entry(b"a", T0), scan_entry(b"b", T0)];
+    write(d.path(), &entries, T0 + 10 * RACY_MARGIN_NS);
+    let mut bytes = fs::read(d.path().join("c")).unwrap();
+    assert!(
+        StatCache::decode(bytes.clone(), &STORE)
+            .lookup(&entries[1])
+            .is_some()
+    );
+    bytes[32..40].copy_from_slice(&1u64.to_le_bytes());
+    // A writer's bug, not damage: the checksum matches the bytes.
+    let body = bytes.len() - CHECKSUM_LEN;
+    let sum = *blake3::hash(&bytes[..body]).as_bytes();
+    bytes[body..].copy_from_slice(&sum);
+    let c = StatCache::decode(bytes, &STORE);
+    assert_eq!(c.len(), 1);
+    assert!(c.lookup(&entries[0]).is_some());
+    assert_eq!(c.lookup(&entries[1]), None);
+}
+
+#[test]
+fn a_write_time_near_the_minimum_trusts_nothing() {
+    // `written_ns - RACY_MARGIN_NS` overflowed: a panic in debug builds, and in release
+    // builds a wrap to the far future that trusted every entry.
+    let d = tempfile::tempdir().unwrap();
+    let e = scan_entry(b"a", i64::MIN);
+    write(d.path(), std::slice::from_ref(&e), i64::MIN + 1);
+    let c = StatCache::load(&d.path().join("c"), &STORE);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c.lookup(&e), None);
+}
+
+#[test]
+fn prefixes_ending_in_0xff_are_counted() {
+    // `count_prefix` added 1 to a last byte of 0xff: an overflow.
+    let d = tempfile::tempdir().unwrap();
+    let paths: [&[u8]; 5] = [b"a", b"a\xff", b"a\xff\xff", b"a\xffz", b"b"];
+    let entries: Vec<_> = paths.iter().map(|p| scan_entry(p, T0)).collect();
+    write(d.path(), &entries, T0);
+    let c = StatCache::load(&d.path().join("c"), &STORE);
+    assert_eq!(c.count_prefix(b"a\xff"), 3);
+    assert_eq!(c.count_prefix(b"a\xff\xff"), 1);
+    assert_eq!(c.count_prefix(b"\xff"), 0);
+    assert_eq!(c.count_prefix(b""), 5);
+}

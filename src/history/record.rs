@@ -263,15 +263,21 @@ pub fn encode<T: Serialize>(rec: &T) -> Vec<u8> {
     postcard::to_allocvec(rec).expect("encoding plain data into memory cannot fail")
 }
 
-/// Decodes a history record, refusing unknown versions.
+/// Decodes a history record, refusing unknown versions and trailing bytes (a record longer
+/// than its fields is damaged, not something to read part of).
 ///
 /// # Errors
 /// A message saying what is wrong.
 pub fn decode<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T, String> {
     match bytes.first() {
-        Some(&HISTORY_VERSION) => {
-            postcard::from_bytes(bytes).map_err(|e| format!("history record: {e}"))
-        }
+        Some(&HISTORY_VERSION) => match postcard::take_from_bytes(bytes) {
+            Ok((rec, [])) => Ok(rec),
+            Ok((_, rest)) => Err(format!(
+                "history record: {} trailing bytes after its fields",
+                rest.len()
+            )),
+            Err(e) => Err(format!("history record: {e}")),
+        },
         Some(v) => Err(format!(
             "history record of version {v}; this retrace reads version {HISTORY_VERSION}"
         )),
@@ -306,6 +312,13 @@ mod tests {
         );
         assert!(decode::<OpRecord>(&[]).is_err());
         assert!(decode::<OpRecord>(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(
+            decode::<OpRecord>(&longer)
+                .unwrap_err()
+                .contains("trailing")
+        );
     }
 
     #[test]

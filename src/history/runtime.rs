@@ -20,6 +20,13 @@ static SWEPT: Once = Once::new();
 /// pid is not taken for the process that wrote the directory.
 const OWNER: &str = ".owner";
 
+/// The start time held in a process directory's `.owner` file: the decimal number it
+/// holds, surrounding whitespace allowed; None for anything else.
+#[must_use]
+pub fn parse_owner(bytes: &[u8]) -> Option<u64> {
+    std::str::from_utf8(bytes).ok()?.trim().parse().ok()
+}
+
 /// Removes the directories of processes that are gone: their pid does not exist, or belongs
 /// to a process started at another time than the one that wrote the directory.
 fn sweep(root: &Path) {
@@ -30,9 +37,9 @@ fn sweep(root: &Path) {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        let recorded = std::fs::read_to_string(e.path().join(OWNER))
+        let recorded = std::fs::read(e.path().join(OWNER))
             .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok());
+            .and_then(|t| parse_owner(&t));
         let gone = match crate::lease::start_time(pid) {
             None => i32::try_from(pid)
                 .ok()
@@ -130,5 +137,16 @@ pub(crate) fn unpublish(file: &PathBuf) {
     if others == 0 {
         let _ = std::fs::remove_file(dir.join(OWNER));
         let _ = std::fs::remove_dir(dir); // only when empty
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn owner_files_hold_one_number() {
+        assert_eq!(super::parse_owner(b"12345\n"), Some(12345));
+        assert_eq!(super::parse_owner(b"12 34"), None);
+        assert_eq!(super::parse_owner(b"\xff"), None);
+        assert_eq!(super::parse_owner(b""), None);
     }
 }

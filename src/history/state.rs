@@ -58,7 +58,8 @@ impl SessionState {
             Op::TurnBegun { turn } => {
                 self.pending = Some(*turn);
                 self.redo.clear();
-                self.next_turn = self.next_turn.max(turn + 1);
+                // Saturating: a damaged log may name turn u64::MAX.
+                self.next_turn = self.next_turn.max(turn.saturating_add(1));
             }
             Op::TurnBefore { snapshot, .. } => self.last_known = Some(*snapshot),
             Op::TurnEnded { turn, snapshot } => {
@@ -102,7 +103,7 @@ impl SessionState {
             }
             Op::Checkpoint { number, snapshot } => {
                 self.last_known = Some(*snapshot);
-                self.next_checkpoint = self.next_checkpoint.max(number + 1);
+                self.next_checkpoint = self.next_checkpoint.max(number.saturating_add(1));
             }
         }
     }
@@ -177,5 +178,18 @@ mod tests {
         let mut u = SessionState::replay(&[Op::TurnBegun { turn: 9 }]);
         u.apply(&s.base());
         assert_eq!(u, s);
+    }
+
+    #[test]
+    fn the_largest_numbers_in_a_damaged_log_do_not_overflow() {
+        // `turn + 1` and `number + 1` overflowed on a log naming u64::MAX.
+        let s = SessionState::replay(&[
+            Op::TurnBegun { turn: u64::MAX },
+            Op::Checkpoint {
+                number: u64::MAX,
+                snapshot: ObjectId::ZERO,
+            },
+        ]);
+        assert_eq!((s.next_turn, s.next_checkpoint), (u64::MAX, u64::MAX));
     }
 }
