@@ -296,43 +296,6 @@ fn quarantine(path: &Path) -> Result<PathBuf, Error> {
     })
 }
 
-/// Names the real reason a target path is left alone when what stands on disk is not an
-/// ignored file but one no capture could take: a file it could not read (with the OS error),
-/// or a FIFO, socket or device. Paths inside nested repositories keep their reason.
-fn explain_left_alone(root: &Path, current: &[FlatEntry], left: &mut [crate::scan::Skipped]) {
-    use std::os::unix::fs::OpenOptionsExt;
-    // Sorted, as `current` is.
-    let nested: Vec<Vec<u8>> = current
-        .iter()
-        .filter(|e| e.kind == crate::object::EntryKind::NestedRepo)
-        .map(|e| e.path.clone())
-        .collect();
-    for s in left {
-        let rel = s.path.as_bytes();
-        if below_any(rel, &nested) || nested.iter().any(|n| n == rel) {
-            continue;
-        }
-        let path = crate::capture::abs_path(root, rel);
-        let Ok(meta) = path.symlink_metadata() else {
-            continue;
-        };
-        let ft = meta.file_type();
-        if ft.is_file() {
-            // Non-blocking and not through a link: only asks whether it can be read.
-            let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
-            if let Err(e) = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(flags.bits().cast_signed())
-                .open(&path)
-            {
-                s.reason = format!("unreadable ({e}): left alone");
-            }
-        } else if !ft.is_dir() && !ft.is_symlink() {
-            s.reason = format!("{}: left alone", crate::scan::special_reason(ft));
-        }
-    }
-}
-
 fn json_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
@@ -926,7 +889,7 @@ impl Workspace {
         let plan = plan::plan(&self.root, current, target)?;
         let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
         let mut left_alone = plan.left_alone.clone();
-        explain_left_alone(&self.root, current, &mut left_alone);
+        plan::explain_left_alone(&self.root, current, &mut left_alone);
         let out = Applied {
             written: plan.writes.iter().map(|w| lossy(&w.entry.path)).collect(),
             deleted: plan.deletes.iter().map(|d| lossy(&d.path)).collect(),
