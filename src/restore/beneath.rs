@@ -68,6 +68,20 @@ pub fn split(path: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
+/// Splits `rel` for an operation on its last component, refusing a name that is not one
+/// plain component (empty, `.`, `..`, or holding a NUL byte): a hostile snapshot must not
+/// reach a parent through it.
+fn leaf(rel: &[u8]) -> Result<(&[u8], &[u8]), RestoreError> {
+    let (parent, name) = split(rel);
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&0) {
+        return Err(RestoreError::Unsafe {
+            path: lossy(rel),
+            reason: "not a plain file name".into(),
+        });
+    }
+    Ok((parent, name))
+}
+
 fn lossy(p: &[u8]) -> String {
     String::from_utf8_lossy(p).into_owned()
 }
@@ -173,13 +187,10 @@ impl Beneath {
         if let Some(fd) = self.dirs.lock().ok().and_then(|d| d.get(rel).cloned()) {
             return Ok(Some(fd));
         }
-        let (parent, name) = split(rel);
+        let (parent, name) = leaf(rel).map_err(|_| Self::unsafe_dir(rel))?;
         let Some(up) = self.dir(parent)? else {
             return Ok(None);
         };
-        if name.is_empty() || name == b"." || name == b".." {
-            return Err(Self::unsafe_dir(rel));
-        }
         let fd = match rustix::fs::openat(
             &*up,
             name,
@@ -216,7 +227,7 @@ impl Beneath {
     /// # Errors
     /// [`RestoreError::Unsafe`] when something else is in the way; I/O errors.
     pub fn mkdir(&self, rel: &[u8]) -> Result<(), RestoreError> {
-        let (parent, name) = split(rel);
+        let (parent, name) = leaf(rel)?;
         let up = self.existing_dir(parent)?;
         match rustix::fs::mkdirat(&*up, name, Mode::from_raw_mode(0o777)) {
             Ok(()) | Err(Errno::EXIST) => self.existing_dir(rel).map(|_| ()),
@@ -229,7 +240,7 @@ impl Beneath {
     /// # Errors
     /// I/O errors other than "not empty", "gone" or "not a directory".
     pub fn rmdir_if_empty(&self, rel: &[u8]) -> Result<bool, RestoreError> {
-        let (parent, name) = split(rel);
+        let (parent, name) = leaf(rel)?;
         let up = match self.dir(parent) {
             Ok(Some(up)) => up,
             Ok(None) | Err(RestoreError::Unsafe { .. }) => return Ok(false),
@@ -266,7 +277,7 @@ impl Beneath {
         fill: &mut dyn FnMut(&mut dyn Write) -> Result<(), RestoreError>,
         link_target: Option<&[u8]>,
     ) -> Result<(Arc<OwnedFd>, Vec<u8>, u64), RestoreError> {
-        let (parent, name) = split(rel);
+        let (parent, name) = leaf(rel)?;
         let dir = self.existing_dir(parent)?;
         let io = self.io(rel);
         if let Some(target) = link_target {
@@ -340,7 +351,7 @@ impl Beneath {
         over: Option<Expected>,
         cache: &StatCache,
     ) -> Result<Taken, RestoreError> {
-        let (_, name) = split(rel);
+        let (_, name) = leaf(rel)?;
         let io = self.io(rel);
         let Some(expected) = over else {
             return match rustix::fs::renameat_with(dir, tmp, dir, name, RenameFlags::NOREPLACE) {
@@ -408,7 +419,7 @@ impl Beneath {
         expected: Expected,
         cache: &StatCache,
     ) -> Result<Taken, RestoreError> {
-        let (parent, name) = split(rel);
+        let (parent, name) = leaf(rel)?;
         let Some(dir) = self.dir(parent)? else {
             return Ok(Taken::Missing);
         };
@@ -705,3 +716,7 @@ fn hash_fd(fd: &impl AsFd) -> std::io::Result<ObjectId> {
     }
     Ok(ObjectId(*h.finalize().as_bytes()))
 }
+
+#[cfg(test)]
+#[path = "beneath_tests.rs"]
+mod tests;
