@@ -412,3 +412,68 @@ fn an_edit_to_a_version_taken_out_survives_a_kill_and_the_recovery() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_recovery_that_cannot_write_is_abandoned_unclaimed_and_never_wedges() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let env = Env::new();
+    for i in 0..20 {
+        env.write(&format!("a/f{i:02}"), "v1\n");
+    }
+    // As root every directory is writable: act as an unprivileged user instead.
+    let mode = |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+    if common::is_root() {
+        for p in [env.root(), env.home.path(), &env.path("a")] {
+            mode(p, 0o777);
+        }
+        for i in 0..20 {
+            mode(&env.path(&format!("a/f{i:02}")), 0o666);
+        }
+    }
+    let run = |args: &[&str], vars: &[(&str, &str)]| {
+        let mut a = vec!["--session", "s"];
+        a.extend_from_slice(args);
+        let mut c = env.command(RETRACE, &a);
+        c.envs(vars.iter().copied());
+        if common::is_root() {
+            c.uid(65534).gid(65534);
+        }
+        c.output().unwrap()
+    };
+    assert!(
+        run(&["turn", "begin", "--prompt", "p"], &[])
+            .status
+            .success()
+    );
+    for i in 0..20 {
+        env.write(&format!("a/f{i:02}"), "v2 by the agent\n");
+    }
+    assert!(run(&["turn", "end"], &[]).status.success());
+    // The undo dies after 5 files; then its directory can no longer be written.
+    let o = run(
+        &["undo"],
+        &[
+            ("RETRACE_FAULT_ABORT_AFTER_WRITES", "5"),
+            ("RAYON_NUM_THREADS", "1"),
+        ],
+    );
+    assert!(!o.status.success());
+    mode(&env.path("a"), 0o555);
+    let o = run(&["status"], &[]);
+    let said = stderr(&o);
+    assert!(said.contains("cannot be completed"), "{said}");
+    assert!(said.contains("history left as it was"), "{said}");
+    // Never again: the next commands find nothing pending, and the turn is still applied.
+    let o = run(&["status", "--json"], &[]);
+    assert!(!stderr(&o).contains("interrupted"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["cursor"], 1, "{v}");
+    // Once the directory is writable again, the user can finish the undo.
+    mode(&env.path("a"), 0o777);
+    let o = run(&["undo", "--force"], &[]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    for i in 0..20 {
+        assert_eq!(env.read(&format!("a/f{i:02}")), "v1\n");
+    }
+}
