@@ -217,16 +217,18 @@ fn a_directory_swapped_for_a_symlink_mid_restore_never_redirects_writes_or_delet
     }
 }
 
-fn append_line(path: &Path, line: &str) {
+/// Appends `line` as an editor would; returns whether it reached a file of the workspace
+/// (false: the file was deleted before the line was written).
+fn append_line(path: &Path, line: &str) -> bool {
     // A line written into a file the restore had already unlinked reached no file of the
     // workspace (see docs/crash-model.md, Limits): write it again, as an editor would.
     loop {
         let Ok(mut f) = fs::OpenOptions::new().append(true).open(path) else {
-            continue;
+            return false;
         };
         f.write_all(line.as_bytes()).unwrap();
         if f.metadata().unwrap().nlink() > 0 {
-            return;
+            return true;
         }
     }
 }
@@ -234,15 +236,22 @@ fn append_line(path: &Path, line: &str) {
 #[test]
 fn edits_made_at_exact_points_of_a_restore_survive() {
     let files = 40;
-    for (point, n) in [
-        ("done", 1),
-        ("done", 20),
-        ("taken", 1),
-        ("taken", 10),
-        ("taken", 39),
+    // With `extra`, the restore first deletes 40 files, then writes 40.
+    for (extra, point, n) in [
+        (false, "done", 1),
+        (false, "done", 20),
+        (false, "taken", 1),
+        (false, "taken", 10),
+        (false, "taken", 39),
+        (true, "done", 1),
+        (true, "done", 39),
+        (true, "taken", 1),
+        (true, "taken", 20),
+        (true, "taken", 41),
+        (true, "taken", 70),
     ] {
         let env = Env::new();
-        let (s1, _) = setup(&env, files, false);
+        let (s1, _) = setup(&env, files, extra);
         let pause = env.home.path().join("paused");
         let mut child = restore(&env, &s1, Some((point, n, &pause)));
         assert!(wait_paused(&mut child, &pause), "{point}:{n} never reached");
@@ -254,12 +263,17 @@ fn edits_made_at_exact_points_of_a_restore_survive() {
                 "edit at {point}:{n} of {}\n",
                 e.file_name().to_string_lossy()
             );
-            append_line(&e.path(), &line);
+            assert!(append_line(&e.path(), &line));
             lines.push(line);
         }
         fs::remove_file(&pause).unwrap();
         let log = finish(child);
-        assert_survived(&env, &lines, &format!("{point}:{n}"), &log);
+        assert_survived(
+            &env,
+            &lines,
+            &format!("{point}:{n} (deletes: {extra})"),
+            &log,
+        );
         assert!(log.contains("changed during the restore"), "{log}");
     }
 }
@@ -267,9 +281,11 @@ fn edits_made_at_exact_points_of_a_restore_survive() {
 #[test]
 fn edits_made_while_a_restore_runs_survive() {
     let files = 120;
-    for run in 0..50 {
+    // 50 runs that edit files the restore writes, 50 that also edit files it deletes.
+    for run in 0..100 {
         let env = Env::new();
-        let (s1, _) = setup(&env, files, run % 2 == 1);
+        let extra = run % 2 == 1;
+        let (s1, _) = setup(&env, files, extra);
         let stop = Arc::new(AtomicBool::new(false));
         let root = env.root().to_path_buf();
         let editor = {
@@ -278,10 +294,17 @@ fn edits_made_while_a_restore_runs_survive() {
                 let mut lines = Vec::new();
                 let mut k = 0;
                 while !stop.load(Ordering::SeqCst) {
+                    // The last ten files the restore writes, and (odd runs) deletes.
                     let i = files - 1 - (k % 10);
-                    let line = format!("run {run} edit {k} of f{i:04}\n");
-                    append_line(&root.join(format!("a/f{i:04}")), &line);
-                    lines.push(line);
+                    let name = if k % 20 < 10 || !extra {
+                        format!("f{i:04}")
+                    } else {
+                        format!("x{i:04}")
+                    };
+                    let line = format!("run {run} edit {k} of {name}\n");
+                    if append_line(&root.join("a").join(&name), &line) {
+                        lines.push(line);
+                    }
                     k += 1;
                     // Pacing, not timing: the restore needs the CPU too.
                     std::thread::yield_now();
