@@ -4,7 +4,7 @@
 pub const HARD_EXCLUSIONS: &[&str] = &[
     ".git",
     "node_modules",
-    ".*.retrace-tmp-* (retrace's own temp files)",
+    ".retrace-tmp-*, .*.retrace-tmp-* (retrace's own temp files)",
 ];
 
 /// Names of credentials, excluded by default (named in capture results, and allowed back
@@ -54,7 +54,8 @@ pub fn looks_like_private_key(head: &[u8]) -> bool {
     })
 }
 
-/// Whether a name is one of retrace's restore temp files (`.<name>.retrace-tmp-<pid>-<n>`),
+/// Whether a name is one of retrace's restore temp files (`.retrace-tmp-<pid>-<n>`, and
+/// `.<name>.retrace-tmp-<pid>-<n>` as older versions named them),
 /// which a process killed mid-write can leave behind: never user data.
 #[must_use]
 pub fn is_temp(name: &[u8]) -> bool {
