@@ -167,7 +167,13 @@ impl Workspace {
         };
         self.store.write(Vec::new(), Some(&kept_at), None)?;
         let mut kept = Vec::new();
-        let doable: Vec<_> = changes(&reader, &rec.source, &rec.target)?
+        let all = changes(&reader, &rec.source, &rec.target)?;
+        // Every directory the restore was changing may hold its temp files.
+        let dirs: HashSet<Vec<u8>> = all
+            .iter()
+            .map(|c| super::beneath::split(&c.path).0.to_vec())
+            .collect();
+        let doable: Vec<_> = all
             .into_iter()
             .filter(|c| {
                 let d = find(&disk.entries, &c.path);
@@ -179,11 +185,7 @@ impl Workspace {
             })
             .collect();
         let beneath = super::beneath::Beneath::open(&self.root)?;
-        let dirs: HashSet<&[u8]> = doable
-            .iter()
-            .map(|c| super::beneath::split(&c.path).0)
-            .collect();
-        let rescued = beneath.sweep_temp_files(dirs.into_iter(), rec.pid, &|id| {
+        let rescued = beneath.sweep_temp_files(dirs.iter().map(Vec::as_slice), rec.pid, &|id| {
             reader.contains(id).unwrap_or(false)
         });
         drop(beneath);
