@@ -265,3 +265,51 @@ fn two_undo_processes_at_once_undo_two_different_turns() {
     assert_eq!(v["redo_turn"], serde_json::json!([1, "both"]));
     assert_verified(&env);
 }
+
+/// Session A's undo and navigation never touch what session B's turn, still running under a
+/// live owner, has changed so far; B's turn then ends with its own change.
+#[test]
+fn an_undo_never_touches_another_sessions_running_turn() {
+    let env = Env::new();
+    env.write("shared.txt", "base\n");
+    let owner = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    let pid = owner.id().to_string();
+    let run = |session: &str, args: &[&str]| {
+        let mut all = vec!["--session", session];
+        all.extend_from_slice(args);
+        env.run(RETRACE, &all)
+    };
+    let ok = |o: std::process::Output| {
+        assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+        stdout(&o) + &stderr(&o)
+    };
+    ok(run("A", &["turn", "begin", "--prompt", "a"]));
+    ok(run(
+        "B",
+        &["turn", "begin", "--prompt", "b", "--owner-pid", &pid],
+    ));
+    env.write("a.txt", "by agent A\n");
+    env.write("b.txt", "by agent B\n");
+    env.write("shared.txt", "base\nB's line\n");
+    ok(run("A", &["turn", "end"]));
+    let said = ok(run("A", &["undo"]));
+    assert_eq!(env.read("b.txt"), "by agent B\n", "{said}");
+    assert_eq!(env.read("shared.txt"), "base\nB's line\n", "{said}");
+    assert!(said.contains("still running"), "{said}");
+    // A navigation in A that would change them is a conflict; nothing is written.
+    let o = run("A", &["navigate", "turn:1:before"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(env.path("b.txt").exists());
+    assert_eq!(env.read("shared.txt"), "base\nB's line\n");
+    // B's turn ends with its change intact.
+    ok(run("B", &["turn", "end"]));
+    let log = ok(run("B", &["log"]));
+    assert!(!log.contains("+0 ~0 -0"), "{log}");
+    assert!(log.contains("~1"), "{log}");
+    let mut owner = owner;
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+}

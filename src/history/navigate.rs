@@ -233,6 +233,30 @@ impl Session {
                 safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
             }
         }
+        // Paths another session's running turn has changed so far are that turn's: a
+        // navigation that would change them is a conflict (forced: saved first).
+        let fresh = self.ws.store.reader()?;
+        let open = self.open_turn_paths(&fresh, &disk.id)?;
+        if !open.is_empty() {
+            let clash: Vec<String> = crate::diff::changes(&fresh, &disk.id, &snapshot)?
+                .into_iter()
+                .filter(|c| open.contains_key(&c.path))
+                .map(|c| lossy(&c.path))
+                .collect();
+            if !clash.is_empty() {
+                if !opts.force {
+                    return Ok(Outcome::Conflict {
+                        count: clash.len(),
+                        paths: clash.into_iter().take(MAX_LISTED).collect(),
+                    });
+                }
+                if safety.is_none() {
+                    let label = format!("safety: before forced navigation to {anchor}");
+                    safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
+                }
+            }
+        }
+        drop(fresh);
         let (target_entries, same_dirs) = flatten_changed(&reader, &snapshot, &disk.entries)?;
         disk.entries
             .retain(|e| !crate::diff::below_any(&e.path, &same_dirs));

@@ -233,14 +233,24 @@ impl Session {
         op: Op,
         opts: OpOptions<'_>,
     ) -> Result<Result<Reversed, Outcome>, Error> {
+        // Stored, not just scanned: the result is recorded from this list, so edits made
+        // since the last snapshot must have their blobs in the store (and the trees, which
+        // other sessions' open turns are compared with; so the reader is opened after).
+        let disk = self.ws.store_disk_locked(opts.progress)?;
         let reader = self.ws.store.reader()?;
         let mut change = changes(&reader, &from, &to)?;
-        // Paths another session's concurrent turn changed are that turn's: left alone.
-        let theirs = self.concurrent_paths(t, &reader)?;
+        // Paths another session's concurrent turn changed are that turn's: left alone. So
+        // are those a turn of another session still running has changed so far.
+        let mut theirs = self.concurrent_paths(t, &reader)?;
+        let ours: std::collections::HashSet<&[u8]> =
+            change.iter().map(|c| c.path.as_slice()).collect();
+        for (path, why) in self.open_turn_paths(&reader, &disk.id)? {
+            if ours.contains(path.as_slice()) {
+                theirs.entry(path).or_insert(why);
+            }
+        }
+        drop(ours);
         change.retain(|c| !theirs.contains_key(&c.path));
-        // Stored, not just scanned: the result is recorded from this list, so edits made
-        // since the last snapshot must have their blobs in the store.
-        let disk = self.ws.store_disk_locked(opts.progress)?;
         let clash = conflicts(&disk.entries, &change);
         let mut safety = None;
         if !clash.is_empty() {
@@ -385,6 +395,44 @@ impl Session {
                             )
                         });
                     }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Session {
+    /// Paths that another session's turn still in progress has changed so far (from its
+    /// before-snapshot to the disk now, stored as `disk`), with the reason. They are that
+    /// turn's until it ends: never this session's to undo, redo or navigate over. Whole-
+    /// workspace snapshots cannot tell who wrote a file, so a path this session's agent
+    /// wrote while the other turn ran counts too (conservative, as for ended turns).
+    pub(crate) fn open_turn_paths(
+        &self,
+        reader: &crate::store::StoreReader,
+        disk: &ObjectId,
+    ) -> Result<std::collections::BTreeMap<Vec<u8>, String>, Error> {
+        let mut out = std::collections::BTreeMap::new();
+        let tx = self.ws.store.begin_read()?;
+        let path = self.ws.store.path();
+        for (key, _) in db::sessions(&tx, path)? {
+            if key == self.key {
+                continue;
+            }
+            let session = &ObjectId(key).to_hex()[..16];
+            for u in db::turns(&tx, path, &key)? {
+                let Some(ub) = u.before.filter(|_| u.ended_ms.is_none()) else {
+                    continue;
+                };
+                for c in changes(reader, &ub, disk)? {
+                    out.entry(c.path).or_insert_with(|| {
+                        format!(
+                            "being changed by turn {} of session {session}, which is still \
+                             running; left as it is",
+                            u.number
+                        )
+                    });
                 }
             }
         }
