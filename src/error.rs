@@ -262,6 +262,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A turn's owner named a process that does not exist.
+    #[error(
+        "process {pid} does not exist: a turn's owner must be a running process (the agent); \
+         give the agent's pid with --owner-pid, or leave it out to make the caller the owner"
+    )]
+    NoSuchOwner {
+        /// The pid given.
+        pid: u32,
+    },
     /// The workspace directory is unusable.
     #[error("workspace {path}: {reason}")]
     Workspace {

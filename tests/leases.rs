@@ -171,3 +171,25 @@ fn an_unreadable_lease_is_kept_and_reported() {
         "{lease}"
     );
 }
+
+/// `--owner-pid` naming no process is refused (a usage error) before any turn begins; a
+/// turn left pending can always be closed with `retrace turn end`.
+#[test]
+fn an_owner_pid_naming_no_process_is_refused() {
+    let env = Env::new();
+    env.write("f.txt", "v1\n");
+    let o = env.run(
+        RETRACE,
+        &["--session", "s", "turn", "begin", "--owner-pid", "4000000"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("process 4000000 does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    // Nothing is pending: undo has nothing to do, and is not busy.
+    let o = env.run(RETRACE, &["--session", "s", "undo", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["result"], "nothing_to_undo", "{v}");
+}

@@ -259,7 +259,9 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
             ("refused", REFUSED)
         }
         Some(e) if e.is_busy() => ("busy", BUSY),
-        Some(Error::Store(retrace::StoreError::BadSnapshotId(_))) => ("usage", USAGE),
+        Some(Error::Store(retrace::StoreError::BadSnapshotId(_)) | Error::NoSuchOwner { .. }) => {
+            ("usage", USAGE)
+        }
         _ => ("error", FAILED),
     }
 }

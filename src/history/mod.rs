@@ -311,8 +311,9 @@ impl Session {
                  `retrace turn end`"
                 ),
                 None => format!(
-                    "turn {n} is in progress; wait until the agent finishes (or end it with \
-                 `retrace turn end`)"
+                    "turn {n} is in progress and no owner is recorded for it (this machine's \
+                     identity could not be read when it began); wait until the agent finishes, \
+                     or end it with `retrace turn end`"
                 ),
             };
         Some(Outcome::Busy { detail })

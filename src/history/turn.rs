@@ -100,6 +100,13 @@ impl Session {
                 before: Arc::new((Mutex::new(Slot::Abandoned(String::new())), Condvar::new())),
             });
         }
+        // An owner that does not exist could never end the turn, nor be seen to die: every
+        // later undo would be busy. (Checked only where /proc tells: it does for ourselves.)
+        if crate::lease::start_time(std::process::id()).is_some()
+            && crate::lease::start_time(self.owner).is_none()
+        {
+            return Err(Error::NoSuchOwner { pid: self.owner });
+        }
         self.ws.recover_if_needed();
         // Shared lock from the record to the capture's end: a restore in another process
         // either finished before this turn began or starts after its baseline is taken.
