@@ -61,7 +61,7 @@ fn rewrite_lease(env: &Env, session: &str, f: impl FnOnce(Vec<u8>) -> Vec<u8>) {
 }
 
 #[test]
-fn a_dead_owners_turn_is_ended_and_can_be_undone() {
+fn a_dead_owners_turn_never_absorbs_edits_made_after_it_died() {
     let env = Env::new();
     env.write("base.txt", "base");
     let mut owner = agent();
@@ -70,15 +70,36 @@ fn a_dead_owners_turn_is_ended_and_can_be_undone() {
     owner.kill().unwrap();
     owner.wait().unwrap();
     assert_eq!(dump_lease(&env)["liveness"]["owner"], "dead");
-    // Undo cleans the dead turn up (ending it with the disk as it is: nothing else was
-    // recorded since its baseline), then undoes it.
-    let (v, code) = json(&env, "s", &["undo"]);
-    assert_eq!((v["result"].as_str(), code), (Some("restored"), 0), "{v}");
-    assert!(!env.path("agent.txt").exists());
-    assert_eq!(env.read("base.txt"), "base");
+    // The user edits a file after the agent died: it must never be undone as the turn's.
+    env.write("user.txt", "the user's own edit");
+    // Undo cleans the dead turn up: what it did cannot be told from what came after, so it
+    // is conversation-only and no file is written.
+    let (v, _) = json(&env, "s", &["undo", "--mode", "both"]);
+    assert_ne!(v["result"], "restored", "{v}");
+    assert_eq!(env.read("user.txt"), "the user's own edit");
+    assert_eq!(
+        env.read("agent.txt"),
+        "written by the agent, which then dies"
+    );
     let (log, _) = json(&env, "s", &["log"]);
-    assert_eq!(log["entries"][0]["state"], "complete");
-    assert_eq!(log["entries"][0]["counts"], serde_json::json!([1, 0, 0]));
+    assert_eq!(log["entries"][0]["state"], "conversation_only", "{log}");
+}
+
+#[test]
+fn a_dead_owners_turn_that_changed_nothing_ends_complete() {
+    let env = Env::new();
+    env.write("base.txt", "base");
+    let mut owner = agent();
+    let pid = owner.id().to_string();
+    let (v, code) = json(&env, "s", &["turn", "begin", "--owner-pid", &pid]);
+    assert_eq!((code, v["before"].as_str()), (0, Some("ready")), "{v}");
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    // The next undo cleans it up: it provably changed nothing.
+    json(&env, "s", &["undo"]);
+    let (log, _) = json(&env, "s", &["log"]);
+    assert_eq!(log["entries"][0]["state"], "complete", "{log}");
+    assert_eq!(log["entries"][0]["counts"], serde_json::json!([0, 0, 0]));
 }
 
 #[test]

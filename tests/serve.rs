@@ -278,3 +278,29 @@ fn maintenance_runs_on_a_timer_while_the_server_runs() {
     c.ok("shutdown", json!({}));
     assert!(c.child.wait().unwrap().success());
 }
+
+/// A turn begun over serve and left by EOF is never ended with edits made after the server
+/// went away: its owner is gone, so the next undo makes it conversation-only and writes no
+/// file (neither the agent's nor the user's later edit).
+#[test]
+fn a_turn_left_by_eof_never_absorbs_later_edits() {
+    let env = Env::new();
+    env.write("f.txt", "v1\n");
+    let mut c = Client::start(&env);
+    let root = env.root().display().to_string();
+    c.ok("open", json!({"workspace": root, "session": "x"}));
+    c.ok("begin_turn", json!({"prompt": "p"}));
+    c.ok("wait_before", json!({"timeout_ms": 60000}));
+    env.write("f.txt", "by the agent\n");
+    drop(c.stdin.take());
+    assert!(c.child.wait().unwrap().success());
+    env.write("user.txt", "the user's edit after the agent left\n");
+    let o = env.run(RETRACE, &["--session", "x", "undo", "--json"]);
+    let v: Value = serde_json::from_str(common::stdout(&o).trim()).unwrap();
+    assert_ne!(v["result"], "restored", "{v}");
+    assert_eq!(
+        env.read("user.txt"),
+        "the user's edit after the agent left\n"
+    );
+    assert_eq!(env.read("f.txt"), "by the agent\n");
+}

@@ -12,10 +12,9 @@ use super::record::{
 };
 use super::{InFlight, Session, TurnState};
 use crate::capture::FlatEntry;
-use crate::diff::changes;
 use crate::error::{Error, StoreError};
 use crate::lock::LockMode;
-use crate::object::{EntryKind, ObjectId};
+use crate::object::ObjectId;
 use crate::progress::NoProgress;
 use crate::scan::Skipped;
 use crate::store::now_ms;
@@ -309,28 +308,10 @@ fn counts_against(
 }
 
 impl Session {
-    /// Paths added, modified and deleted from snapshot `a` to snapshot `b`.
-    pub(super) fn counts(&self, a: &ObjectId, b: &ObjectId) -> Result<[u32; 3], Error> {
-        let reader = self.ws.store.reader()?;
-        let mut c = [0u32; 3];
-        for ch in changes(&reader, a, b)? {
-            let leaf = |e: &Option<FlatEntry>| e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
-            let i = match (leaf(&ch.old), leaf(&ch.new)) {
-                (false, true) => 0,
-                (true, true) => 1,
-                (true, false) => 2,
-                (false, false) => continue,
-            };
-            c[i] = c[i].saturating_add(1);
-        }
-        Ok(c)
-    }
-
     /// Ends a turn whose owner is certainly gone (the caller checked its lease and holds the
-    /// exclusive lock), then returns the session re-read. The turn gets an after-snapshot
-    /// taken now when that is still truthful: it has its before-snapshot and nothing else was
-    /// recorded in the workspace since (its last known state is still that baseline), so
-    /// every change since is the dead turn's. Otherwise it becomes conversation-only.
+    /// exclusive lock), then returns the session re-read. It never absorbs edits made after
+    /// its owner died: it ends complete only when it provably changed nothing (the disk
+    /// still equals its before-snapshot, nothing recorded since), else conversation-only.
     pub(super) fn clean_dead_turn(
         &self,
         l: Loaded,
@@ -350,14 +331,15 @@ impl Session {
             .and_then(|tx| db::lease(&tx, self.path(), &self.key, p).ok().flatten())
             .and_then(Result::ok)
             .map_or(0, |r| r.pid);
+        // What the dead turn did cannot be told from what anyone did after it died: the
+        // only after-state it can prove is "nothing changed" (the disk still equals its
+        // before-snapshot, and nothing else was recorded since). Otherwise it becomes
+        // conversation-only and its files are left as they are, never absorbing later edits.
         let baseline = self.ws.store.reader()?.last_known()?;
         let truthful = t.state == TurnState::Pending && t.before.is_some() && baseline == t.before;
         let after = if truthful {
-            let cap = self
-                .ws
-                .record_locked(Some(format!("after turn {p} (its owner died)")), progress)?;
-            let counts = self.counts(&t.before.unwrap_or(ObjectId::ZERO), &cap.id)?;
-            Some((cap.id, counts))
+            let disk = self.ws.scan_disk(progress)?;
+            (Some(disk.id) == t.before).then_some((disk.id, [0, 0, 0]))
         } else {
             None
         };
@@ -376,7 +358,11 @@ impl Session {
                 ));
             } else {
                 t.state = TurnState::ConversationOnly;
-                t.reason = Some(format!("its owner (process {pid}) died before it ended"));
+                t.reason = Some(format!(
+                    "its owner (process {pid}) died before it ended; what it changed cannot be \
+                     told from edits made since, so its files are left as they are (`retrace \
+                     navigate turn:{p}:before` restores its before-state)"
+                ));
             }
             w.turn(&t)?;
             w.drop_lease(p)?;
