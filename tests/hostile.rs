@@ -35,10 +35,7 @@ fn setup(env: &Env, files: usize, extra: bool) -> (String, String) {
 }
 
 fn snapshot(env: &Env) -> String {
-    let o = env.run(RETRACE, &["snapshot", "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    v["id"].as_str().unwrap().to_string()
+    common::snapshot_id(env)
 }
 
 /// A directory outside the workspace holding files with the workspace's names.

@@ -138,11 +138,7 @@ fn a_restore_names_unreadable_and_special_files_in_its_way() {
 fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
     let env = Env::new();
     env.write("a.txt", "one");
-    let o = env.run(RETRACE, &["snapshot", "--json"]);
-    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = common::snapshot_id(&env);
     env.write("a.txt", "two");
     env.write("b.txt", "new");
     assert!(env.run(RETRACE, &["snapshot"]).status.success());
@@ -193,11 +189,7 @@ fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
 fn exit_codes_distinguish_refusal_usage_and_errors() {
     let env = Env::new();
     env.write("a.txt", "one");
-    let o = env.run(RETRACE, &["snapshot", "--json"]);
-    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = common::snapshot_id(&env);
     env.write("a.txt", "unsaved");
     let refused = env.run(RETRACE, &["restore", &id[..12]]);
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
@@ -323,11 +315,7 @@ fn retrace_dump_lists_trees_prints_objects_and_reports_stats() {
     let env = Env::new();
     env.write("src/lib.rs", "pub fn f() {}\n");
     env.write("README.md", "# readme\n");
-    let o = env.run(RETRACE, &["snapshot", "--json"]);
-    let id = serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = common::snapshot_id(&env);
     let root = env.run(common::RETRACE_DUMP, &["tree", &id[..10]]);
     assert!(root.status.success(), "{}", stderr(&root));
     assert!(stdout(&root).contains("README.md") && stdout(&root).contains("dir "));

@@ -83,6 +83,14 @@ impl Env {
 }
 
 pub const RETRACE: &str = env!("CARGO_BIN_EXE_retrace");
+
+/// Runs `retrace snapshot --json` in the workspace; returns the snapshot id.
+pub fn snapshot_id(env: &Env) -> String {
+    let o = env.run(RETRACE, &["snapshot", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    v["id"].as_str().unwrap().to_string()
+}
 pub const RETRACE_DUMP: &str = env!("CARGO_BIN_EXE_retrace-dump");
 
 /// What a path holds, for comparing a directory to a model.
