@@ -66,6 +66,12 @@ pub enum StoreError {
         /// What redb reported.
         detail: String,
     },
+    /// The store file exists but holds no format yet: another process is creating it.
+    #[error("store {path} is being created (no format recorded yet); try again in a moment")]
+    BeingCreated {
+        /// The store file.
+        path: PathBuf,
+    },
     /// The store was written by a newer (or unknown) format.
     #[error(
         "store {path} is format {found}, this retrace reads format {expected}; upgrade retrace \

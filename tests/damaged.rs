@@ -190,3 +190,28 @@ fn retrace_dump_names_a_directory_where_the_store_should_be() {
     );
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
 }
+
+/// A store whose creating process has not committed its first transaction yet (a redb
+/// file with no format recorded) is "being created" to `retrace-dump`, not damage.
+#[test]
+fn a_store_being_created_is_not_a_fault() {
+    let env = Env::new();
+    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(store.parent().unwrap()).unwrap();
+    let mut b = redb::Database::builder();
+    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    drop(b.create(&store).unwrap());
+    let store_arg = store.display().to_string();
+    let o = env.run(RETRACE_DUMP, &["--store", &store_arg, "verify"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("being created"), "{}", stdout(&o));
+    let o = env.run(RETRACE_DUMP, &["--store", &store_arg, "stats"]);
+    let said = stdout(&o) + &stderr(&o);
+    assert!(said.contains("being created"), "{said}");
+    assert!(!said.contains("format 0"), "{said}");
+    // The next retrace command initialises it.
+    env.write("a.txt", "hello");
+    let o = env.run(RETRACE, &["snapshot"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_verified(&env);
+}

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use retrace::history::db::{self, SessionKey};
 use retrace::object::{EntryKind, ObjectKind};
 use retrace::store::{ReadOnlyStore, Store, StoreReader};
-use retrace::{Config, ObjectId, Workspace};
+use retrace::{Config, ObjectId, StoreError, Workspace};
 
 /// Inspect retrace stores (read-only; never changes them).
 #[derive(Parser)]
@@ -105,6 +105,14 @@ fn stores(cli: &Cli, all_if_none: bool) -> Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Whether opening failed only because another process is creating the store.
+fn is_being_created(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<StoreError>(),
+        Some(StoreError::BeingCreated { .. })
+    )
 }
 
 fn open(path: &Path) -> Result<ReadOnlyStore> {
@@ -327,6 +335,11 @@ fn run(cli: Cli) -> Result<bool> {
                         let mut f = verify(&store.reader()?)?;
                         f.extend(verify_history(&store)?);
                         (f, true)
+                    }
+                    Err(e) if is_being_created(&e) => {
+                        // Another process is creating it: nothing to verify yet, no fault.
+                        println!("new    {} (being created)", path.display());
+                        continue;
                     }
                     Err(e) => (vec![format!("{e}")], false),
                 };

@@ -745,9 +745,13 @@ impl StoreReader {
     fn check_format(&self) -> Result<(), StoreError> {
         match self.format()? {
             Some(FORMAT_VERSION) => Ok(()),
-            found => Err(StoreError::UnknownFormat {
+            // The creating process has not committed its first transaction yet.
+            None => Err(StoreError::BeingCreated {
                 path: self.path.clone(),
-                found: found.unwrap_or(0),
+            }),
+            Some(found) => Err(StoreError::UnknownFormat {
+                path: self.path.clone(),
+                found,
                 expected: FORMAT_VERSION,
             }),
         }
