@@ -446,3 +446,38 @@ fn codex_and_gemini_install_merge_and_uninstall_exactly() {
     assert_eq!(read_json(&env.path(".codex/hooks.json")), json!({}));
     assert!(!env.path(".gemini/commands").exists());
 }
+
+/// Gemini CLI parses a hook's stdout as JSON: a failed hook prints valid JSON too (and the
+/// error on stderr); a sentence that begins like a command reaches the model.
+#[test]
+fn gemini_gets_json_even_when_the_hook_fails() {
+    let env = Env::new();
+    for input in [
+        json!("not an object"),
+        json!({"session_id": "x", "cwd": "/no/such/dir", "hook_event_name": "AfterAgent"}),
+    ] {
+        let o = hook_of(&env, "gemini", &input);
+        assert!(o.status.success(), "{input}");
+        let v: Value = serde_json::from_str(stdout(&o).trim())
+            .unwrap_or_else(|e| panic!("{input}: stdout is not JSON ({e}): {}", stdout(&o)));
+        assert!(v.get("decision").is_none(), "{v}");
+        assert!(!stderr(&o).is_empty(), "{input}");
+    }
+}
+
+#[test]
+fn a_sentence_that_begins_like_a_command_is_a_prompt() {
+    let env = Env::new();
+    env.write("a.txt", "one");
+    let o = prompt(
+        &env,
+        "Retrace checkpoint creation in src/history/mod.rs and explain it",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Not blocked: the prompt reaches the model (a turn begins; nothing on stdout).
+    assert!(
+        !stdout(&o).contains("\"decision\""),
+        "taken as a command: {}",
+        stdout(&o)
+    );
+}

@@ -789,7 +789,12 @@ fn hook(agent: &str) -> u8 {
                 println!("{v}");
             }
         }
-        Err(e) => eprintln!("retrace: {e}"),
+        Err(e) => {
+            eprintln!("retrace: {e}");
+            if let Some(v) = agent.on_error().stdout {
+                println!("{v}");
+            }
+        }
     }
     0
 }

@@ -117,6 +117,13 @@ impl Agent {
         }
     }
 
+    /// The answer when the hook failed (the error goes to stderr): the same as having
+    /// nothing to say, so that Gemini CLI, which parses stdout as JSON, still gets JSON.
+    #[must_use]
+    pub fn on_error(self) -> HookOutput {
+        self.quiet()
+    }
+
     /// The answer when the hook has nothing to say: Gemini CLI parses stdout as JSON.
     fn quiet(self) -> HookOutput {
         HookOutput {
@@ -146,22 +153,33 @@ pub enum PromptCommand {
 }
 
 impl PromptCommand {
-    /// The command a prompt is, if it is one: `/undo`, `/redo`, `/checkpoint [label]`,
-    /// `/retrace-log`, or the same words after `retrace ` (`retrace undo`, `retrace log`).
+    /// The command a prompt is, if it is one: exactly `/undo`, `/redo`, `/checkpoint
+    /// [label]` or `/retrace-log` (the slash word in any case), or an exact command line
+    /// `retrace undo|redo|log|checkpoint [label]` (lowercase `retrace`, as in a shell, and a
+    /// label of one word or in quotes, as the CLI takes it). Ordinary sentences are never
+    /// commands: "Retrace checkpoint creation in mod.rs and explain it" reaches the model.
     #[must_use]
     pub fn parse(prompt: &str) -> Option<PromptCommand> {
         let text = prompt.trim();
         let (word, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
-        let (word, rest) = if word.eq_ignore_ascii_case("retrace") {
-            let rest = rest.trim_start();
-            let (w, r) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-            let w = if w == "log" { "retrace-log" } else { w };
-            (format!("/{w}"), r)
-        } else {
-            (word.to_string(), rest)
-        };
         let rest = rest.trim();
-        match (word.as_str(), rest.is_empty()) {
+        if word == "retrace" {
+            let (w, label) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+            let label = label.trim();
+            return match (w, label.is_empty()) {
+                ("undo", true) => Some(PromptCommand::Undo),
+                ("redo", true) => Some(PromptCommand::Redo),
+                ("log", true) => Some(PromptCommand::Log),
+                ("checkpoint", true) => Some(PromptCommand::Checkpoint(None)),
+                ("checkpoint", false) => shell_word(label)
+                    .map(|l| PromptCommand::Checkpoint(Some(l).filter(|l| !l.is_empty()))),
+                _ => None,
+            };
+        }
+        if !word.starts_with('/') {
+            return None;
+        }
+        match (word.to_ascii_lowercase().as_str(), rest.is_empty()) {
             ("/undo", true) => Some(PromptCommand::Undo),
             ("/redo", true) => Some(PromptCommand::Redo),
             ("/retrace-log", true) => Some(PromptCommand::Log),
@@ -171,6 +189,16 @@ impl PromptCommand {
             _ => None,
         }
     }
+}
+
+/// One shell word: a bare word, or a whole `"…"` / `'…'` quoted string (without its quotes).
+fn shell_word(s: &str) -> Option<String> {
+    for q in ['"', '\''] {
+        if let Some(inner) = s.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
+            return (!inner.contains(q)).then(|| inner.to_string());
+        }
+    }
+    (!s.contains(char::is_whitespace) && !s.contains(['"', '\''])).then(|| s.to_string())
 }
 
 /// The process that owns a turn begun by a hook: the agent, i.e. the hook's parent, or its

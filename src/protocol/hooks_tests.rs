@@ -7,7 +7,9 @@ fn retrace_commands_are_recognised_exactly() {
         ("/undo", Some(Undo)),
         ("  /undo \n", Some(Undo)),
         ("retrace undo", Some(Undo)),
-        ("Retrace redo", Some(Redo)),
+        ("retrace redo", Some(Redo)),
+        ("/UNDO", Some(Undo)),
+        ("/Redo", Some(Redo)),
         ("/redo", Some(Redo)),
         ("/retrace-log", Some(Log)),
         ("retrace log", Some(Log)),
@@ -18,6 +20,20 @@ fn retrace_commands_are_recognised_exactly() {
             Some(Checkpoint(Some("before refactor".into()))),
         ),
         ("retrace checkpoint v2", Some(Checkpoint(Some("v2".into())))),
+        ("retrace checkpoint", Some(Checkpoint(None))),
+        (
+            "retrace checkpoint \"before refactor\"",
+            Some(Checkpoint(Some("before refactor".into()))),
+        ),
+        // Sentences that begin with the word are ordinary prompts.
+        (
+            "Retrace checkpoint creation in src/history/mod.rs and explain it",
+            None,
+        ),
+        ("retrace checkpoint creation in src/history/mod.rs", None),
+        ("Retrace redo", None),
+        ("retrace undo please", None),
+        ("undo /undo", None),
         // Anything else is an ordinary prompt.
         ("/undo the last change to main.rs", None),
         ("retrace the steps that broke /undo", None),
