@@ -25,6 +25,17 @@ fn random(n: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
+/// A failed write left (almost) nothing in the store and gave its space back.
+fn assert_given_back(fs: &Tmpfs, free_before: u64) {
+    let store = disk_bytes(&fs.store());
+    assert!(store < 1_000_000, "store still holds {store} bytes");
+    assert!(
+        fs.free() + 1_000_000 > free_before,
+        "not given back: {} free, {free_before} before",
+        fs.free()
+    );
+}
+
 #[allow(clippy::unnecessary_wraps)] // the probe's signature
 fn two_mb_free(_: &Path) -> std::io::Result<u64> {
     Ok(2_000_000)
@@ -148,16 +159,7 @@ fn on_a_full_tmpfs_a_snapshot_is_refused_cleanly_and_gc_and_verify_work() {
             && err.contains("free"),
         "{err}"
     );
-    assert!(
-        disk_bytes(&fs.store()) < 1_000_000,
-        "{}",
-        disk_bytes(&fs.store())
-    );
-    assert!(
-        fs.free() + 1_000_000 > free_before,
-        "nothing kept: {}",
-        fs.free()
-    );
+    assert_given_back(&fs, free_before);
     let gc = fs.run(RETRACE, &["gc"]);
     assert!(gc.status.success(), "{}", stderr(&gc));
     let v = fs.run(RETRACE_DUMP, &["verify"]);
@@ -193,16 +195,7 @@ fn a_write_that_fills_the_disk_gives_its_pages_back() {
         "{err:?}"
     );
     assert!(err.to_string().contains("filled up"), "{err}");
-    assert!(
-        disk_bytes(&fs.store()) < 1_000_000,
-        "{}",
-        disk_bytes(&fs.store())
-    );
-    assert!(
-        fs.free() + 1_000_000 > free_before,
-        "given back: {}",
-        fs.free()
-    );
+    assert_given_back(&fs, free_before);
     // The same handle works on: the file was reopened.
     std::fs::write(fs.path("ws/big.bin"), random(5_000_000, 4)).unwrap();
     ws.snapshot(None).unwrap();

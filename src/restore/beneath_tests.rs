@@ -21,6 +21,15 @@ fn write_new(b: &Beneath, rel: &[u8], content: &[u8]) -> (Arc<OwnedFd>, Vec<u8>,
     b.write_temp(rel, EntryKind::File, &mut fill, None).unwrap()
 }
 
+/// Writes `new` as the restore's version of `f` and puts it in place over `over`; returns
+/// what taking the old version out found.
+fn place_new(b: &Beneath, new: &[u8], over: Option<Expected>) -> Taken {
+    let (dir, tmp, ino) = write_new(b, b"f", new);
+    let ours = (ino, version(EntryKind::File, new));
+    b.place(&dir, &tmp, ours, b"f", over, &StatCache::empty())
+        .unwrap()
+}
+
 #[test]
 fn a_symlinked_directory_and_names_that_are_not_plain_are_refused() {
     let d = tempfile::tempdir().unwrap();
@@ -43,12 +52,8 @@ fn a_replaced_version_that_is_not_the_expected_one_is_put_back() {
     let d = tempfile::tempdir().unwrap();
     fs::write(d.path().join("f"), "someone's edit").unwrap();
     let b = Beneath::open(d.path()).unwrap();
-    let (dir, tmp, ino) = write_new(&b, b"f", b"restored");
-    let ours = (ino, version(EntryKind::File, b"restored"));
     let expected = version(EntryKind::File, b"what the plan saw");
-    let t = b
-        .place(&dir, &tmp, ours, b"f", Some(expected), &StatCache::empty())
-        .unwrap();
+    let t = place_new(&b, b"restored", Some(expected));
     assert_eq!(
         t,
         Taken::Kept {
@@ -68,18 +73,7 @@ fn a_replaced_version_that_is_the_expected_one_is_gone() {
     let d = tempfile::tempdir().unwrap();
     fs::write(d.path().join("f"), "old").unwrap();
     let b = Beneath::open(d.path()).unwrap();
-    let (dir, tmp, ino) = write_new(&b, b"f", b"new");
-    let ours = (ino, version(EntryKind::File, b"new"));
-    let t = b
-        .place(
-            &dir,
-            &tmp,
-            ours,
-            b"f",
-            Some(version(EntryKind::File, b"old")),
-            &StatCache::empty(),
-        )
-        .unwrap();
+    let t = place_new(&b, b"new", Some(version(EntryKind::File, b"old")));
     assert_eq!(t, Taken::AsPlanned);
     assert_eq!(fs::read_to_string(d.path().join("f")).unwrap(), "new");
     assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
