@@ -497,3 +497,58 @@ fn a_recovery_that_cannot_write_is_abandoned_unclaimed_and_never_wedges() {
         assert_eq!(env.read(&format!("a/f{i:02}")), "v1\n");
     }
 }
+
+#[test]
+fn a_write_into_the_restores_own_version_after_it_was_put_back_survives() {
+    // An editor opens `a/f0001` while the restore's version is at the path, the restore
+    // finds the version it took out was edited and swaps it back, and the editor writes
+    // into the restore's version (now at a temp name) before it is unlinked.
+    let env = Env::new();
+    let (s1, _) = setup(&env, 4, false);
+    let taken = env.home.path().join("taken");
+    let back = env.home.path().join("back");
+    let mut child = env.command(RETRACE, &["restore", &s1, "--force"]);
+    child
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("RAYON_NUM_THREADS", "1")
+        .env(
+            "RETRACE_FAULT_PAUSE",
+            format!("taken:2:{},back:1:{}", taken.display(), back.display()),
+        );
+    let mut child = child.spawn().unwrap();
+    assert!(wait_paused(&mut child, &taken), "taken:2 never reached");
+    // The restore's version is at the path; the one taken out is the only temp file.
+    let mut ours = fs::OpenOptions::new()
+        .append(true)
+        .open(env.path("a/f0001"))
+        .unwrap();
+    let out: Vec<PathBuf> = fs::read_dir(env.path("a"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".retrace-tmp-"))
+        .collect();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(append_line(&out[0], "the user's edit\n"));
+    fs::remove_file(&taken).unwrap();
+    assert!(wait_paused(&mut child, &back), "back:1 never reached");
+    ours.write_all(b"a late write\n").unwrap();
+    assert!(ours.metadata().unwrap().nlink() > 0);
+    fs::remove_file(&back).unwrap();
+    let log = finish(child);
+    let lines = [
+        "the user's edit\n".to_string(),
+        "a late write\n".to_string(),
+    ];
+    let here = all_content(env.root());
+    for line in &lines {
+        assert!(here.contains(line.as_str()), "lost {line:?}\n{log}");
+    }
+    assert!(
+        fs::read_to_string(env.path("a/f0001"))
+            .unwrap()
+            .contains("the user's edit"),
+        "{log}"
+    );
+}

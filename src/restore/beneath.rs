@@ -396,10 +396,16 @@ impl Beneath {
                 let untouched = back.is_some_and(|s| s.st_ino == ours.0)
                     && Self::check_out(dir, tmp, rel, ours.1, None, cache) == Check::Matches;
                 if untouched {
-                    let _ = rustix::fs::unlinkat(dir, tmp, AtFlags::empty());
-                    Ok(Taken::Kept {
-                        kept_at: lossy(rel),
-                    })
+                    self.faults.reached(Point::Back);
+                    // An editor that opened the path while ours was there may write into it
+                    // until it is unlinked: discard it as a taken-out version, which keeps
+                    // such a late write visible.
+                    match self.discard(dir, tmp, rel, ours.1)? {
+                        Taken::AsPlanned => Ok(Taken::Kept {
+                            kept_at: lossy(rel),
+                        }),
+                        kept => Ok(kept),
+                    }
                 } else {
                     self.keep(dir, tmp, rel)
                 }

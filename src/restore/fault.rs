@@ -5,9 +5,11 @@
 //!   once the restore has deleted or written N files.
 //! - `RETRACE_FAULT_PAUSE=<point>:<N>:<file>`: at the N-th time the restore reaches
 //!   `<point>` (`done`: a file written or deleted; `taken`: a version taken out of its path,
-//!   before it is checked), it creates `<file>` and waits until the file is removed, so that
-//!   a test can change the workspace at that exact point and then let the restore go on.
-//!   Tests run such restores with `RAYON_NUM_THREADS=1`, which makes the points exact.
+//!   before it is checked; `back`: the restore's own version swapped back out of a path
+//!   someone edited, checked and not yet unlinked), it creates `<file>` and waits until the
+//!   file is removed, so that a test can change the workspace at that exact point and then
+//!   let the restore go on. Several pauses are separated by `,`. Tests run such restores
+//!   with `RAYON_NUM_THREADS=1`, which makes the points exact.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -20,15 +22,19 @@ pub enum Point {
     Done,
     /// A version was taken out of its path (exchanged or renamed out), not yet checked.
     Taken,
+    /// The restore's own version came back out of a path someone edited (it was checked and
+    /// is about to be unlinked).
+    Back,
 }
 
 /// The hooks of one restore.
 #[derive(Debug, Default)]
 pub struct Faults {
     abort_after: Option<usize>,
-    pause: Option<(Point, usize, PathBuf)>,
+    pause: Vec<(Point, usize, PathBuf)>,
     done: AtomicUsize,
     taken: AtomicUsize,
+    back: AtomicUsize,
     gate: Mutex<()>,
 }
 
@@ -39,16 +45,21 @@ impl Faults {
         let abort_after = std::env::var("RETRACE_FAULT_ABORT_AFTER_WRITES")
             .ok()
             .and_then(|v| v.parse().ok());
-        let pause = std::env::var("RETRACE_FAULT_PAUSE").ok().and_then(|v| {
-            let mut it = v.splitn(3, ':');
-            let point = match it.next()? {
-                "done" => Point::Done,
-                "taken" => Point::Taken,
-                _ => return None,
-            };
-            let n = it.next()?.parse().ok()?;
-            Some((point, n, PathBuf::from(it.next()?)))
-        });
+        let var = std::env::var("RETRACE_FAULT_PAUSE").unwrap_or_default();
+        let pause = var
+            .split(',')
+            .filter_map(|spec| {
+                let mut it = spec.splitn(3, ':');
+                let point = match it.next()? {
+                    "done" => Point::Done,
+                    "taken" => Point::Taken,
+                    "back" => Point::Back,
+                    _ => return None,
+                };
+                let n = it.next()?.parse().ok()?;
+                Some((point, n, PathBuf::from(it.next()?)))
+            })
+            .collect();
         Faults {
             abort_after,
             pause,
@@ -58,20 +69,22 @@ impl Faults {
 
     /// Marks that `point` was reached once more.
     pub fn reached(&self, point: Point) {
-        if self.abort_after.is_none() && self.pause.is_none() {
+        if self.abort_after.is_none() && self.pause.is_empty() {
             return;
         }
         let counter = match point {
             Point::Done => &self.done,
             Point::Taken => &self.taken,
+            Point::Back => &self.back,
         };
         let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
         if point == Point::Done && self.abort_after.is_some_and(|a| n >= a) {
             std::process::abort();
         }
-        if let Some((p, at, file)) = &self.pause
-            && *p == point
-            && n == *at
+        for (_, _, file) in self
+            .pause
+            .iter()
+            .filter(|(p, at, _)| *p == point && *at == n)
         {
             let _gate = self.gate.lock();
             if std::fs::write(file, b"paused").is_ok() {
