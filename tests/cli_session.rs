@@ -272,11 +272,8 @@ fn two_undo_processes_at_once_undo_two_different_turns() {
 fn an_undo_never_touches_another_sessions_running_turn() {
     let env = Env::new();
     env.write("shared.txt", "base\n");
-    let owner = std::process::Command::new("sleep")
-        .arg("1000")
-        .spawn()
-        .unwrap();
-    let pid = owner.id().to_string();
+    let owner = common::LiveOwner::start();
+    let pid = owner.pid();
     let run = |session: &str, args: &[&str]| {
         let mut all = vec!["--session", session];
         all.extend_from_slice(args);
@@ -295,7 +292,11 @@ fn an_undo_never_touches_another_sessions_running_turn() {
     env.write("b.txt", "by agent B\n");
     env.write("shared.txt", "base\nB's line\n");
     ok(run("A", &["turn", "end"]));
-    let said = ok(run("A", &["undo"]));
+    // Whole-workspace snapshots cannot tell who wrote `a.txt` while B's turn ran: every
+    // path is B's, so nothing is restored (exit 1) and A's turn stays the one to undo.
+    let o = run("A", &["undo"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let said = stdout(&o) + &stderr(&o);
     assert_eq!(env.read("b.txt"), "by agent B\n", "{said}");
     assert_eq!(env.read("shared.txt"), "base\nB's line\n", "{said}");
     assert!(said.contains("still running"), "{said}");
@@ -309,7 +310,64 @@ fn an_undo_never_touches_another_sessions_running_turn() {
     let log = ok(run("B", &["log"]));
     assert!(!log.contains("+0 ~0 -0"), "{log}");
     assert!(log.contains("~1"), "{log}");
-    let mut owner = owner;
-    owner.kill().unwrap();
-    owner.wait().unwrap();
+    drop(owner);
+}
+
+#[test]
+fn an_undo_that_can_restore_none_of_its_files_says_so_and_leaves_the_cursor() {
+    let env = Env::new();
+    env.write("shared.txt", "base\n");
+    let owner = common::LiveOwner::start();
+    let pid = owner.pid();
+    let run = |session: &str, args: &[&str]| {
+        let mut all = vec!["--session", session];
+        all.extend_from_slice(args);
+        env.run(RETRACE, &all)
+    };
+    let ok = |o: std::process::Output| {
+        assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+        stdout(&o) + &stderr(&o)
+    };
+    ok(run(
+        "A",
+        &["turn", "begin", "--prompt", "a", "--anchor", "m1"],
+    ));
+    ok(run(
+        "B",
+        &["turn", "begin", "--prompt", "b", "--owner-pid", &pid],
+    ));
+    // Only B's agent writes while both turns run: every path of A's turn is B's.
+    env.write("b.txt", "by agent B\n");
+    env.write("shared.txt", "base\nB's line\n");
+    ok(run("A", &["turn", "end"]));
+    for _ in 0..2 {
+        let o = run("A", &["undo", "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["result"], "nothing_restored", "{v}");
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["count"], 2, "{v}");
+        assert!(v.get("anchor").is_none(), "{v}");
+        assert!(
+            v["message"].as_str().unwrap().contains("still running"),
+            "{v}"
+        );
+        assert_eq!(env.read("b.txt"), "by agent B\n");
+        assert_eq!(env.read("shared.txt"), "base\nB's line\n");
+        // The cursor did not move: turn 1 is still the one to undo, nothing to redo.
+        let s: serde_json::Value =
+            serde_json::from_str(&stdout(&run("A", &["status", "--json"]))).unwrap();
+        assert_eq!(s["can_undo"], true, "{s}");
+        assert_eq!(s["can_redo"], false, "{s}");
+    }
+    // Once B's turn ended it still ran at the same time: the paths stay B's.
+    ok(run("B", &["turn", "end"]));
+    let o = run("A", &["undo", "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("nothing_restored"), "{}", stdout(&o));
+    // A conversation-only undo moves the conversation, and leaves the files.
+    let said = ok(run("A", &["undo", "--mode", "conversation"]));
+    assert!(said.contains("m1"), "{said}");
+    assert_eq!(env.read("b.txt"), "by agent B\n");
+    drop(owner);
 }

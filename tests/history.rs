@@ -331,9 +331,17 @@ fn a_late_before_snapshot_makes_the_turn_conversation_only() {
     env.write("d0/f0", "agent edit");
     let sum = t.end(Some("n1".into())).unwrap();
     assert_eq!(sum.state, TurnState::ConversationOnly);
-    // Files only: there is nothing to restore, so nothing changes.
+    // Files only: there is nothing to restore; the turn is stepped over (no dead end for a
+    // hook, which cannot choose a mode), the files and the conversation stay.
     let o = s.undo(Mode::Files).unwrap();
-    assert!(matches!(o, Outcome::NothingToUndo { .. }), "{o:?}");
+    assert!(
+        matches!(&o, Outcome::ConversationOnly { anchor: None, prompt: None, reason, .. }
+            if reason.contains("skipped")),
+        "{o:?}"
+    );
+    assert_eq!(s.status().unwrap().cursor, None);
+    assert_eq!(env.read("d0/f0"), "agent edit");
+    assert!(s.redo().unwrap().is_success());
     assert_eq!(s.status().unwrap().cursor, Some(1));
     let o = s.undo(Mode::Both).unwrap();
     let Outcome::ConversationOnly {
@@ -508,25 +516,76 @@ fn a_capture_in_flight_answers_try_again() {
 }
 
 #[test]
-fn a_turn_left_pending_is_closed_conversation_only_by_the_next() {
+fn a_turn_its_live_agent_left_pending_ends_where_the_next_prompt_began() {
+    // Claude Code sends no Stop when the user interrupts a turn: the next prompt is the
+    // first sign that it stopped. Turns "one" (ended), "two" (interrupted), "three" (ended).
     let env = Env::new();
     let ws = env.open();
     let s = ws.session("s");
-    let t = s.begin_turn(Some("lost".into()), None).unwrap();
+    turn(&s, "m1", "one", || env.write("one", "1"));
+    let t = s.begin_turn(Some("m2".into()), Some("two".into())).unwrap();
     t.wait_before(WAIT).unwrap();
-    // The host lost track of it (or died) and starts the next prompt.
-    turn(&s, "t2", "p2", || env.write("y", "2"));
+    env.write("two", "2");
+    turn(&s, "m3", "three", || env.write("three", "3"));
     // A late end of the stale handle records nothing: the newer turn stays applied.
     let stale = t.end(Some("late".into())).unwrap();
-    assert_eq!(stale.state, TurnState::ConversationOnly);
-    assert_eq!(s.status().unwrap().cursor, Some(2));
+    assert_eq!(stale.state, TurnState::Complete);
+    assert_eq!(s.status().unwrap().cursor, Some(3));
     let log = s.log().unwrap();
-    assert_eq!(log.entries[0].state, Some(TurnState::ConversationOnly));
-    assert_eq!(log.entries[1].state, Some(TurnState::Complete));
-    s.undo(Mode::Both).unwrap();
-    assert!(!env.path("y").exists());
-    let o = s.undo(Mode::Both).unwrap();
-    assert!(matches!(o, Outcome::ConversationOnly { .. }), "{o:?}");
+    let two = &log.entries[1];
+    assert_eq!(two.state, Some(TurnState::Complete), "{two:?}");
+    assert!(
+        two.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("interrupted")),
+        "{two:?}"
+    );
+    // Files-only undos (what a hook can do) walk back through all three.
+    for (gone, left) in [("three", "two"), ("two", "one")] {
+        let o = s.undo(Mode::Files).unwrap();
+        assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+        assert!(!env.path(gone).exists(), "{gone}");
+        assert!(env.path(left).exists(), "{left}");
+    }
+    assert!(s.undo(Mode::Files).unwrap().is_success());
+    assert!(!env.path("one").exists());
+}
+
+#[test]
+fn a_dead_agents_turn_left_pending_never_takes_the_next_prompts_disk() {
+    let env = Env::new();
+    let ws = env.open();
+    let mut agent = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .unwrap();
+    let dead = ws.session("s").owned_by(agent.id());
+    let t = dead
+        .begin_turn(Some("m1".into()), Some("one".into()))
+        .unwrap();
+    t.wait_before(WAIT).unwrap();
+    drop(t);
+    env.write("agent", "by the agent, which then dies");
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    env.write("user", "the user's edit after it died");
+    // The session goes on (a resumed agent): the dead turn cannot claim the disk.
+    let s = ws.session("s");
+    turn(&s, "m2", "two", || env.write("two", "2"));
+    let log = s.log().unwrap();
+    assert_eq!(
+        log.entries[0].state,
+        Some(TurnState::ConversationOnly),
+        "{log:?}"
+    );
+    s.undo(Mode::Files).unwrap();
+    let o = s.undo(Mode::Files).unwrap();
+    assert!(
+        matches!(&o, Outcome::ConversationOnly { anchor: None, .. }),
+        "{o:?}"
+    );
+    assert_eq!(env.read("user"), "the user's edit after it died");
+    assert_eq!(env.read("agent"), "by the agent, which then dies");
 }
 
 #[test]

@@ -481,3 +481,180 @@ fn a_sentence_that_begins_like_a_command_is_a_prompt() {
         stdout(&o)
     );
 }
+
+/// One agent's events, as its hooks send them (recorded shapes of each agent's payloads).
+struct Agent {
+    name: &'static str,
+    prompt: &'static str,
+    stop: &'static str,
+    session: &'static str,
+}
+
+const AGENTS: [Agent; 3] = [
+    Agent {
+        name: "claude-code",
+        prompt: "UserPromptSubmit",
+        stop: "Stop",
+        session: "5d1c2e1e-claude",
+    },
+    Agent {
+        name: "codex",
+        prompt: "UserPromptSubmit",
+        stop: "Stop",
+        session: "019b9817-codex",
+    },
+    Agent {
+        name: "gemini",
+        prompt: "BeforeAgent",
+        stop: "AfterAgent",
+        session: "gem-moving",
+    },
+];
+
+impl Agent {
+    fn send(&self, env: &Env, event: &str, cwd: &std::path::Path, extra: Value) -> Value {
+        let mut v = json!({"session_id": self.session, "transcript_path": "/tmp/t.jsonl",
+            "cwd": cwd, "hook_event_name": event});
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let o = hook_of(env, self.name, &v);
+        assert!(o.status.success(), "{}: {}", self.name, stderr(&o));
+        assert!(
+            stderr(&o).is_empty(),
+            "{} {event}: {}",
+            self.name,
+            stderr(&o)
+        );
+        let out = stdout(&o);
+        if out.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(out.trim()).unwrap()
+        }
+    }
+
+    fn prompt(&self, env: &Env, text: &str, turn: u32) -> Value {
+        self.prompt_in(env, env.root(), text, turn)
+    }
+
+    fn prompt_in(&self, env: &Env, cwd: &std::path::Path, text: &str, turn: u32) -> Value {
+        self.send(
+            env,
+            self.prompt,
+            cwd,
+            json!({"prompt": text, "turn_id": format!("turn-{turn}")}),
+        )
+    }
+
+    fn stop(&self, env: &Env, cwd: &std::path::Path, again: bool, turn: u32) -> Value {
+        self.send(
+            env,
+            self.stop,
+            cwd,
+            json!({"stop_hook_active": again, "turn_id": format!("turn-{turn}"),
+                "prompt_response": "Done.", "last_assistant_message": "Done."}),
+        )
+    }
+
+    fn undo(&self, env: &Env) -> String {
+        let d = self.prompt(env, "/undo", 99);
+        assert!(
+            d["decision"] == "block" || d["decision"] == "deny",
+            "{}: {d}",
+            self.name
+        );
+        d["reason"].as_str().unwrap().to_string()
+    }
+}
+
+#[test]
+fn an_interrupted_turn_without_a_stop_ends_at_the_next_prompt_and_undo_walks_past_it() {
+    for a in &AGENTS {
+        let env = Env::new();
+        let root = env.root().to_path_buf();
+        a.prompt(&env, "one", 1);
+        env.write("one", "1");
+        a.stop(&env, &root, false, 1);
+        // The user interrupts turn two: no stop event comes.
+        a.prompt(&env, "two", 2);
+        env.write("two", "2");
+        a.prompt(&env, "three", 3);
+        env.write("three", "3");
+        a.stop(&env, &root, false, 3);
+        for (gone, left) in [("three", Some("two")), ("two", Some("one")), ("one", None)] {
+            let said = a.undo(&env);
+            assert!(said.contains("restored files"), "{}: {said}", a.name);
+            assert!(!env.path(gone).exists(), "{}: {gone}: {said}", a.name);
+            if let Some(left) = left {
+                assert!(env.path(left).exists(), "{}: {left}: {said}", a.name);
+            }
+        }
+        let said = a.undo(&env);
+        assert!(said.contains("nothing to undo"), "{}: {said}", a.name);
+    }
+}
+
+#[test]
+fn a_second_stop_of_one_turn_extends_it() {
+    for a in &AGENTS {
+        let env = Env::new();
+        let root = env.root().to_path_buf();
+        a.prompt(&env, "make a and b", 1);
+        env.write("a", "a");
+        a.stop(&env, &root, false, 1);
+        // Another Stop hook blocked the stop: the agent goes on and stops again.
+        env.write("b", "b");
+        a.stop(&env, &root, true, 1);
+        let said = a.undo(&env);
+        assert!(said.contains("restored files"), "{}: {said}", a.name);
+        assert!(!env.path("a").exists(), "{}: {said}", a.name);
+        assert!(!env.path("b").exists(), "{}: {said}", a.name);
+        // A stop that is not a repeat never claims edits made after the turn ended.
+        let env = Env::new();
+        a.prompt(&env, "make a", 1);
+        env.write("a", "a");
+        a.stop(&env, &root_of(&env), false, 1);
+        env.write("user", "the user's edit");
+        a.stop(&env, &root_of(&env), false, 1);
+        a.undo(&env);
+        assert!(!env.path("a").exists(), "{}", a.name);
+        assert_eq!(env.read("user"), "the user's edit", "{}", a.name);
+    }
+}
+
+fn root_of(env: &Env) -> std::path::PathBuf {
+    env.root().to_path_buf()
+}
+
+#[test]
+fn a_hook_whose_cwd_moved_into_a_subfolder_still_ends_the_turn_in_its_workspace() {
+    for a in &AGENTS {
+        let env = Env::new();
+        // Not a git repository: the workspace is the directory the session started in.
+        assert!(!env.path(".git").exists());
+        env.write("sub/keep", "k");
+        let sub = env.path("sub");
+        a.send(
+            &env,
+            "SessionStart",
+            env.root(),
+            json!({"source": "startup"}),
+        );
+        a.prompt(&env, "write x", 1);
+        env.write("sub/x", "x");
+        // The agent ran `cd sub` in its shell: later events carry that cwd.
+        a.stop(&env, &sub, false, 1);
+        let o = env.run(RETRACE, &["log", "--json", "--session", a.session]);
+        let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let turn = &log["entries"][0];
+        assert_eq!(turn["state"], "complete", "{}: {log}", a.name);
+        assert_eq!(log["status"]["pending"], Value::Null, "{}: {log}", a.name);
+        let d = a.prompt_in(&env, &sub, "/undo", 2);
+        let said = d["reason"].as_str().unwrap();
+        assert!(said.contains("restored files"), "{}: {said}", a.name);
+        assert!(!env.path("sub/x").exists(), "{}", a.name);
+        assert!(env.path("sub/keep").exists(), "{}", a.name);
+        a.send(&env, "SessionEnd", &sub, json!({"reason": "exit"}));
+    }
+}

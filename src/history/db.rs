@@ -252,6 +252,23 @@ impl<'a> Writer<'a> {
         Ok(s)
     }
 
+    /// The newest op of the session's log, if any.
+    ///
+    /// # Errors
+    /// As [`load`].
+    pub fn last_op(&self) -> Result<Option<Op>, StoreError> {
+        let (e, b) = (db(self.path), bad(self.path));
+        let t = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
+        let last = t
+            .range((&self.key, 0)..=(&self.key, u64::MAX))
+            .map_err(|x| e(x.into()))?
+            .next_back()
+            .transpose()
+            .map_err(|x| e(x.into()))?;
+        last.map(|(_, v)| decode::<OpRecord>(v.value()).map(|r| r.op).map_err(&b))
+            .transpose()
+    }
+
     /// Appends an op to the log.
     ///
     /// # Errors

@@ -132,6 +132,9 @@ pub struct LogEntry {
     pub time_ms: u64,
     /// Turn state (None for checkpoints).
     pub state: Option<TurnState>,
+    /// Why the turn is conversation-only, or how it ended when that was unusual (no stop
+    /// event, a dead owner).
+    pub reason: Option<String>,
     /// Prompt (turns) or label (checkpoints).
     pub text: Option<String>,
     /// Host anchor of the turn's start.
@@ -510,6 +513,7 @@ impl Session {
                 number: t.number,
                 time_ms: t.began_ms,
                 state: Some(t.state),
+                reason: t.reason.clone(),
                 text: t.prompt.clone(),
                 anchor: t.anchor.clone(),
                 leaf: t.leaf.clone(),
@@ -524,6 +528,7 @@ impl Session {
                 number: c.number,
                 time_ms: c.time_ms,
                 state: None,
+                reason: None,
                 text: c.label.clone(),
                 anchor: None,
                 leaf: None,

@@ -35,6 +35,18 @@ pub enum Outcome {
         /// A snapshot of edits overwritten by `force`.
         safety_snapshot: Option<ObjectId>,
     },
+    /// None of the turn's files could be restored: every path it changed belongs to
+    /// another session (a turn of it still running, or one that ran at the same time).
+    /// Nothing was written, and the cursor did not move: the turn is still the one to undo
+    /// (or redo). Undo in mode conversation moves only the conversation.
+    NothingRestored {
+        /// The turn.
+        turn: u64,
+        /// The paths with why each was left (at most [`crate::MAX_LISTED`]).
+        paths: Vec<Skipped>,
+        /// How many paths in all.
+        count: usize,
+    },
     /// Only the conversation moves; files were left as they are.
     ConversationOnly {
         /// The turn concerned, if any.
@@ -167,6 +179,16 @@ impl Outcome {
                     let _ = write!(m, ", {} left alone", skipped.len());
                 }
                 m
+            }
+            Outcome::NothingRestored { turn, paths, count } => {
+                let names: Vec<String> = paths.iter().map(|p| p.path.clone()).collect();
+                let why = paths.first().map_or("", |p| p.reason.as_str());
+                format!(
+                    "turn {turn}: nothing restored: the {count} path(s) it changed ({}) are \
+                     another session's ({why}); nothing written and the turn stays the one to \
+                     undo or redo (undo in mode conversation to move only the conversation)",
+                    list(&names, *count)
+                )
             }
             Outcome::ConversationOnly {
                 turn: t, reason, ..

@@ -115,11 +115,14 @@ impl Session {
         // No lease when this machine's identity cannot be read: the turn then simply stays
         // pending until it is ended or the next turn begins.
         let lease = crate::lease::new_lease(&self.ws.home, self.owner).ok();
+        let superseded = self.superseded()?;
         let number = self.write(|w, s| {
             if let Some(p) = s.pending
                 && let Some(mut old) = w.get_turn(p)?
             {
                 w.drop_lease(p)?;
+                // Conversation-only unless this turn's before-snapshot proves its end (see
+                // `Superseded`): that is decided in the capture's commit.
                 old.state = TurnState::ConversationOnly;
                 old.reason = Some("the turn never ended (a new turn began)".into());
                 old.ended_ms = Some(now_ms());
@@ -175,7 +178,7 @@ impl Session {
                 // host gave up waiting first: decided under the slot's lock.
                 let also = |tx: &redb::WriteTransaction,
                             root: ObjectId,
-                            _: &[FlatEntry]|
+                            entries: &[FlatEntry]|
                  -> Result<(), StoreError> {
                     let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
                     if !matches!(*g, Slot::Running) {
@@ -191,6 +194,11 @@ impl Session {
                             turn: number,
                             snapshot: root,
                         })?;
+                        // The agent has not gone on yet: this is the disk where the turn
+                        // left pending stopped, if anything can prove it.
+                        if let Some(old) = &superseded {
+                            old.end(&w, root, entries, &session.ws.store.reader()?)?;
+                        }
                     }
                     *g = Slot::Committing(root);
                     Ok(())
@@ -230,6 +238,37 @@ impl Session {
             number,
             before,
         })
+    }
+
+    /// The turn left pending that a turn beginning now closes, and what can prove its end.
+    fn superseded(&self) -> Result<Option<Superseded>, Error> {
+        let l = self.load()?;
+        let Some(p) = l.state.pending else {
+            return Ok(None);
+        };
+        let Some(before) = l
+            .turn(p)
+            .filter(|t| t.state == TurnState::Pending)
+            .and_then(|t| t.before)
+        else {
+            return Ok(None);
+        };
+        let owner_alive = self
+            .ws
+            .store
+            .begin_read()
+            .ok()
+            .and_then(|tx| db::lease(&tx, self.path(), &self.key, p).ok().flatten())
+            .and_then(Result::ok)
+            .is_some_and(|r| {
+                crate::lease::liveness(&r, &self.ws.home) == crate::lease::Liveness::Alive
+            });
+        Ok(Some(Superseded {
+            turn: p,
+            before,
+            owner_alive,
+            nothing_since: self.ws.store.reader()?.last_known()? == Some(before),
+        }))
     }
 
     fn make_conversation_only(&self, turn: u64, reason: &str) -> Result<(), StoreError> {
@@ -285,6 +324,160 @@ impl Session {
             Some(t) => t.end(leaf).map(Some),
             None => Ok(None),
         }
+    }
+}
+
+/// A turn left pending when the next turn of its session begins (the agent took a new
+/// prompt without a stop event: it was interrupted, or it died). It is closed
+/// conversation-only at once; the next turn's before-snapshot then ends it complete when
+/// that provably is where it stopped:
+///
+/// - its owner is alive (the same agent, which only takes a new prompt once the old one
+///   stopped) and nothing was recorded in the workspace since its before-snapshot: it ends
+///   at the new before-snapshot (edits made between the interrupt and the next prompt count
+///   as the turn's, as edits between a turn's last tool call and its stop event do);
+/// - its owner is gone: only if the disk still equals its before-snapshot (it changed
+///   nothing), as for any dead owner's turn.
+struct Superseded {
+    turn: u64,
+    before: ObjectId,
+    owner_alive: bool,
+    nothing_since: bool,
+}
+
+impl Superseded {
+    /// Ends the superseded turn at `root` (the next turn's before-snapshot, being recorded in
+    /// `w`'s commit) when that is provable; else leaves it conversation-only.
+    fn end(
+        &self,
+        w: &Writer<'_>,
+        root: ObjectId,
+        entries: &[FlatEntry],
+        reader: &crate::store::StoreReader,
+    ) -> Result<(), StoreError> {
+        let Some(mut t) = w.get_turn(self.turn)? else {
+            return Ok(());
+        };
+        if t.state != TurnState::ConversationOnly
+            || t.before != Some(self.before)
+            || !self.nothing_since
+        {
+            return Ok(());
+        }
+        let reason = if self.owner_alive {
+            "no stop event arrived (the agent was interrupted); it ends where the next prompt \
+             began"
+        } else if root == self.before {
+            "its owner died before it ended; it changed nothing"
+        } else {
+            return Ok(());
+        };
+        t.counts = counts_against(reader, &self.before, entries)?;
+        t.after = Some(root);
+        t.state = TurnState::Complete;
+        t.reason = Some(reason.into());
+        w.turn(&t)
+    }
+}
+
+impl Session {
+    /// Extends the session's last turn to the disk as it is now, for a second stop event of
+    /// one turn: Claude Code (and the other agents) fire Stop again, with `stop_hook_active`,
+    /// when another Stop hook made the agent go on; what the agent did in between is that
+    /// turn's. Done only when the turn provably owns what changed since it ended: no turn is
+    /// pending, the last turn is complete and the cursor, the session recorded nothing
+    /// since it ended, and the workspace's last snapshot is still its after-snapshot.
+    /// Otherwise nothing changes and the answer is None.
+    ///
+    /// # Errors
+    /// [`Error`] for store or capture failures.
+    pub fn extend_turn(&self, leaf: Option<String>) -> Result<Option<TurnSummary>, Error> {
+        if self.subagent || self.ws.refused.is_some() {
+            return Ok(None);
+        }
+        let l = self.load()?;
+        let Some(n) = l
+            .state
+            .cursor
+            .filter(|n| l.state.pending.is_none() && n + 1 == l.state.next_turn)
+        else {
+            return Ok(None);
+        };
+        let Some(t) = l
+            .turn(n)
+            .filter(|t| t.state == TurnState::Complete)
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let (Some(before), Some(after)) = (t.before, t.after) else {
+            return Ok(None);
+        };
+        // Checked before capturing (no snapshot is recorded for nothing), and again in the
+        // capture's commit.
+        let ended_last = {
+            let tx = self.ws.store.begin_read()?;
+            let ops = db::ops(&tx, self.path(), &self.key)?;
+            matches!(ops.last().map(|r| &r.op), Some(Op::TurnEnded { turn, .. }) if *turn == n)
+        };
+        if !ended_last || self.ws.store.reader()?.last_known()? != Some(after) {
+            return Ok(None);
+        }
+        self.ws.recover_if_needed();
+        let _lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
+        let path = self.ws.store.path();
+        let recorded = std::cell::RefCell::new(None);
+        let also = |tx: &redb::WriteTransaction,
+                    root: ObjectId,
+                    entries: &[FlatEntry]|
+         -> Result<(), StoreError> {
+            let w = Writer::new(tx, path, self.key)?;
+            let state = w.state()?;
+            let ended_last = matches!(w.last_op()?, Some(Op::TurnEnded { turn, .. }) if turn == n);
+            let nothing_since = self.ws.store.reader()?.last_known()? == Some(after);
+            if state.pending.is_some() || state.cursor != Some(n) || !ended_last || !nothing_since {
+                return Ok(());
+            }
+            let Some(mut t) = w.get_turn(n)? else {
+                return Ok(());
+            };
+            let counts = counts_against(&self.ws.store.reader()?, &before, entries)?;
+            t.after = Some(root);
+            t.counts = counts;
+            t.ended_ms = Some(now_ms());
+            if leaf.is_some() {
+                t.leaf.clone_from(&leaf);
+            }
+            w.turn(&t)?;
+            w.op(Op::TurnEnded {
+                turn: n,
+                snapshot: Some(root),
+            })?;
+            *recorded.borrow_mut() = Some((t, counts));
+            Ok(())
+        };
+        let cap = self.ws.record_locked_with(
+            Some(format!("after turn {n} (extended)")),
+            &NoProgress,
+            &also,
+        )?;
+        let Some((rec, counts)) = recorded.into_inner() else {
+            return Ok(None);
+        };
+        self.publish(None);
+        Ok(Some(TurnSummary {
+            turn: n,
+            state: rec.state,
+            reason: rec.reason,
+            before: rec.before,
+            after: rec.after,
+            added: counts[0],
+            modified: counts[1],
+            deleted: counts[2],
+            skipped: cap.skipped,
+            dropped: 0,
+        }))
     }
 }
 

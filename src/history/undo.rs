@@ -57,19 +57,25 @@ impl Session {
                 ),
             });
         };
-        if mode == Mode::Files && t.state != TurnState::Complete {
-            // Files only, but the turn has no file history: change nothing.
-            return Ok(Outcome::NothingToUndo {
-                detail: format!(
-                    "turn {n} has no file snapshots ({}); undo it with mode both or \
-                     conversation",
-                    t.reason.as_deref().unwrap_or("conversation only")
-                ),
-            });
-        }
         let files = mode.files() && t.state == TurnState::Complete;
         if !files {
+            // Files only, but the turn has no file history: it is stepped over (there are no
+            // files of it to restore), so that the next undo reaches the turn before; a hook,
+            // which cannot choose a mode, never meets a dead end. The host's conversation
+            // does not move.
+            let conversation = mode.conversation();
             let reason = match t.state {
+                _ if !conversation => format!(
+                    "it has no file snapshots ({}), so no files were restored; it is skipped, \
+                     and the next undo reaches the turn before it",
+                    t.reason
+                        .as_deref()
+                        .unwrap_or(if t.state == TurnState::Expired {
+                            "its file history expired"
+                        } else {
+                            "conversation only"
+                        })
+                ),
                 TurnState::Complete | TurnState::Pending => {
                     "files left as they are (conversation-only undo)".to_string()
                 }
@@ -93,7 +99,7 @@ impl Session {
             );
             // Files are untouched here: a failure is an error, not an uncertain result.
             let checkpoint = cp?;
-            return Ok(if t.state == TurnState::Expired {
+            return Ok(if t.state == TurnState::Expired && conversation {
                 Outcome::Expired {
                     turn: Some(n),
                     anchor: t.anchor.clone(),
@@ -103,8 +109,8 @@ impl Session {
                 Outcome::ConversationOnly {
                     turn: Some(n),
                     reason,
-                    anchor: t.anchor.clone(),
-                    prompt: t.prompt.clone(),
+                    anchor: t.anchor.clone().filter(|_| conversation),
+                    prompt: t.prompt.clone().filter(|_| conversation),
                     checkpoint,
                 }
             });
@@ -251,6 +257,22 @@ impl Session {
         }
         drop(ours);
         change.retain(|c| !theirs.contains_key(&c.path));
+        if !theirs.is_empty() && change.iter().all(is_nested) {
+            // Nothing of the turn is ours to restore: say so, and leave the cursor.
+            let count = theirs.len();
+            return Ok(Err(Outcome::NothingRestored {
+                turn: t.number,
+                paths: theirs
+                    .into_iter()
+                    .take(MAX_LISTED)
+                    .map(|(path, reason)| Skipped {
+                        path: lossy(&path),
+                        reason,
+                    })
+                    .collect(),
+                count,
+            }));
+        }
         let clash = conflicts(&disk.entries, &change);
         let mut safety = None;
         if !clash.is_empty() {

@@ -201,6 +201,74 @@ fn shell_word(s: &str) -> Option<String> {
     (!s.contains(char::is_whitespace) && !s.contains(['"', '\''])).then(|| s.to_string())
 }
 
+/// The workspace a hook session works in, remembered in the retrace home
+/// (`hook-sessions/<hash of agent and session id>`, holding the root path) from its
+/// `SessionStart` or first prompt until its `SessionEnd`. Entries untouched for 30 days are
+/// swept at a `SessionStart`.
+struct Remembered {
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+}
+
+/// How long a remembered workspace outlives its last use.
+const REMEMBER_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+
+impl Remembered {
+    fn new(home: &Path, agent: Agent, id: &str) -> Remembered {
+        let dir = home.join("hook-sessions");
+        let key = blake3::hash(format!("{}\0{id}", agent.name()).as_bytes()).to_hex();
+        let file = dir.join(&key[..32]);
+        Remembered { dir, file }
+    }
+
+    /// The remembered root, while it is still a directory (touched: in use).
+    fn root(&self) -> Option<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStringExt;
+        let bytes = std::fs::read(&self.file).ok()?;
+        let root = std::path::PathBuf::from(std::ffi::OsString::from_vec(bytes));
+        if !root.is_absolute() || !root.is_dir() {
+            return None;
+        }
+        let _ = std::fs::File::options()
+            .append(true)
+            .open(&self.file)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        Some(root)
+    }
+
+    /// Remembers `root` (best effort: without it, each event's cwd is used), and sweeps
+    /// entries unused for [`REMEMBER_FOR`].
+    fn set(&self, root: &Path) {
+        if crate::home::create_private_dir(&self.dir).is_err() {
+            return;
+        }
+        let tmp = self
+            .file
+            .with_extension(format!("tmp-{}", std::process::id()));
+        let written = std::fs::write(&tmp, root.as_os_str().as_encoded_bytes())
+            .and_then(|()| std::fs::rename(&tmp, &self.file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        let now = std::time::SystemTime::now();
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > REMEMBER_FOR);
+            if old {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    fn forget(&self) {
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
 /// The process that owns a turn begun by a hook: the agent, i.e. the hook's parent, or its
 /// grandparent when the parent is the shell that ran the hook command.
 #[must_use]
@@ -238,12 +306,30 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     }
     let cwd = field("cwd").ok_or("no cwd in the hook input")?;
     let id = field("session_id").ok_or("no session_id in the hook input")?;
-    let ws = Workspace::open(Path::new(cwd), config).map_err(|e| e.to_string())?;
+    let remembered = Remembered::new(config.home(), agent, id);
+    // The agent's cwd moves (a `cd` in its shell): the session's workspace is the one its
+    // start (or first prompt) was in, not each event's cwd.
+    let ws = match remembered.root() {
+        Some(root) if name != "SessionStart" => Workspace::open(&root, config),
+        _ => Workspace::open(Path::new(cwd), config).inspect(|ws| remembered.set(ws.root())),
+    }
+    .map_err(|e| e.to_string())?;
     let session = ws.session(id).owned_by(agent_pid());
     // Codex names each turn; the id anchors the turn in retrace's history.
     let anchor = field("turn_id").map(str::to_string);
     if ends {
-        session.end_turn(anchor).map_err(|e| e.to_string())?;
+        let ended = session
+            .end_turn(anchor.clone())
+            .map_err(|e| e.to_string())?;
+        // A second Stop of one turn (another Stop hook made the agent go on): what the agent
+        // did since the first is that turn's.
+        let again = event.get("stop_hook_active").and_then(Value::as_bool) == Some(true);
+        if ended.is_none() && again && name == agent.stop_event() {
+            session.extend_turn(anchor).map_err(|e| e.to_string())?;
+        }
+        if name == "SessionEnd" {
+            remembered.forget();
+        }
         let _ = ws.maintain_if_due();
         return Ok(agent.quiet());
     }

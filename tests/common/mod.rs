@@ -229,3 +229,34 @@ pub fn noise(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A stand-in agent process that owns turns (`--owner-pid`): alive until dropped, its
+/// output detached so that a failing test never leaves it holding the harness's pipes.
+pub struct LiveOwner(std::process::Child);
+
+impl LiveOwner {
+    /// Starts one.
+    pub fn start() -> LiveOwner {
+        LiveOwner(
+            std::process::Command::new("sleep")
+                .arg("1000")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    /// Its pid, as `--owner-pid` takes it.
+    pub fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+}
+
+impl Drop for LiveOwner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
