@@ -363,6 +363,11 @@ fn assert_round_trip(agent: &str, input: &str) {
         );
     }
     assert!(stdout(&o).contains("added hooks"), "{}", stdout(&o));
+    // The user's empty containers that install filled are remembered, privately.
+    let record = env.home.path().join("installed.json");
+    if let Ok(m) = std::fs::metadata(&record) {
+        assert_eq!(m.mode() & 0o777, 0o600);
+    }
     let o = succeeded(run_in(&env, RETRACE, &["install", agent]), "again");
     assert!(stdout(&o).contains("nothing to change"), "{}", stdout(&o));
     assert_eq!(env.read(rel), installed);
@@ -371,6 +376,12 @@ fn assert_round_trip(agent: &str, input: &str) {
         env.read(rel),
         input,
         "{agent}: uninstall did not give the bytes back; installed:\n{installed}"
+    );
+    // What install remembered is forgotten.
+    assert!(
+        !record.exists(),
+        "{}",
+        std::fs::read_to_string(&record).unwrap()
     );
 }
 

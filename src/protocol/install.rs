@@ -317,7 +317,7 @@ impl Node {
     }
 }
 
-/// A scanner that records where each value is. It runs on text serde_json has accepted
+/// A scanner that records where each value is. It runs on text `serde_json` has accepted
 /// (which also bounds the nesting), so its own errors are only a safety net.
 struct Scanner<'a> {
     text: &'a str,
@@ -684,8 +684,9 @@ fn writable(path: &Path) -> Result<(PathBuf, Option<Metadata>), String> {
 
 /// Replaces the file `path` names (through any symlinks) by `text`: written to a new file
 /// beside it with the old file's mode and owner, then renamed over it, so a reader sees the
-/// old or the new file. A read-only file is refused (see [`writable`]).
-fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+/// old or the new file. A read-only file is refused (see [`writable`]). A new file is
+/// created 0600 when `private` (else as the umask has it).
+fn write_atomic(path: &Path, text: &str, private: bool) -> Result<(), String> {
     let (real, old) = writable(path)?;
     let (dir, name) = match (real.parent(), real.file_name()) {
         (Some(d), Some(n)) => (d, n.to_string_lossy()),
@@ -703,7 +704,7 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
         let tmp = dir.join(format!(".{name}.retrace-{}-{n}", std::process::id()));
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
-        if old.is_some() {
+        if old.is_some() || private {
             // Private until it has the old file's mode.
             options.mode(0o600);
         }
@@ -723,6 +724,9 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
         file.write_all(text.as_bytes()).map_err(|e| cannot(&e))?;
         if let Some(old) = &old {
             keep_owner_and_mode(&file, old, &real)?;
+        } else if private {
+            file.set_permissions(Permissions::from_mode(0o600))
+                .map_err(|e| cannot(&e))?;
         }
         file.sync_all().map_err(|e| cannot(&e))?;
         std::fs::rename(&tmp, &real).map_err(|e| cannot(&e))
@@ -786,7 +790,8 @@ fn kept(target: &Target) -> BTreeSet<String> {
         .collect()
 }
 
-/// Records `kept` for the target's settings file (when it changed).
+/// Records `kept` for the target's settings file (when it changed); the record file goes
+/// once it holds nothing.
 fn remember(target: &Target, kept: &BTreeSet<String>) -> Result<(), String> {
     let Some(record) = &target.record else {
         return Ok(());
@@ -805,11 +810,15 @@ fn remember(target: &Target, kept: &BTreeSet<String>) -> Result<(), String> {
     if all.get(&key) == before.as_ref() {
         return Ok(());
     }
+    if all.is_empty() {
+        return std::fs::remove_file(record)
+            .map_err(|e| format!("cannot remove {}: {e}", record.display()));
+    }
     if let Some(dir) = record.parent() {
         crate::home::create_private_dir(dir).map_err(|e| e.to_string())?;
     }
     let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())? + "\n";
-    write_atomic(record, &text)
+    write_atomic(record, &text, true)
 }
 
 /// What an install or uninstall changed, one line per file.
@@ -900,7 +909,7 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
         // Refused before anything is written when the file is read-only.
         writable(&path)?;
         remember(target, &kept)?;
-        write_atomic(&path, &text)?;
+        write_atomic(&path, &text, false)?;
         changes.push(&path, format_args!("added hooks for {}", added.join(", ")));
     }
     for (file, text) in target.command_files() {
@@ -908,7 +917,7 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
             Ok(existing) if existing == text => {}
             Ok(_) => changes.push(&file, "left alone: it exists and is not retrace's"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                write_atomic(&file, &text)?;
+                write_atomic(&file, &text, false)?;
                 changes.push(&file, "added");
             }
             Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
@@ -963,7 +972,7 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
         }
         if text != original {
             writable(&path)?;
-            write_atomic(&path, &text)?;
+            write_atomic(&path, &text, false)?;
             remember(target, &BTreeSet::new())?;
         }
     }
