@@ -806,13 +806,10 @@ fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<
     let agent = Agent::from_name(agent)
         .ok_or_else(|| anyhow::anyhow!("unknown agent {agent:?}; supported: {}", Agent::names()))?;
     let project = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let target = Target::new(agent, &project, user);
+    let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
-        install::install(
-            &target,
-            &format!("'{}' hook {}", exe.display(), agent.name()),
-        )
+        install::hook_command(&exe, agent).and_then(|c| install::install(&target, &c))
     } else {
         install::uninstall(&target)
     }

@@ -4,11 +4,18 @@
 //!
 //! Every other hook and setting is kept; installing twice changes nothing; uninstalling
 //! removes exactly what was added (a command file only while it still holds retrace's
-//! text).
+//! text). The settings file is edited as text: only retrace's entries are spliced in or cut
+//! out, in the file's own indentation, so key order, number spelling and everything else
+//! stay byte for byte, and it keeps its mode and owner (a read-only one is refused).
 
+use std::collections::BTreeSet;
+use std::fs::{Metadata, OpenOptions, Permissions};
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::hooks::Agent;
 
@@ -19,6 +26,10 @@ pub struct Target {
     pub agent: Agent,
     /// `.claude`, `.codex` or `.gemini` in the project or in the user's home directory.
     pub dir: PathBuf,
+    /// Where to remember the user's own empty `hooks` object or event lists that an install
+    /// filled, so that uninstall gives them back empty instead of removing them (see
+    /// [`Target::remembering_in`]). `None`: not remembered.
+    pub record: Option<PathBuf>,
 }
 
 impl Target {
@@ -34,6 +45,7 @@ impl Target {
             return Target {
                 agent,
                 dir: project.join(name),
+                record: None,
             };
         }
         // The agents' own overrides of their user directory.
@@ -50,7 +62,21 @@ impl Target {
             },
             PathBuf::from,
         );
-        Target { agent, dir }
+        Target {
+            agent,
+            dir,
+            record: None,
+        }
+    }
+
+    /// The same target, remembering the user's empty containers that an install fills in
+    /// `installed.json` under the retrace home `home`.
+    #[must_use]
+    pub fn remembering_in(self, home: &Path) -> Target {
+        Target {
+            record: Some(home.join("installed.json")),
+            ..self
+        }
     }
 
     /// What the user must still do for the hooks to run, if anything.
@@ -75,14 +101,24 @@ impl Target {
         })
     }
 
-    /// One hook entry running `command`.
-    fn entry(&self, command: &str) -> Value {
-        match self.agent {
+    /// The hook group (one entry, running `command`) added to each event's list.
+    fn group<'a>(&self, command: &'a str) -> Group<'a> {
+        let entry = match self.agent {
             // Gemini's timeouts are in milliseconds; its `name` is what `/hooks` shows.
-            Agent::Gemini => json!({"name": "retrace", "type": "command",
-                "command": command, "timeout": 60_000}),
-            _ => json!({"type": "command", "command": command, "timeout": 60}),
-        }
+            Agent::Gemini => Entry {
+                name: Some("retrace"),
+                kind: "command",
+                command,
+                timeout: 60_000,
+            },
+            _ => Entry {
+                name: None,
+                kind: "command",
+                command,
+                timeout: 60,
+            },
+        };
+        Group { hooks: [entry] }
     }
 
     /// The slash-command files and their text. Claude Code runs its own `/undo` and
@@ -140,33 +176,453 @@ impl Target {
     }
 }
 
-/// Whether a hook command is one of retrace's for `agent`, whatever the binary's path.
-fn is_ours(command: &str, agent: Agent) -> bool {
-    let command = command.trim_start();
-    // The program: a quoted path (which may hold spaces) or the first word.
-    let program = match command.chars().next() {
-        Some(q @ ('\'' | '"')) => command[1..].split(q).next(),
-        _ => command.split_whitespace().next(),
-    };
-    let Some(program) = program else {
-        return false;
-    };
-    let base = program.rsplit('/').next().unwrap_or(program);
-    base.starts_with("retrace")
-        && command
-            .trim_end()
-            .ends_with(&format!("hook {}", agent.name()))
+/// A hook group as retrace writes it (the fields in this order).
+#[derive(Serialize)]
+struct Group<'a> {
+    hooks: [Entry<'a>; 1],
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
+/// A hook entry as retrace writes it.
+#[derive(Serialize)]
+struct Entry<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'static str>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    command: &'a str,
+    timeout: u32,
+}
+
+/// `text` quoted for POSIX `sh`: in single quotes, each `'` written as `'\''`.
+#[must_use]
+pub fn sh_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The hook command retrace installs for `agent`: the binary `exe`, quoted for `sh` (the
+/// agents run hook commands through a shell), then `hook <agent>`.
+///
+/// # Errors
+/// When the path is not UTF-8 (a JSON string cannot hold it).
+pub fn hook_command(exe: &Path, agent: Agent) -> Result<String, String> {
+    let exe = exe.to_str().ok_or(format!(
+        "the path of the retrace binary, {}, is not UTF-8; install it somewhere else",
+        exe.display()
+    ))?;
+    Ok(format!("{} hook {}", sh_quote(exe), agent.name()))
+}
+
+/// The first word of `command` as `sh` reads it (single quotes, double quotes with their
+/// backslash escapes, backslashes), and the rest of the command; `None` when a quote is
+/// left open.
+fn first_word(command: &str) -> Option<(String, &str)> {
+    let s = command.trim_start_matches([' ', '\t', '\n']);
+    let mut word = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' | ';' | '&' | '|' | '<' | '>' | '(' | ')' => {
+                return Some((word, &s[i..]));
+            }
+            '\'' => loop {
+                match chars.next()?.1 {
+                    '\'' => break,
+                    c => word.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()?.1 {
+                    '"' => break,
+                    '\\' => {
+                        let c = chars.next()?.1;
+                        if !matches!(c, '$' | '`' | '"' | '\\' | '\n') {
+                            word.push('\\');
+                        }
+                        if c != '\n' {
+                            word.push(c);
+                        }
+                    }
+                    c => word.push(c),
+                }
+            },
+            '\\' => match chars.next()?.1 {
+                '\n' => {}
+                c => word.push(c),
+            },
+            c => word.push(c),
+        }
+    }
+    Some((word, ""))
+}
+
+/// Whether a hook command is one of retrace's for `agent`, whatever the binary's path and
+/// however it is quoted.
+fn is_ours(command: &str, agent: Agent) -> bool {
+    let Some((program, rest)) = first_word(command) else {
+        return false;
+    };
+    let base = program.rsplit('/').next().unwrap_or(&program);
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    base.starts_with("retrace") && words.ends_with(&["hook", agent.name()])
+}
+
+// ---- The settings file as text ----
+
+/// A JSON value's place in the text: bytes `start..end`, and a container's items.
+struct Node {
+    start: usize,
+    end: usize,
+    items: Items,
+}
+
+enum Items {
+    /// Each member: its (decoded) key, where the key begins, and the value.
+    Object(Vec<(String, usize, Node)>),
+    Array(Vec<Node>),
+    Scalar,
+}
+
+impl Node {
+    /// The byte spans of the items: a member from its key to the end of its value.
+    fn spans(&self) -> Vec<(usize, usize)> {
+        match &self.items {
+            Items::Object(m) => m.iter().map(|(_, k, v)| (*k, v.end)).collect(),
+            Items::Array(a) => a.iter().map(|v| (v.start, v.end)).collect(),
+            Items::Scalar => Vec::new(),
+        }
+    }
+
+    /// The member `key` (the last one, as JSON parsers take it) and its index.
+    fn member(&self, key: &str) -> Option<(usize, &Node)> {
+        match &self.items {
+            Items::Object(m) => m
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, (k, _, _))| k == key)
+                .map(|(i, (_, _, v))| (i, v)),
+            _ => None,
+        }
+    }
+
+    fn elements(&self) -> Option<&[Node]> {
+        match &self.items {
+            Items::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.spans().len()
+    }
+}
+
+/// A scanner that records where each value is. It runs on text `serde_json` has accepted
+/// (which also bounds the nesting), so its own errors are only a safety net.
+struct Scanner<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn fail<T>(&self) -> Result<T, String> {
+        Err(format!("unexpected JSON at byte {}", self.at))
+    }
+
+    fn eat(&mut self, b: u8) -> Result<(), String> {
+        self.skip_ws();
+        if self.peek() == Some(b) {
+            self.at += 1;
+            Ok(())
+        } else {
+            self.fail()
+        }
+    }
+
+    fn string(&mut self) -> Result<(usize, usize), String> {
+        let start = self.at;
+        self.eat(b'"')?;
+        loop {
+            match self.peek() {
+                None => return self.fail(),
+                Some(b'\\') => self.at += 2,
+                Some(b'"') => {
+                    self.at += 1;
+                    return Ok((start, self.at));
+                }
+                Some(_) => self.at += 1,
+            }
+        }
+    }
+
+    /// The items of a container up to `close`, each read by `item`.
+    fn items<T>(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
+        let mut items = Vec::new();
+        self.at += 1;
+        self.skip_ws();
+        if self.peek() == Some(close) {
+            self.at += 1;
+            return Ok(items);
+        }
+        loop {
+            items.push(item(self)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(c) if c == close => {
+                    self.at += 1;
+                    return Ok(items);
+                }
+                _ => return self.fail(),
+            }
+        }
+    }
+
+    fn value(&mut self) -> Result<Node, String> {
+        self.skip_ws();
+        let start = self.at;
+        let items = match self.peek() {
+            Some(b'{') => Items::Object(self.items(b'}', |s| {
+                s.skip_ws();
+                let (ks, ke) = s.string()?;
+                let key: String =
+                    serde_json::from_str(&s.text[ks..ke]).map_err(|e| e.to_string())?;
+                s.eat(b':')?;
+                Ok((key, ks, s.value()?))
+            })?),
+            Some(b'[') => Items::Array(self.items(b']', Self::value)?),
+            Some(b'"') => {
+                self.string()?;
+                Items::Scalar
+            }
+            Some(_) => {
+                while !matches!(
+                    self.peek(),
+                    None | Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r')
+                ) {
+                    self.at += 1;
+                }
+                if self.at == start {
+                    return self.fail();
+                }
+                Items::Scalar
+            }
+            None => return self.fail(),
+        };
+        Ok(Node {
+            start,
+            end: self.at,
+            items,
+        })
+    }
+}
+
+/// The settings text with where its values are. An empty or missing file is `{}`.
+fn scan(text: &str, path: &Path) -> Result<Node, String> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map_err(|e| format!("{} is not valid JSON ({e}); fix it first", path.display()))?;
+    let root = Scanner { text, at: 0 }
+        .value()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    match root.items {
+        Items::Object(_) => Ok(root),
+        _ => Err(format!("{} is not a JSON object", path.display())),
+    }
+}
+
+/// How the file is written, for the text retrace adds.
+struct Style {
+    /// `\n`, or `\r\n` when the file uses it.
+    newline: &'static str,
+    /// One level of indentation: two or four spaces, a tab...
+    unit: String,
+    /// Whether an empty container is filled across lines (else on one line).
+    pretty: bool,
+}
+
+impl Style {
+    fn of(text: &str, root: &Node) -> Style {
+        let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        let pretty = root.len() == 0 || text[root.start..root.end].contains('\n');
+        // The first member's indentation beyond the line of the `{`, else the smallest
+        // indentation of any line.
+        let first = root.spans().first().map(|&(s, _)| {
+            let ws = ws_before(text, s);
+            ws.contains('\n')
+                .then(|| after_newline(ws).strip_prefix(line_indent(text, root.start)))
+                .flatten()
+                .unwrap_or("")
+                .to_string()
+        });
+        let unit = first.filter(|u| !u.is_empty()).unwrap_or_else(|| {
+            let indents = text.lines().skip(1).map(|l| {
+                let rest = l.trim_start_matches([' ', '\t']);
+                &l[..l.len() - rest.len()]
+            });
+            if indents.clone().any(|i| i.starts_with('\t')) {
+                "\t".to_string()
+            } else {
+                indents
+                    .map(str::len)
+                    .filter(|&n| n > 0)
+                    .min()
+                    .map_or_else(|| "  ".to_string(), |n| " ".repeat(n))
+            }
+        });
+        Style {
+            newline,
+            unit,
+            pretty,
+        }
+    }
+
+    /// `key: value` (or `value`) as text, its later lines indented by `indent`.
+    fn render(
+        &self,
+        key: Option<&str>,
+        value: &impl Serialize,
+        indent: &str,
+        pretty: bool,
+    ) -> Result<String, String> {
+        let mut out = match key {
+            Some(k) => serde_json::to_string(k).map_err(|e| e.to_string())? + ":",
+            None => String::new(),
+        };
+        if pretty {
+            if key.is_some() {
+                out.push(' ');
+            }
+            let mut buf = Vec::new();
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(self.unit.as_bytes());
+            value
+                .serialize(&mut serde_json::Serializer::with_formatter(
+                    &mut buf, formatter,
+                ))
+                .map_err(|e| e.to_string())?;
+            let text = String::from_utf8(buf).map_err(|e| e.to_string())?;
+            out += &text.replace('\n', &format!("{}{indent}", self.newline));
+        } else {
+            out += &serde_json::to_string(value).map_err(|e| e.to_string())?;
+        }
+        Ok(out)
+    }
+}
+
+/// The whitespace just before byte `pos`.
+fn ws_before(text: &str, pos: usize) -> &str {
+    let kept = text[..pos].trim_end_matches([' ', '\t', '\n', '\r']).len();
+    &text[kept..pos]
+}
+
+fn after_newline(ws: &str) -> &str {
+    ws.rsplit('\n').next().unwrap_or(ws)
+}
+
+/// The indentation of the line holding byte `pos`.
+fn line_indent(text: &str, pos: usize) -> &str {
+    let line = text[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let rest = text[line..].trim_start_matches([' ', '\t']);
+    &text[line..text.len() - rest.len()]
+}
+
+fn splice(text: &str, range: std::ops::Range<usize>, with: &str) -> String {
+    let mut out = String::with_capacity(text.len() + with.len());
+    out.push_str(&text[..range.start]);
+    out.push_str(with);
+    out.push_str(&text[range.end..]);
+    out
+}
+
+/// `text` with an item appended to the container `c`: after the last item with the same
+/// separator that precedes it, or (an empty container) on its own line one level deeper.
+/// [`remove`] of the last item undoes it exactly.
+fn append(
+    text: &str,
+    c: &Node,
+    key: Option<&str>,
+    value: &impl Serialize,
+    style: &Style,
+) -> Result<String, String> {
+    if let Some(&(start, end)) = c.spans().last() {
+        let ws = ws_before(text, start);
+        let item = style.render(key, value, after_newline(ws), ws.contains('\n'))?;
+        return Ok(splice(text, end..end, &format!(",{ws}{item}")));
+    }
+    let inner = if style.pretty {
+        let line = line_indent(text, c.start);
+        let indent = format!("{line}{}", style.unit);
+        let item = style.render(key, value, &indent, true)?;
+        format!("{nl}{indent}{item}{nl}{line}", nl = style.newline)
+    } else {
+        style.render(key, value, "", false)?
+    };
+    Ok(splice(text, c.start + 1..c.end - 1, &inner))
+}
+
+/// `text` without item `i` of the container `c` and its separator; the only item leaves
+/// the container empty (`[]`, `{}`).
+fn remove(text: &str, c: &Node, i: usize) -> String {
+    let spans = c.spans();
+    let range = if spans.len() <= 1 {
+        c.start + 1..c.end - 1
+    } else if i + 1 == spans.len() {
+        spans[i - 1].1..spans[i].1
+    } else {
+        spans[i].0..spans[i + 1].0
+    };
+    splice(text, range, "")
+}
+
+/// A group's `hooks` list, and each entry's command.
+fn entries<'n>(text: &str, group: &'n Node) -> Option<(&'n Node, Vec<Option<String>>)> {
+    let (_, list) = group.member("hooks")?;
+    let commands = list
+        .elements()?
+        .iter()
+        .map(|e| {
+            let v: Value = serde_json::from_str(&text[e.start..e.end]).ok()?;
+            v.get("command")?.as_str().map(str::to_string)
+        })
+        .collect();
+    Some((list, commands))
+}
+
+/// The first of retrace's entries in an event's groups: the group's index, its `hooks`
+/// list, the entry's index there.
+fn find_ours<'n>(text: &str, groups: &'n [Node], agent: Agent) -> Option<(usize, &'n Node, usize)> {
+    groups.iter().enumerate().find_map(|(gi, g)| {
+        let (list, commands) = entries(text, g)?;
+        let ei = commands
+            .iter()
+            .position(|c| c.as_deref().is_some_and(|c| is_ours(c, agent)))?;
+        Some((gi, list, ei))
+    })
+}
+
+/// Reads the settings text; a missing or blank file is `{}`.
+fn read_text(path: &Path) -> Result<Option<String>, String> {
     match std::fs::read_to_string(path) {
-        Ok(t) if t.trim().is_empty() => Ok(json!({})),
-        Ok(t) => serde_json::from_str(&t)
-            .map_err(|e| format!("{} is not valid JSON ({e}); fix it first", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
 }
+
+// ---- Writing ----
 
 /// The file `path` names once its symlinks are followed (also when the last target does not
 /// exist yet). A settings file kept as a link (a dotfiles manager's) is edited where it lives
@@ -199,19 +655,170 @@ fn follow_links(path: &Path) -> Result<PathBuf, String> {
     ))
 }
 
-/// Replaces the file `path` names (through any symlinks) by `text`: written beside it, then
-/// renamed over it, so a reader sees the old or the new file.
-fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-    let path = &follow_links(path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+/// The file `path` names (through its links) and its metadata when it exists, after
+/// checking that the user lets it be changed: a file without a write permission bit is
+/// refused even for root, who could write it anyway.
+fn writable(path: &Path) -> Result<(PathBuf, Option<Metadata>), String> {
+    let real = follow_links(path)?;
+    let meta = match std::fs::metadata(&real) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((real, None)),
+        Err(e) => return Err(format!("cannot read {}: {e}", real.display())),
+    };
+    let read_only = meta.permissions().mode() & 0o222 == 0
+        || rustix::fs::access(&real, rustix::fs::Access::WRITE_OK).is_err();
+    if read_only {
+        let via = if real == path {
+            String::new()
+        } else {
+            format!(" (where {} points)", path.display())
+        };
+        return Err(format!(
+            "{}{via} is read-only for you; nothing was changed. Make it writable \
+             (chmod u+w) to let retrace edit it",
+            real.display()
+        ));
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".retrace-tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    Ok((real, Some(meta)))
+}
+
+/// Replaces the file `path` names (through any symlinks) by `text`: written to a new file
+/// beside it with the old file's mode and owner, then renamed over it, so a reader sees the
+/// old or the new file. A read-only file is refused (see [`writable`]). A new file is
+/// created 0600 when `private` (else as the umask has it).
+fn write_atomic(path: &Path, text: &str, private: bool) -> Result<(), String> {
+    let (real, old) = writable(path)?;
+    let (dir, name) = match (real.parent(), real.file_name()) {
+        (Some(d), Some(n)) => (d, n.to_string_lossy()),
+        _ => return Err(format!("{} is not a file's path", real.display())),
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", real.display());
+    let mut created = None;
+    for n in 0..100 {
+        let tmp = dir.join(format!(".{name}.retrace-{}-{n}", std::process::id()));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        if old.is_some() || private {
+            // Private until it has the old file's mode.
+            options.mode(0o600);
+        }
+        match options.open(&tmp) {
+            Ok(f) => {
+                created = Some((tmp, f));
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(cannot(&e)),
+        }
+    }
+    let Some((tmp, mut file)) = created else {
+        return Err(cannot(&"no free temporary name beside it"));
+    };
+    let result = (|| {
+        file.write_all(text.as_bytes()).map_err(|e| cannot(&e))?;
+        if let Some(old) = &old {
+            keep_owner_and_mode(&file, old, &real)?;
+        } else if private {
+            file.set_permissions(Permissions::from_mode(0o600))
+                .map_err(|e| cannot(&e))?;
+        }
+        file.sync_all().map_err(|e| cannot(&e))?;
+        std::fs::rename(&tmp, &real).map_err(|e| cannot(&e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Gives the new file `file` the owner (when we may: as root, or a group we are in) and
+/// the mode of the file `old` it replaces.
+fn keep_owner_and_mode(file: &std::fs::File, old: &Metadata, real: &Path) -> Result<(), String> {
+    let new = file
+        .metadata()
+        .map_err(|e| format!("cannot write {}: {e}", real.display()))?;
+    if (new.uid(), new.gid()) != (old.uid(), old.gid())
+        && let Err(e) = std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid()))
+    {
+        // Only the group could not be kept, of a file that is ours anyway.
+        let only_group = e.kind() == std::io::ErrorKind::PermissionDenied && new.uid() == old.uid();
+        if !only_group {
+            return Err(format!(
+                "cannot keep the owner ({}:{}) of {}: {e}; nothing was changed",
+                old.uid(),
+                old.gid(),
+                real.display()
+            ));
+        }
+    }
+    file.set_permissions(Permissions::from_mode(old.mode() & 0o7777))
+        .map_err(|e| format!("cannot keep the mode of {}: {e}", real.display()))
+}
+
+// ---- What an install filled that was the user's and empty ----
+
+/// The key of a settings file in the record: its real path.
+fn record_key(settings: &Path) -> String {
+    let real = follow_links(settings).unwrap_or_else(|_| settings.to_path_buf());
+    std::fs::canonicalize(&real)
+        .unwrap_or(real)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The containers (`hooks`, or an event's name for `hooks.<event>`) of `settings` that were
+/// the user's and empty when an install filled them.
+fn kept(target: &Target) -> BTreeSet<String> {
+    let Some(record) = &target.record else {
+        return BTreeSet::new();
+    };
+    let all: Value = std::fs::read_to_string(record)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    all[record_key(&target.settings())]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Records `kept` for the target's settings file (when it changed); the record file goes
+/// once it holds nothing.
+fn remember(target: &Target, kept: &BTreeSet<String>) -> Result<(), String> {
+    let Some(record) = &target.record else {
+        return Ok(());
+    };
+    let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(record)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let key = record_key(&target.settings());
+    let before = all.get(&key).cloned();
+    if kept.is_empty() {
+        all.remove(&key);
+    } else {
+        all.insert(key.clone(), kept.iter().cloned().collect());
+    }
+    if all.get(&key) == before.as_ref() {
+        return Ok(());
+    }
+    if all.is_empty() {
+        return std::fs::remove_file(record)
+            .map_err(|e| format!("cannot remove {}: {e}", record.display()));
+    }
+    if let Some(dir) = record.parent() {
+        crate::home::create_private_dir(dir).map_err(|e| e.to_string())?;
+    }
+    let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())? + "\n";
+    write_atomic(record, &text, true)
 }
 
 /// What an install or uninstall changed, one line per file.
@@ -227,45 +834,82 @@ impl Changes {
     }
 }
 
-/// Adds retrace's hook entries (running `command`) for every event the agent needs,
-/// replacing older retrace entries (another binary path) and keeping every other hook; then
-/// writes the command files that are missing.
+/// Adds retrace's hook entries (running `command`, see [`hook_command`]) for every event the
+/// agent needs, replacing older retrace entries (another binary path, however quoted) and
+/// keeping every other hook and setting as written; then writes the command files that are
+/// missing.
 ///
 /// # Errors
-/// A message naming the file when it cannot be read, parsed or written.
+/// A message naming the file when it cannot be read, parsed or written, or is read-only.
 pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
     let path = target.settings();
-    let mut v = read_json(&path)?;
-    let hooks = v
-        .as_object_mut()
-        .ok_or(format!("{} is not a JSON object", path.display()))?
-        .entry("hooks")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .ok_or(format!("\"hooks\" in {} is not an object", path.display()))?;
+    let original = read_text(&path)?;
+    let mut text = match &original {
+        Some(t) if !t.trim().is_empty() => t.clone(),
+        _ => "{}\n".to_string(),
+    };
+    let root = scan(&text, &path)?;
+    let style = Style::of(&text, &root);
+    // The user's empty containers, which uninstall gives back empty.
+    let mut kept = kept(target);
+    let empty_before = |n: Option<(usize, &Node)>| n.map(|(_, n)| n.len() == 0);
+    let hooks_before = root.member("hooks");
+    let mut note = |name: &str, before: Option<bool>| match before {
+        None => {
+            kept.remove(name);
+        }
+        Some(true) => {
+            kept.insert(name.to_string());
+        }
+        Some(false) => {}
+    };
     let mut added = Vec::new();
     for event in target.agent.events() {
-        let list = hooks
-            .entry(*event)
-            .or_insert_with(|| json!([]))
-            .as_array_mut()
-            .ok_or(format!("hooks.{event} in {} is not a list", path.display()))?;
-        let current = list.iter().any(|group| {
-            group["hooks"]
-                .as_array()
-                .is_some_and(|h| h.iter().any(|h| h["command"] == command))
-        });
-        if current {
-            continue;
+        loop {
+            let root = scan(&text, &path)?;
+            let Some((_, hooks)) = root.member("hooks") else {
+                text = append(&text, &root, Some("hooks"), &serde_json::Map::new(), &style)?;
+                continue;
+            };
+            if !matches!(hooks.items, Items::Object(_)) {
+                return Err(format!("\"hooks\" in {} is not an object", path.display()));
+            }
+            let Some((_, list)) = hooks.member(event) else {
+                text = append(&text, hooks, Some(event), &Vec::<()>::new(), &style)?;
+                continue;
+            };
+            let groups = list
+                .elements()
+                .ok_or(format!("hooks.{event} in {} is not a list", path.display()))?;
+            let current = groups.iter().any(|g| {
+                entries(&text, g)
+                    .is_some_and(|(_, c)| c.iter().any(|c| c.as_deref() == Some(command)))
+            });
+            if current {
+                break;
+            }
+            if let Some((gi, entries, ei)) = find_ours(&text, groups, target.agent) {
+                text = if entries.len() > 1 {
+                    remove(&text, entries, ei)
+                } else {
+                    remove(&text, list, gi)
+                };
+                continue;
+            }
+            text = append(&text, list, None, &target.group(command), &style)?;
+            added.push(*event);
+            let before = hooks_before.and_then(|(_, h)| h.member(event));
+            note(event, empty_before(before));
+            break;
         }
-        remove_ours(list, target.agent);
-        list.push(json!({"hooks": [target.entry(command)]}));
-        added.push(*event);
     }
     let mut changes = Changes::default();
     if !added.is_empty() {
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n";
-        write_atomic(&path, &text)?;
+        note("hooks", empty_before(hooks_before));
+        // Refused before anything is written when the file is read-only.
+        writable(&path)?;
+        remember(target, &kept)?;
+        write_atomic(&path, &text, false)?;
         changes.push(&path, format_args!("added hooks for {}", added.join(", ")));
     }
     for (file, text) in target.command_files() {
@@ -273,7 +917,7 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
             Ok(existing) if existing == text => {}
             Ok(_) => changes.push(&file, "left alone: it exists and is not retrace's"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                write_atomic(&file, &text)?;
+                write_atomic(&file, &text, false)?;
                 changes.push(&file, "added");
             }
             Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
@@ -282,49 +926,58 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
     Ok(changes)
 }
 
-/// Removes retrace's entries from a list of hook groups, and the groups left empty.
-fn remove_ours(list: &mut Vec<Value>, agent: Agent) -> bool {
-    let before = list.clone();
-    for group in list.iter_mut() {
-        if let Some(h) = group.get_mut("hooks").and_then(Value::as_array_mut) {
-            h.retain(|h| !h["command"].as_str().is_some_and(|c| is_ours(c, agent)));
-        }
-    }
-    list.retain(|g| g["hooks"].as_array().is_none_or(|h| !h.is_empty()));
-    *list != before
-}
-
-/// Removes retrace's hook entries, and the lists and objects that become empty because of
-/// it, and the command files that still hold retrace's text.
+/// Removes retrace's hook entries, and the groups, lists and objects that become empty
+/// because of it (not the user's own empty ones, nor those an install filled), and the
+/// command files that still hold retrace's text. Everything else keeps its bytes.
 ///
 /// # Errors
 /// As [`install`].
 pub fn uninstall(target: &Target) -> Result<Changes, String> {
     let path = target.settings();
-    let mut v = read_json(&path)?;
     let mut removed = Vec::new();
-    if let Some(hooks) = v.get_mut("hooks").and_then(Value::as_object_mut) {
-        for event in target.agent.events() {
-            let Some(list) = hooks.get_mut(*event).and_then(Value::as_array_mut) else {
-                continue;
+    if let Some(original) = read_text(&path)?.filter(|t| !t.trim().is_empty()) {
+        let kept = kept(target);
+        let mut text = original.clone();
+        'next: loop {
+            let root = scan(&text, &path)?;
+            let Some((hi, hooks)) = root.member("hooks") else {
+                break;
             };
-            if remove_ours(list, target.agent) {
-                removed.push(*event);
+            for event in target.agent.events() {
+                let Some((li, list)) = hooks.member(event) else {
+                    continue;
+                };
+                let Some(groups) = list.elements() else {
+                    continue;
+                };
+                let Some((gi, entries, ei)) = find_ours(&text, groups, target.agent) else {
+                    continue;
+                };
+                // The innermost container that stays.
+                text = if entries.len() > 1 {
+                    remove(&text, entries, ei)
+                } else if groups.len() > 1 || kept.contains(*event) {
+                    remove(&text, list, gi)
+                } else if hooks.len() > 1 || kept.contains("hooks") {
+                    remove(&text, hooks, li)
+                } else {
+                    remove(&text, &root, hi)
+                };
+                if !removed.contains(event) {
+                    removed.push(*event);
+                }
+                continue 'next;
             }
-            if list.is_empty() {
-                hooks.remove(*event);
-            }
+            break;
         }
-        if hooks.is_empty()
-            && let Some(o) = v.as_object_mut()
-        {
-            o.remove("hooks");
+        if text != original {
+            writable(&path)?;
+            write_atomic(&path, &text, false)?;
+            remember(target, &BTreeSet::new())?;
         }
     }
     let mut changes = Changes::default();
     if !removed.is_empty() {
-        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n";
-        write_atomic(&path, &text)?;
         changes.push(
             &path,
             format_args!("removed hooks for {}", removed.join(", ")),
@@ -376,7 +1029,7 @@ mod tests {
             uninstall(&target).unwrap();
             assert!(is_link(&link), "{agent:?}: uninstall replaced the link");
             let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
-            assert_eq!(v, json!({"model": "mine"}), "{agent:?}");
+            assert_eq!(v, serde_json::json!({"model": "mine"}), "{agent:?}");
         }
     }
 
@@ -387,6 +1040,10 @@ mod tests {
             "'/home/me/my tools/retrace' hook codex",
             "\"/opt/x y/retrace\" hook codex",
             "retrace hook codex",
+            r"/home/me/my\ tools/retrace hook codex",
+            r"'/opt/it'\''s/retrace' hook codex",
+            r#""/opt/a \"b\" \$c/retrace" hook codex"#,
+            r#"/opt/mixed' 'dir"/x"/retrace hook codex"#,
         ] {
             assert!(is_ours(c, Agent::Codex), "{c}");
         }
@@ -394,9 +1051,75 @@ mod tests {
             "'/usr/local/bin/retrace' hook gemini",
             "notify-send done",
             "'/my tools/other' hook codex",
+            "'/opt/retrace/bin/notify' hook codex",
+            "'/unterminated/retrace hook codex",
             "",
         ] {
             assert!(!is_ours(c, Agent::Codex), "{c}");
+        }
+    }
+
+    #[test]
+    fn hook_commands_quote_any_path_for_sh() {
+        for dir in [
+            "/opt/plain",
+            "/home/me/my tools",
+            "/tmp/it's",
+            "/tmp/a \"b\"",
+            "/tmp/$HOME and `id`",
+            "/tmp/back\\slash\\n",
+            "/tmp/'''",
+        ] {
+            let exe = Path::new(dir).join("retrace");
+            let command = hook_command(&exe, Agent::Gemini).unwrap();
+            assert!(is_ours(&command, Agent::Gemini), "{command}");
+            assert!(!is_ours(&command, Agent::Codex), "{command}");
+            assert_eq!(
+                first_word(&command).map(|(w, _)| w),
+                Some(exe.display().to_string())
+            );
+            // sh reads the program word back as the path.
+            let program = command.strip_suffix(" hook gemini").unwrap();
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {program}"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{command}");
+            assert_eq!(
+                String::from_utf8(out.stdout).unwrap(),
+                exe.display().to_string()
+            );
+        }
+    }
+
+    #[test]
+    fn an_append_is_undone_by_removing_the_last_item() {
+        for text in [
+            "{}",
+            "{\n    \"a\": [1.50]\n}\n",
+            "{\"a\":1}",
+            "{\r\n\t\"a\": { \"b\" : [ ] }\r\n}",
+            " [ 1 ,\n  2 ] ",
+            "[]",
+        ] {
+            let root = Scanner { text, at: 0 }.value().unwrap();
+            let style = Style::of(text, &root);
+            let key = matches!(root.items, Items::Object(_)).then_some("k");
+            let added = append(text, &root, key, &[1, 2], &style).unwrap();
+            assert!(serde_json::from_str::<Value>(&added).is_ok(), "{added}");
+            let again = Scanner {
+                text: &added,
+                at: 0,
+            }
+            .value()
+            .unwrap();
+            let back = remove(&added, &again, again.len() - 1);
+            if root.len() == 0 {
+                assert_eq!(back, text.replace(char::is_whitespace, ""), "{added}");
+            } else {
+                assert_eq!(back, text, "{added}");
+            }
         }
     }
 }

@@ -1,0 +1,440 @@
+//! The installers, run as the real `retrace install|uninstall <agent>`: the settings file
+//! keeps its mode, owner and formatting, a read-only one is refused, and the hook command
+//! survives any binary path (it is run through a real `sh`). `hooks.rs` covers the merges.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use common::{Env, RETRACE, is_root, stderr, stdout, succeeded};
+use serde_json::{Value, json};
+
+fn run_in(env: &Env, bin: &str, args: &[&str]) -> Output {
+    let root = env.root().display().to_string();
+    let mut all = vec!["-C", root.as_str()];
+    all.extend_from_slice(args);
+    env.run(bin, &all)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Every hook command in the settings file, event by event.
+fn commands(path: &Path) -> Vec<(String, String)> {
+    let v = read_json(path);
+    let mut out = Vec::new();
+    for (event, groups) in v["hooks"].as_object().into_iter().flatten() {
+        for group in groups.as_array().into_iter().flatten() {
+            for h in group["hooks"].as_array().into_iter().flatten() {
+                if let Some(c) = h["command"].as_str() {
+                    out.push((event.clone(), c.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn settings_of(agent: &str) -> &'static str {
+    match agent {
+        "codex" => ".codex/hooks.json",
+        "gemini" => ".gemini/settings.json",
+        _ => ".claude/settings.json",
+    }
+}
+
+fn events_of(agent: &str) -> &'static [&'static str] {
+    match agent {
+        "codex" => &["UserPromptSubmit", "Stop", "SessionStart"],
+        "gemini" => &["BeforeAgent", "AfterAgent", "SessionStart", "SessionEnd"],
+        _ => &["UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"],
+    }
+}
+
+// ---- item 11: mode, owner, links, read-only files ----
+
+#[test]
+fn install_and_uninstall_keep_the_settings_files_mode() {
+    let env = Env::new();
+    let settings = env.path(".claude/settings.json");
+    env.write(
+        ".claude/settings.json",
+        "{\n  \"apiKey\": \"sk-secret\"\n}\n",
+    );
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    assert!(!commands(&settings).is_empty());
+    assert_eq!(mode(&settings), 0o600, "install changed the mode");
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert_eq!(mode(&settings), 0o600, "uninstall changed the mode");
+    assert_eq!(
+        env.read(".claude/settings.json"),
+        "{\n  \"apiKey\": \"sk-secret\"\n}\n"
+    );
+    // Nothing is left beside it.
+    let names: Vec<_> = std::fs::read_dir(env.path(".claude"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["settings.json"], "{names:?}");
+}
+
+#[test]
+fn install_as_root_keeps_the_settings_files_owner() {
+    if !is_root() {
+        eprintln!("skipped: needs root to give the file another owner");
+        return;
+    }
+    let env = Env::new();
+    let settings = env.path(".gemini/settings.json");
+    env.write(".gemini/settings.json", "{\"theme\": \"dark\"}\n");
+    std::os::unix::fs::chown(&settings, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o640)).unwrap();
+    for action in ["install", "uninstall"] {
+        succeeded(run_in(&env, RETRACE, &[action, "gemini"]), action);
+        let m = std::fs::metadata(&settings).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (65534, 65534),
+            "{action} changed the owner"
+        );
+        assert_eq!(m.mode() & 0o7777, 0o640, "{action} changed the mode");
+    }
+    assert_eq!(env.read(".gemini/settings.json"), "{\"theme\": \"dark\"}\n");
+}
+
+#[test]
+fn a_read_only_settings_file_is_refused_and_nothing_is_written() {
+    let env = Env::new();
+    // Directly, and through a link to a read-only file elsewhere.
+    let elsewhere = env.path("dotfiles/codex-hooks.json");
+    env.write("dotfiles/codex-hooks.json", "{}\n");
+    std::fs::create_dir_all(env.path(".codex")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.path(".codex/hooks.json")).unwrap();
+    env.write(".claude/settings.json", "{\n    \"model\": \"opus\"\n}\n");
+    for (agent, file) in [
+        ("claude-code", env.path(".claude/settings.json")),
+        ("codex", elsewhere),
+    ] {
+        let before = std::fs::read(&file).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let o = run_in(&env, RETRACE, &["install", agent]);
+        assert!(!o.status.success(), "{agent}: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&file.display().to_string()) && err.contains("writable"),
+            "{agent}: {err}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), before, "{agent}");
+        let m = std::fs::metadata(&file).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o444, "{agent}");
+    }
+    assert!(
+        !env.path(".claude/commands").exists(),
+        "command files were written"
+    );
+    assert!(
+        env.path(".codex/hooks.json")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // Made writable, it installs; made read-only again, uninstall is refused too.
+    let settings = env.path(".claude/settings.json");
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o644)).unwrap();
+    succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    let installed = std::fs::read(&settings).unwrap();
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let o = run_in(&env, RETRACE, &["uninstall", "claude-code"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("writable"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&settings).unwrap(), installed);
+}
+
+// ---- item 12: the hook command, for any binary path ----
+
+/// The retrace binary at a path with a space, quotes, `$`, a backtick and a backslash: a
+/// hard link (`current_exe` resolves symlinks; a copy, still open for writing while another
+/// test forks, could not be run: ETXTBSY).
+fn odd_binary() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let bin_dir = dir.path().join("it's a \"q\" $HOME `x` \\n");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("retrace");
+    std::fs::hard_link(RETRACE, &bin).unwrap();
+    (dir, bin)
+}
+
+fn sh_with_payload(env: &Env, command: &str, payload: &Value) -> Output {
+    let mut child = env
+        .command("sh", &["-c", command])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_hook_command_from_a_binary_path_with_quotes_runs_in_sh_and_uninstalls() {
+    let env = Env::new();
+    let (_keep, bin) = odd_binary();
+    let bin_s = bin.to_str().unwrap();
+    let theirs = "{\n  \"model\": \"opus\"\n}\n";
+    env.write(".claude/settings.json", theirs);
+    succeeded(run_in(&env, bin_s, &["install", "claude-code"]), "install");
+    let settings = env.path(".claude/settings.json");
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    for (event, command) in &cmds {
+        let payload = json!({"session_id": "q1", "transcript_path": "/tmp/t.jsonl",
+            "cwd": env.root(), "hook_event_name": event, "prompt": "hello",
+            "source": "startup", "reason": "exit"});
+        let o = sh_with_payload(&env, command, &payload);
+        assert!(
+            o.status.success(),
+            "{event}: `{command}` failed in sh: {:?}\n{}",
+            o.status,
+            stderr(&o)
+        );
+        assert!(
+            !stderr(&o).contains("not found") && !stderr(&o).contains("quote"),
+            "{event}: {}",
+            stderr(&o)
+        );
+    }
+    // Installing again from the same path changes nothing.
+    let o = succeeded(run_in(&env, bin_s, &["install", "claude-code"]), "again");
+    assert!(stdout(&o).contains("nothing to change"), "{}", stdout(&o));
+    // Another retrace binary recognises the entries as retrace's.
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert_eq!(env.read(".claude/settings.json"), theirs);
+}
+
+#[test]
+fn retraces_entries_are_recognised_and_replaced_however_the_path_is_quoted() {
+    let spellings = [
+        r#""/opt/my tools/retrace" hook claude-code"#,
+        r"/opt/my\ tools/retrace hook claude-code",
+        r"'/opt/it'\''s/retrace' hook claude-code",
+        r#""/opt/a \"b\" \$c/retrace" hook claude-code"#,
+    ];
+    let user = "notify-send 'retrace done' hook claude-code-ish";
+    let settings_with = |spellings: &[&str]| {
+        let mut hooks = serde_json::Map::new();
+        for (event, command) in events_of("claude-code").iter().zip(spellings) {
+            hooks.insert(
+                (*event).to_string(),
+                json!([{"hooks": [{"type": "command", "command": user}]},
+                       {"hooks": [{"type": "command", "command": command, "timeout": 60}]}]),
+            );
+        }
+        serde_json::to_string_pretty(&json!({"hooks": hooks})).unwrap()
+    };
+    // Uninstall removes each spelling, and only those.
+    let env = Env::new();
+    env.write(".claude/settings.json", settings_with(&spellings));
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    let left = commands(&env.path(".claude/settings.json"));
+    assert_eq!(left.len(), 4, "{left:?}");
+    assert!(left.iter().all(|(_, c)| c == user), "{left:?}");
+    // A reinstall replaces each of them with the one current entry.
+    let env = Env::new();
+    env.write(".claude/settings.json", settings_with(&spellings));
+    let o = succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    assert!(stdout(&o).contains("added hooks for"), "{}", stdout(&o));
+    let now = commands(&env.path(".claude/settings.json"));
+    for event in events_of("claude-code") {
+        let of: Vec<_> = now.iter().filter(|(e, _)| e == event).collect();
+        assert_eq!(of.len(), 2, "{event}: {of:?}");
+        assert_eq!(of[0].1, user);
+        assert!(of[1].1.ends_with("/retrace' hook claude-code"), "{of:?}");
+    }
+}
+
+// ---- item 13: formatting ----
+
+/// Files as users write them: retrace's install then uninstall gives back these bytes.
+const CLAUDE_INPUTS: &[&str] = &[
+    // 4-space indent, a number spelled 1.50, unsorted keys, a user hook on Stop.
+    "{\n    \"model\": \"opus\",\n    \"temperature\": 1.50,\n    \"env\": {\"Z\": \"1\", \"A\": \"2\"},\n    \"hooks\": {\n        \"Stop\": [\n            {\n                \"hooks\": [\n                    {\n                        \"type\": \"command\",\n                        \"command\": \"notify-send done\"\n                    }\n                ]\n            }\n        ]\n    }\n}\n",
+    // Tabs, an empty Stop list of the user's, no trailing newline.
+    "{\n\t\"zeta\": 1.50,\n\t\"alpha\": true,\n\t\"hooks\": {\n\t\t\"Stop\": [],\n\t\t\"PreToolUse\": [\n\t\t\t{\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"audit\"}]}\n\t\t]\n\t}\n}",
+    // Compact, on one line.
+    "{\"z\":1,\"a\":{\"b\":1.50},\"hooks\":{\"Stop\":[],\"UserPromptSubmit\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"log-prompt\"}]}]}}\n",
+    // An empty hooks object of the user's, 2 spaces.
+    "{\n  \"model\": \"sonnet\",\n  \"hooks\": {}\n}\n",
+    // CRLF line ends.
+    "{\r\n  \"b\": 2.0e1,\r\n  \"a\": [1, 2,   3]\r\n}\r\n",
+    // Nothing but an empty object, and spacing inside it.
+    "{}\n",
+    "  {\n    \"x\" :  [ ]  }  \n",
+];
+
+fn assert_round_trip(agent: &str, input: &str) {
+    let env = Env::new();
+    let rel = settings_of(agent);
+    let settings = env.path(rel);
+    env.write(rel, input);
+    let o = succeeded(run_in(&env, RETRACE, &["install", agent]), "install");
+    let installed = env.read(rel);
+    // Everything the user had is still there, spelled as it was.
+    let before: Value = serde_json::from_str(input).unwrap();
+    let after = read_json(&settings);
+    for (k, v) in before.as_object().unwrap() {
+        if k != "hooks" {
+            assert_eq!(&after[k], v, "{agent} {input:?}: {installed}");
+        }
+    }
+    if input.contains("1.50") {
+        assert!(installed.contains("1.50"), "{installed}");
+    }
+    if input.trim_end().contains('\n') {
+        let first = |s: &str| s.lines().next().unwrap_or("").to_string();
+        assert_eq!(first(&installed), first(input), "{installed}");
+    } else if input.trim() != "{}" {
+        assert!(
+            !installed.trim_end().contains('\n'),
+            "one line: {installed}"
+        );
+    }
+    // The added lines are indented as the file is.
+    if input.contains("\n\t") {
+        assert!(
+            installed.lines().all(|l| !l.starts_with(' ')),
+            "spaces in a tab-indented file: {installed}"
+        );
+    }
+    if input.starts_with("{\n    \"") {
+        assert!(
+            installed
+                .lines()
+                .all(|l| (l.len() - l.trim_start().len()) % 4 == 0),
+            "not 4-space: {installed}"
+        );
+    }
+    if input.contains("\r\n") {
+        assert_eq!(
+            installed.matches('\n').count(),
+            installed.matches("\r\n").count(),
+            "{installed:?}"
+        );
+    }
+    let cmds = commands(&settings);
+    for event in events_of(agent) {
+        assert!(
+            cmds.iter()
+                .any(|(e, c)| e == event && c.ends_with(&format!("hook {agent}"))),
+            "{agent} {event}: {installed}"
+        );
+    }
+    assert!(stdout(&o).contains("added hooks"), "{}", stdout(&o));
+    // The user's empty containers that install filled are remembered, privately.
+    let record = env.home.path().join("installed.json");
+    if let Ok(m) = std::fs::metadata(&record) {
+        assert_eq!(m.mode() & 0o777, 0o600);
+    }
+    let o = succeeded(run_in(&env, RETRACE, &["install", agent]), "again");
+    assert!(stdout(&o).contains("nothing to change"), "{}", stdout(&o));
+    assert_eq!(env.read(rel), installed);
+    succeeded(run_in(&env, RETRACE, &["uninstall", agent]), "uninstall");
+    assert_eq!(
+        env.read(rel),
+        input,
+        "{agent}: uninstall did not give the bytes back; installed:\n{installed}"
+    );
+    // What install remembered is forgotten.
+    assert!(
+        !record.exists(),
+        "{}",
+        std::fs::read_to_string(&record).unwrap()
+    );
+}
+
+#[test]
+fn install_then_uninstall_gives_back_the_users_bytes() {
+    for input in CLAUDE_INPUTS {
+        assert_round_trip("claude-code", input);
+    }
+    for input in [CLAUDE_INPUTS[0], CLAUDE_INPUTS[1], CLAUDE_INPUTS[2]] {
+        assert_round_trip("codex", input);
+    }
+    let gemini = "{\n    \"theme\": \"dark\",\n    \"hooks\": {\n        \"AfterAgent\": [],\n        \"BeforeTool\": [{\"matcher\": \"write_file\", \"hooks\": [{\"type\": \"command\", \"command\": \"lint\"}]}]\n    },\n    \"ratio\": 1.50\n}\n";
+    assert_round_trip("gemini", gemini);
+}
+
+#[test]
+fn uninstall_removes_only_what_became_empty_because_of_it() {
+    let env = Env::new();
+    // Retrace's entries as an older installer wrote them, beside the user's own empty
+    // list, empty group and a group holding a user hook next to retrace's.
+    let text = "{\n    \"hooks\": {\n        \"Notification\": [],\n        \"Stop\": [\n            {\"hooks\": []},\n            {\"hooks\": [{\"type\": \"command\", \"command\": \"'/usr/bin/retrace' hook claude-code\", \"timeout\": 60}]}\n        ],\n        \"UserPromptSubmit\": [\n            {\"hooks\": [{\"type\": \"command\", \"command\": \"mine\"}, {\"type\": \"command\", \"command\": \"'/usr/bin/retrace' hook claude-code\"}]}\n        ],\n        \"SessionStart\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"retrace hook claude-code\"}]}]\n    },\n    \"version\": 1.50\n}\n";
+    env.write(".claude/settings.json", text);
+    let o = succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert!(stdout(&o).contains("removed hooks for"), "{}", stdout(&o));
+    let expected = "{\n    \"hooks\": {\n        \"Notification\": [],\n        \"Stop\": [\n            {\"hooks\": []}\n        ],\n        \"UserPromptSubmit\": [\n            {\"hooks\": [{\"type\": \"command\", \"command\": \"mine\"}]}\n        ]\n    },\n    \"version\": 1.50\n}\n";
+    assert_eq!(env.read(".claude/settings.json"), expected);
+}
+
+#[test]
+fn installing_into_a_missing_or_empty_file_writes_two_space_json() {
+    for existing in [None, Some(""), Some("\n  \n")] {
+        let env = Env::new();
+        let rel = ".claude/settings.json";
+        if let Some(text) = existing {
+            env.write(rel, text);
+        }
+        succeeded(
+            run_in(&env, RETRACE, &["install", "claude-code"]),
+            "install",
+        );
+        let text = env.read(rel);
+        assert!(
+            text.starts_with("{\n  \"hooks\": {\n    \"UserPromptSubmit\": [\n      {\n        \"hooks\": [\n          {\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n}\n"), "{text:?}");
+        for line in text.lines() {
+            let indent = line.len() - line.trim_start().len();
+            assert!(indent % 2 == 0 && !line.starts_with('\t'), "{text}");
+        }
+        assert_eq!(commands(&env.path(rel)).len(), 4, "{text}");
+    }
+}
