@@ -62,8 +62,9 @@ fn the_mcp_tools_over_stdio() {
         .iter()
         .find(|t| t["name"] == "undo")
         .unwrap();
-    assert!(
-        undo_tool["inputSchema"]["properties"]["mode"].is_object(),
+    assert_eq!(
+        undo_tool["inputSchema"]["properties"]["mode"]["enum"],
+        json!(["both", "files", "conversation"]),
         "{undo_tool}"
     );
 
@@ -102,9 +103,156 @@ fn the_mcp_tools_over_stdio() {
     let (t, err) = call("undo", json!({"mode": 7}));
     assert!(err, "{t}");
     let (t, err) = call("undo", json!({"mode": "sideways"}));
-    assert!(!err && t.contains("unknown mode"), "{t}");
+    assert!(err && t.contains("sideways"), "{t}");
     let (t, _) = call("status", json!({}));
     assert!(t.contains("can undo: true"), "{t}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// A client of a real `retrace mcp` process.
+struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    id: u64,
+}
+
+impl Mcp {
+    fn start(env: &Env, session: &str) -> Mcp {
+        let mut child = env
+            .command(RETRACE, &["--session", session, "mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut m = Mcp {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+        };
+        let init = m.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "retrace", "{init}");
+        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+
+    fn send(&mut self, v: &Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.id += 1;
+        let id = self.id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["id"], id, "{v}");
+        v
+    }
+
+    /// A tool call's text and `isError`.
+    fn call(&mut self, name: &str, args: Value) -> (String, bool) {
+        let v = self.request("tools/call", json!({"name": name, "arguments": args}));
+        let r = &v["result"];
+        let text = r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        (text, r["isError"].as_bool().unwrap_or(false))
+    }
+
+    fn close(self) {
+        let Mcp {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn the_models_undo_during_its_turn_puts_back_what_the_turn_changed_so_far() {
+    let env = Env::new();
+    env.write("keep.txt", "the user's file\n");
+    env.write("app.py", "print(1)\n");
+    let agent = common::LiveOwner::start();
+    let run = |args: &[&str]| {
+        let o = env.run(RETRACE, args);
+        assert!(
+            o.status.success(),
+            "{}{}",
+            common::stdout(&o),
+            common::stderr(&o)
+        );
+    };
+    // Turn 1 ends; turn 2 runs, owned by the live agent (as its prompt hook begins it).
+    run(&[
+        "--session",
+        "m",
+        "turn",
+        "begin",
+        "--owner-pid",
+        &agent.pid(),
+    ]);
+    env.write("one.txt", "turn one\n");
+    run(&["--session", "m", "turn", "end"]);
+    run(&[
+        "--session",
+        "m",
+        "turn",
+        "begin",
+        "--owner-pid",
+        &agent.pid(),
+    ]);
+    // The model breaks things with its tools, then calls `undo` through MCP mid-turn.
+    env.write("app.py", "print(broken\n");
+    env.write("scratch.txt", "junk\n");
+    let mut m = Mcp::start(&env, "m");
+    let (t, err) = m.call("undo", json!({}));
+    assert!(!err, "{t}");
+    assert!(t.contains("restored files (1 written, 1 deleted)"), "{t}");
+    assert_eq!(env.read("app.py"), "print(1)\n");
+    assert!(!env.path("scratch.txt").exists());
+    // Turn 1's file and the user's are untouched; the turn goes on.
+    assert_eq!(env.read("one.txt"), "turn one\n");
+    assert_eq!(env.read("keep.txt"), "the user's file\n");
+    let (t, _) = m.call("status", json!({}));
+    assert!(t.contains("turn 2 in progress"), "{t}");
+    // Moving the conversation from inside the turn is refused, as an error result.
+    let (t, err) = m.call("undo", json!({"mode": "conversation"}));
+    assert!(err && t.contains("running"), "{t}");
+    assert_eq!(env.read("one.txt"), "turn one\n");
+    // The model fixes it properly; the turn ends with only that change.
+    env.write("app.py", "print(2)\n");
+    run(&["--session", "m", "turn", "end"]);
+    let o = env.run(RETRACE, &["--session", "m", "log", "--json"]);
+    let log: Value = serde_json::from_str(&common::stdout(&o)).unwrap();
+    assert_eq!(log["entries"][1]["counts"], json!([0, 1, 0]), "{log}");
+    // After the turn, undo undoes the newest finished turn; refusals are errors.
+    let (t, err) = m.call("undo", json!({}));
+    assert!(!err && t.contains("restored"), "{t}");
+    assert_eq!(env.read("app.py"), "print(1)\n");
+    let (t, err) = m.call("redo", json!({}));
+    assert!(!err, "{t}");
+    let (t, err) = m.call("redo", json!({}));
+    assert!(err && t.contains("nothing to redo"), "{t}");
+    // Arguments that are not an object are invalid params; the server keeps serving.
+    let v = m.request("tools/call", json!({"name": "undo", "arguments": []}));
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let (t, err) = m.call("undo", json!({"forse": true}));
+    assert!(err && t.contains("forse"), "{t}");
+    let (t, _) = m.call("status", json!({}));
+    assert!(t.contains("can undo: true"), "{t}");
+    m.close();
+    drop(agent);
 }

@@ -126,7 +126,7 @@ impl Session {
             mode,
             snapshot: None,
         };
-        let applied = match self.reverse(&t, after, before, "undo", op, opts)? {
+        let applied = match self.reverse(&t, Some(after), before, "undo", op, opts)? {
             Ok(a) => a,
             Err(o) => return Ok(o),
         };
@@ -140,6 +140,99 @@ impl Session {
             prompt: if mode.conversation() { t.prompt } else { None },
             snapshot: Some(applied.snapshot),
             safety_snapshot: applied.safety,
+        })
+    }
+
+    /// The model's undo during its own turn (MCP's `undo` tool is called while the turn
+    /// runs): puts back the files the running turn has changed so far, as its
+    /// before-snapshot holds them, and the turn goes on (it ends as usual; what was put back
+    /// is no longer its change). Paths of other sessions' turns are left, as for any undo;
+    /// the disk as it was is kept first as a safety snapshot, so nothing is lost. The
+    /// conversation cannot move from inside a turn: mode `conversation` is refused; `both`
+    /// restores files only. With no turn running this is [`Session::undo_with`].
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    pub fn undo_running_turn(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        let o = self.undo_running_turn_unpublished(mode, opts)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
+    fn undo_running_turn_unpublished(
+        &self,
+        mode: Mode,
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Error> {
+        if self.subagent {
+            return Ok(Outcome::Subagent);
+        }
+        let lock = match self.lock_or_busy()? {
+            Ok(l) => l,
+            Err(o) => return Ok(o),
+        };
+        if let Some(report) = self.ws.recover_locked(opts.progress)? {
+            self.ws.warn(report);
+        }
+        let l = self.load()?;
+        // A turn whose owner is gone is not running: it is closed as any undo closes it.
+        let l = if self.pending_refusal(&l).is_none() {
+            self.clean_dead_turn(l, opts.progress)?
+        } else {
+            l
+        };
+        let Some(n) = l.state.pending else {
+            drop(lock);
+            return self.undo_with_unpublished(mode, opts);
+        };
+        if !mode.files() {
+            return Ok(Outcome::Busy {
+                detail: format!(
+                    "turn {n} is running: the conversation cannot be moved from inside it \
+                     (undo in mode files puts back the files it changed so far)"
+                ),
+            });
+        }
+        let Some(t) = l.turn(n).cloned() else {
+            return Ok(Outcome::NothingToUndo {
+                detail: format!("turn {n} has no record"),
+            });
+        };
+        let Some(before) = t.before.filter(|_| t.state == TurnState::Pending) else {
+            return Ok(Outcome::NothingToUndo {
+                detail: format!(
+                    "turn {n} is running without a before-snapshot ({}): its files cannot be \
+                     put back",
+                    t.reason.as_deref().unwrap_or("it is not taken yet")
+                ),
+            });
+        };
+        // Kept first: the undo of a running turn has no redo.
+        let safety = self
+            .ws
+            .record_locked(
+                Some(format!("safety: before undo of running turn {n}")),
+                opts.progress,
+            )?
+            .id;
+        let op = Op::Navigate {
+            to: l.state.cursor,
+            snapshot: None,
+        };
+        let applied = match self.reverse(&t, None, before, "undo of running", op, opts)? {
+            Ok(a) => a,
+            Err(o) => return Ok(o),
+        };
+        Ok(Outcome::Restored {
+            turn: Some(n),
+            mode: Mode::Files,
+            files_written: applied.written,
+            files_deleted: applied.deleted,
+            skipped: applied.skipped,
+            anchor: None,
+            prompt: None,
+            snapshot: Some(applied.snapshot),
+            safety_snapshot: Some(safety),
         })
     }
 
@@ -207,7 +300,7 @@ impl Session {
             mode,
             snapshot: None,
         };
-        let applied = match self.reverse(&t, before, after, "redo", op, opts)? {
+        let applied = match self.reverse(&t, Some(before), after, "redo", op, opts)? {
             Ok(a) => a,
             Err(o) => return Ok(o),
         };
@@ -224,7 +317,7 @@ impl Session {
         })
     }
 
-    /// Applies the change from snapshot `from` to snapshot `to` to the paths it names,
+    /// Applies the change from snapshot `from` (None: the disk now) to snapshot `to` to the paths it names,
     /// refusing (as an outcome) when the disk no longer holds `from` there, and records `op`
     /// with the result. The caller holds the exclusive lock. Journaled: see
     /// [`Workspace::journaled_apply`]. A store failure after the files were written is
@@ -233,7 +326,7 @@ impl Session {
     fn reverse(
         &self,
         t: &TurnRecord,
-        from: ObjectId,
+        from: Option<ObjectId>,
         to: ObjectId,
         verb: &str,
         op: Op,
@@ -244,10 +337,16 @@ impl Session {
         // other sessions' open turns are compared with; so the reader is opened after).
         let disk = self.ws.store_disk_locked(opts.progress)?;
         let reader = self.ws.store.reader()?;
-        let mut change = changes(&reader, &from, &to)?;
+        let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
         // Paths another session's concurrent turn changed are that turn's: left alone. So
-        // are those a turn of another session still running has changed so far.
-        let mut theirs = self.concurrent_paths(t, &reader)?;
+        // are those a turn of another session still running has changed so far. A turn
+        // still running spans from its start to now.
+        let mut span = t.clone();
+        if span.ended_ms.is_none() {
+            span.after = Some(disk.id);
+            span.ended_ms = Some(now_ms());
+        }
+        let mut theirs = self.concurrent_paths(&span, &reader)?;
         let ours: std::collections::HashSet<&[u8]> =
             change.iter().map(|c| c.path.as_slice()).collect();
         for (path, why) in self.open_turn_paths(&reader, &disk.id)? {

@@ -1,6 +1,11 @@
 //! `retrace mcp`: model-facing tools over MCP (the official `rmcp` SDK, stdio transport).
 //! The model can undo or redo the session's turns, take a checkpoint, and look at the log,
-//! a diff and the status; each tool answers one line of text (the log and diff a few).
+//! a diff and the status; each tool answers one line of text (the log and diff a few). A
+//! refusal (conflict, busy, nothing to undo) or failure is a tool result with `isError`.
+//!
+//! The model calls tools during its own turn: `undo` then puts back the files the running
+//! turn has changed so far, and the turn goes on ([`Session::undo_running_turn`]); with no
+//! turn running it undoes the newest applied turn.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -8,18 +13,54 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerInfo};
 use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
-use crate::history::{Mode, Session};
+use crate::history::{Mode, OpOptions, Outcome, Session};
+
+/// What an undo restores.
+#[derive(Clone, Copy, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UndoMode {
+    /// Files and conversation (the host moves the conversation back).
+    Both,
+    /// Files only.
+    Files,
+    /// The conversation only; files stay as they are.
+    Conversation,
+}
+
+impl From<UndoMode> for Mode {
+    fn from(m: UndoMode) -> Mode {
+        match m {
+            UndoMode::Both => Mode::Both,
+            UndoMode::Files => Mode::Files,
+            UndoMode::Conversation => Mode::Conversation,
+        }
+    }
+}
+
+/// The schema of `mode`: a plain string enum, which every MCP client reads.
+fn mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["both", "files", "conversation"],
+        "description": "both (default: files and conversation), files, or conversation; \
+                        during a running turn only files are put back"
+    })
+}
 
 /// Arguments of `undo`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UndoArgs {
-    /// `both` (default: files and conversation), `files`, or `conversation`.
+    /// `both` (default: files and conversation), `files`, or `conversation`. During a
+    /// running turn only files are put back.
     #[serde(default)]
-    pub mode: Option<String>,
+    #[schemars(schema_with = "mode_schema")]
+    pub mode: Option<UndoMode>,
 }
 
 /// Arguments of `checkpoint`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CheckpointArgs {
     /// A label to find it by later.
     #[serde(default)]
@@ -28,6 +69,7 @@ pub struct CheckpointArgs {
 
 /// Arguments of `diff`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DiffArgs {
     /// Snapshot id or prefix to compare from (default: the last known state).
     #[serde(default)]
@@ -44,8 +86,17 @@ pub struct McpServer {
     tool_router: ToolRouter<Self>,
 }
 
-fn text<E: std::fmt::Display>(r: Result<String, E>) -> String {
-    r.unwrap_or_else(|e| format!("retrace failed: {e}"))
+fn text<E: std::fmt::Display>(r: Result<String, E>) -> Result<String, String> {
+    r.map_err(|e| format!("retrace failed: {e}"))
+}
+
+/// An outcome as a tool result: its message, an error result unless it did what was asked.
+fn outcome(r: Result<Outcome, crate::Error>) -> Result<String, String> {
+    match r {
+        Ok(o) if o.is_success() => Ok(o.message()),
+        Ok(o) => Err(o.message()),
+        Err(e) => Err(format!("retrace failed: {e}")),
+    }
 }
 
 #[tool_router]
@@ -59,36 +110,35 @@ impl McpServer {
         }
     }
 
-    /// Undo the newest applied turn of this conversation: put back the files it changed.
+    /// Undo: during the running turn, its file changes so far; else the newest applied turn.
     #[tool(
-        description = "Undo the newest applied turn: put back every file it changed (edits made since are never overwritten; a conflict is reported instead). mode: both (default), files, or conversation."
+        description = "Undo file changes. While your turn is running: put back every file this turn has changed so far (the turn goes on; the files as they were are kept in a safety snapshot). Otherwise: undo the newest finished turn. Edits made since are never overwritten; a conflict is reported instead. mode: both (default), files, or conversation (not during a running turn)."
     )]
-    async fn undo(&self, Parameters(args): Parameters<UndoArgs>) -> String {
-        let mode = match args.mode.as_deref().map(str::parse::<Mode>) {
-            None => Mode::Both,
-            Some(Ok(m)) => m,
-            Some(Err(e)) => return e,
-        };
-        text(self.session.undo(mode).map(|o| o.message()))
+    async fn undo(&self, Parameters(args): Parameters<UndoArgs>) -> Result<String, String> {
+        let mode = args.mode.map_or(Mode::Both, Mode::from);
+        outcome(self.session.undo_running_turn(mode, OpOptions::default()))
     }
 
     /// Re-apply the most recently undone turn.
     #[tool(description = "Re-apply the most recently undone turn, in the mode its undo used.")]
-    async fn redo(&self) -> String {
-        text(self.session.redo().map(|o| o.message()))
+    async fn redo(&self) -> Result<String, String> {
+        outcome(self.session.redo())
     }
 
     /// Save the workspace's files now, outside any turn.
     #[tool(description = "Save the workspace's files now as a labelled checkpoint.")]
-    async fn checkpoint(&self, Parameters(args): Parameters<CheckpointArgs>) -> String {
-        text(self.session.checkpoint(args.label).map(|o| o.message()))
+    async fn checkpoint(
+        &self,
+        Parameters(args): Parameters<CheckpointArgs>,
+    ) -> Result<String, String> {
+        outcome(self.session.checkpoint(args.label))
     }
 
     /// The session's turns, newest first.
     #[tool(
         description = "List this conversation's turns and checkpoints, newest first, with what each changed (+added ~modified -deleted)."
     )]
-    async fn log(&self) -> String {
+    async fn log(&self) -> Result<String, String> {
         text(self.session.log().map(|l| {
             let mut lines = vec![format!(
                 "{} turn(s); can undo: {}; can redo: {}",
@@ -109,7 +159,7 @@ impl McpServer {
     #[tool(
         description = "Paths added (A), modified (M) and deleted (D) since the last known state, or between two snapshots."
     )]
-    async fn diff(&self, Parameters(args): Parameters<DiffArgs>) -> String {
+    async fn diff(&self, Parameters(args): Parameters<DiffArgs>) -> Result<String, String> {
         let ws = self.session.workspace();
         let run = || -> Result<String, crate::Error> {
             let from = match &args.from {
@@ -135,7 +185,7 @@ impl McpServer {
 
     /// Whether undo and redo are possible.
     #[tool(description = "Whether undo and redo are possible, and which turn is applied.")]
-    async fn status(&self) -> String {
+    async fn status(&self) -> Result<String, String> {
         text(self.session.status().map(|s| {
             format!(
                 "can undo: {}; can redo: {}; applied turn: {}; turns: {}{}",
@@ -173,11 +223,73 @@ pub fn run(session: Session) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
+        let (input, output) = screened_stdio();
         let service = McpServer::new(session)
-            .serve(rmcp::transport::stdio())
+            .serve((input, output))
             .await
             .map_err(|e| e.to_string())?;
         service.waiting().await.map_err(|e| e.to_string())?;
         Ok(())
     })
+}
+
+/// The invalid-params answer to a `tools/call` line whose `arguments` is neither an object
+/// nor null (`"arguments": []`), which the SDK cannot parse as a call at all and would
+/// answer "method not found"; None for every other line.
+fn invalid_arguments(line: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if v.get("method")? != "tools/call" {
+        return None;
+    }
+    let args = v.get("params")?.get("arguments")?;
+    if args.is_object() || args.is_null() {
+        return None;
+    }
+    let answer = serde_json::json!({"jsonrpc": "2.0", "id": v.get("id")?, "error": {
+        "code": -32602,
+        "message": format!("invalid params: \"arguments\" must be an object (got {args})")}});
+    Some(answer.to_string())
+}
+
+/// Stdin and stdout for the SDK, with lines [`invalid_arguments`] answers screened out of
+/// the input and answered on the output (between the SDK's own lines, never inside one).
+fn screened_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (sdk_in, mut feed) = tokio::io::duplex(1 << 16);
+    let (sdk_out, from_sdk) = tokio::io::duplex(1 << 16);
+    let (lines, mut to_stdout) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let answers = lines.clone();
+    tokio::spawn(async move {
+        let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = stdin.next_line().await {
+            if let Some(answer) = invalid_arguments(&line) {
+                let _ = answers.send(answer);
+            } else {
+                let line = line + "\n";
+                if feed.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        }
+        // End of input reaches the SDK: it shuts down as with plain stdio.
+        let _ = feed.shutdown().await;
+    });
+    tokio::spawn(async move {
+        let mut out = BufReader::new(from_sdk).lines();
+        while let Ok(Some(line)) = out.next_line().await {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = to_stdout.recv().await {
+            let line = line + "\n";
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    (sdk_in, sdk_out)
 }
