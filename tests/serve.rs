@@ -304,3 +304,235 @@ fn a_turn_left_by_eof_never_absorbs_later_edits() {
     );
     assert_eq!(env.read("f.txt"), "by the agent\n");
 }
+
+/// Asserts `v` is a -32602 error naming `param` (in the message and in `data.param`).
+fn assert_invalid_param(v: &Value, param: &str) {
+    assert_eq!(v["error"]["code"], -32602, "{param}: {v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("\"{param}\"")), "{param}: {v}");
+    assert_eq!(v["error"]["data"]["param"], param, "{v}");
+}
+
+/// A server with one session whose last turn changed `a.txt` from "original" to "agent"
+/// (undoable), and its handle.
+fn one_turn_done(env: &Env) -> (Client, String) {
+    env.write("a.txt", "original");
+    let mut c = Client::start(env);
+    let root = env.root().display().to_string();
+    let s = c.ok("open", json!({"workspace": root, "session": "typed"}))["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.ok("begin_turn", json!({"session": s, "anchor": "n1"}));
+    c.ok("wait_before", json!({"session": s}));
+    env.write("a.txt", "agent");
+    assert_eq!(
+        c.ok("end_turn", json!({"session": s, "anchor": "n2"}))["modified"],
+        1
+    );
+    (c, s)
+}
+
+/// Issue 13 item 10: a parameter of the wrong type is -32602 naming it, and nothing runs
+/// (it used to be read as absent: `"mode": 5` undid both, `"force": "yes"` was false,
+/// `"timeout_ms": "5"` waited 60 s, `"anchor": 42` was dropped).
+#[test]
+fn a_parameter_of_the_wrong_type_is_invalid_params_and_changes_nothing() {
+    let env = Env::new();
+    let (mut c, s) = one_turn_done(&env);
+    let intact = |c: &mut Client, what: &str| {
+        assert_eq!(env.read("a.txt"), "agent", "{what} ran");
+        let st = c.ok("status", json!({"session": s}));
+        assert_eq!(
+            (st["cursor"].as_u64(), st["can_redo"].as_bool()),
+            (Some(1), Some(false)),
+            "{what}: {st}"
+        );
+    };
+    let e = c.call("undo", json!({"session": s, "mode": 5}));
+    assert_invalid_param(&e, "mode");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("got 5"),
+        "{e}"
+    );
+    intact(&mut c, "undo with mode 5");
+    let e = c.call("undo", json!({"session": s, "force": "yes"}));
+    assert_invalid_param(&e, "force");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("boolean"),
+        "{e}"
+    );
+    intact(&mut c, "undo with force \"yes\"");
+    assert_invalid_param(&c.call("redo", json!({"session": s, "force": 1})), "force");
+    assert_invalid_param(
+        &c.call("navigate", json!({"session": s, "anchor": 42})),
+        "anchor",
+    );
+    intact(&mut c, "navigate to 42");
+    assert_invalid_param(&c.call("undo", json!({"session": 1})), "session");
+    intact(&mut c, "undo of session 1");
+
+    // A turn: a bad anchor neither begins nor ends it; a bad timeout does not wait.
+    assert_invalid_param(
+        &c.call("begin_turn", json!({"session": s, "anchor": 42})),
+        "anchor",
+    );
+    assert_eq!(
+        c.ok("status", json!({"session": s}))["pending"],
+        Value::Null
+    );
+    c.ok("begin_turn", json!({"session": s, "anchor": "n2"}));
+    let t = std::time::Instant::now();
+    assert_invalid_param(
+        &c.call("wait_before", json!({"session": s, "timeout_ms": "5"})),
+        "timeout_ms",
+    );
+    assert_invalid_param(
+        &c.call("wait_before", json!({"session": s, "timeout_ms": -5})),
+        "timeout_ms",
+    );
+    assert_invalid_param(
+        &c.call("wait_before", json!({"session": s, "timeout_ms": 2.5})),
+        "timeout_ms",
+    );
+    assert!(t.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(
+        c.ok("wait_before", json!({"session": s, "timeout_ms": 60000}))["before"],
+        "ready"
+    );
+    env.write("a.txt", "second");
+    assert_invalid_param(
+        &c.call("end_turn", json!({"session": s, "anchor": 42})),
+        "anchor",
+    );
+    assert_eq!(c.ok("status", json!({"session": s}))["pending"], 2);
+    let end = c.ok("end_turn", json!({"session": s, "anchor": "n3"}));
+    assert_eq!(
+        (end["turn"].as_u64(), end["modified"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_invalid_param(
+        &c.call("checkpoint", json!({"session": s, "label": true})),
+        "label",
+    );
+    assert_invalid_param(
+        &c.call(
+            "open",
+            json!({"workspace": env.root(), "session": "x", "subagent": "no"}),
+        ),
+        "subagent",
+    );
+    assert_invalid_param(&c.call("diff", json!({"session": s, "from": 7})), "from");
+
+    // `null` is as absent; the server kept going throughout.
+    let undo = c.ok("undo", json!({"session": s, "mode": null, "force": null}));
+    assert_eq!(undo["result"], "restored", "{undo}");
+    assert_eq!(env.read("a.txt"), "agent");
+    assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
+    assert!(c.child.wait().unwrap().success());
+}
+
+/// An unknown parameter (a typo) is -32602 naming it, and so are `params` that are not an
+/// object: nothing runs.
+#[test]
+fn an_unknown_parameter_or_params_not_an_object_is_invalid_params() {
+    let env = Env::new();
+    let (mut c, s) = one_turn_done(&env);
+    let e = c.call("undo", json!({"session": s, "forse": true}));
+    assert_invalid_param(&e, "forse");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("force"),
+        "names the parameters undo takes: {e}"
+    );
+    assert_eq!(env.read("a.txt"), "agent");
+    // A parameter documented for another method only is unknown here too.
+    assert_invalid_param(
+        &c.call("redo", json!({"session": s, "mode": "files"})),
+        "mode",
+    );
+    assert_invalid_param(
+        &c.call("status", json!({"session": s, "verbose": true})),
+        "verbose",
+    );
+    assert_invalid_param(&c.call("shutdown", json!({"now": true})), "now");
+    for params in [json!([s]), json!("s1"), json!(3)] {
+        assert_invalid_param(&c.call("undo", params), "params");
+        assert_eq!(env.read("a.txt"), "agent");
+    }
+    // A method that takes no parameters also accepts `params` left out or null.
+    c.send_line(r#"{"jsonrpc":"2.0","id":100,"method":"status"}"#);
+    assert_eq!(c.read_reply()["result"]["cursor"], 1);
+    c.send_line(r#"{"jsonrpc":"2.0","id":101,"method":"status","params":null}"#);
+    assert_eq!(c.read_reply()["result"]["cursor"], 1);
+    // An unknown method is still -32601, whatever its params.
+    assert_eq!(c.call("fly", json!([1]))["error"]["code"], -32601);
+    assert_eq!(c.call("fly", json!({"x": 1}))["error"]["code"], -32601);
+    assert_eq!(c.ok("undo", json!({"session": s}))["result"], "restored");
+    assert_eq!(env.read("a.txt"), "original");
+    assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
+    assert!(c.child.wait().unwrap().success());
+}
+
+/// Issue 13 item 10: `open` twice with one session id, a turn begun through one handle and
+/// ended through each. The turn ends once with one result: the second end says no turn is
+/// in progress (it used to record another after-snapshot and answer other counts).
+#[test]
+fn opening_a_session_twice_shares_it_and_a_turn_ends_once() {
+    let env = Env::new();
+    env.write("a.txt", "original");
+    let mut c = Client::start(&env);
+    let root = env.root().display().to_string();
+    let open = |c: &mut Client| {
+        c.ok("open", json!({"workspace": root, "session": "twice"}))["session"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (h1, h2) = (open(&mut c), open(&mut c));
+    c.ok("begin_turn", json!({"session": h1, "anchor": "n1"}));
+    c.ok("wait_before", json!({"session": h1}));
+    assert_eq!(c.ok("status", json!({"session": h2}))["pending"], 1);
+    env.write("a.txt", "agent");
+    let end = c.ok("end_turn", json!({"session": h2, "anchor": "n2"}));
+    assert_eq!(
+        (
+            end["turn"].as_u64(),
+            end["state"].as_str(),
+            end["modified"].as_u64()
+        ),
+        (Some(1), Some("complete"), Some(1)),
+        "{end}"
+    );
+    let snapshots = || {
+        let o = env.run(common::RETRACE_DUMP, &["-C", &root, "stats", "--json"]);
+        let v: Value = serde_json::from_str(common::stdout(&o).trim()).unwrap();
+        v["snapshots"].clone()
+    };
+    let before = snapshots();
+    env.write("a.txt", "after the turn");
+    for h in [&h1, &h2] {
+        let again = c.call("end_turn", json!({"session": h, "anchor": "n3"}));
+        if again.get("result").is_some() {
+            assert_eq!(
+                again["result"], end,
+                "a second end_turn answers another summary"
+            );
+        } else {
+            let why = again["error"]["message"].as_str().unwrap_or_default();
+            assert!(why.contains("no turn"), "{again}");
+        }
+    }
+    let log = c.ok("log", json!({"session": h1}));
+    let entries = log["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{log}");
+    assert_eq!(entries[0]["counts"], json!([0, 1, 0]), "{log}");
+    assert_eq!(entries[0]["leaf"], "n2", "{log}");
+    assert_eq!(snapshots(), before, "a second end_turn recorded a snapshot");
+    // One handle: the same session is the same handle, so every request shares its turn.
+    assert_eq!(h1, h2);
+    env.write("a.txt", "agent");
+    assert_eq!(c.ok("undo", json!({"session": h2}))["result"], "restored");
+    assert_eq!(c.ok("status", json!({"session": h1}))["can_redo"], true);
+    assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
+    assert!(c.child.wait().unwrap().success());
+}

@@ -3,7 +3,9 @@
 //! specification, with an example exchange.
 //!
 //! Requests are handled in order. One server holds any number of sessions, opened with
-//! `open` and named by the handle it returns. Malformed input gets a JSON-RPC error and the
+//! `open` and named by the handle it returns (the same handle when a session is opened
+//! again, so its turn in progress is shared). Every request's parameters are checked against
+//! the documented types, unknown names refused. Malformed input gets a JSON-RPC error and the
 //! server keeps running; `shutdown` or end of input finishes pending work (running captures)
 //! and returns.
 
@@ -93,24 +95,157 @@ pub struct Server {
     /// Maintenance on a timer while the server runs, one per workspace root.
     maintainers: HashMap<PathBuf, Maintainer>,
     sessions: HashMap<String, Open>,
+    /// The handle of each open session, by workspace root, session id and subagent flag:
+    /// opening a session again returns its handle, so its turn in progress is shared.
+    handles: HashMap<(PathBuf, String, bool), String>,
     next: u64,
 }
 
-/// A handler's failure: a JSON-RPC error code and message.
-type Failure = (i64, String);
+/// A handler's failure: a JSON-RPC error code and message, and the parameter at fault (the
+/// error's `data.param`).
+struct Failure {
+    code: i64,
+    message: String,
+    param: Option<String>,
+}
+
+impl Failure {
+    fn new(code: i64, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    /// -32602 naming the parameter `name`.
+    fn param(name: &str, message: impl std::fmt::Display) -> Failure {
+        Failure {
+            code: code::INVALID_PARAMS,
+            message: format!("invalid params: {message}"),
+            param: Some(name.to_string()),
+        }
+    }
+}
 
 fn failed(e: &Error) -> Failure {
-    (code::FAILED, e.to_string())
+    Failure::new(code::FAILED, e.to_string())
 }
 
-fn param<'a>(p: &'a Value, name: &str) -> Option<&'a str> {
-    p.get(name).and_then(Value::as_str)
+/// The parameters each method takes (`docs/protocol.md`); None for an unknown method.
+fn parameters(method: &str) -> Option<&'static [&'static str]> {
+    Some(match method {
+        "open" => &["workspace", "session", "subagent"],
+        "begin_turn" => &["session", "anchor", "prompt"],
+        "wait_before" => &["session", "timeout_ms"],
+        "round" | "end_turn" => &["session", "anchor"],
+        "undo" => &["session", "mode", "force"],
+        "redo" => &["session", "force"],
+        "checkpoint" => &["session", "label"],
+        "navigate" => &["session", "anchor", "mode", "force"],
+        "status" | "log" => &["session"],
+        "diff" => &["session", "from", "to"],
+        "shutdown" => &[],
+        _ => return None,
+    })
 }
 
-fn mode(p: &Value) -> Result<Mode, Failure> {
-    match param(p, "mode") {
-        None => Ok(Mode::Both),
-        Some(m) => m.parse().map_err(|e| (code::INVALID_PARAMS, e)),
+/// A value as an error message shows it: its JSON, cut at 60 characters.
+fn shown(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// A request's `params`, checked against its method's documented parameters: an object (or
+/// absent, or null), no name the method does not take, every value of its type. A `null`
+/// value is as absent.
+struct Params<'a>(Option<&'a serde_json::Map<String, Value>>);
+
+impl<'a> Params<'a> {
+    fn of(raw: Option<&'a Value>, method: &str, names: &[&str]) -> Result<Params<'a>, Failure> {
+        let map = match raw {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(v) => {
+                return Err(Failure::param(
+                    "params",
+                    format_args!("\"params\" must be an object (got {})", shown(v)),
+                ));
+            }
+        };
+        let unknown = map
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .find(|k| !names.contains(&k.as_str()));
+        if let Some(k) = unknown {
+            let takes = if names.is_empty() {
+                "no parameters".to_string()
+            } else {
+                names.join(", ")
+            };
+            return Err(Failure::param(
+                k,
+                format_args!(
+                    "unknown parameter {}: {method} takes {takes}",
+                    shown(&Value::String(k.clone()))
+                ),
+            ));
+        }
+        Ok(Params(map))
+    }
+
+    /// The value of `name` as `get` reads it; None when absent or null, a -32602 naming it
+    /// and `what` it must be when `get` cannot read it.
+    fn typed<T>(
+        &self,
+        name: &str,
+        what: &str,
+        get: impl FnOnce(&'a Value) -> Option<T>,
+    ) -> Result<Option<T>, Failure> {
+        match self.0.and_then(|m| m.get(name)).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => get(v).map(Some).ok_or_else(|| {
+                Failure::param(
+                    name,
+                    format_args!("{name:?} must be {what} (got {})", shown(v)),
+                )
+            }),
+        }
+    }
+
+    fn str(&self, name: &str) -> Result<Option<&'a str>, Failure> {
+        self.typed(name, "a string", Value::as_str)
+    }
+
+    fn string(&self, name: &str) -> Result<Option<String>, Failure> {
+        Ok(self.str(name)?.map(str::to_string))
+    }
+
+    /// A string that must be given; `what` says what it is.
+    fn required(&self, name: &str, what: &str) -> Result<&'a str, Failure> {
+        self.str(name)?
+            .ok_or_else(|| Failure::param(name, format_args!("{name:?} is required ({what})")))
+    }
+
+    fn bool(&self, name: &str) -> Result<Option<bool>, Failure> {
+        self.typed(name, "a boolean", Value::as_bool)
+    }
+
+    fn u64(&self, name: &str) -> Result<Option<u64>, Failure> {
+        self.typed(name, "a non-negative integer", Value::as_u64)
+    }
+
+    /// `mode`, `both` when absent.
+    fn mode(&self) -> Result<Mode, Failure> {
+        let m = self.typed(
+            "mode",
+            "one of \"both\", \"files\", \"conversation\"",
+            |v| v.as_str()?.parse().ok(),
+        )?;
+        Ok(m.unwrap_or(Mode::Both))
     }
 }
 
@@ -124,6 +259,7 @@ impl Server {
             workspaces: HashMap::new(),
             maintainers: HashMap::new(),
             sessions: HashMap::new(),
+            handles: HashMap::new(),
             next: 1,
         }
     }
@@ -200,14 +336,23 @@ impl Server {
             );
             return true;
         };
-        let params = req.get("params").cloned().unwrap_or_else(|| json!({}));
-        let result = self.dispatch(method, &params);
-        let shutdown = method == "shutdown";
+        let result = self.dispatch(method, req.get("params"));
+        // A `shutdown` refused (bad params) is not one.
+        let shutdown = method == "shutdown" && result.is_ok();
         // Notifications (no id) get no answer.
         if let Some(id) = id {
             match result {
                 Ok(v) => send(&self.out, &json!({"jsonrpc": "2.0", "id": id, "result": v})),
-                Err((c, m)) => self.reply_error(&id, c, &m),
+                Err(f) => {
+                    let mut error = json!({"code": f.code, "message": f.message});
+                    if let Some(p) = f.param {
+                        error["data"] = json!({ "param": p });
+                    }
+                    send(
+                        &self.out,
+                        &json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                    );
+                }
             }
         }
         !shutdown
@@ -220,51 +365,60 @@ impl Server {
         );
     }
 
-    fn session(&mut self, p: &Value) -> Result<&mut Open, Failure> {
-        let handle = match param(p, "session") {
-            Some(h) => h.to_string(),
+    /// The handle `session` names, or the only one open when it is left out.
+    fn handle(&self, p: &Params) -> Result<String, Failure> {
+        match p.str("session")? {
+            Some(h) if self.sessions.contains_key(h) => Ok(h.to_string()),
+            Some(h) => Err(Failure::param(
+                "session",
+                format_args!("no open session {h:?}; call `open` first"),
+            )),
             None if self.sessions.len() == 1 => {
-                self.sessions.keys().next().cloned().unwrap_or_default()
+                Ok(self.sessions.keys().next().cloned().unwrap_or_default())
             }
-            None => {
-                return Err((
-                    code::INVALID_PARAMS,
-                    "give \"session\": the handle `open` returned".into(),
-                ));
-            }
-        };
-        self.sessions.get_mut(&handle).ok_or((
-            code::INVALID_PARAMS,
-            format!("no open session {handle:?}; call `open` first"),
-        ))
+            None if self.sessions.is_empty() => Err(Failure::param(
+                "session",
+                "no session is open; call `open` first",
+            )),
+            None => Err(Failure::param(
+                "session",
+                "\"session\" is required (the handle `open` returned): more than one \
+                 session is open",
+            )),
+        }
     }
 
-    fn notifier(&self, p: &Value) -> Notifier {
+    fn session(&mut self, p: &Params) -> Result<&mut Open, Failure> {
+        let h = self.handle(p)?;
+        self.sessions
+            .get_mut(&h)
+            .ok_or_else(|| Failure::param("session", format_args!("no open session {h:?}")))
+    }
+
+    fn notifier(&self, session: String) -> Notifier {
         Notifier {
             out: Arc::clone(&self.out),
-            session: param(p, "session")
-                .map(str::to_string)
-                .or_else(|| {
-                    (self.sessions.len() == 1)
-                        .then(|| self.sessions.keys().next().cloned())
-                        .flatten()
-                })
-                .unwrap_or_default(),
+            session,
             state: Mutex::new((String::new(), 0, 0, Instant::now())),
         }
     }
 
-    fn dispatch(&mut self, method: &str, p: &Value) -> Result<Value, Failure> {
-        let json_of = |v: Result<Value, serde_json::Error>| {
-            v.map_err(|e| (code::FAILED, format!("cannot encode the result: {e}")))
+    fn dispatch(&mut self, method: &str, raw: Option<&Value>) -> Result<Value, Failure> {
+        let Some(names) = parameters(method) else {
+            return Err(Failure::new(
+                code::METHOD_NOT_FOUND,
+                format!("no method {method:?}; see docs/protocol.md"),
+            ));
         };
+        let p = &Params::of(raw, method, names)?;
+        let json_of = |v: Result<Value, serde_json::Error>| {
+            v.map_err(|e| Failure::new(code::FAILED, format!("cannot encode the result: {e}")))
+        };
+        let no_turn = || Failure::new(code::INVALID_PARAMS, "no turn in progress");
         match method {
             "open" => self.open(p),
             "begin_turn" => {
-                let (anchor, prompt) = (
-                    param(p, "anchor").map(str::to_string),
-                    param(p, "prompt").map(str::to_string),
-                );
+                let (anchor, prompt) = (p.string("anchor")?, p.string("prompt")?);
                 let o = self.session(p)?;
                 let turn = o
                     .session
@@ -275,13 +429,10 @@ impl Server {
                 Ok(json!({"turn": n}))
             }
             "wait_before" => {
-                let ms = p
-                    .get("timeout_ms")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(60_000);
+                let ms = p.u64("timeout_ms")?.unwrap_or(60_000);
                 let o = self.session(p)?;
                 let Some(turn) = o.turn.as_ref() else {
-                    return Err((code::INVALID_PARAMS, "no turn in progress".into()));
+                    return Err(no_turn());
                 };
                 let b = turn
                     .wait_before(Duration::from_millis(ms))
@@ -289,18 +440,18 @@ impl Server {
                 json_of(serde_json::to_value(b))
             }
             "round" => {
-                let anchor = param(p, "anchor")
-                    .ok_or((code::INVALID_PARAMS, "round needs \"anchor\"".to_string()))?
+                let anchor = p
+                    .required("anchor", "a conversation node inside the turn")?
                     .to_string();
                 let o = self.session(p)?;
                 let Some(turn) = o.turn.as_ref() else {
-                    return Err((code::INVALID_PARAMS, "no turn in progress".into()));
+                    return Err(no_turn());
                 };
                 turn.round(anchor).map_err(|e| failed(&e))?;
                 Ok(json!({"ok": true}))
             }
             "end_turn" => {
-                let anchor = param(p, "anchor").map(str::to_string);
+                let anchor = p.string("anchor")?;
                 let o = self.session(p)?;
                 let summary = match o.turn.take() {
                     Some(t) => Some(t.end(anchor).map_err(|e| failed(&e))?),
@@ -313,15 +464,22 @@ impl Server {
                 }
                 match summary {
                     Some(s) => json_of(serde_json::to_value(s)),
-                    None => Err((code::INVALID_PARAMS, "no turn in progress".into())),
+                    None => Err(no_turn()),
                 }
             }
             "undo" | "redo" | "navigate" | "checkpoint" => {
-                let progress = self.notifier(p);
-                let force = p.get("force").and_then(Value::as_bool).unwrap_or(false);
-                let m = mode(p)?;
-                let anchor = param(p, "anchor").map(str::to_string);
-                let label = param(p, "label").map(str::to_string);
+                let force = p.bool("force")?.unwrap_or(false);
+                let m = p.mode()?;
+                let anchor = p.string("anchor")?;
+                let label = p.string("label")?;
+                if method == "navigate" && anchor.is_none() {
+                    return Err(Failure::param(
+                        "anchor",
+                        "\"anchor\" is required (a host anchor, turn:N, turn:N:before, \
+                         checkpoint:N or a label)",
+                    ));
+                }
+                let progress = self.notifier(self.handle(p)?);
                 let o = self.session(p)?;
                 let opts = OpOptions {
                     force,
@@ -331,13 +489,9 @@ impl Server {
                     "undo" => o.session.undo_with(m, opts),
                     "redo" => o.session.redo_with(opts),
                     "checkpoint" => o.session.checkpoint_with(label, &progress),
-                    _ => {
-                        let a = anchor.ok_or((
-                            code::INVALID_PARAMS,
-                            "navigate needs \"anchor\"".to_string(),
-                        ))?;
-                        o.session.navigate_with(&a, m, opts)
-                    }
+                    _ => o
+                        .session
+                        .navigate_with(&anchor.unwrap_or_default(), m, opts),
                 }
                 .map_err(|e| failed(&e))?;
                 json_of(serde_json::to_value(Report::from(&outcome)))
@@ -355,7 +509,7 @@ impl Server {
                 ))
             }
             "diff" => {
-                let (from, to) = (param(p, "from"), param(p, "to"));
+                let (from, to) = (p.str("from")?, p.str("to")?);
                 let o = self.session(p)?;
                 let ws = o.session.workspace();
                 let from = match from {
@@ -365,7 +519,9 @@ impl Server {
                         .status()
                         .map_err(|e| failed(&e))?
                         .last_known
-                        .ok_or((code::FAILED, "no snapshot to compare with yet".to_string()))?,
+                        .ok_or_else(|| {
+                            Failure::new(code::FAILED, "no snapshot to compare with yet")
+                        })?,
                 };
                 let to = to
                     .map(|t| ws.resolve(t))
@@ -375,24 +531,15 @@ impl Server {
                     ws.diff(&from, to.as_ref()).map_err(|e| failed(&e))?,
                 ))
             }
-            "shutdown" => Ok(json!({"ok": true})),
-            other => Err((
-                code::METHOD_NOT_FOUND,
-                format!("no method {other:?}; see docs/protocol.md"),
-            )),
+            // `shutdown`: `parameters` knows no other method.
+            _ => Ok(json!({"ok": true})),
         }
     }
 
-    fn open(&mut self, p: &Value) -> Result<Value, Failure> {
-        let dir = PathBuf::from(param(p, "workspace").ok_or((
-            code::INVALID_PARAMS,
-            "open needs \"workspace\" (a directory)".to_string(),
-        ))?);
-        let id = param(p, "session").ok_or((
-            code::INVALID_PARAMS,
-            "open needs \"session\" (the agent's session id)".to_string(),
-        ))?;
-        let subagent = p.get("subagent").and_then(Value::as_bool).unwrap_or(false);
+    fn open(&mut self, p: &Params) -> Result<Value, Failure> {
+        let dir = PathBuf::from(p.required("workspace", "a directory")?);
+        let id = p.required("session", "the agent's session id")?;
+        let subagent = p.bool("subagent")?.unwrap_or(false);
         let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
         let ws = if let Some(ws) = self.workspaces.get(&key) {
             ws.clone()
@@ -404,6 +551,19 @@ impl Server {
             self.workspaces.insert(key, ws.clone());
             ws
         };
+        let key = (ws.root().to_path_buf(), id.to_string(), subagent);
+        // Opened already: the same handle, so both openers share its turn in progress.
+        if let Some(handle) = self.handles.get(&key)
+            && let Some(o) = self.sessions.get(handle)
+        {
+            let status = o.session.status().map_err(|e| failed(&e))?;
+            return Ok(json!({
+                "session": handle,
+                "root": ws.root().display().to_string(),
+                "status": status,
+                "warnings": ws.warnings(),
+            }));
+        }
         let session = if subagent {
             ws.subagent_session(id)
         } else {
@@ -412,6 +572,7 @@ impl Server {
         let handle = format!("s{}", self.next);
         self.next += 1;
         let status = session.status().map_err(|e| failed(&e))?;
+        self.handles.insert(key, handle.clone());
         self.sessions.insert(
             handle.clone(),
             Open {
@@ -427,3 +588,7 @@ impl Server {
         }))
     }
 }
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;
