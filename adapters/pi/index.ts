@@ -73,7 +73,12 @@ const CONVERSATION = "Conversation only";
 const RESTORE = "Restore the files to that point too";
 const KEEP = "Keep the files as they are";
 /** How long a tool waits for the turn's before-snapshot (`RETRACE_BEFORE_TIMEOUT_MS`). */
-const BEFORE_TIMEOUT_MS = Number(process.env.RETRACE_BEFORE_TIMEOUT_MS) || 25_000;
+const BEFORE_TIMEOUT_MS = (() => {
+  // `retrace serve` takes a non-negative integer: a fraction, a negative or a huge value is
+  // invalid params there, so it is made one here.
+  const n = Number(process.env.RETRACE_BEFORE_TIMEOUT_MS);
+  return Number.isFinite(n) && n > 0 ? Math.min(Math.floor(n), 2 ** 31) : 25_000;
+})();
 
 /** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
 function findRetrace(): string | null {
