@@ -266,6 +266,19 @@ fn two_undo_processes_at_once_undo_two_different_turns() {
     assert_verified(&env);
 }
 
+/// `retrace --session S ARGS...`.
+fn in_session(env: &Env, session: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--session", session];
+    all.extend_from_slice(args);
+    env.run(RETRACE, &all)
+}
+
+/// The output of a command that must succeed.
+fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    stdout(&o) + &stderr(&o)
+}
+
 /// Session A's undo and navigation never touch what session B's turn, still running under a
 /// live owner, has changed so far; B's turn then ends with its own change.
 #[test]
@@ -274,15 +287,7 @@ fn an_undo_never_touches_another_sessions_running_turn() {
     env.write("shared.txt", "base\n");
     let owner = common::LiveOwner::start();
     let pid = owner.pid();
-    let run = |session: &str, args: &[&str]| {
-        let mut all = vec!["--session", session];
-        all.extend_from_slice(args);
-        env.run(RETRACE, &all)
-    };
-    let ok = |o: std::process::Output| {
-        assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-        stdout(&o) + &stderr(&o)
-    };
+    let run = |session: &str, args: &[&str]| in_session(&env, session, args);
     ok(run("A", &["turn", "begin", "--prompt", "a"]));
     ok(run(
         "B",
@@ -319,15 +324,7 @@ fn an_undo_that_can_restore_none_of_its_files_says_so_and_leaves_the_cursor() {
     env.write("shared.txt", "base\n");
     let owner = common::LiveOwner::start();
     let pid = owner.pid();
-    let run = |session: &str, args: &[&str]| {
-        let mut all = vec!["--session", session];
-        all.extend_from_slice(args);
-        env.run(RETRACE, &all)
-    };
-    let ok = |o: std::process::Output| {
-        assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
-        stdout(&o) + &stderr(&o)
-    };
+    let run = |session: &str, args: &[&str]| in_session(&env, session, args);
     ok(run(
         "A",
         &["turn", "begin", "--prompt", "a", "--anchor", "m1"],

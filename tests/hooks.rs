@@ -16,20 +16,7 @@ fn hook(env: &Env, event: &Value) -> std::process::Output {
 }
 
 fn hook_of(env: &Env, agent: &str, event: &Value) -> std::process::Output {
-    let mut child = env
-        .command(RETRACE, &["hook", agent])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(event.to_string().as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    env.run_with_input(RETRACE, &["hook", agent], event.to_string().as_bytes())
 }
 
 fn prompt(env: &Env, text: &str) -> std::process::Output {

@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use common::{Env, RETRACE, is_root, stderr, stdout, succeeded};
 use serde_json::{Value, json};
@@ -184,20 +183,7 @@ fn odd_binary() -> (tempfile::TempDir, PathBuf) {
 }
 
 fn sh_with_payload(env: &Env, command: &str, payload: &Value) -> Output {
-    let mut child = env
-        .command("sh", &["-c", command])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    env.run_with_input("sh", &["-c", command], payload.to_string().as_bytes())
 }
 
 #[test]

@@ -79,6 +79,24 @@ pub struct TurnSummary {
     pub dropped: u64,
 }
 
+impl TurnSummary {
+    /// The summary of turn record `rec` as ended with `counts`.
+    fn of(rec: TurnRecord, counts: [u32; 3], skipped: Vec<Skipped>, dropped: u64) -> TurnSummary {
+        TurnSummary {
+            turn: rec.number,
+            state: rec.state,
+            reason: rec.reason,
+            before: rec.before,
+            after: rec.after,
+            added: counts[0],
+            modified: counts[1],
+            deleted: counts[2],
+            skipped,
+            dropped,
+        }
+    }
+}
+
 impl Session {
     /// Begins a turn: records it (closing a turn left pending, conversation-only) and
     /// captures the before-snapshot in the background. Call [`Turn::wait_before`] before the
@@ -466,18 +484,7 @@ impl Session {
             return Ok(None);
         };
         self.publish(None);
-        Ok(Some(TurnSummary {
-            turn: n,
-            state: rec.state,
-            reason: rec.reason,
-            before: rec.before,
-            after: rec.after,
-            added: counts[0],
-            modified: counts[1],
-            deleted: counts[2],
-            skipped: cap.skipped,
-            dropped: 0,
-        }))
+        Ok(Some(TurnSummary::of(rec, counts, cap.skipped, 0)))
     }
 }
 
@@ -779,17 +786,6 @@ impl Turn {
             detail: format!("turn {number} was not recorded"),
         })?;
         s.publish(None);
-        Ok(TurnSummary {
-            turn: number,
-            state: rec.state,
-            reason: rec.reason,
-            before: rec.before,
-            after: rec.after,
-            added: counts[0],
-            modified: counts[1],
-            deleted: counts[2],
-            skipped: cap.skipped,
-            dropped,
-        })
+        Ok(TurnSummary::of(rec, counts, cap.skipped, dropped))
     }
 }

@@ -52,6 +52,22 @@ impl Env {
         self.command(bin, args).output().unwrap()
     }
 
+    /// Runs `bin` with `input` on its stdin.
+    pub fn run_with_input(&self, bin: &str, args: &[&str], input: &[u8]) -> Output {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = self
+            .command(bin, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A program that exits without reading all of it is not an error here.
+        let _ = child.stdin.take().unwrap().write_all(input);
+        child.wait_with_output().unwrap()
+    }
+
     /// The workspace lock file (to hold it as another process would).
     pub fn lock_path(&self) -> PathBuf {
         Workspace::locate_store(self.root(), &Config::with_home(self.home.path()))
