@@ -211,7 +211,7 @@ struct Remembered {
 }
 
 /// How long a remembered workspace outlives its last use.
-const REMEMBER_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+const REMEMBER_FOR: Duration = Duration::from_hours(30 * 24);
 
 impl Remembered {
     fn new(home: &Path, agent: Agent, id: &str) -> Remembered {
