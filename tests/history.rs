@@ -578,6 +578,8 @@ fn a_dead_agents_turn_left_pending_never_takes_the_next_prompts_disk() {
         Some(TurnState::ConversationOnly),
         "{log:?}"
     );
+    let reason = log.entries[0].reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("owner died"), "{reason}");
     s.undo(Mode::Files).unwrap();
     let o = s.undo(Mode::Files).unwrap();
     assert!(

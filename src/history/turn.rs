@@ -142,7 +142,14 @@ impl Session {
                 // Conversation-only unless this turn's before-snapshot proves its end (see
                 // `Superseded`): that is decided in the capture's commit.
                 old.state = TurnState::ConversationOnly;
-                old.reason = Some("the turn never ended (a new turn began)".into());
+                old.reason = Some(match &superseded {
+                    Some(sup) if !sup.owner_alive => format!(
+                        "its owner died before it ended (a new turn began); what it changed \
+                         cannot be told from edits made since, so its files are left as they \
+                         are (`retrace navigate turn:{p}:before` restores its before-state)"
+                    ),
+                    _ => "the turn never ended (a new turn began)".into(),
+                });
                 old.ended_ms = Some(now_ms());
                 w.turn(&old)?;
                 w.op(Op::TurnEnded {
