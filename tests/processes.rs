@@ -380,3 +380,38 @@ fn a_restore_that_cannot_write_one_directory_writes_nothing() {
     assert_eq!(env.read("open/b.txt"), "v1");
     assert_eq!(env.read("locked/a.txt"), "v1");
 }
+
+#[test]
+fn shell_completions_and_the_man_page_come_from_the_cli_definition() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = env.run(RETRACE, &["completions", shell]);
+        assert!(o.status.success(), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        for word in ["undo", "navigate", "--session", "completions"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    // The bash script is valid bash.
+    let script = stdout(&env.run(RETRACE, &["completions", "bash"]));
+    let f = env.home.path().join("retrace.bash");
+    fs::write(&f, script).unwrap();
+    let o = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The man page is roff naming every command.
+    let o = env.run(RETRACE, &["man"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains(".TH retrace 1"), "{page}");
+    for command in [
+        "snapshot", "restore", "undo", "redo", "install", "serve", "mcp",
+    ] {
+        assert!(page.contains(command), "the man page lacks {command}");
+    }
+    let o = env.run(RETRACE, &["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -191,6 +191,14 @@ enum Command {
     },
     /// A self-contained walkthrough in a temporary directory.
     Demo,
+    /// Print a shell completion script (e.g. `retrace completions bash >
+    /// ~/.local/share/bash-completion/completions/retrace`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `retrace man | man -l -`.
+    Man,
 }
 
 #[derive(Subcommand)]
@@ -339,6 +347,15 @@ fn maintain_later(ws: &Workspace) {
     }
 }
 
+/// Writes generated text to stdout; a reader that stopped early (`| head`) is no error.
+fn print_all(text: &[u8]) -> Result<u8> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(0),
+    }
+}
+
 fn print_json(v: &serde_json::Value) {
     println!("{v}");
 }
@@ -347,6 +364,17 @@ fn run(cli: Cli) -> Result<u8> {
     let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "retrace", &mut out);
+            print_all(&out)
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out)?;
+            print_all(&out)
+        }
         Command::Hook { agent } => Ok(hook(&agent)),
         Command::Mcp => {
             retrace::protocol::mcp::run(session(dir, sid)?).map_err(anyhow::Error::msg)?;
