@@ -30,7 +30,7 @@ use crate::object::{
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
 use crate::statcache::{CacheEntry, RACY_MARGIN_NS, Stat, StatCache};
-use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, now_ms};
+use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats};
 
 /// Entries per parallel job when looking paths up: large enough to merge with the cache in
 /// long linear runs, small enough to balance files of very different sizes.
@@ -375,7 +375,11 @@ impl Hasher<'_> {
             }
             let id = ObjectId(*whole.finalize().as_bytes());
             if self.store_objects && !self.known(&id) {
-                let list = ChunkList { version: 1, chunks }.encode();
+                let list = ChunkList {
+                    version: crate::object::record::RECORD_VERSION,
+                    chunks,
+                }
+                .encode();
                 objects.push((id, ObjectKind::ChunkedBlob, total, list));
             }
             id
@@ -703,14 +707,10 @@ pub(crate) fn capture(
         if !pending.solid.is_empty() {
             batch.push(NewFrame::pack(&pending.solid));
         }
-        let record = opts.record.as_ref().map(|label| SnapshotRecord {
-            version: 1,
-            root,
-            time_ms: now_ms(),
-            label: label.clone(),
-            files,
-            bytes,
-        });
+        let record = opts
+            .record
+            .as_ref()
+            .map(|label| SnapshotRecord::now(root, label.clone(), files, bytes));
         let last_known = record.as_ref().map(|_| root);
         let written =
             ctx.store

@@ -19,7 +19,7 @@ use crate::history::inverse::{find, lossy, same, target_of};
 use crate::history::record::Op;
 use crate::object::{EntryKind, NewFrame, ObjectId};
 use crate::progress::Progress;
-use crate::store::{SnapshotRecord, StoreReader, now_ms};
+use crate::store::{SnapshotRecord, StoreReader};
 use crate::workspace::{Applied, Workspace};
 
 /// What a journaled restore is about to do.
@@ -157,14 +157,12 @@ impl Workspace {
         let reader = self.store.reader()?;
         let mut disk = self.store_disk_locked(progress)?;
         let (files, bytes) = totals(&disk.entries);
-        let kept_at = SnapshotRecord {
-            version: 1,
-            root: disk.id,
-            time_ms: now_ms(),
-            label: Some(format!("found when recovering an interrupted {}", rec.what)),
+        let kept_at = SnapshotRecord::now(
+            disk.id,
+            Some(format!("found when recovering an interrupted {}", rec.what)),
             files,
             bytes,
-        };
+        );
         self.store.write(Vec::new(), Some(&kept_at), None)?;
         let mut kept = Vec::new();
         let all = changes(&reader, &rec.source, &rec.target)?;

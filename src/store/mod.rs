@@ -126,10 +126,13 @@ fn open_db(path: &Path, wait: bool) -> Result<Database, StoreError> {
 /// How long an open or a write waits for other processes before answering "busy".
 pub const LOCK_WAIT: Duration = Duration::from_mins(2);
 
+/// The version [`SnapshotRecord`]s are written with.
+pub const SNAPSHOT_VERSION: u8 = 1;
+
 /// One entry of `retrace log`: a captured snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRecord {
-    /// Record version (1).
+    /// Record version ([`SNAPSHOT_VERSION`]).
     pub version: u8,
     /// Root tree id; the snapshot's id.
     pub root: ObjectId,
@@ -141,6 +144,21 @@ pub struct SnapshotRecord {
     pub files: u64,
     /// Total bytes of those files.
     pub bytes: u64,
+}
+
+impl SnapshotRecord {
+    /// The record of snapshot `root` captured now, of `files` files holding `bytes` bytes.
+    #[must_use]
+    pub fn now(root: ObjectId, label: Option<String>, files: u64, bytes: u64) -> SnapshotRecord {
+        SnapshotRecord {
+            version: SNAPSHOT_VERSION,
+            root,
+            time_ms: now_ms(),
+            label,
+            files,
+            bytes,
+        }
+    }
 }
 
 /// What [`Store::write`] did.
