@@ -51,6 +51,24 @@ pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
         })
 }
 
+/// Writes `bytes` to `path` as a file only its owner can read: created 0600, or an existing
+/// file truncated and set to 0600, whatever its mode was.
+///
+/// # Errors
+/// The I/O error.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .mode(0o600)
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(bytes)
+}
+
 /// The workspace root for a directory: the nearest enclosing directory holding `.git` (the
 /// git toplevel), else the directory itself. `dir` must already be canonical.
 #[must_use]

@@ -253,20 +253,6 @@ pub struct Workspace {
     warnings: Arc<Mutex<Vec<String>>>,
 }
 
-/// Writes a small file readable by its owner only, whatever the umask.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut f = std::fs::OpenOptions::new()
-        .mode(0o600)
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(path)?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    f.write_all(bytes)
-}
-
 /// Renames a damaged store aside as `store.redb.invalid-<unix seconds>` (with a counter if
 /// that name is taken) and returns the new name.
 fn quarantine(path: &Path) -> Result<PathBuf, Error> {
@@ -399,7 +385,7 @@ impl Workspace {
             now_ms()
         );
         // Informational only: failing to write it changes nothing.
-        let _ = write_private(&dir.join("workspace.json"), info.as_bytes());
+        let _ = crate::home::write_private(&dir.join("workspace.json"), info.as_bytes());
         let mut ws = Workspace {
             root,
             dir,

@@ -74,7 +74,7 @@ impl Session {
         if !owner.exists()
             && let Some(start) = crate::lease::start_time(std::process::id())
         {
-            let _ = write_private(&owner, start.to_string().as_bytes());
+            let _ = crate::home::write_private(&owner, start.to_string().as_bytes());
         }
         let Ok(l) = self.load() else { return };
         let status = self.status_of(&l);
@@ -106,25 +106,13 @@ impl Session {
             &crate::object::ObjectId(self.key).to_hex()[..32]
         ));
         let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-        if write_private(&tmp, text.as_bytes()).is_ok()
+        if crate::home::write_private(&tmp, text.as_bytes()).is_ok()
             && std::fs::rename(&tmp, &file).is_ok()
             && let Ok(mut p) = self.rt.published.lock()
         {
             *p = Some(file);
         }
     }
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .mode(0o600)
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(path)?
-        .write_all(bytes)
 }
 
 /// Removes a published state file and, if it was the last, its process directory.

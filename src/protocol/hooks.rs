@@ -245,7 +245,7 @@ impl Remembered {
         let tmp = self
             .file
             .with_extension(format!("tmp-{}", std::process::id()));
-        let written = std::fs::write(&tmp, root.as_os_str().as_encoded_bytes())
+        let written = crate::home::write_private(&tmp, root.as_os_str().as_encoded_bytes())
             .and_then(|()| std::fs::rename(&tmp, &self.file));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
