@@ -256,3 +256,36 @@ fn the_models_undo_during_its_turn_puts_back_what_the_turn_changed_so_far() {
     m.close();
     drop(agent);
 }
+
+#[test]
+fn requests_sent_all_at_once_are_all_answered_before_the_server_exits() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    let lines: String = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "status", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "undo", "arguments": []}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "log", "arguments": {}}}),
+    ]
+    .iter()
+    .map(|v| format!("{v}\n"))
+    .collect();
+    let o = env.run_with_input(RETRACE, &["--session", "m", "mcp"], lines.as_bytes());
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let mut ids: Vec<u64> = common::stdout(&o)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3, 4], "{}", common::stdout(&o));
+}

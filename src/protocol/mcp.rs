@@ -223,13 +223,16 @@ pub fn run(session: Session) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
-        let (input, output) = screened_stdio();
+        let (input, output, screen) = screened_stdio();
         let service = McpServer::new(session)
             .serve((input, output))
             .await
             .map_err(|e| e.to_string())?;
-        service.waiting().await.map_err(|e| e.to_string())?;
-        Ok(())
+        let waited = service.waiting().await.map_err(|e| e.to_string());
+        // Every answer the SDK wrote reaches stdout before the process exits.
+        screen.input.abort();
+        let _ = screen.output.await;
+        waited.map(|_| ())
     })
 }
 
@@ -251,15 +254,23 @@ fn invalid_arguments(line: &str) -> Option<String> {
     Some(answer.to_string())
 }
 
+/// The tasks between the process's stdio and the SDK's.
+struct Screen {
+    /// Reads stdin.
+    input: tokio::task::JoinHandle<()>,
+    /// Writes stdout; ends once the SDK's output and the input task are done.
+    output: tokio::task::JoinHandle<()>,
+}
+
 /// Stdin and stdout for the SDK, with lines [`invalid_arguments`] answers screened out of
 /// the input and answered on the output (between the SDK's own lines, never inside one).
-fn screened_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+fn screened_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream, Screen) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let (sdk_in, mut feed) = tokio::io::duplex(1 << 16);
     let (sdk_out, from_sdk) = tokio::io::duplex(1 << 16);
     let (lines, mut to_stdout) = tokio::sync::mpsc::unbounded_channel::<String>();
     let answers = lines.clone();
-    tokio::spawn(async move {
+    let input = tokio::spawn(async move {
         let mut stdin = BufReader::new(tokio::io::stdin()).lines();
         while let Ok(Some(line)) = stdin.next_line().await {
             if let Some(answer) = invalid_arguments(&line) {
@@ -282,7 +293,7 @@ fn screened_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
             }
         }
     });
-    tokio::spawn(async move {
+    let output = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         while let Some(line) = to_stdout.recv().await {
             let line = line + "\n";
@@ -291,5 +302,5 @@ fn screened_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
             }
         }
     });
-    (sdk_in, sdk_out)
+    (sdk_in, sdk_out, Screen { input, output })
 }
