@@ -680,12 +680,7 @@ pub(crate) fn capture(
     phases.mark("trees");
     let cached_before = cache.len();
     drop(cache);
-    let leaf = |e: &&FlatEntry| {
-        matches!(
-            e.kind,
-            EntryKind::File | EntryKind::Executable | EntryKind::Symlink
-        )
-    };
+    let leaf = |e: &&FlatEntry| e.kind.is_content();
     let files = entries.iter().filter(leaf).count() as u64;
     let bytes = entries.iter().filter(leaf).map(|e| e.size).sum();
     let all_hit = hits.iter().all(|h| *h);

@@ -27,6 +27,19 @@ pub enum EntryKind {
     NestedRepo,
 }
 
+impl EntryKind {
+    /// Whether the entry is content retrace captures and restores: a file, an executable or
+    /// a symlink (not a directory, nor a nested repository, whose files are never touched).
+    /// The one rule for counting files and bytes, and for what a restore writes.
+    #[must_use]
+    pub fn is_content(self) -> bool {
+        matches!(
+            self,
+            EntryKind::File | EntryKind::Executable | EntryKind::Symlink
+        )
+    }
+}
+
 /// One entry of a tree.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TreeEntry {

@@ -74,12 +74,7 @@ pub(crate) fn dirty_dirs<'a>(paths: impl Iterator<Item = &'a [u8]>) -> HashSet<V
 /// Files and bytes of a flat list (files and symlinks).
 pub(crate) fn totals(list: &[FlatEntry]) -> (u64, u64) {
     list.iter()
-        .filter(|e| {
-            matches!(
-                e.kind,
-                EntryKind::File | EntryKind::Executable | EntryKind::Symlink
-            )
-        })
+        .filter(|e| e.kind.is_content())
         .fold((0, 0), |(n, b), e| (n + 1, b + e.size))
 }
 

@@ -70,13 +70,6 @@ fn fresh(t: &FlatEntry) -> Write {
     }
 }
 
-fn is_leaf(k: EntryKind) -> bool {
-    matches!(
-        k,
-        EntryKind::File | EntryKind::Executable | EntryKind::Symlink
-    )
-}
-
 fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
     path.iter()
         .enumerate()
@@ -134,7 +127,7 @@ pub fn plan(
         }
         match find(&t.path) {
             Some(c) if c.kind == t.kind && (c.id == t.id || c.kind == EntryKind::Dir) => {}
-            Some(c) => match (is_leaf(c.kind), t.kind == EntryKind::Dir) {
+            Some(c) => match (c.kind.is_content(), t.kind == EntryKind::Dir) {
                 // A rename replaces a file or symlink atomically: no delete first.
                 (true, false) => plan.writes.push(Write {
                     entry: t.clone(),
@@ -210,7 +203,7 @@ pub fn plan(
         if in_target(&c.path) || ancestors(&c.path).any(|a| blocked.contains(a)) {
             continue;
         }
-        if is_leaf(c.kind) {
+        if c.kind.is_content() {
             plan.deletes.push(Delete {
                 path: c.path.clone(),
                 expected: expected(c),
