@@ -257,6 +257,38 @@ struct Setup {
 }
 
 impl Setup {
+    /// The hook events recorded, and the one right after turn two's prompt.
+    fn event_after_slow_two(&self) -> (Vec<(String, String)>, (String, String)) {
+        let events = self.events();
+        let slow = events
+            .iter()
+            .position(|e| e.0 == "UserPromptSubmit" && e.1 == "please SLOW-TWO")
+            .unwrap_or_else(|| panic!("{events:?}"));
+        let next = events
+            .get(slow + 1)
+            .cloned()
+            .unwrap_or_else(|| panic!("{events:?}"));
+        (events, next)
+    }
+
+    /// Turn one (`WRITE-ONE`, ended), then a `claude -p` running turn two (`SLOW-TWO`),
+    /// returned once its Bash call has written `two.txt` and waits for the release file.
+    fn one_then_slow_two(&self, sid: &str) -> Reaped {
+        self.claude(&["--session-id", sid, "please WRITE-ONE"]);
+        let running = Reaped(
+            self.command(&["--resume", sid, "please SLOW-TWO"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_until("two.txt is written", || {
+            std::fs::read_to_string(self.env.path("two.txt")).is_ok_and(|s| s == "two\n")
+        });
+        running
+    }
+
     /// None (the test is skipped) when the CLI is not installed.
     fn new(recorded_events: &[&str]) -> Option<Setup> {
         let bin = claude_binary();
@@ -652,18 +684,9 @@ fn real_claude_code_interrupted_turn_ends_at_the_next_prompt() {
     agent.finish();
 
     // Claude Code sent no Stop (nor SessionEnd) for the interrupted turn.
-    let events = t.events();
-    let slow = events
-        .iter()
-        .position(|e| {
-            e == &(
-                "UserPromptSubmit".to_string(),
-                "please SLOW-TWO".to_string(),
-            )
-        })
-        .unwrap_or_else(|| panic!("{events:?}"));
+    let (events, next) = t.event_after_slow_two();
     assert_eq!(
-        events[slow + 1],
+        next,
         ("UserPromptSubmit".into(), "please WRITE-THREE".into()),
         "{events:?}"
     );
@@ -705,19 +728,7 @@ fn real_claude_code_killed_turn_is_conversation_only_and_undo_steps_over_it() {
         return;
     };
     let sid = "5e55a1d0-0000-4000-8000-00000000e2e3";
-    t.claude(&["--session-id", sid, "please WRITE-ONE"]);
-
-    let mut killed = Reaped(
-        t.command(&["--resume", sid, "please SLOW-TWO"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("two.txt is written", || {
-        std::fs::read_to_string(t.env.path("two.txt")).is_ok_and(|s| s == "two\n")
-    });
+    let mut killed = t.one_then_slow_two(sid);
     killed.0.kill().unwrap();
     killed.0.wait().unwrap();
     // The killed CLI's shell is orphaned, still waiting: let it finish.
@@ -726,18 +737,9 @@ fn real_claude_code_killed_turn_is_conversation_only_and_undo_steps_over_it() {
     assert_eq!(turns[1]["state"], "pending", "{turns:#?}");
 
     t.claude(&["--resume", sid, "please WRITE-THREE"]);
-    let events = t.events();
-    let slow = events
-        .iter()
-        .position(|e| {
-            e == &(
-                "UserPromptSubmit".to_string(),
-                "please SLOW-TWO".to_string(),
-            )
-        })
-        .unwrap_or_else(|| panic!("{events:?}"));
+    let (events, next) = t.event_after_slow_two();
     assert_eq!(
-        events[slow + 1],
+        next,
         ("UserPromptSubmit".into(), "please WRITE-THREE".into()),
         "no hook fires for a killed claude: {events:?}"
     );
@@ -775,18 +777,7 @@ fn real_claude_code_sigint_ends_the_turn_through_session_end() {
         return;
     };
     let sid = "5e55a1d0-0000-4000-8000-00000000e2e4";
-    t.claude(&["--session-id", sid, "please WRITE-ONE"]);
-    let mut interrupted = Reaped(
-        t.command(&["--resume", sid, "please SLOW-TWO"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("two.txt is written", || {
-        std::fs::read_to_string(t.env.path("two.txt")).is_ok_and(|s| s == "two\n")
-    });
+    let mut interrupted = t.one_then_slow_two(sid);
     let pid = interrupted.0.id().to_string();
     let o = Command::new("kill").args(["-INT", &pid]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
