@@ -196,24 +196,19 @@ fn the_models_undo_during_its_turn_puts_back_what_the_turn_changed_so_far() {
         );
     };
     // Turn 1 ends; turn 2 runs, owned by the live agent (as its prompt hook begins it).
-    run(&[
+    let pid = agent.pid();
+    let begin = [
         "--session",
         "m",
         "turn",
         "begin",
         "--owner-pid",
-        &agent.pid(),
-    ]);
+        pid.as_str(),
+    ];
+    run(&begin);
     env.write("one.txt", "turn one\n");
     run(&["--session", "m", "turn", "end"]);
-    run(&[
-        "--session",
-        "m",
-        "turn",
-        "begin",
-        "--owner-pid",
-        &agent.pid(),
-    ]);
+    run(&begin);
     // The model breaks things with its tools, then calls `undo` through MCP mid-turn.
     env.write("app.py", "print(broken\n");
     env.write("scratch.txt", "junk\n");
