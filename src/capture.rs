@@ -30,7 +30,7 @@ use crate::object::{
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
 use crate::statcache::{CacheEntry, RACY_MARGIN_NS, Stat, StatCache};
-use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats};
+use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, WriteTx};
 
 /// Entries per parallel job when looking paths up: large enough to merge with the cache in
 /// long linear runs, small enough to balance files of very different sizes.
@@ -81,7 +81,7 @@ pub struct Capture {
 /// Records written in a capture's final commit, given the root id and the flat entries
 /// (history records ride along, so a turn's capture and its record cost one sync).
 pub type AlsoCommit<'a> =
-    &'a dyn Fn(&redb::WriteTransaction, ObjectId, &[FlatEntry]) -> Result<(), StoreError>;
+    &'a dyn Fn(&WriteTx<'_>, ObjectId, &[FlatEntry]) -> Result<(), StoreError>;
 
 /// How to capture.
 pub struct CaptureOptions<'a> {

@@ -5,6 +5,23 @@ use std::path::PathBuf;
 
 use crate::object::ObjectId;
 
+/// What the embedded database reported, kept opaque so that its types stay inside
+/// `store/`, which converts them.
+#[derive(Debug)]
+pub struct DbError(pub(crate) Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for DbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// Opening, reading or writing a store failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -23,7 +40,7 @@ pub enum StoreError {
         /// The store file.
         path: PathBuf,
         /// The cause.
-        source: redb::DatabaseError,
+        source: DbError,
     },
     /// The store file (or its directory) is not readable or writable by this user: a
     /// permission problem, not damage.
@@ -99,7 +116,7 @@ pub enum StoreError {
         /// The store file.
         path: PathBuf,
         /// The cause.
-        source: redb::Error,
+        source: DbError,
     },
     /// An object referenced by a snapshot is not in the store.
     #[error(

@@ -92,10 +92,9 @@ impl crate::Workspace {
             .collect();
         roots.extend(reader.last_known()?.map(|k| (k, "last known state".into())));
         let tx = self.store.begin_read()?;
-        let path = self.store.path();
-        for (key, _) in db::sessions(&tx, path)? {
+        for (key, _) in db::sessions(&tx)? {
             let short = &ObjectId(key).to_hex()[..16];
-            let l = db::load(&tx, path, &key)?;
+            let l = db::load(&tx, &key)?;
             for t in &l.turns {
                 let n = t.number;
                 roots.extend(
@@ -114,7 +113,7 @@ impl crate::Workspace {
                 ));
             }
         }
-        if let Some(j) = journal::get(&tx, path)? {
+        if let Some(j) = journal::get(&tx)? {
             roots.push((j.source, "interrupted restore (source)".into()));
             roots.push((j.target, "interrupted restore (target)".into()));
         }

@@ -29,9 +29,8 @@ impl Workspace {
         let mut roots: Vec<ObjectId> = reader.snapshots()?.into_iter().map(|s| s.root).collect();
         roots.extend(reader.last_known()?);
         let tx = self.store.begin_read()?;
-        let path = self.store.path();
-        for (key, _) in db::sessions(&tx, path)? {
-            let l = db::load(&tx, path, &key)?;
+        for (key, _) in db::sessions(&tx)? {
+            let l = db::load(&tx, &key)?;
             for t in &l.turns {
                 roots.extend(t.before);
                 roots.extend(t.after);
@@ -39,7 +38,7 @@ impl Workspace {
             roots.extend(l.checkpoints.iter().map(|c| c.snapshot));
             roots.extend(l.state.last_known);
         }
-        if let Some(j) = journal::get(&tx, path)? {
+        if let Some(j) = journal::get(&tx)? {
             roots.push(j.source);
             roots.push(j.target);
         }
@@ -169,7 +168,6 @@ impl Workspace {
             ..MaintenanceReport::default()
         };
         let retention_ms = (s.retention_days.value * DAY_MS) as u64;
-        let path = self.store.path().to_path_buf();
         let mut sessions = self.candidates(now_ms)?;
         report.in_use_kept = sessions.iter().filter(|c| c.in_use).count() as u64;
         // Age: expire, then prune tombstones.
@@ -178,11 +176,11 @@ impl Workspace {
                 let age = now_ms.saturating_sub(c.touched_ms);
                 if age > 2 * retention_ms {
                     self.store
-                        .transact(|tx| db::Writer::open(tx, &path, c.key).delete_session())?;
+                        .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
                     report.tombstones_pruned += 1;
                 } else if age > retention_ms && c.loaded.turns.iter().any(has_files) {
                     self.store
-                        .transact(|tx| db::Writer::open(tx, &path, c.key).expire(None))?;
+                        .transact(|tx| db::Writer::open(tx, c.key).expire(None))?;
                     report
                         .expired_sessions
                         .push(ObjectId(c.key).to_hex()[..16].to_string());
@@ -199,7 +197,7 @@ impl Workspace {
             sessions.sort_by_key(|c| std::cmp::Reverse(c.touched_ms));
             for c in sessions.iter().skip(max_sessions).filter(|c| !c.in_use) {
                 self.store
-                    .transact(|tx| db::Writer::open(tx, &path, c.key).delete_session())?;
+                    .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
                 report.sessions_dropped += 1;
             }
         }
@@ -237,7 +235,6 @@ impl Workspace {
         grace_secs: u64,
         report: &mut MaintenanceReport,
     ) -> Result<(), Error> {
-        let path = self.store.path().to_path_buf();
         let mut sessions = self.candidates(now_ms)?;
         // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
         report.over_budget = false;
@@ -286,7 +283,7 @@ impl Workspace {
             {
                 let turns: Vec<u64> = batch.iter().filter(|b| b.4 == key).map(|b| b.3).collect();
                 self.store
-                    .transact(|tx| db::Writer::open(tx, &path, key).expire(Some(&turns)))?;
+                    .transact(|tx| db::Writer::open(tx, key).expire(Some(&turns)))?;
             }
             report.turns_evicted += take as u64;
             // Log records of that age name the same states: they go with them.
@@ -363,14 +360,13 @@ impl Workspace {
 
     fn candidates(&self, now_ms: u64) -> Result<Vec<Candidate>, Error> {
         let tx = self.store.begin_read()?;
-        let path = self.store.path();
         let mut out = Vec::new();
-        for (key, rec) in db::sessions(&tx, path)? {
-            let loaded = db::load(&tx, path, &key)?;
+        for (key, rec) in db::sessions(&tx)? {
+            let loaded = db::load(&tx, &key)?;
             // Busy: a turn in progress whose owner is not certainly gone.
             let busy = loaded.state.pending.is_some_and(|n| {
                 !matches!(
-                    db::lease(&tx, path, &key, n),
+                    db::lease(&tx, &key, n),
                     Ok(Some(Ok(ref l))) if crate::lease::liveness(l, &self.home)
                         == crate::lease::Liveness::Dead
                 )

@@ -990,11 +990,8 @@ impl Workspace {
             changed_count: changed.len(),
             changed: changed.into_iter().take(MAX_LISTED).collect(),
             nested_repos: current.nested_repos,
-            pending_recovery: crate::restore::journal::get(
-                &self.store.begin_read()?,
-                self.store.path(),
-            )?
-            .map(|j| format!("{} (started by process {})", j.what, j.pid)),
+            pending_recovery: crate::restore::journal::get(&self.store.begin_read()?)?
+                .map(|j| format!("{} (started by process {})", j.what, j.pid)),
             conversation_only: self.refused.clone(),
         })
     }

@@ -238,11 +238,11 @@ fn run(cli: Cli) -> Result<bool> {
             let store = open(&stores(&cli, false)?[0])?;
             let tx = store.begin_read()?;
             let mut rows = Vec::new();
-            for (key, rec) in db::sessions(&tx, store.path())? {
-                let l = db::load(&tx, store.path(), &key)?;
+            for (key, rec) in db::sessions(&tx)? {
+                let l = db::load(&tx, &key)?;
                 // A pending turn's owner: alive, dead, or why it cannot be known (kept).
                 let lease = match l.state.pending {
-                    Some(n) => match db::lease(&tx, store.path(), &key, n)? {
+                    Some(n) => match db::lease(&tx, &key, n)? {
                         Some(Ok(r)) => serde_json::json!({
                             "pid": r.pid, "hostname": r.hostname, "heartbeat_ms": r.heartbeat_ms,
                             "liveness": retrace::lease::liveness(&r, Config::from_env().home()),
@@ -287,10 +287,7 @@ fn run(cli: Cli) -> Result<bool> {
         Command::Turns { session, json } => {
             let store = open(&stores(&cli, false)?[0])?;
             let tx = store.begin_read()?;
-            let keys: Vec<SessionKey> = db::sessions(&tx, store.path())?
-                .into_iter()
-                .map(|(k, _)| k)
-                .collect();
+            let keys: Vec<SessionKey> = db::sessions(&tx)?.into_iter().map(|(k, _)| k).collect();
             let key = match keys
                 .iter()
                 .filter(|k| hex(k).starts_with(session.as_str()))
@@ -308,7 +305,7 @@ fn run(cli: Cli) -> Result<bool> {
                     store.path().display()
                 );
             }
-            let l = db::load(&tx, store.path(), &key)?;
+            let l = db::load(&tx, &key)?;
             if *json {
                 println!(
                     "{}",
@@ -444,12 +441,12 @@ fn verify_history(store: &ReadOnlyStore) -> Result<Vec<String>> {
     let mut faults = Vec::new();
     let tx = store.begin_read()?;
     let r = store.reader()?;
-    let sessions = match db::sessions(&tx, store.path()) {
+    let sessions = match db::sessions(&tx) {
         Ok(s) => s,
         Err(e) => return Ok(vec![e.to_string()]),
     };
     for (key, _) in sessions {
-        let l = match db::load(&tx, store.path(), &key) {
+        let l = match db::load(&tx, &key) {
             Ok(l) => l,
             Err(e) => {
                 faults.push(format!("session {}: {e}", hex(&key)));

@@ -2,8 +2,6 @@
 
 use std::path::Path;
 
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
-
 use super::record::{
     CheckpointRecord, HISTORY_VERSION, Op, OpRecord, SessionRecord, TurnRecord, TurnState, decode,
     encode,
@@ -12,7 +10,7 @@ use super::state::SessionState;
 use crate::error::StoreError;
 use crate::lease::LeaseRecord;
 use crate::store::now_ms;
-use crate::store::schema::{CHECKPOINTS, LEASES, OPLOG, SESSIONS, TURNS};
+use crate::store::{ReadTx, Rows, WriteTx};
 
 /// A session's key in the store: `blake3::derive_key("retrace session v1", host id)`. The
 /// host's id itself is never stored.
@@ -22,13 +20,6 @@ pub type SessionKey = [u8; 32];
 #[must_use]
 pub fn session_key(id: &str) -> SessionKey {
     blake3::derive_key("retrace session v1", id.as_bytes())
-}
-
-fn db(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
-    move |source| StoreError::Db {
-        path: path.into(),
-        source,
-    }
 }
 
 fn bad(path: &Path) -> impl Fn(String) -> StoreError + '_ {
@@ -79,54 +70,33 @@ impl Loaded {
     }
 }
 
-macro_rules! open_read {
-    ($tx:expr, $def:expr, $path:expr) => {
-        match $tx.open_table($def) {
-            Ok(t) => Some(t),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(db($path)(e.into())),
-        }
-    };
-}
-
 /// Reads a session: its ops replayed, its turns and checkpoints.
 ///
 /// # Errors
 /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode.
-pub fn load(tx: &ReadTransaction, path: &Path, key: &SessionKey) -> Result<Loaded, StoreError> {
-    let e = db(path);
-    let ops: Vec<OpRecord> = of_session(tx, path, OPLOG, key)?;
-    let mut out = Loaded {
+pub fn load(tx: &ReadTx, key: &SessionKey) -> Result<Loaded, StoreError> {
+    let ops: Vec<OpRecord> = of_session(tx, Rows::Oplog, key)?;
+    Ok(Loaded {
         state: SessionState::replay(ops.iter().map(|r| &r.op)),
-        turns: of_session(tx, path, TURNS, key)?,
-        checkpoints: of_session(tx, path, CHECKPOINTS, key)?,
+        turns: of_session(tx, Rows::Turns, key)?,
+        checkpoints: of_session(tx, Rows::Checkpoints, key)?,
         ops: ops.len() as u64,
-        exists: false,
-    };
-    if let Some(t) = open_read!(tx, SESSIONS, path) {
-        out.exists = t.get(key).map_err(|x| e(x.into()))?.is_some();
-    }
-    Ok(out)
+        exists: tx.session(key)?.is_some(),
+    })
 }
 
 /// Every record of one session in a table keyed by (session key, number), in order.
 fn of_session<T: for<'a> serde::Deserialize<'a>>(
-    tx: &ReadTransaction,
-    path: &Path,
-    def: redb::TableDefinition<(&'static [u8; 32], u64), &'static [u8]>,
+    tx: &ReadTx,
+    table: Rows,
     key: &SessionKey,
 ) -> Result<Vec<T>, StoreError> {
-    let (e, b) = (db(path), bad(path));
+    let b = bad(tx.path());
     let mut out = Vec::new();
-    if let Some(t) = open_read!(tx, def, path) {
-        for item in t
-            .range((key, 0)..=(key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            out.push(decode(v.value()).map_err(&b)?);
-        }
-    }
+    tx.each_row(table, key, |_, v| {
+        out.push(decode(v).map_err(&b)?);
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -134,43 +104,28 @@ fn of_session<T: for<'a> serde::Deserialize<'a>>(
 ///
 /// # Errors
 /// As [`load`].
-pub fn turns(
-    tx: &ReadTransaction,
-    path: &Path,
-    key: &SessionKey,
-) -> Result<Vec<TurnRecord>, StoreError> {
-    of_session(tx, path, TURNS, key)
+pub fn turns(tx: &ReadTx, key: &SessionKey) -> Result<Vec<TurnRecord>, StoreError> {
+    of_session(tx, Rows::Turns, key)
 }
 
 /// The op log of one session, oldest first.
 ///
 /// # Errors
 /// As [`load`].
-pub fn ops(
-    tx: &ReadTransaction,
-    path: &Path,
-    key: &SessionKey,
-) -> Result<Vec<OpRecord>, StoreError> {
-    of_session(tx, path, OPLOG, key)
+pub fn ops(tx: &ReadTx, key: &SessionKey) -> Result<Vec<OpRecord>, StoreError> {
+    of_session(tx, Rows::Oplog, key)
 }
 
 /// Every session key with its record (`retrace-dump sessions`).
 ///
 /// # Errors
 /// As [`load`].
-pub fn sessions(
-    tx: &ReadTransaction,
-    path: &Path,
-) -> Result<Vec<(SessionKey, SessionRecord)>, StoreError> {
-    let (e, b) = (db(path), bad(path));
-    let mut out = Vec::new();
-    if let Some(t) = open_read!(tx, SESSIONS, path) {
-        for item in t.iter().map_err(|x| e(x.into()))? {
-            let (k, v) = item.map_err(|x| e(x.into()))?;
-            out.push((*k.value(), decode(v.value()).map_err(&b)?));
-        }
-    }
-    Ok(out)
+pub fn sessions(tx: &ReadTx) -> Result<Vec<(SessionKey, SessionRecord)>, StoreError> {
+    let b = bad(tx.path());
+    tx.sessions()?
+        .into_iter()
+        .map(|(k, v)| Ok((k, decode(&v).map_err(&b)?)))
+        .collect()
 }
 
 /// The lease of a session's turn, if any: `Err` holds why a record could not be read (a
@@ -179,23 +134,16 @@ pub fn sessions(
 /// # Errors
 /// [`StoreError::Db`].
 pub fn lease(
-    tx: &ReadTransaction,
-    path: &Path,
+    tx: &ReadTx,
     key: &SessionKey,
     turn: u64,
 ) -> Result<Option<Result<LeaseRecord, String>>, StoreError> {
-    let e = db(path);
-    let Some(t) = open_read!(tx, LEASES, path) else {
-        return Ok(None);
-    };
-    let v = t.get((key, turn)).map_err(|x| e(x.into()))?;
-    Ok(v.map(|v| decode(v.value())))
+    Ok(tx.row(Rows::Leases, key, turn)?.map(|v| decode(&v)))
 }
 
 /// Writes to one session inside a write transaction.
 pub struct Writer<'a> {
-    tx: &'a WriteTransaction,
-    path: &'a Path,
+    tx: &'a WriteTx<'a>,
     key: SessionKey,
 }
 
@@ -204,17 +152,10 @@ impl<'a> Writer<'a> {
     ///
     /// # Errors
     /// [`StoreError::Db`].
-    pub fn new(
-        tx: &'a WriteTransaction,
-        path: &'a Path,
-        key: SessionKey,
-    ) -> Result<Writer<'a>, StoreError> {
-        let w = Writer { tx, path, key };
-        let e = db(path);
-        let mut t = tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
+    pub fn new(tx: &'a WriteTx<'a>, key: SessionKey) -> Result<Writer<'a>, StoreError> {
         let now = now_ms();
-        let created = match t.get(&key).map_err(|x| e(x.into()))? {
-            Some(v) => decode::<SessionRecord>(v.value()).map_or(now, |r| r.created_ms),
+        let created = match tx.session(&key)? {
+            Some(v) => decode::<SessionRecord>(&v).map_or(now, |r| r.created_ms),
             None => now,
         };
         let rec = SessionRecord {
@@ -222,16 +163,19 @@ impl<'a> Writer<'a> {
             created_ms: created,
             touched_ms: now,
         };
-        t.insert(&key, encode(&rec).as_slice())
-            .map_err(|x| e(x.into()))?;
-        Ok(w)
+        tx.put_session(&key, &encode(&rec))?;
+        Ok(Writer { tx, key })
     }
 
     /// A writer that leaves the session record as it is (maintenance must not make a
     /// session look recently used).
     #[must_use]
-    pub fn open(tx: &'a WriteTransaction, path: &'a Path, key: SessionKey) -> Writer<'a> {
-        Writer { tx, path, key }
+    pub fn open(tx: &'a WriteTx<'a>, key: SessionKey) -> Writer<'a> {
+        Writer { tx, key }
+    }
+
+    fn bad(&self) -> impl Fn(String) -> StoreError + '_ {
+        bad(self.tx.path())
     }
 
     /// Re-reads the session inside this transaction (the truth for a check-then-write).
@@ -239,16 +183,12 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// As [`load`].
     pub fn state(&self) -> Result<SessionState, StoreError> {
-        let (e, b) = (db(self.path), bad(self.path));
-        let t = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
+        let b = self.bad();
         let mut s = SessionState::new();
-        for item in t
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            s.apply(&decode::<OpRecord>(v.value()).map_err(&b)?.op);
-        }
+        self.tx.each_row(Rows::Oplog, &self.key, |_, v| {
+            s.apply(&decode::<OpRecord>(v).map_err(&b)?.op);
+            Ok(())
+        })?;
         Ok(s)
     }
 
@@ -257,15 +197,10 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// As [`load`].
     pub fn last_op(&self) -> Result<Option<Op>, StoreError> {
-        let (e, b) = (db(self.path), bad(self.path));
-        let t = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
-        let last = t
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-            .next_back()
-            .transpose()
-            .map_err(|x| e(x.into()))?;
-        last.map(|(_, v)| decode::<OpRecord>(v.value()).map(|r| r.op).map_err(&b))
+        let b = self.bad();
+        self.tx
+            .last_row(Rows::Oplog, &self.key)?
+            .map(|(_, v)| decode::<OpRecord>(&v).map(|r| r.op).map_err(&b))
             .transpose()
     }
 
@@ -274,23 +209,16 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn op(&self, op: Op) -> Result<(), StoreError> {
-        let e = db(self.path);
-        let mut t = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
-        let next = t
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-            .next_back()
-            .transpose()
-            .map_err(|x| e(x.into()))?
-            .map_or(1, |(k, _)| k.value().1 + 1);
+        let next = self
+            .tx
+            .last_row(Rows::Oplog, &self.key)?
+            .map_or(1, |(n, _)| n + 1);
         let rec = OpRecord {
             version: HISTORY_VERSION,
             time_ms: now_ms(),
             op,
         };
-        t.insert((&self.key, next), encode(&rec).as_slice())
-            .map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx.put_row(Rows::Oplog, &self.key, next, &encode(&rec))
     }
 
     /// Writes (or replaces) a turn record.
@@ -298,11 +226,8 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn turn(&self, rec: &TurnRecord) -> Result<(), StoreError> {
-        let e = db(self.path);
-        let mut t = self.tx.open_table(TURNS).map_err(|x| e(x.into()))?;
-        t.insert((&self.key, rec.number), encode(rec).as_slice())
-            .map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx
+            .put_row(Rows::Turns, &self.key, rec.number, &encode(rec))
     }
 
     /// Reads a turn record.
@@ -310,10 +235,11 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`]; [`StoreError::History`].
     pub fn get_turn(&self, n: u64) -> Result<Option<TurnRecord>, StoreError> {
-        let (e, b) = (db(self.path), bad(self.path));
-        let t = self.tx.open_table(TURNS).map_err(|x| e(x.into()))?;
-        let v = t.get((&self.key, n)).map_err(|x| e(x.into()))?;
-        v.map(|v| decode(v.value()).map_err(&b)).transpose()
+        let b = self.bad();
+        self.tx
+            .row(Rows::Turns, &self.key, n)?
+            .map(|v| decode(&v).map_err(&b))
+            .transpose()
     }
 
     /// Writes the lease of a turn.
@@ -321,11 +247,7 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn put_lease(&self, turn: u64, rec: &LeaseRecord) -> Result<(), StoreError> {
-        let e = db(self.path);
-        let mut t = self.tx.open_table(LEASES).map_err(|x| e(x.into()))?;
-        t.insert((&self.key, turn), encode(rec).as_slice())
-            .map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx.put_row(Rows::Leases, &self.key, turn, &encode(rec))
     }
 
     /// Removes the lease of a turn (it ended or was closed).
@@ -333,10 +255,7 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn drop_lease(&self, turn: u64) -> Result<(), StoreError> {
-        let e = db(self.path);
-        let mut t = self.tx.open_table(LEASES).map_err(|x| e(x.into()))?;
-        t.remove((&self.key, turn)).map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx.remove_row(Rows::Leases, &self.key, turn)
     }
 
     /// Writes a checkpoint record.
@@ -344,11 +263,8 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn checkpoint(&self, rec: &CheckpointRecord) -> Result<(), StoreError> {
-        let e = db(self.path);
-        let mut t = self.tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
-        t.insert((&self.key, rec.number), encode(rec).as_slice())
-            .map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx
+            .put_row(Rows::Checkpoints, &self.key, rec.number, &encode(rec))
     }
 
     /// Expires turns: their snapshots stop being kept (state [`TurnState::Expired`], ids
@@ -359,15 +275,10 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`]; [`StoreError::History`].
     pub fn expire(&self, which: Option<&[u64]>) -> Result<u64, StoreError> {
-        let (e, b) = (db(self.path), bad(self.path));
-        let mut t = self.tx.open_table(TURNS).map_err(|x| e(x.into()))?;
+        let b = self.bad();
         let mut changed = Vec::new();
-        for item in t
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-        {
-            let (_, v) = item.map_err(|x| e(x.into()))?;
-            let mut rec: TurnRecord = decode(v.value()).map_err(&b)?;
+        self.tx.each_row(Rows::Turns, &self.key, |_, v| {
+            let mut rec: TurnRecord = decode(v).map_err(&b)?;
             let chosen = which.is_none_or(|w| w.contains(&rec.number));
             if chosen && rec.state != TurnState::Pending && rec.state != TurnState::Expired {
                 rec.state = TurnState::Expired;
@@ -375,17 +286,14 @@ impl<'a> Writer<'a> {
                 rec.after = None;
                 changed.push(rec);
             }
-        }
+            Ok(())
+        })?;
         for rec in &changed {
-            t.insert((&self.key, rec.number), encode(rec).as_slice())
-                .map_err(|x| e(x.into()))?;
+            self.turn(rec)?;
         }
-        drop(t);
         if which.is_none() {
-            let mut c = self.tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
-            c.retain_in((&self.key, 0)..=(&self.key, u64::MAX), |_, _| false)
-                .map_err(|x| e(x.into()))?;
-            drop(c);
+            self.tx
+                .remove_rows_through(Rows::Checkpoints, &self.key, u64::MAX)?;
             let mut state = self.state()?;
             state.last_known = None;
             self.replace_log(&state)?;
@@ -398,38 +306,35 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn delete_session(&self) -> Result<(), StoreError> {
-        let e = db(self.path);
-        for def in [TURNS, CHECKPOINTS, OPLOG, LEASES] {
-            let mut t = self.tx.open_table(def).map_err(|x| e(x.into()))?;
-            t.retain_in((&self.key, 0)..=(&self.key, u64::MAX), |_, _| false)
-                .map_err(|x| e(x.into()))?;
+        for table in [Rows::Turns, Rows::Checkpoints, Rows::Oplog, Rows::Leases] {
+            self.tx.remove_rows_through(table, &self.key, u64::MAX)?;
         }
-        let mut s = self.tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
-        s.remove(&self.key).map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx.remove_session(&self.key)
     }
 
-    /// Replaces the op log by one [`Op::Base`] holding `state`.
-    fn replace_log(&self, state: &SessionState) -> Result<(), StoreError> {
-        let e = db(self.path);
-        let mut log = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
-        let last = log
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-            .next_back()
-            .transpose()
-            .map_err(|x| e(x.into()))?
-            .map_or(0, |(k, _)| k.value().1);
-        log.retain_in((&self.key, 0)..=(&self.key, last), |_, _| false)
-            .map_err(|x| e(x.into()))?;
+    /// Replaces the op log (rows `..=last`) by one [`Op::Base`] holding `state`.
+    fn replace_log_through(&self, last: u64, state: &SessionState) -> Result<(), StoreError> {
+        self.tx.remove_rows_through(Rows::Oplog, &self.key, last)?;
         let rec = OpRecord {
             version: HISTORY_VERSION,
             time_ms: now_ms(),
             op: state.base(),
         };
-        log.insert((&self.key, last + 1), encode(&rec).as_slice())
-            .map_err(|x| e(x.into()))?;
-        Ok(())
+        self.tx
+            .put_row(Rows::Oplog, &self.key, last + 1, &encode(&rec))
+    }
+
+    /// Replaces the op log by one [`Op::Base`] holding `state`.
+    fn replace_log(&self, state: &SessionState) -> Result<(), StoreError> {
+        let last = self.last_op_number()?;
+        self.replace_log_through(last, state)
+    }
+
+    fn last_op_number(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .tx
+            .last_row(Rows::Oplog, &self.key)?
+            .map_or(0, |(n, _)| n))
     }
 
     /// Keeps at most `max` turns: drops the oldest, never `keep` (the cursor's turn) nor a
@@ -439,61 +344,36 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`]; [`StoreError::History`].
     pub fn cap(&self, max: u64, state: &SessionState) -> Result<u64, StoreError> {
-        let (e, b) = (db(self.path), bad(self.path));
-        let mut turns = self.tx.open_table(TURNS).map_err(|x| e(x.into()))?;
-        let count = turns
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-            .count() as u64;
+        let count = self.tx.count_rows(Rows::Turns, &self.key)?;
         let mut dropped = 0;
         if count > max {
             let mut victims = Vec::new();
-            for item in turns
-                .range((&self.key, 0)..=(&self.key, u64::MAX))
-                .map_err(|x| e(x.into()))?
-            {
-                if count - victims.len() as u64 <= max {
-                    break;
-                }
-                let (k, _) = item.map_err(|x| e(x.into()))?;
-                let n = k.value().1;
-                if Some(n) != state.cursor && Some(n) != state.pending {
+            self.tx.each_row(Rows::Turns, &self.key, |n, _| {
+                if count - victims.len() as u64 > max
+                    && Some(n) != state.cursor
+                    && Some(n) != state.pending
+                {
                     victims.push(n);
                 }
-            }
+                Ok(())
+            })?;
             for n in &victims {
-                turns.remove((&self.key, *n)).map_err(|x| e(x.into()))?;
+                self.tx.remove_row(Rows::Turns, &self.key, *n)?;
             }
             dropped = victims.len() as u64;
         }
         // The replacement must stand for the log it replaces; checked before dropping it.
         let replayed = self.state()?;
-        let mut log = self.tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
-        let ops = log
-            .range((&self.key, 0)..=(&self.key, u64::MAX))
-            .map_err(|x| e(x.into()))?
-            .count() as u64;
+        let ops = self.tx.count_rows(Rows::Oplog, &self.key)?;
         // The log is replayed on every operation: keep it proportional to the turns kept.
         if dropped > 0 || ops > 4 * max + 64 {
-            let last = log
-                .range((&self.key, 0)..=(&self.key, u64::MAX))
-                .map_err(|x| e(x.into()))?
-                .next_back()
-                .transpose()
-                .map_err(|x| e(x.into()))?
-                .map_or(0, |(k, _)| k.value().1);
             if replayed != *state {
-                return Err(b("the op log changed under a write transaction".into()));
+                return Err(self.bad()(
+                    "the op log changed under a write transaction".into(),
+                ));
             }
-            log.retain_in((&self.key, 0)..=(&self.key, last), |_, _| false)
-                .map_err(|x| e(x.into()))?;
-            let rec = OpRecord {
-                version: HISTORY_VERSION,
-                time_ms: now_ms(),
-                op: state.base(),
-            };
-            log.insert((&self.key, last + 1), encode(&rec).as_slice())
-                .map_err(|x| e(x.into()))?;
+            let last = self.last_op_number()?;
+            self.replace_log_through(last, state)?;
         }
         Ok(dropped)
     }

@@ -214,7 +214,7 @@ impl Workspace {
             liveness::open(&self.dir, &key, &rt);
             // Resuming a session whose file history expired: say so once.
             let expired = self.store.begin_read().ok().and_then(|tx| {
-                db::turns(&tx, self.store.path(), &key)
+                db::turns(&tx, &key)
                     .ok()
                     .map(|t| t.iter().filter(|t| t.state == TurnState::Expired).count())
             });
@@ -242,7 +242,7 @@ impl Session {
 
     fn load(&self) -> Result<Loaded, Error> {
         let tx = self.ws.store.begin_read()?;
-        Ok(db::load(&tx, self.path(), &self.key)?)
+        Ok(db::load(&tx, &self.key)?)
     }
 
     /// Writes in one durable transaction; the closure gets the session writer and the state
@@ -259,7 +259,7 @@ impl Session {
             });
         }
         self.ws.store.transact(|tx| {
-            let w = Writer::new(tx, self.ws.store.path(), self.key)?;
+            let w = Writer::new(tx, self.key)?;
             let s = w.state()?;
             f(&w, &s)
         })
@@ -297,7 +297,7 @@ impl Session {
             .store
             .begin_read()
             .ok()
-            .and_then(|tx| db::lease(&tx, self.path(), &self.key, n).ok().flatten());
+            .and_then(|tx| db::lease(&tx, &self.key, n).ok().flatten());
         let detail =
             match lease.map(|r| r.map(|r| (crate::lease::liveness(&r, &self.ws.home), r.pid))) {
                 Some(Ok((crate::lease::Liveness::Dead, _))) => return None,

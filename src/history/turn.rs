@@ -198,10 +198,9 @@ impl Session {
             .name(format!("retrace-before-{number}"))
             .spawn(move || {
                 let (m, cv) = &*slot;
-                let path = session.ws.store.path().to_path_buf();
                 // The baseline is recorded in the capture's own commit (one sync), unless the
                 // host gave up waiting first: decided under the slot's lock.
-                let also = |tx: &redb::WriteTransaction,
+                let also = |tx: &crate::store::WriteTx<'_>,
                             root: ObjectId,
                             entries: &[FlatEntry]|
                  -> Result<(), StoreError> {
@@ -209,7 +208,7 @@ impl Session {
                     if !matches!(*g, Slot::Running) {
                         return Ok(());
                     }
-                    let w = Writer::new(tx, &path, session.key)?;
+                    let w = Writer::new(tx, session.key)?;
                     if w.state()?.pending == Some(number) {
                         if let Some(mut t) = w.get_turn(number)? {
                             t.before = Some(root);
@@ -283,7 +282,7 @@ impl Session {
             .store
             .begin_read()
             .ok()
-            .and_then(|tx| db::lease(&tx, self.path(), &self.key, p).ok().flatten())
+            .and_then(|tx| db::lease(&tx, &self.key, p).ok().flatten())
             .and_then(Result::ok)
             .is_some_and(|r| {
                 crate::lease::liveness(&r, &self.ws.home) == crate::lease::Liveness::Alive
@@ -442,7 +441,7 @@ impl Session {
         // capture's commit.
         let ended_last = {
             let tx = self.ws.store.begin_read()?;
-            let ops = db::ops(&tx, self.path(), &self.key)?;
+            let ops = db::ops(&tx, &self.key)?;
             matches!(ops.last().map(|r| &r.op), Some(Op::TurnEnded { turn, .. }) if *turn == n)
         };
         if !ended_last || self.ws.store.reader()?.last_known()? != Some(after) {
@@ -451,13 +450,12 @@ impl Session {
         self.ws.recover_if_needed();
         let _lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
-        let path = self.ws.store.path();
         let recorded = std::cell::RefCell::new(None);
-        let also = |tx: &redb::WriteTransaction,
+        let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
                     entries: &[FlatEntry]|
          -> Result<(), StoreError> {
-            let w = Writer::new(tx, path, self.key)?;
+            let w = Writer::new(tx, self.key)?;
             let state = w.state()?;
             let ended_last = matches!(w.last_op()?, Some(Op::TurnEnded { turn, .. }) if turn == n);
             let nothing_since = self.ws.store.reader()?.last_known()? == Some(after);
@@ -535,7 +533,7 @@ impl Session {
             .store
             .begin_read()
             .ok()
-            .and_then(|tx| db::lease(&tx, self.path(), &self.key, p).ok().flatten())
+            .and_then(|tx| db::lease(&tx, &self.key, p).ok().flatten())
             .and_then(Result::ok)
             .map_or(0, |r| r.pid);
         // What the dead turn did cannot be told from what anyone did after it died: the
@@ -738,11 +736,11 @@ impl Turn {
         let path = s.ws.store.path();
         // The turn's record rides in the after-capture's own commit: one sync ends a turn.
         let recorded = std::cell::RefCell::new(None);
-        let also = |tx: &redb::WriteTransaction,
+        let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
                     entries: &[FlatEntry]|
          -> Result<(), StoreError> {
-            let w = Writer::new(tx, path, s.key)?;
+            let w = Writer::new(tx, s.key)?;
             let state = w.state()?;
             let mut t = w.get_turn(number)?.ok_or_else(|| StoreError::History {
                 path: path.into(),

@@ -456,14 +456,13 @@ impl Session {
             return Ok(out);
         };
         let tx = self.ws.store.begin_read()?;
-        let path = self.ws.store.path();
         let mut ours: Option<std::collections::HashSet<Vec<u8>>> = None;
-        for (key, _) in db::sessions(&tx, path)? {
+        for (key, _) in db::sessions(&tx)? {
             if key == self.key {
                 continue;
             }
             let session = &ObjectId(key).to_hex()[..16];
-            let turns = db::turns(&tx, path, &key)?;
+            let turns = db::turns(&tx, &key)?;
             // Turns of that session whose change counts: those running at the same time,
             // and those it undid or redid meanwhile.
             let mut suspects: Vec<(u64, &'static str)> = turns
@@ -474,7 +473,7 @@ impl Session {
                 })
                 .map(|u| (u.number, "ran at the same time"))
                 .collect();
-            for op in db::ops(&tx, path, &key)? {
+            for op in db::ops(&tx, &key)? {
                 if op.time_ms < t.began_ms || op.time_ms > t_end {
                     continue;
                 }
@@ -529,13 +528,12 @@ impl Session {
     ) -> Result<std::collections::BTreeMap<Vec<u8>, String>, Error> {
         let mut out = std::collections::BTreeMap::new();
         let tx = self.ws.store.begin_read()?;
-        let path = self.ws.store.path();
-        for (key, _) in db::sessions(&tx, path)? {
+        for (key, _) in db::sessions(&tx)? {
             if key == self.key {
                 continue;
             }
             let session = &ObjectId(key).to_hex()[..16];
-            for u in db::turns(&tx, path, &key)? {
+            for u in db::turns(&tx, &key)? {
                 let Some(ub) = u.before.filter(|_| u.ended_ms.is_none()) else {
                     continue;
                 };

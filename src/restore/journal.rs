@@ -8,16 +8,13 @@
 //! midway leaves the record; the next process that takes the workspace lock rolls the
 //! restore *forward* (see `Workspace` recovery and `docs/crash-model.md`).
 
-use redb::{ReadTransaction, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::history::db::SessionKey;
 use crate::history::record::{HISTORY_VERSION, Op, decode, encode};
 use crate::object::ObjectId;
-use crate::store::schema::JOURNAL;
-
-const KEY: &str = "restore";
+use crate::store::{ReadTx, WriteTx};
 
 /// A restore in progress.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,38 +57,20 @@ impl JournalRecord {
     }
 }
 
-fn db(path: &std::path::Path) -> impl Fn(redb::Error) -> StoreError + '_ {
-    move |source| StoreError::Db {
-        path: path.into(),
-        source,
-    }
-}
-
 /// Writes the journal inside `tx`.
 ///
 /// # Errors
 /// [`StoreError::Db`].
-pub fn put(
-    tx: &WriteTransaction,
-    path: &std::path::Path,
-    rec: &JournalRecord,
-) -> Result<(), StoreError> {
-    let e = db(path);
-    let mut t = tx.open_table(JOURNAL).map_err(|x| e(x.into()))?;
-    t.insert(KEY, encode(rec).as_slice())
-        .map_err(|x| e(x.into()))?;
-    Ok(())
+pub fn put(tx: &WriteTx<'_>, rec: &JournalRecord) -> Result<(), StoreError> {
+    tx.put_journal(&encode(rec))
 }
 
 /// Removes the journal inside `tx`.
 ///
 /// # Errors
 /// [`StoreError::Db`].
-pub fn clear(tx: &WriteTransaction, path: &std::path::Path) -> Result<(), StoreError> {
-    let e = db(path);
-    let mut t = tx.open_table(JOURNAL).map_err(|x| e(x.into()))?;
-    t.remove(KEY).map_err(|x| e(x.into()))?;
-    Ok(())
+pub fn clear(tx: &WriteTx<'_>) -> Result<(), StoreError> {
+    tx.clear_journal()
 }
 
 /// The journal, if a restore is in progress or was interrupted.
@@ -99,22 +78,13 @@ pub fn clear(tx: &WriteTransaction, path: &std::path::Path) -> Result<(), StoreE
 /// # Errors
 /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode (a future
 /// version is refused, never guessed at).
-pub fn get(
-    tx: &ReadTransaction,
-    path: &std::path::Path,
-) -> Result<Option<JournalRecord>, StoreError> {
-    let e = db(path);
-    let t = match tx.open_table(JOURNAL) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(x) => return Err(e(x.into())),
-    };
-    let v = t.get(KEY).map_err(|x| e(x.into()))?;
-    v.map(|v| {
-        decode(v.value()).map_err(|detail| StoreError::History {
-            path: path.into(),
-            detail: format!("restore journal: {detail}"),
+pub fn get(tx: &ReadTx) -> Result<Option<JournalRecord>, StoreError> {
+    tx.journal()?
+        .map(|v| {
+            decode(&v).map_err(|detail| StoreError::History {
+                path: tx.path().into(),
+                detail: format!("restore journal: {detail}"),
+            })
         })
-    })
-    .transpose()
+        .transpose()
 }

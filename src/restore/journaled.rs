@@ -94,9 +94,8 @@ impl Workspace {
         // before the journal: such a failure leaves nothing to recover.
         let prepared = self.prepare_target(reader, current, target_entries, false)?;
         let rec = JournalRecord::new(j.what.clone(), j.source, j.target, j.then.clone());
-        let path = self.store.path();
         self.store
-            .write_with(j.frames, None, None, |tx| journal::put(tx, path, &rec))?;
+            .write_with(j.frames, None, None, |tx| journal::put(tx, &rec))?;
         let applied = match self.execute(reader, prepared, progress) {
             Ok(a) => a,
             Err(f) => {
@@ -104,7 +103,7 @@ impl Workspace {
                 // history stays as it was (a journal left here would be "completed" later).
                 if !f.touched {
                     self.store
-                        .write_with(Vec::new(), None, None, |tx| journal::clear(tx, path))?;
+                        .write_with(Vec::new(), None, None, |tx| journal::clear(tx))?;
                 }
                 return Err((*f.error).into());
             }
@@ -123,7 +122,7 @@ impl Workspace {
         let recorded = self
             .store
             .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
-                finish(tx, path, j.then, snapshot)
+                finish(tx, j.then, snapshot)
             })
             .map(|_| ());
         Ok(Finished {
@@ -145,7 +144,7 @@ impl Workspace {
     /// stays and the next operation tries again.
     pub(crate) fn recover_locked(&self, progress: &dyn Progress) -> Result<Option<String>, Error> {
         let tx = self.store.begin_read()?;
-        let Some(rec) = journal::get(&tx, self.store.path())? else {
+        let Some(rec) = journal::get(&tx)? else {
             return Ok(None);
         };
         drop(tx);
@@ -190,9 +189,8 @@ impl Workspace {
                 // The files cannot be restored as the journal says (a name the filesystem
                 // refuses, a directory replaced): a recovery must never be stuck for good.
                 // The disk as found is kept above; the operation is dropped, unclaimed.
-                let path = self.store.path();
                 self.store
-                    .write_with(Vec::new(), None, None, |tx| finish(tx, path, None, disk.id))?;
+                    .write_with(Vec::new(), None, None, |tx| finish(tx, None, disk.id))?;
                 return Ok(Some(format!(
                     "an interrupted {} (started by process {}) cannot be completed ({e}); it \
                      was abandoned and its history left as it was; the disk as found is kept \
@@ -231,9 +229,8 @@ impl Workspace {
         } else {
             None
         };
-        let path = self.store.path();
         self.store
-            .write_with(frames, None, Some(now), |tx| finish(tx, path, then, now))?;
+            .write_with(frames, None, Some(now), |tx| finish(tx, then, now))?;
         let mut msg = if missed.is_empty() {
             format!(
                 "recovered an interrupted {} (started by process {}): completed it ({} written, \
@@ -292,7 +289,7 @@ impl Workspace {
             .store
             .begin_read()
             .ok()
-            .and_then(|tx| journal::get(&tx, self.store.path()).ok().flatten());
+            .and_then(|tx| journal::get(&tx).ok().flatten());
         let Some(rec) = pending else {
             return;
         };
@@ -319,21 +316,20 @@ impl Workspace {
 /// The closing record of a restore: journal removed, the session's op appended with the
 /// result's snapshot.
 fn finish(
-    tx: &redb::WriteTransaction,
-    path: &std::path::Path,
+    tx: &crate::store::WriteTx<'_>,
     then: Option<(SessionKey, Op)>,
     snapshot: ObjectId,
 ) -> Result<(), StoreError> {
     #[cfg(test)]
     if crate::history::fail_writes() {
         return Err(StoreError::History {
-            path: path.into(),
+            path: tx.path().into(),
             detail: "injected write failure".into(),
         });
     }
-    journal::clear(tx, path)?;
+    journal::clear(tx)?;
     if let Some((key, op)) = then {
-        Writer::new(tx, path, key)?.op(op.with_snapshot(snapshot))?;
+        Writer::new(tx, key)?.op(op.with_snapshot(snapshot))?;
     }
     Ok(())
 }

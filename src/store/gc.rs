@@ -175,9 +175,9 @@ impl Store {
         let e = self.db_err();
         let path = self.path.clone();
         self.transact(move |tx| {
-            let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
-            let mut index = tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
-            let mut packs = tx.open_table(PACKS).map_err(|x| e(x.into()))?;
+            let mut meta = tx.tx.open_table(META).map_err(|x| e(x.into()))?;
+            let mut index = tx.tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
+            let mut packs = tx.tx.open_table(PACKS).map_err(|x| e(x.into()))?;
             for id in removed {
                 index.remove(&id.0).map_err(|x| e(x.into()))?;
             }

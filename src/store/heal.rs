@@ -72,7 +72,7 @@ fn forget_in(
 ) -> Result<Vec<ObjectId>, StoreError> {
     let e = |source: redb::Error| StoreError::Db {
         path: path.into(),
-        source,
+        source: source.into(),
     };
     let mut objects = tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
     let mut gone = Vec::new();
@@ -127,7 +127,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let path = self.path.clone();
-        self.transact(|tx| forget_in(tx, &pending, &path))
+        self.transact(|tx| forget_in(tx.tx, &pending, &path))
             .inspect_err(|_| self.damage.add(pending.clone()))
     }
 }

@@ -12,11 +12,13 @@ mod heal;
 mod pack;
 pub mod schema;
 mod space;
+mod tx;
 
 pub use dense::DenseReport;
 pub use gc::GcReport;
 pub use heal::RepairScan;
 pub use space::{FreeSpace, free_space};
+pub use tx::{Key, ReadTx, Rows, WriteTx};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -83,7 +85,7 @@ fn open_error(path: &Path, source: redb::DatabaseError, need: &'static str) -> S
         },
         None => StoreError::Open {
             path: path.into(),
-            source,
+            source: source.into(),
         },
     }
 }
@@ -304,7 +306,7 @@ impl Store {
                 }
                 source => StoreError::Open {
                     path: path.into(),
-                    source,
+                    source: source.into(),
                 },
             })?;
         let store = ReadOnlyStore {
@@ -337,7 +339,7 @@ impl Store {
             }
             StoreError::Db {
                 path: self.path.clone(),
-                source,
+                source: source.into(),
             }
         }
     }
@@ -423,20 +425,27 @@ impl Store {
     /// [`StoreError`] from `f`, the wait or the commit.
     pub fn transact<T>(
         &self,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError>,
+        f: impl FnOnce(&WriteTx<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let tx = self.begin_write()?;
-        let out = f(&tx)?;
+        let out = f(&WriteTx {
+            tx: &tx,
+            path: &self.path,
+        })?;
         tx.commit().map_err(|x| self.db_err()(x.into()))?;
         Ok(out)
     }
 
-    /// A raw read transaction (history tables).
+    /// A read transaction over the history tables.
     ///
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
-    pub fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
-        self.with_db(|db| db.begin_read().map_err(|x| self.db_err()(x.into())))
+    pub fn begin_read(&self) -> Result<ReadTx, StoreError> {
+        let tx = self.with_db(|db| db.begin_read().map_err(|x| self.db_err()(x.into())))?;
+        Ok(ReadTx {
+            tx,
+            path: self.path.clone(),
+        })
     }
 
     /// A consistent read view of the store.
@@ -527,7 +536,7 @@ impl Store {
         frames: Vec<NewFrame>,
         snapshot: Option<&SnapshotRecord>,
         last_known: Option<ObjectId>,
-        also: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
+        also: impl FnOnce(&WriteTx<'_>) -> Result<(), StoreError>,
     ) -> Result<WriteStats, StoreError> {
         let e = self.db_err();
         self.check_space(&frames)?;
@@ -600,7 +609,10 @@ impl Store {
                     .map_err(|x| e(x.into()))?;
             }
         }
-        also(&tx)?;
+        also(&WriteTx {
+            tx: &tx,
+            path: &self.path,
+        })?;
         tx.commit().map_err(|x| e(x.into()))?;
         Ok(stats)
     }
@@ -615,7 +627,7 @@ impl Store {
     pub fn set_maintained(&self, now_ms: u64, over_budget: u64) -> Result<(), StoreError> {
         let e = self.db_err();
         self.transact(|tx| {
-            let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
+            let mut meta = tx.tx.open_table(META).map_err(|x| e(x.into()))?;
             meta.insert(schema::META_MAINTAINED, now_ms.to_le_bytes().as_slice())
                 .map_err(|x| e(x.into()))?;
             if over_budget == 0 {
@@ -641,7 +653,7 @@ impl Store {
     pub fn prune_snapshots(&self, cutoff_ms: u64) -> Result<u64, StoreError> {
         let e = self.db_err();
         self.transact(|tx| {
-            let mut t = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+            let mut t = tx.tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
             let before = t.len().map_err(|x| e(x.into()))?;
             let newest = t.last().map_err(|x| e(x.into()))?.map(|(k, _)| k.value());
             t.retain(|k, v| {
@@ -662,14 +674,18 @@ pub struct ReadOnlyStore {
 }
 
 impl ReadOnlyStore {
-    /// A raw read transaction (history tables).
+    /// A read transaction over the history tables.
     ///
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
-    pub fn begin_read(&self) -> Result<ReadTransaction, StoreError> {
-        self.db.begin_read().map_err(|x| StoreError::Db {
+    pub fn begin_read(&self) -> Result<ReadTx, StoreError> {
+        let tx = self.db.begin_read().map_err(|x| StoreError::Db {
             path: self.path.clone(),
-            source: x.into(),
+            source: redb::Error::from(x).into(),
+        })?;
+        Ok(ReadTx {
+            tx,
+            path: self.path.clone(),
         })
     }
 
@@ -721,7 +737,7 @@ impl StoreReader {
     fn new(db: &impl ReadableDatabase, path: &Path) -> Result<StoreReader, StoreError> {
         let e = |source: redb::Error| StoreError::Db {
             path: path.into(),
-            source,
+            source: source.into(),
         };
         let tx = db.begin_read().map_err(|x| e(x.into()))?;
         Ok(StoreReader {
@@ -740,7 +756,7 @@ impl StoreReader {
     fn db_err(&self, source: impl Into<redb::Error>) -> StoreError {
         StoreError::Db {
             path: self.path.clone(),
-            source: source.into(),
+            source: source.into().into(),
         }
     }
 
@@ -1158,5 +1174,17 @@ impl StoreReader {
         s.disk_bytes = disk_bytes(&self.path);
         s.snapshots = self.snapshot_count()?;
         Ok(s)
+    }
+}
+
+impl From<redb::Error> for crate::error::DbError {
+    fn from(e: redb::Error) -> Self {
+        crate::error::DbError(Box::new(e))
+    }
+}
+
+impl From<redb::DatabaseError> for crate::error::DbError {
+    fn from(e: redb::DatabaseError) -> Self {
+        crate::error::DbError(Box::new(e))
     }
 }

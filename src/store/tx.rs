@@ -1,0 +1,278 @@
+//! Typed transactions over the history tables: the only way code outside `store/` reads or
+//! writes sessions, turns, checkpoints, the op log, leases and the restore journal.
+//!
+//! A transaction carries the store path, so every error it returns names the store, and
+//! converts redb's errors once, here. Values are the owning module's encoded records (the
+//! history module decodes its own records); keys are typed.
+
+use std::path::Path;
+
+use redb::{ReadableTable, TableDefinition, TableError};
+
+use super::schema::{CHECKPOINTS, JOURNAL, LEASES, OPLOG, SESSIONS, TURNS};
+use crate::error::StoreError;
+
+/// A session's key in the store (see [`crate::history::db::SessionKey`]).
+pub type Key = [u8; 32];
+
+/// The history tables keyed by (session key, number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// `turns`: turn number → turn record.
+    Turns,
+    /// `checkpoints`: checkpoint number → checkpoint record.
+    Checkpoints,
+    /// `oplog`: sequence number → op record.
+    Oplog,
+    /// `leases`: turn number → lease record of a pending turn.
+    Leases,
+}
+
+type RowsDef = TableDefinition<'static, (&'static Key, u64), &'static [u8]>;
+
+impl Rows {
+    fn def(self) -> RowsDef {
+        match self {
+            Rows::Turns => TURNS,
+            Rows::Checkpoints => CHECKPOINTS,
+            Rows::Oplog => OPLOG,
+            Rows::Leases => LEASES,
+        }
+    }
+}
+
+/// The key of the journal's single entry.
+const JOURNAL_KEY: &str = "restore";
+
+fn db_error(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
+    move |source| StoreError::Db {
+        path: path.into(),
+        source: source.into(),
+    }
+}
+
+/// Opens a table for reading; a table that does not exist yet reads as empty.
+macro_rules! open_read {
+    ($tx:expr, $def:expr, $e:expr) => {
+        match $tx.open_table($def) {
+            Ok(t) => t,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(Default::default()),
+            Err(x) => return Err($e(x.into())),
+        }
+    };
+}
+
+/// Reads shared by both kinds of transaction.
+macro_rules! reads {
+    () => {
+        /// The store file (for messages).
+        #[must_use]
+        pub fn path(&self) -> &Path {
+            &self.path
+        }
+
+        /// Calls `f` with each row of session `key` in `table`, in number order.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`], or `f`'s error.
+        pub fn each_row(
+            &self,
+            table: Rows,
+            key: &Key,
+            mut f: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+        ) -> Result<(), StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, table.def(), e);
+            for item in t
+                .range((key, 0)..=(key, u64::MAX))
+                .map_err(|x| e(x.into()))?
+            {
+                let (k, v) = item.map_err(|x| e(x.into()))?;
+                f(k.value().1, v.value())?;
+            }
+            Ok(())
+        }
+
+        /// Row `n` of session `key` in `table`.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn row(&self, table: Rows, key: &Key, n: u64) -> Result<Option<Vec<u8>>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, table.def(), e);
+            let v = t.get((key, n)).map_err(|x| e(x.into()))?;
+            Ok(v.map(|v| v.value().to_vec()))
+        }
+
+        /// The newest row of session `key` in `table`, with its number.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn last_row(
+            &self,
+            table: Rows,
+            key: &Key,
+        ) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, table.def(), e);
+            let last = t
+                .range((key, 0)..=(key, u64::MAX))
+                .map_err(|x| e(x.into()))?
+                .next_back()
+                .transpose()
+                .map_err(|x| e(x.into()))?;
+            Ok(last.map(|(k, v)| (k.value().1, v.value().to_vec())))
+        }
+
+        /// How many rows session `key` has in `table`.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn count_rows(&self, table: Rows, key: &Key) -> Result<u64, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, table.def(), e);
+            let n = t
+                .range((key, 0)..=(key, u64::MAX))
+                .map_err(|x| e(x.into()))?
+                .count();
+            Ok(n as u64)
+        }
+
+        /// The session record of `key`, if the session exists.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn session(&self, key: &Key) -> Result<Option<Vec<u8>>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, SESSIONS, e);
+            let v = t.get(key).map_err(|x| e(x.into()))?;
+            Ok(v.map(|v| v.value().to_vec()))
+        }
+
+        /// Every session key with its record, in key order.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn sessions(&self) -> Result<Vec<(Key, Vec<u8>)>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, SESSIONS, e);
+            let mut out = Vec::new();
+            for item in t.iter().map_err(|x| e(x.into()))? {
+                let (k, v) = item.map_err(|x| e(x.into()))?;
+                out.push((*k.value(), v.value().to_vec()));
+            }
+            Ok(out)
+        }
+
+        /// The restore journal's record, if a restore is in progress or was interrupted.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn journal(&self) -> Result<Option<Vec<u8>>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, JOURNAL, e);
+            let v = t.get(JOURNAL_KEY).map_err(|x| e(x.into()))?;
+            Ok(v.map(|v| v.value().to_vec()))
+        }
+    };
+}
+
+/// A read transaction: a consistent view of the history tables.
+pub struct ReadTx {
+    pub(super) tx: redb::ReadTransaction,
+    pub(super) path: std::path::PathBuf,
+}
+
+impl ReadTx {
+    reads!();
+}
+
+/// A write transaction in progress; its caller ([`super::Store::transact`],
+/// [`super::Store::write_with`]) commits it.
+pub struct WriteTx<'a> {
+    pub(super) tx: &'a redb::WriteTransaction,
+    pub(super) path: &'a Path,
+}
+
+impl WriteTx<'_> {
+    reads!();
+
+    /// Writes (or replaces) row `n` of session `key` in `table`.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn put_row(&self, table: Rows, key: &Key, n: u64, value: &[u8]) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(table.def()).map_err(|x| e(x.into()))?;
+        t.insert((key, n), value).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Removes row `n` of session `key` in `table`, if present.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn remove_row(&self, table: Rows, key: &Key, n: u64) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(table.def()).map_err(|x| e(x.into()))?;
+        t.remove((key, n)).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Removes the rows of session `key` in `table` numbered `..=last` (all of them when
+    /// `last` is `u64::MAX`).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn remove_rows_through(&self, table: Rows, key: &Key, last: u64) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(table.def()).map_err(|x| e(x.into()))?;
+        t.retain_in((key, 0)..=(key, last), |_, _| false)
+            .map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Writes the session record of `key`.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn put_session(&self, key: &Key, value: &[u8]) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
+        t.insert(key, value).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Removes the session record of `key`.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn remove_session(&self, key: &Key) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
+        t.remove(key).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Writes the restore journal's record.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn put_journal(&self, value: &[u8]) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(JOURNAL).map_err(|x| e(x.into()))?;
+        t.insert(JOURNAL_KEY, value).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Removes the restore journal.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn clear_journal(&self) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(JOURNAL).map_err(|x| e(x.into()))?;
+        t.remove(JOURNAL_KEY).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+}
