@@ -6,8 +6,20 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Serialize;
+
+/// Turns a session keeps by default; the oldest go first.
+pub const DEFAULT_MAX_TURNS: u64 = 8000;
+
+/// How long an undo, redo or navigation waits for another process's restore or capture
+/// before answering "busy".
+pub const DEFAULT_HISTORY_WAIT: Duration = Duration::from_secs(10);
+
+/// Objects younger than this are never collected, referenced or not: a capture in another
+/// process may have written them and not yet recorded the snapshot that names them.
+pub const DEFAULT_GRACE_SECS: u64 = 3600;
 
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -86,12 +98,12 @@ impl Default for Settings {
         Settings {
             retention_days: Setting::new(7.0),
             max_store_bytes: Setting::new(2 << 30),
-            max_turns: Setting::new(crate::workspace::DEFAULT_MAX_TURNS),
+            max_turns: Setting::new(DEFAULT_MAX_TURNS),
             max_sessions: Setting::new(64),
             max_workspaces: Setting::new(64),
             max_total_bytes: Setting::new(10 << 30),
-            history_wait_ms: Setting::new(10_000),
-            gc_grace_secs: Setting::new(crate::retention::DEFAULT_GRACE_SECS),
+            history_wait_ms: Setting::new(DEFAULT_HISTORY_WAIT.as_secs() * 1000),
+            gc_grace_secs: Setting::new(DEFAULT_GRACE_SECS),
             allow_secrets: Setting::new(Vec::new()),
             runtime_dir: Setting::new(String::new()),
         }

@@ -39,6 +39,7 @@ pub mod config;
 pub mod diff;
 pub mod error;
 pub mod history;
+mod inverse;
 pub mod home;
 pub mod lease;
 pub mod lock;

@@ -13,9 +13,7 @@ use crate::statcache::StatCache;
 use crate::store::{DenseReport, GcReport};
 use crate::workspace::Workspace;
 
-/// Objects younger than this are never collected, referenced or not: a capture in another
-/// process may have written them and not yet recorded the snapshot that names them.
-pub const DEFAULT_GRACE_SECS: u64 = 3600;
+pub use crate::config::DEFAULT_GRACE_SECS;
 
 impl Workspace {
     /// Every snapshot something still refers to: the snapshot log, the last known state,

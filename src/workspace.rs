@@ -28,12 +28,7 @@ const FULL_RESCAN_AFTER: usize = 1000;
 /// Most paths listed when a guard refuses.
 pub const MAX_LISTED: usize = 20;
 
-/// Turns a session keeps by default; the oldest go first.
-pub const DEFAULT_MAX_TURNS: u64 = 8000;
-
-/// How long an undo, redo or navigation waits for another process's restore or capture
-/// before answering "busy".
-pub const DEFAULT_HISTORY_WAIT: Duration = Duration::from_secs(10);
+pub use crate::config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS};
 
 /// Options for opening a workspace.
 #[derive(Clone, Debug)]

@@ -30,7 +30,6 @@
 //! ```
 
 pub mod db;
-pub(crate) mod inverse;
 pub mod liveness;
 mod navigate;
 mod outcome;

@@ -2,7 +2,7 @@
 //! the workspace to it behind the unsaved-edits guard.
 
 use super::db::Loaded;
-use super::inverse::lossy;
+use crate::inverse::lossy;
 use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session};
 use crate::diff::flatten_changed;

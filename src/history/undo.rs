@@ -2,7 +2,7 @@
 //! the paths it changed, refused on conflict unless forced.
 
 use super::db;
-use super::inverse::{conflicts, find, is_nested, lossy, same, target_of};
+use crate::inverse::{conflicts, find, is_nested, lossy, same, target_of};
 use super::record::{Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session};
 use crate::diff::changes;

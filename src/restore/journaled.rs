@@ -15,7 +15,7 @@ use crate::capture::{Capture, FlatEntry};
 use crate::diff::changes;
 use crate::error::{Error, StoreError};
 use crate::history::db::{SessionKey, Writer};
-use crate::history::inverse::{find, lossy, same, target_of};
+use crate::inverse::{find, lossy, same, target_of};
 use crate::history::record::Op;
 use crate::object::{EntryKind, NewFrame, ObjectId};
 use crate::progress::Progress;

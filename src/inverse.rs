@@ -1,5 +1,6 @@
-//! A turn's change reversed: which paths conflict with edits made since, and the file list
-//! the workspace must hold afterwards. Pure functions over sorted flat lists.
+//! A change reversed or replayed over the disk (undo, redo, recovery): which paths conflict
+//! with edits made since, and the file list the workspace must hold afterwards. Pure
+//! functions over sorted flat lists.
 
 use std::collections::HashSet;
 
