@@ -13,8 +13,8 @@ import sys
 
 # Lowest first. A module may name modules of its own layer or of a lower one.
 LAYERS = [
-    ["error", "progress", "trace", "config", "home", "lock"],
-    ["object"],
+    # The vocabulary: errors, object ids and records, settings, paths of the home, locks.
+    ["error", "object", "progress", "trace", "config", "home", "lock"],
     ["scan", "statcache"],
     ["store"],
     ["capture", "diff", "inverse"],
@@ -43,7 +43,7 @@ for path in sorted(src.rglob("*.rs")):
     if rel.parts[0] == "bin" or rel.name == "lib.rs":
         module = None
     else:
-        module = rel.parts[0].removesuffix(".rs")
+        module = rel.parts[0].removesuffix(".rs").removesuffix("_tests")
     text = path.read_text()
     lines = list(code_lines(text))
     for n, line in lines:

@@ -114,3 +114,38 @@ pub fn refused_root(root: &Path) -> Option<String> {
     }
     None
 }
+
+/// A workspace root as every command resolves it: see [`resolve_root`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Root {
+    /// The canonical root directory.
+    pub path: PathBuf,
+    /// Why files are never snapshotted there (the home directory or above, a filesystem
+    /// root, the temp directory), or None for an ordinary workspace.
+    pub refused: Option<String>,
+}
+
+/// The workspace containing `dir`: the git toplevel when inside a git worktree, else `dir`
+/// itself; a git repository at a refused place (dotfiles in the home directory) does not
+/// make its ordinary subfolders refused too. The one rule every command uses.
+///
+/// # Errors
+/// [`crate::Error::Workspace`] for a missing path or one that is not a directory.
+pub fn resolve_root(dir: &Path) -> Result<Root, crate::Error> {
+    let canonical = dir.canonicalize().map_err(|e| crate::Error::Workspace {
+        path: dir.into(),
+        reason: format!("{e}; pass an existing directory with -C"),
+    })?;
+    if !canonical.is_dir() {
+        return Err(crate::Error::Workspace {
+            path: dir.into(),
+            reason: "not a directory".into(),
+        });
+    }
+    let mut path = find_root(&canonical);
+    if path != canonical && refused_root(&path).is_some() {
+        path.clone_from(&canonical);
+    }
+    let refused = refused_root(&path);
+    Ok(Root { path, refused })
+}

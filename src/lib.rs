@@ -39,8 +39,8 @@ pub mod config;
 pub mod diff;
 pub mod error;
 pub mod history;
-mod inverse;
 pub mod home;
+mod inverse;
 pub mod lease;
 pub mod lock;
 pub mod maintainer;
@@ -54,9 +54,11 @@ pub mod scan;
 pub mod statcache;
 pub mod store;
 mod trace;
+pub mod working_copy;
 mod workspace;
 
 pub use capture::Capture;
+pub use config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS};
 pub use diff::Diff;
 pub use error::{CaptureError, Error, RestoreError, StoreError};
 pub use history::{
@@ -68,7 +70,7 @@ pub use object::ObjectId;
 pub use progress::{NoProgress, Progress};
 pub use restore::RestoreOutcome;
 pub use store::SnapshotRecord;
-pub use workspace::{
-    Config, DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, DirtyRefusal, DryRun, MAX_LISTED,
-    RestoreOptions, Status, Workspace,
+pub use working_copy::{
+    Config, DirtyRefusal, DryRun, MAX_LISTED, RestoreOptions, Status, WorkingCopy,
 };
+pub use workspace::Workspace;

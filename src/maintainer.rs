@@ -1,5 +1,5 @@
 //! Background maintenance for long-running hosts (`retrace serve`, `retrace mcp`, agents that
-//! link the crate): a thread that runs [`Workspace::maintain_if_due`] on a timer and when
+//! link the crate): a thread that runs [`crate::retention::maintain_if_due`] on a timer and when
 //! nudged, recompresses new frames at the dense level a slice at a time in between, and is
 //! stopped and joined when its handle drops, so the store is never left open by a detached
 //! thread when the process exits.
@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::workspace::Workspace;
+use crate::working_copy::WorkingCopy;
 
 /// How often a [`Maintainer`] checks whether maintenance is due, unless
 /// `RETRACE_MAINTAIN_EVERY_MS` says otherwise.
@@ -47,45 +47,42 @@ impl Drop for Maintainer {
     }
 }
 
-impl Workspace {
-    /// Starts checking every `interval` (and whenever [`Maintainer::nudge`] is called)
-    /// whether maintenance is due, running it in the background when it is. `None` for the
-    /// interval means [`DEFAULT_INTERVAL`], or `RETRACE_MAINTAIN_EVERY_MS` when set.
-    #[must_use = "maintenance stops when the Maintainer is dropped"]
-    pub fn maintainer(&self, interval: Option<Duration>) -> Maintainer {
-        let interval = interval.unwrap_or_else(|| {
-            std::env::var("RETRACE_MAINTAIN_EVERY_MS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(DEFAULT_INTERVAL, Duration::from_millis)
-        });
-        let (tx, rx) = mpsc::channel::<()>();
-        let ws = self.clone();
-        let thread = std::thread::Builder::new()
-            .name("retrace-maintenance".into())
-            .spawn(move || {
-                let mut wait = interval;
-                loop {
-                    match rx.recv_timeout(wait) {
-                        Ok(()) | Err(RecvTimeoutError::Timeout) => {
-                            // A due pass; else a slice of recompression, and the next slice
-                            // soon while frames remain.
-                            let more = match ws.maintain_if_due() {
-                                Some(r) => !r.dense.finished,
-                                None => ws
-                                    .recompress_if_free(DENSE_SLICE)
-                                    .is_some_and(|r| !r.finished),
-                            };
-                            wait = if more { DENSE_PAUSE } else { interval };
-                        }
-                        Err(RecvTimeoutError::Disconnected) => return,
+/// Starts checking every `interval` (and whenever [`Maintainer::nudge`] is called)
+/// whether maintenance is due, running it in the background when it is. `None` for the
+/// interval means [`DEFAULT_INTERVAL`], or `RETRACE_MAINTAIN_EVERY_MS` when set.
+#[must_use = "maintenance stops when the Maintainer is dropped"]
+pub fn start(wc: &WorkingCopy, interval: Option<Duration>) -> Maintainer {
+    let interval = interval.unwrap_or_else(|| {
+        std::env::var("RETRACE_MAINTAIN_EVERY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_INTERVAL, Duration::from_millis)
+    });
+    let (tx, rx) = mpsc::channel::<()>();
+    let ws = wc.clone();
+    let thread = std::thread::Builder::new()
+        .name("retrace-maintenance".into())
+        .spawn(move || {
+            let mut wait = interval;
+            loop {
+                match rx.recv_timeout(wait) {
+                    Ok(()) | Err(RecvTimeoutError::Timeout) => {
+                        // A due pass; else a slice of recompression, and the next slice
+                        // soon while frames remain.
+                        let more = match crate::retention::maintain_if_due(&ws) {
+                            Some(r) => !r.dense.finished,
+                            None => crate::retention::recompress_if_free(&ws, DENSE_SLICE)
+                                .is_some_and(|r| !r.finished),
+                        };
+                        wait = if more { DENSE_PAUSE } else { interval };
                     }
+                    Err(RecvTimeoutError::Disconnected) => return,
                 }
-            })
-            .ok();
-        Maintainer {
-            nudge: Some(tx),
-            thread,
-        }
+            }
+        })
+        .ok();
+    Maintainer {
+        nudge: Some(tx),
+        thread,
     }
 }

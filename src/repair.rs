@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::history::SessionOp;
 use crate::history::db;
-use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::progress::Progress;
 use crate::restore::journal;
+use crate::working_copy::WorkingCopy;
 
 /// A snapshot that still lacks objects after a repair, and what refers to it.
 #[derive(Clone, Debug, Serialize)]
@@ -37,86 +38,84 @@ pub struct RepairReport {
     pub faults: Vec<String>,
 }
 
-impl crate::Workspace {
-    /// Verifies every object, forgets the damaged ones, stores again from the workspace
-    /// what its files still hold, and lists the snapshots that stay broken. Holds the
-    /// workspace lock exclusively (as GC does), so no capture runs meanwhile.
-    ///
-    /// # Errors
-    /// [`Error::Store`] when the store cannot be read or written.
-    pub fn repair(&self, progress: &dyn Progress) -> Result<RepairReport, Error> {
-        let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
-        if let Some(report) = self.recover_locked(progress)? {
-            self.warn(report);
-        }
-        let reader = self.store.reader()?;
-        let scan = reader.check_objects()?;
-        drop(reader);
-        self.store.forget_damaged()?;
-        let mut report = RepairReport {
-            objects: scan.objects,
-            forgotten: scan.damaged,
-            faults: scan.faults,
-            ..RepairReport::default()
-        };
-        if self.refused.is_none() {
-            report.restored = self.store_disk_locked(progress)?.new_objects;
-        }
-        let reader = self.store.reader()?;
-        let mut memo = HashMap::new();
-        let mut broken: BTreeMap<ObjectId, (usize, Vec<String>)> = BTreeMap::new();
-        for (order, (id, what)) in self.labelled_roots()?.into_iter().enumerate() {
-            if !reader.is_whole(&id, &mut memo) {
-                broken.entry(id).or_insert((order, Vec::new())).1.push(what);
-            }
-        }
-        let mut broken: Vec<_> = broken.into_iter().collect();
-        broken.sort_by_key(|(_, (order, _))| *order);
-        report.broken = broken
-            .into_iter()
-            .map(|(id, (_, used_by))| BrokenSnapshot { id, used_by })
-            .collect();
-        Ok(report)
+/// Verifies every object, forgets the damaged ones, stores again from the workspace
+/// what its files still hold, and lists the snapshots that stay broken. Holds the
+/// workspace lock exclusively (as GC does), so no capture runs meanwhile.
+///
+/// # Errors
+/// [`Error::Store`] when the store cannot be read or written.
+pub fn repair(wc: &WorkingCopy, progress: &dyn Progress) -> Result<RepairReport, Error> {
+    let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
+    if let Some(report) = ex.recover::<SessionOp>(progress)? {
+        wc.warn(report);
     }
+    let reader = wc.store.reader()?;
+    let scan = reader.check_objects()?;
+    drop(reader);
+    wc.store.forget_damaged()?;
+    let mut report = RepairReport {
+        objects: scan.objects,
+        forgotten: scan.damaged,
+        faults: scan.faults,
+        ..RepairReport::default()
+    };
+    if wc.refused.is_none() {
+        report.restored = ex.store_disk(progress)?.new_objects;
+    }
+    let reader = wc.store.reader()?;
+    let mut memo = HashMap::new();
+    let mut broken: BTreeMap<ObjectId, (usize, Vec<String>)> = BTreeMap::new();
+    for (order, (id, what)) in labelled_roots(wc)?.into_iter().enumerate() {
+        if !reader.is_whole(&id, &mut memo) {
+            broken.entry(id).or_insert((order, Vec::new())).1.push(what);
+        }
+    }
+    let mut broken: Vec<_> = broken.into_iter().collect();
+    broken.sort_by_key(|(_, (order, _))| *order);
+    report.broken = broken
+        .into_iter()
+        .map(|(id, (_, used_by))| BrokenSnapshot { id, used_by })
+        .collect();
+    Ok(report)
+}
 
-    /// Every snapshot something refers to, with what refers to it.
-    fn labelled_roots(&self) -> Result<Vec<(ObjectId, String)>, Error> {
-        let reader = self.store.reader()?;
-        let mut roots: Vec<(ObjectId, String)> = reader
-            .snapshots()?
-            .into_iter()
-            .map(|s| {
-                let label = s.label.map(|l| format!(" {l:?}")).unwrap_or_default();
-                (s.root, format!("snapshot log{label}"))
-            })
-            .collect();
-        roots.extend(reader.last_known()?.map(|k| (k, "last known state".into())));
-        let tx = self.store.begin_read()?;
-        for (key, _) in db::sessions(&tx)? {
-            let short = &ObjectId(key).to_hex()[..16];
-            let l = db::load(&tx, &key)?;
-            for t in &l.turns {
-                let n = t.number;
-                roots.extend(
-                    t.before
-                        .map(|s| (s, format!("session {short} turn {n} before"))),
-                );
-                roots.extend(
-                    t.after
-                        .map(|s| (s, format!("session {short} turn {n} after"))),
-                );
-            }
-            for c in &l.checkpoints {
-                roots.push((
-                    c.snapshot,
-                    format!("session {short} checkpoint {}", c.number),
-                ));
-            }
+/// Every snapshot something refers to, with what refers to it.
+fn labelled_roots(wc: &WorkingCopy) -> Result<Vec<(ObjectId, String)>, Error> {
+    let reader = wc.store.reader()?;
+    let mut roots: Vec<(ObjectId, String)> = reader
+        .snapshots()?
+        .into_iter()
+        .map(|s| {
+            let label = s.label.map(|l| format!(" {l:?}")).unwrap_or_default();
+            (s.root, format!("snapshot log{label}"))
+        })
+        .collect();
+    roots.extend(reader.last_known()?.map(|k| (k, "last known state".into())));
+    let tx = wc.store.begin_read()?;
+    for (key, _) in db::sessions(&tx)? {
+        let short = &key.short();
+        let l = db::load(&tx, &key)?;
+        for t in &l.turns {
+            let n = t.number;
+            roots.extend(
+                t.before
+                    .map(|s| (s, format!("session {short} turn {n} before"))),
+            );
+            roots.extend(
+                t.after
+                    .map(|s| (s, format!("session {short} turn {n} after"))),
+            );
         }
-        if let Some(j) = journal::get(&tx)? {
-            roots.push((j.source, "interrupted restore (source)".into()));
-            roots.push((j.target, "interrupted restore (target)".into()));
+        for c in &l.checkpoints {
+            roots.push((
+                c.snapshot,
+                format!("session {short} checkpoint {}", c.number),
+            ));
         }
-        Ok(roots)
     }
+    if let Some(j) = journal::get::<SessionOp>(&tx)? {
+        roots.push((j.source, "interrupted restore (source)".into()));
+        roots.push((j.target, "interrupted restore (target)".into()));
+    }
+    Ok(roots)
 }

@@ -5,67 +5,92 @@
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::history::SessionOp;
 use crate::history::db;
 use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::restore::journal;
 use crate::statcache::StatCache;
 use crate::store::{DenseReport, GcReport};
-use crate::workspace::Workspace;
+use crate::working_copy::{Exclusive, WorkingCopy};
 
 pub use crate::config::DEFAULT_GRACE_SECS;
 
-impl Workspace {
-    /// Every snapshot something still refers to: the snapshot log, the last known state,
-    /// every session's turns, checkpoints and derived state, an interrupted restore's
-    /// journal, and the stat cache's snapshot (whose ids the next capture trusts unread).
-    ///
-    /// # Errors
-    /// [`Error::Store`] when the store cannot be read.
-    pub fn gc_roots(&self) -> Result<Vec<ObjectId>, Error> {
-        let reader = self.store.reader()?;
-        let mut roots: Vec<ObjectId> = reader.snapshots()?.into_iter().map(|s| s.root).collect();
-        roots.extend(reader.last_known()?);
-        let tx = self.store.begin_read()?;
-        for (key, _) in db::sessions(&tx)? {
-            let l = db::load(&tx, &key)?;
-            for t in &l.turns {
-                roots.extend(t.before);
-                roots.extend(t.after);
-            }
-            roots.extend(l.checkpoints.iter().map(|c| c.snapshot));
-            roots.extend(l.state.last_known);
+/// Every snapshot something still refers to: the snapshot log, the last known state,
+/// every session's turns, checkpoints and derived state, an interrupted restore's
+/// journal, and the stat cache's snapshot (whose ids the next capture trusts unread).
+///
+/// # Errors
+/// [`Error::Store`] when the store cannot be read.
+pub fn gc_roots(wc: &WorkingCopy) -> Result<Vec<ObjectId>, Error> {
+    let reader = wc.store.reader()?;
+    let mut roots: Vec<ObjectId> = reader.snapshots()?.into_iter().map(|s| s.root).collect();
+    roots.extend(reader.last_known()?);
+    let tx = wc.store.begin_read()?;
+    for (key, _) in db::sessions(&tx)? {
+        let l = db::load(&tx, &key)?;
+        for t in &l.turns {
+            roots.extend(t.before);
+            roots.extend(t.after);
         }
-        if let Some(j) = journal::get(&tx)? {
-            roots.push(j.source);
-            roots.push(j.target);
-        }
-        let cache = StatCache::load(&self.dir.join("statcache"), &reader.cache_key()?);
-        if cache.root() != ObjectId::ZERO {
-            roots.push(cache.root());
-        }
-        roots.sort_unstable();
-        roots.dedup();
-        Ok(roots)
+        roots.extend(l.checkpoints.iter().map(|c| c.snapshot));
+        roots.extend(l.state.last_known);
     }
+    if let Some(j) = journal::get::<SessionOp>(&tx)? {
+        roots.push(j.source);
+        roots.push(j.target);
+    }
+    let cache = StatCache::load(&wc.dir.join("statcache"), &reader.cache_key()?);
+    if cache.root() != ObjectId::ZERO {
+        roots.push(cache.root());
+    }
+    roots.sort_unstable();
+    roots.dedup();
+    Ok(roots)
+}
 
-    /// Collects unreferenced objects older than `grace_secs` and compacts the store. Holds
-    /// the workspace lock exclusively (captures wait; the wait is bounded), and completes an
-    /// interrupted restore first.
-    ///
-    /// # Errors
-    /// [`Error::Store`] when the store fails or stays busy.
-    pub fn gc(&self, grace_secs: u64, dry_run: bool) -> Result<GcReport, Error> {
-        let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
-        if !dry_run {
-            self.store.make_room();
-        }
-        if let Some(report) = self.recover_locked(&crate::progress::NoProgress)? {
-            self.warn(report);
-        }
-        let roots = self.gc_roots()?;
-        Ok(self.store.collect(&roots, grace_secs, dry_run)?)
+/// Resolves a snapshot id or unique prefix (≥ 8 hex digits). Only snapshots are accepted:
+/// those of the log, and (by full id) every snapshot the history names (turns, checkpoints,
+/// safety snapshots); the id of a directory or a file inside one is not a snapshot
+/// (restoring a sub-tree over the root would delete everything else).
+///
+/// # Errors
+/// [`crate::StoreError::BadSnapshotId`] when it matches nothing, several snapshots, or an
+/// object that is not a snapshot.
+pub fn resolve_snapshot(wc: &WorkingCopy, prefix: &str) -> Result<ObjectId, Error> {
+    let reader = wc.store.reader()?;
+    let id = reader.resolve(prefix)?;
+    if reader.snapshots()?.iter().any(|s| s.root == id) || gc_roots(wc)?.contains(&id) {
+        return Ok(id);
     }
+    let what = match reader.record(&id).map(|r| r.kind) {
+        Ok(crate::object::ObjectKind::Tree) => "the tree of a directory inside a snapshot",
+        Ok(_) => "a file's content",
+        Err(_) => "an object the store cannot read",
+    };
+    Err(crate::StoreError::BadSnapshotId(format!(
+        "{prefix} is {what}, not a snapshot; give a snapshot id from `retrace log` (or \
+         turn:N, checkpoint:N with --session)"
+    ))
+    .into())
+}
+
+/// Collects unreferenced objects older than `grace_secs` and compacts the store. Holds
+/// the workspace lock exclusively (captures wait; the wait is bounded), and completes an
+/// interrupted restore first.
+///
+/// # Errors
+/// [`Error::Store`] when the store fails or stays busy.
+pub fn gc(wc: &WorkingCopy, grace_secs: u64, dry_run: bool) -> Result<GcReport, Error> {
+    let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
+    if !dry_run {
+        wc.store.make_room();
+    }
+    if let Some(report) = ex.recover::<SessionOp>(&crate::progress::NoProgress)? {
+        wc.warn(report);
+    }
+    let roots = gc_roots(wc)?;
+    Ok(wc.store.collect(&roots, grace_secs, dry_run)?)
 }
 
 /// What a maintenance pass did.
@@ -93,11 +118,11 @@ pub struct MaintenanceReport {
     pub dense: DenseReport,
     /// The packed objects still exceed the budget: all that is left is what is never
     /// evicted (the newest snapshot, the last known states, the top of every session's undo
-    /// and redo stacks, turns in progress). Warned about once (see [`Workspace::warnings`]).
+    /// and redo stacks, turns in progress). Warned about once (see [`WorkingCopy::warnings`]).
     pub over_budget: bool,
 }
 
-/// How long the recompression part of a due pass may run ([`Workspace::maintain_if_due`]);
+/// How long the recompression part of a due pass may run ([`maintain_if_due`]);
 /// the rest waits for the next pass or the background [`crate::Maintainer`].
 pub const DUE_DENSE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -115,271 +140,271 @@ struct Candidate {
     busy: bool,
 }
 
-impl Workspace {
-    /// Applies retention, then collects: sessions untouched for longer than
-    /// `retention_days` expire (their turns keep their conversation anchors, lose their
-    /// snapshots; removed entirely after twice that); snapshot-log records older than that
-    /// go (never the newest); the least recently used sessions beyond `max_sessions` go;
-    /// while the packed objects exceed `max_store_bytes`, the oldest turns of the least
-    /// recently used sessions are evicted (never the turn a session's undo would revert or
-    /// its redo re-apply, never a session with a live turn in progress), each round followed
-    /// by a collection. When only that is left and it still exceeds the budget, it is kept,
-    /// [`MaintenanceReport::over_budget`] says so, and the first such pass adds one line to
-    /// [`Workspace::warnings`]. `now_ms` is the clock (injected by tests).
-    ///
-    /// # Errors
-    /// [`Error::Store`] when the store fails or stays busy.
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    pub fn maintain(&self, now_ms: u64, grace_secs: u64) -> Result<MaintenanceReport, Error> {
-        self.maintain_until(now_ms, grace_secs, None)
-    }
+/// Applies retention, then collects: sessions untouched for longer than
+/// `retention_days` expire (their turns keep their conversation anchors, lose their
+/// snapshots; removed entirely after twice that); snapshot-log records older than that
+/// go (never the newest); the least recently used sessions beyond `max_sessions` go;
+/// while the packed objects exceed `max_store_bytes`, the oldest turns of the least
+/// recently used sessions are evicted (never the turn a session's undo would revert or
+/// its redo re-apply, never a session with a live turn in progress), each round followed
+/// by a collection. When only that is left and it still exceeds the budget, it is kept,
+/// [`MaintenanceReport::over_budget`] says so, and the first such pass adds one line to
+/// [`WorkingCopy::warnings`]. `now_ms` is the clock (injected by tests).
+///
+/// # Errors
+/// [`Error::Store`] when the store fails or stays busy.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss
+)]
+pub fn maintain(
+    wc: &WorkingCopy,
+    now_ms: u64,
+    grace_secs: u64,
+) -> Result<MaintenanceReport, Error> {
+    maintain_until(wc, now_ms, grace_secs, None)
+}
 
-    /// [`Workspace::maintain`], recompressing frames at the dense level until `dense_deadline`
-    /// (all of them when `None`) between the collection and the byte budget.
-    ///
-    /// # Errors
-    /// As [`Workspace::maintain`].
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    pub fn maintain_until(
-        &self,
-        now_ms: u64,
-        grace_secs: u64,
-        dense_deadline: Option<std::time::Instant>,
-    ) -> Result<MaintenanceReport, Error> {
-        let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
-        // On a full disk every write below would fail: give back what can be given first.
-        self.store.make_room();
-        if let Some(report) = self.recover_locked(&crate::progress::NoProgress)? {
-            self.warn(report);
-        }
-        let s = &self.settings;
-        let mut report = MaintenanceReport {
-            max_store_bytes: s.max_store_bytes.value,
-            ..MaintenanceReport::default()
-        };
-        let retention_ms = (s.retention_days.value * DAY_MS) as u64;
-        let mut sessions = self.candidates(now_ms)?;
-        report.in_use_kept = sessions.iter().filter(|c| c.in_use).count() as u64;
-        // Age: expire, then prune tombstones.
-        if retention_ms > 0 {
-            for c in sessions.iter().filter(|c| !c.in_use) {
-                let age = now_ms.saturating_sub(c.touched_ms);
-                if age > 2 * retention_ms {
-                    self.store
-                        .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
-                    report.tombstones_pruned += 1;
-                } else if age > retention_ms && c.loaded.turns.iter().any(has_files) {
-                    self.store
-                        .transact(|tx| db::Writer::open(tx, c.key).expire(None))?;
-                    report
-                        .expired_sessions
-                        .push(ObjectId(c.key).to_hex()[..16].to_string());
-                }
-            }
-            report.snapshots_pruned += self
-                .store
-                .prune_snapshots(now_ms - retention_ms.min(now_ms))?;
-            sessions = self.candidates(now_ms)?;
-        }
-        // Count: least recently used sessions beyond the limit.
-        let max_sessions = usize::try_from(s.max_sessions.value).unwrap_or(usize::MAX);
-        if sessions.len() > max_sessions {
-            sessions.sort_by_key(|c| std::cmp::Reverse(c.touched_ms));
-            for c in sessions.iter().skip(max_sessions).filter(|c| !c.in_use) {
-                self.store
+/// [`maintain`], recompressing frames at the dense level until `dense_deadline`
+/// (all of them when `None`) between the collection and the byte budget.
+///
+/// # Errors
+/// As [`maintain`].
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_precision_loss
+)]
+pub fn maintain_until(
+    wc: &WorkingCopy,
+    now_ms: u64,
+    grace_secs: u64,
+    dense_deadline: Option<std::time::Instant>,
+) -> Result<MaintenanceReport, Error> {
+    let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
+    // On a full disk every write below would fail: give back what can be given first.
+    wc.store.make_room();
+    if let Some(report) = ex.recover::<SessionOp>(&crate::progress::NoProgress)? {
+        wc.warn(report);
+    }
+    let s = &wc.settings;
+    let mut report = MaintenanceReport {
+        max_store_bytes: s.max_store_bytes.value,
+        ..MaintenanceReport::default()
+    };
+    let retention_ms = (s.retention_days.value * DAY_MS) as u64;
+    let mut sessions = candidates(wc, now_ms)?;
+    report.in_use_kept = sessions.iter().filter(|c| c.in_use).count() as u64;
+    // Age: expire, then prune tombstones.
+    if retention_ms > 0 {
+        for c in sessions.iter().filter(|c| !c.in_use) {
+            let age = now_ms.saturating_sub(c.touched_ms);
+            if age > 2 * retention_ms {
+                wc.store
                     .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
-                report.sessions_dropped += 1;
+                report.tombstones_pruned += 1;
+            } else if age > retention_ms && c.loaded.turns.iter().any(has_files) {
+                wc.store
+                    .transact(|tx| db::Writer::open(tx, c.key).expire(None))?;
+                report.expired_sessions.push(c.key.short());
             }
         }
-        report.gc = self
+        report.snapshots_pruned += wc
             .store
-            .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
-        report.dense = self.store.recompress(dense_deadline)?;
-        if report.dense.frames > 0 {
-            self.store.compact_now();
-        }
-        self.evict_to_budget(s.max_store_bytes.value, now_ms, grace_secs, &mut report)?;
-        // Over budget with nothing left to evict: say so once, when the store first gets
-        // there, not at every command (the store remembers the size it could not go below,
-        // and a due pass waits until it grows past it).
-        let over = if report.over_budget {
-            if self.store.reader()?.over_budget()? == 0 {
-                self.warn(over_budget_warning(&report));
-            }
-            report.store_bytes
-        } else {
-            0
-        };
-        self.store.set_maintained(now_ms, over)?;
-        Ok(report)
+            .prune_snapshots(now_ms - retention_ms.min(now_ms))?;
+        sessions = candidates(wc, now_ms)?;
     }
+    // Count: least recently used sessions beyond the limit.
+    let max_sessions = usize::try_from(s.max_sessions.value).unwrap_or(usize::MAX);
+    if sessions.len() > max_sessions {
+        sessions.sort_by_key(|c| std::cmp::Reverse(c.touched_ms));
+        for c in sessions.iter().skip(max_sessions).filter(|c| !c.in_use) {
+            wc.store
+                .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
+            report.sessions_dropped += 1;
+        }
+    }
+    report.gc = wc
+        .store
+        .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
+    report.dense = wc.store.recompress(dense_deadline)?;
+    if report.dense.frames > 0 {
+        wc.store.compact_now();
+    }
+    evict_to_budget(
+        &ex,
+        s.max_store_bytes.value,
+        now_ms,
+        grace_secs,
+        &mut report,
+    )?;
+    // Over budget with nothing left to evict: say so once, when the store first gets
+    // there, not at every command (the store remembers the size it could not go below,
+    // and a due pass waits until it grows past it).
+    let over = if report.over_budget {
+        if wc.store.reader()?.over_budget()? == 0 {
+            wc.warn(over_budget_warning(&report));
+        }
+        report.store_bytes
+    } else {
+        0
+    };
+    wc.store.set_maintained(now_ms, over)?;
+    Ok(report)
+}
 
-    /// The byte-budget part of [`Workspace::maintain`]: while the packed objects exceed
-    /// `budget` (0 = none), evict the oldest turns of the least recently used sessions and
-    /// collect. The caller holds the exclusive lock.
-    #[allow(clippy::cast_possible_truncation)]
-    fn evict_to_budget(
-        &self,
-        budget: u64,
-        now_ms: u64,
-        grace_secs: u64,
-        report: &mut MaintenanceReport,
-    ) -> Result<(), Error> {
-        let mut sessions = self.candidates(now_ms)?;
-        // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
-        report.over_budget = false;
-        loop {
-            report.store_bytes = self.store.reader()?.packed_bytes()?;
-            if budget == 0 || report.store_bytes <= budget {
-                break;
-            }
-            // Idle sessions' turns first, then open sessions' (a long-running agent must
-            // not grow past the budget either); within each, turns no undo or redo reaches
-            // (abandoned branches) before those on a stack. Never a session with a turn in
-            // progress, nor the top of either stack: the turn undo would revert and the one
-            // redo would re-apply.
-            let mut evictable: Vec<(bool, bool, u64, u64, db::SessionKey, u64)> = Vec::new();
-            for c in sessions.iter().filter(|c| !c.busy) {
-                let stacked = c.loaded.applied();
-                let redo: Vec<u64> = c.loaded.state.redo.iter().map(|r| r.0).collect();
-                let tops = [c.loaded.state.cursor, redo.last().copied()];
-                for t in c.loaded.turns.iter().filter(|t| has_files(t)) {
-                    if !tops.contains(&Some(t.number)) {
-                        let on_stack = stacked.contains(&t.number) || redo.contains(&t.number);
-                        let end = t.ended_ms.unwrap_or(0);
-                        evictable.push((c.in_use, on_stack, c.touched_ms, t.number, c.key, end));
-                    }
+/// The byte-budget part of [`maintain`]: while the packed objects exceed
+/// `budget` (0 = none), evict the oldest turns of the least recently used sessions and
+/// collect.
+#[allow(clippy::cast_possible_truncation)]
+fn evict_to_budget(
+    wc: &Exclusive<'_>,
+    budget: u64,
+    now_ms: u64,
+    grace_secs: u64,
+    report: &mut MaintenanceReport,
+) -> Result<(), Error> {
+    let mut sessions = candidates(wc, now_ms)?;
+    // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
+    report.over_budget = false;
+    loop {
+        report.store_bytes = wc.store.reader()?.packed_bytes()?;
+        if budget == 0 || report.store_bytes <= budget {
+            break;
+        }
+        // Idle sessions' turns first, then open sessions' (a long-running agent must
+        // not grow past the budget either); within each, turns no undo or redo reaches
+        // (abandoned branches) before those on a stack. Never a session with a turn in
+        // progress, nor the top of either stack: the turn undo would revert and the one
+        // redo would re-apply.
+        let mut evictable: Vec<(bool, bool, u64, u64, db::SessionKey, u64)> = Vec::new();
+        for c in sessions.iter().filter(|c| !c.busy) {
+            let stacked = c.loaded.applied();
+            let redo: Vec<u64> = c.loaded.state.redo.iter().map(|r| r.0).collect();
+            let tops = [c.loaded.state.cursor, redo.last().copied()];
+            for t in c.loaded.turns.iter().filter(|t| has_files(t)) {
+                if !tops.contains(&Some(t.number)) {
+                    let on_stack = stacked.contains(&t.number) || redo.contains(&t.number);
+                    let end = t.ended_ms.unwrap_or(0);
+                    evictable.push((c.in_use, on_stack, c.touched_ms, t.number, c.key, end));
                 }
             }
-            if evictable.is_empty() {
-                // Only what is in use is left: the budget cannot be met without losing it.
-                // The log keeps its newest record (`prune_snapshots` never removes it).
-                let _ = self.store.prune_snapshots(now_ms);
-                report.gc =
-                    self.store
-                        .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
-                report.store_bytes = self.store.reader()?.packed_bytes()?;
-                report.over_budget = report.store_bytes > budget;
-                break;
-            }
-            evictable.sort_unstable();
-            let take = (evictable.len() / 4).max(1);
-            let batch = &evictable[..take];
-            let newest_end = batch.iter().map(|b| b.5).max().unwrap_or(0);
-            for key in batch
-                .iter()
-                .map(|b| b.4)
-                .collect::<std::collections::BTreeSet<_>>()
-            {
-                let turns: Vec<u64> = batch.iter().filter(|b| b.4 == key).map(|b| b.3).collect();
-                self.store
-                    .transact(|tx| db::Writer::open(tx, key).expire(Some(&turns)))?;
-            }
-            report.turns_evicted += take as u64;
-            // Log records of that age name the same states: they go with them.
-            report.snapshots_pruned += self.store.prune_snapshots(newest_end + 1)?;
-            report.gc =
-                self.store
-                    .collect_at(&self.gc_roots()?, grace_secs, false, now_ms / 1000)?;
-            sessions = self.candidates(now_ms)?;
         }
-        Ok(())
-    }
-
-    /// Holds the store under `budget` bytes of packed objects by evicting old turns (as the
-    /// byte budget of [`Workspace::maintain`] does), without applying the age or count
-    /// rules: what a budget across workspaces asks of one store.
-    ///
-    /// # Errors
-    /// [`Error::Store`] when the store fails or stays busy.
-    pub fn enforce_budget(
-        &self,
-        budget: u64,
-        now_ms: u64,
-        grace_secs: u64,
-    ) -> Result<MaintenanceReport, Error> {
-        let _lock = self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?;
-        let mut report = MaintenanceReport {
-            max_store_bytes: budget,
-            ..MaintenanceReport::default()
-        };
-        self.evict_to_budget(budget, now_ms, grace_secs, &mut report)?;
-        Ok(report)
-    }
-
-    /// Runs [`Workspace::maintain`] if it is due (an hour since the last pass, or the byte
-    /// budget exceeded and the store grown since a pass last found nothing more to evict)
-    /// and the workspace is free right now; never waits. For hosts and the CLI to call after
-    /// a turn has been recorded: it never delays one.
-    #[must_use = "the report says what maintenance did"]
-    pub fn maintain_if_due(&self) -> Option<MaintenanceReport> {
-        let reader = self.store.reader().ok()?;
-        // Over the budget, and grown since a pass last found it could evict nothing more.
-        let packed = reader.packed_bytes().ok()?;
-        let over = self.settings.max_store_bytes.value > 0
-            && packed > self.settings.max_store_bytes.value
-            && packed > reader.over_budget().ok()?;
-        let now = crate::store::now_ms();
-        let due = now.saturating_sub(reader.maintained_ms().ok()?) > 3_600_000;
-        drop(reader);
-        if !(over || due) {
-            return None;
+        if evictable.is_empty() {
+            // Only what is in use is left: the budget cannot be met without losing it.
+            // The log keeps its newest record (`prune_snapshots` never removes it).
+            let _ = wc.store.prune_snapshots(now_ms);
+            report.gc = wc
+                .store
+                .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
+            report.store_bytes = wc.store.reader()?.packed_bytes()?;
+            report.over_budget = report.store_bytes > budget;
+            break;
         }
-        // Only when nobody else holds the workspace: maintenance waits for no one.
-        drop(
-            self.lock(LockMode::Exclusive, std::time::Duration::ZERO)
-                .ok()?,
-        );
-        let deadline = std::time::Instant::now() + DUE_DENSE_BUDGET;
-        self.maintain_until(now, self.settings.gc_grace_secs.value, Some(deadline))
-            .ok()
-    }
-
-    /// Recompresses frames at the dense level for at most `budget`, if no other process
-    /// holds the workspace exclusively right now (never waits). `None` when it did not run.
-    /// For background threads between full passes: captures may run meanwhile.
-    #[must_use = "the report says whether frames remain"]
-    pub fn recompress_if_free(&self, budget: std::time::Duration) -> Option<DenseReport> {
-        let _lock = self
-            .lock(LockMode::Shared, std::time::Duration::ZERO)
-            .ok()?;
-        self.store
-            .recompress(Some(std::time::Instant::now() + budget))
-            .ok()
-    }
-
-    fn candidates(&self, now_ms: u64) -> Result<Vec<Candidate>, Error> {
-        let tx = self.store.begin_read()?;
-        let mut out = Vec::new();
-        for (key, rec) in db::sessions(&tx)? {
-            let loaded = db::load(&tx, &key)?;
-            // Busy: a turn in progress whose owner is not certainly gone.
-            let busy = loaded.state.pending.is_some_and(|n| {
-                !matches!(
-                    db::lease(&tx, &key, n),
-                    Ok(Some(Ok(ref l))) if crate::lease::liveness(l, &self.home)
-                        == crate::lease::Liveness::Dead
-                )
-            });
-            let in_use = busy || crate::history::liveness::in_use(&self.dir, &key, now_ms);
-            out.push(Candidate {
-                key,
-                touched_ms: rec.touched_ms,
-                loaded,
-                in_use,
-                busy,
-            });
+        evictable.sort_unstable();
+        let take = (evictable.len() / 4).max(1);
+        let batch = &evictable[..take];
+        let newest_end = batch.iter().map(|b| b.5).max().unwrap_or(0);
+        for key in batch
+            .iter()
+            .map(|b| b.4)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let turns: Vec<u64> = batch.iter().filter(|b| b.4 == key).map(|b| b.3).collect();
+            wc.store
+                .transact(|tx| db::Writer::open(tx, key).expire(Some(&turns)))?;
         }
-        Ok(out)
+        report.turns_evicted += take as u64;
+        // Log records of that age name the same states: they go with them.
+        report.snapshots_pruned += wc.store.prune_snapshots(newest_end + 1)?;
+        report.gc = wc
+            .store
+            .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
+        sessions = candidates(wc, now_ms)?;
     }
+    Ok(())
+}
+
+/// Holds the store under `budget` bytes of packed objects by evicting old turns (as the
+/// byte budget of [`maintain`] does), without applying the age or count
+/// rules: what a budget across workspaces asks of one store.
+///
+/// # Errors
+/// [`Error::Store`] when the store fails or stays busy.
+pub fn enforce_budget(
+    wc: &WorkingCopy,
+    budget: u64,
+    now_ms: u64,
+    grace_secs: u64,
+) -> Result<MaintenanceReport, Error> {
+    let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
+    let mut report = MaintenanceReport {
+        max_store_bytes: budget,
+        ..MaintenanceReport::default()
+    };
+    evict_to_budget(&ex, budget, now_ms, grace_secs, &mut report)?;
+    Ok(report)
+}
+
+/// Runs [`maintain`] if it is due (an hour since the last pass, or the byte
+/// budget exceeded and the store grown since a pass last found nothing more to evict)
+/// and the workspace is free right now; never waits. For hosts and the CLI to call after
+/// a turn has been recorded: it never delays one.
+#[must_use = "the report says what maintenance did"]
+pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
+    let reader = wc.store.reader().ok()?;
+    // Over the budget, and grown since a pass last found it could evict nothing more.
+    let packed = reader.packed_bytes().ok()?;
+    let over = wc.settings.max_store_bytes.value > 0
+        && packed > wc.settings.max_store_bytes.value
+        && packed > reader.over_budget().ok()?;
+    let now = crate::store::now_ms();
+    let due = now.saturating_sub(reader.maintained_ms().ok()?) > 3_600_000;
+    drop(reader);
+    if !(over || due) {
+        return None;
+    }
+    // Only when nobody else holds the workspace: maintenance waits for no one.
+    drop(wc.lock_exclusive(std::time::Duration::ZERO).ok()?);
+    let deadline = std::time::Instant::now() + DUE_DENSE_BUDGET;
+    maintain_until(wc, now, wc.settings.gc_grace_secs.value, Some(deadline)).ok()
+}
+
+/// Recompresses frames at the dense level for at most `budget`, if no other process
+/// holds the workspace exclusively right now (never waits). `None` when it did not run.
+/// For background threads between full passes: captures may run meanwhile.
+#[must_use = "the report says whether frames remain"]
+pub fn recompress_if_free(wc: &WorkingCopy, budget: std::time::Duration) -> Option<DenseReport> {
+    let _lock = wc.lock_shared(std::time::Duration::ZERO).ok()?;
+    wc.store
+        .recompress(Some(std::time::Instant::now() + budget))
+        .ok()
+}
+
+fn candidates(wc: &WorkingCopy, now_ms: u64) -> Result<Vec<Candidate>, Error> {
+    let tx = wc.store.begin_read()?;
+    let mut out = Vec::new();
+    for (key, rec) in db::sessions(&tx)? {
+        let loaded = db::load(&tx, &key)?;
+        // Busy: a turn in progress whose owner is not certainly gone.
+        let busy = loaded.state.pending.is_some_and(|n| {
+            !matches!(
+                db::lease(&tx, &key, n),
+                Ok(Some(Ok(ref l))) if crate::lease::liveness(l, &wc.home)
+                    == crate::lease::Liveness::Dead
+            )
+        });
+        let in_use = busy || crate::history::liveness::in_use(&wc.dir, &key, now_ms);
+        out.push(Candidate {
+            key,
+            touched_ms: rec.touched_ms,
+            loaded,
+            in_use,
+            busy,
+        });
+    }
+    Ok(out)
 }
 
 /// The one line a pass that cannot meet the byte budget adds to the workspace's warnings.
@@ -595,11 +620,11 @@ pub fn sweep_home(
         }
         let over = report.total_bytes - budget;
         let config = crate::Config::with_home(home).reading_settings();
-        let Ok(ws) = crate::Workspace::open(&k.path, &config) else {
+        let Ok(wc) = WorkingCopy::open::<SessionOp>(&k.path, &config) else {
             continue;
         };
-        let grace = ws.settings().gc_grace_secs.value;
-        if let Ok(r) = ws.enforce_budget(size.saturating_sub(over), now_ms, grace) {
+        let grace = wc.settings().gc_grace_secs.value;
+        if let Ok(r) = enforce_budget(&wc, size.saturating_sub(over), now_ms, grace) {
             report.total_bytes = report.total_bytes - *size + r.store_bytes;
             report
                 .budget_trimmed

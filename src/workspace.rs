@@ -1,219 +1,30 @@
-//! The workspace handle: one folder, its store, and the operations on them.
+//! The facade: one handle over a workspace's files, its sessions and its store. Each method
+//! is a short delegation to the module that does the work (see `docs/architecture.md`):
+//! [`crate::working_copy`] captures and restores, [`crate::history`] keeps sessions,
+//! [`crate::retention`] and [`crate::repair`] maintain the store.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::capture::FlatEntry;
-use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
-use crate::config::Settings;
-use crate::diff::{Diff, below_any, diff, flatten, flatten_changed};
-use crate::error::{Error, RestoreError, StoreError};
-use crate::history::Runtime;
+use crate::capture::Capture;
+use crate::error::{Error, RestoreError};
 use crate::history::db::SessionKey;
-use crate::home;
-use crate::lock::{LockMode, WorkspaceLock};
+use crate::history::{Runtime, Session, SessionOp};
+use crate::maintainer::Maintainer;
 use crate::object::ObjectId;
 use crate::progress::{NoProgress, Progress};
-use crate::restore::{RestoreOutcome, apply, plan};
-use crate::scan::exclude::HARD_EXCLUSIONS;
-use crate::store::{SnapshotRecord, Store, now_ms};
+use crate::repair::RepairReport;
+use crate::restore::RestoreOutcome;
+use crate::retention::MaintenanceReport;
+use crate::store::{DenseReport, GcReport};
+use crate::working_copy::{Config, DryRun, RestoreOptions, Status, WorkingCopy};
 
-/// Restores touching at least this many paths re-scan the whole workspace afterwards.
-const FULL_RESCAN_AFTER: usize = 1000;
-
-/// Most paths listed when a guard refuses.
-pub const MAX_LISTED: usize = 20;
-
-pub use crate::config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS};
-
-/// Options for opening a workspace.
-#[derive(Clone, Debug)]
-pub struct Config {
-    home: PathBuf,
-    max_turns: u64,
-    history_wait: Duration,
-    /// Read the config files and environment settings (see [`crate::config`]).
-    read_settings: bool,
-    /// Opening does not wait for another process's restore (see [`Config::for_reading`]).
-    for_reading: bool,
-    /// Settings used when the files are not read.
-    settings: Settings,
-    /// Measures free disk space (a seam: tests give a full disk).
-    free_space: crate::store::FreeSpace,
-}
-
-impl Config {
-    /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`);
-    /// workspaces opened with it also read the settings files and environment (see
-    /// [`crate::config`]).
-    #[must_use]
-    pub fn from_env() -> Config {
-        Config {
-            read_settings: true,
-            ..Config::with_home(home::default_home())
-        }
-    }
-
-    /// Uses `home` as the retrace home directory.
-    #[must_use]
-    pub fn with_home(home: impl Into<PathBuf>) -> Config {
-        Config {
-            home: home.into(),
-            max_turns: DEFAULT_MAX_TURNS,
-            history_wait: DEFAULT_HISTORY_WAIT,
-            read_settings: false,
-            for_reading: false,
-            settings: Settings::default(),
-            free_space: crate::store::free_space,
-        }
-    }
-
-    /// Measures free disk space with `f` instead of `statvfs` (tests simulate a full disk).
-    #[doc(hidden)]
-    #[must_use]
-    pub fn free_space_probe(mut self, f: crate::store::FreeSpace) -> Config {
-        self.free_space = f;
-        self
-    }
-
-    /// For commands that only read (`status`, `log`, `diff`): opening never waits for
-    /// another process's restore. A restore in progress is reported at once in
-    /// [`Workspace::warnings`] ("a restore (undo of turn 3) is in progress in process
-    /// 1234"), and its recovery, if it was interrupted, is left to the next command that can
-    /// take the lock.
-    #[must_use]
-    pub fn for_reading(mut self) -> Config {
-        self.for_reading = true;
-        self
-    }
-
-    /// Keeps at most `n` turns per session (at least 1).
-    #[must_use]
-    pub fn max_turns(mut self, n: u64) -> Config {
-        self.max_turns = n.max(1);
-        self
-    }
-
-    /// Waits at most `wait` for other processes before undo, redo or navigate answer busy.
-    #[must_use]
-    pub fn history_wait(mut self, wait: Duration) -> Config {
-        self.history_wait = wait;
-        self
-    }
-
-    /// Reads the settings files and environment for each workspace opened (as
-    /// [`Config::from_env`] does), with this home.
-    #[must_use]
-    pub fn reading_settings(mut self) -> Config {
-        self.read_settings = true;
-        self
-    }
-
-    /// Changes settings directly (tests, embedding hosts), instead of reading files.
-    #[must_use]
-    pub fn configure(mut self, f: impl FnOnce(&mut Settings)) -> Config {
-        f(&mut self.settings);
-        self
-    }
-
-    /// The retrace home directory.
-    #[must_use]
-    pub fn home(&self) -> &Path {
-        &self.home
-    }
-}
-
-/// Options for [`Workspace::restore`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RestoreOptions {
-    /// Restore even over changes not in any snapshot (they are snapshotted first).
-    pub force: bool,
-    /// Only report what would change.
-    pub dry_run: bool,
-}
-
-/// What [`Workspace::restore_dry_run`] found: what the restore would do, and whether it would
-/// be refused.
-#[derive(Clone, Debug, Serialize)]
-pub struct DryRun {
-    /// What the restore would write, delete and leave alone, computed against the disk as it
-    /// is (what `--force` would do, after its safety snapshot).
-    #[serde(flatten)]
-    pub outcome: RestoreOutcome,
-    /// Set when the restore itself would be refused: the disk holds changes no snapshot has
-    /// and `force` is not set.
-    pub refused: Option<DirtyRefusal>,
-}
-
-/// Why a restore would be refused: the workspace is dirty.
-#[derive(Clone, Debug, Serialize)]
-pub struct DirtyRefusal {
-    /// Always `"dirty"`, as the `result` of a refused command.
-    pub result: &'static str,
-    /// The refusal's message (what to do).
-    pub message: String,
-    /// Changed paths, at most [`MAX_LISTED`].
-    pub paths: Vec<String>,
-    /// How many paths changed in all.
-    pub count: usize,
-}
-
-/// A restore planned and verified, not yet written.
-pub(crate) struct Prepared {
-    plan: crate::restore::plan::Plan,
-    data: Vec<Option<Vec<u8>>>,
-    out: Applied,
-    /// The directories the plan acts in, opened below the root (`None` for a dry run).
-    beneath: Option<crate::restore::beneath::Beneath>,
-}
-
-/// What [`Workspace::apply_target`] did.
-#[derive(Debug, Default)]
-pub(crate) struct Applied {
-    pub written: Vec<String>,
-    pub deleted: Vec<String>,
-    pub left_alone: Vec<crate::scan::Skipped>,
-    pub removed_dirs: Vec<String>,
-    /// Paths not as planned after a small restore.
-    pub verify_diff: Vec<String>,
-    /// A large restore, or one that left a directory it meant to remove: the caller should
-    /// re-scan to check the disk and refresh the stat cache.
-    pub rescan: bool,
-}
-
-/// `retrace status`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Status {
-    /// Workspace root.
-    pub root: PathBuf,
-    /// Store file.
-    pub store: PathBuf,
-    /// Disk space the store file occupies.
-    pub store_bytes: u64,
-    /// Snapshots recorded.
-    pub snapshots: u64,
-    /// Names excluded whatever the ignore rules say, plus the store directory.
-    pub exclusions: Vec<String>,
-    /// Root id of the last known state.
-    pub last_known: Option<ObjectId>,
-    /// Paths that differ from the last known state (at most [`MAX_LISTED`]).
-    pub changed: Vec<String>,
-    /// How many paths differ in all.
-    pub changed_count: usize,
-    /// Nested repositories left alone.
-    pub nested_repos: Vec<String>,
-    /// A restore that began and has not finished (in progress elsewhere, or interrupted and
-    /// not yet recovered): what it is and the process that started it.
-    pub pending_recovery: Option<String>,
-    /// Why files are never snapshotted here (home directory, filesystem root, temp dir).
-    pub conversation_only: Option<String>,
-}
-
-/// A workspace and its store. Opening one is cheap; every operation takes what it needs.
+/// A workspace: its files, its store and its sessions. Opening one is cheap; clones share
+/// the store and the sessions' in-process state. The working copy's own accessors
+/// ([`WorkingCopy::root`], [`WorkingCopy::warnings`], [`WorkingCopy::log`],
+/// [`WorkingCopy::diff`], …) are reached through `Deref`.
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -232,362 +43,45 @@ pub struct Status {
 /// ```
 #[derive(Clone)]
 pub struct Workspace {
-    pub(crate) root: PathBuf,
-    pub(crate) dir: PathBuf,
-    pub(crate) store: Arc<Store>,
-    pub(crate) max_turns: u64,
-    pub(crate) history_wait: Duration,
-    /// The retrace home (host id, leases).
-    pub(crate) home: PathBuf,
-    pub(crate) settings: Settings,
-    allow_secrets: Option<Arc<globset::GlobSet>>,
-    /// Why files are never snapshotted here (home, filesystem root, temp directory).
-    pub(crate) refused: Option<String>,
+    wc: WorkingCopy,
     /// In-process state of each session opened through this handle (or its clones).
-    pub(crate) runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
-    warnings: Arc<Mutex<Vec<String>>>,
+    runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
 }
 
-/// Renames a damaged store aside as `store.redb.invalid-<unix seconds>` (with a counter if
-/// that name is taken) and returns the new name.
-fn quarantine(path: &Path) -> Result<PathBuf, Error> {
-    let secs = now_ms() / 1000;
-    let name = path
-        .file_name()
-        .map_or_else(Default::default, std::ffi::OsStr::to_os_string);
-    for i in 0..1000 {
-        let mut kept = name.clone();
-        kept.push(if i == 0 {
-            format!(".invalid-{secs}")
-        } else {
-            format!(".invalid-{secs}-{i}")
-        });
-        let kept = path.with_file_name(kept);
-        if kept.symlink_metadata().is_ok() {
-            continue;
-        }
-        return match std::fs::rename(path, &kept) {
-            Ok(()) => Ok(kept),
-            Err(source) => Err(Error::Store(StoreError::CreateDir { path: kept, source })),
-        };
+impl std::ops::Deref for Workspace {
+    type Target = WorkingCopy;
+    fn deref(&self) -> &WorkingCopy {
+        &self.wc
     }
-    Err(Error::Workspace {
-        path: path.into(),
-        reason: "too many damaged stores kept beside it; remove old *.invalid-* files".into(),
-    })
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                use std::fmt::Write;
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 impl Workspace {
     /// Opens the workspace containing `path` (the git toplevel when inside a git worktree,
-    /// else `path` itself), creating its store on first use.
+    /// else `path` itself; see [`crate::home::resolve_root`]), creating its store on first
+    /// use, and completes a restore a crash interrupted.
     ///
     /// # Errors
     /// [`Error::Workspace`] for a missing directory or a store inside the workspace;
     /// [`Error::Store`] when the store cannot be opened.
     pub fn open(path: &Path, config: &Config) -> Result<Workspace, Error> {
-        let canonical = path.canonicalize().map_err(|e| Error::Workspace {
-            path: path.into(),
-            reason: format!("{e}; pass an existing directory with -C"),
-        })?;
-        if !canonical.is_dir() {
-            return Err(Error::Workspace {
-                path: path.into(),
-                reason: "not a directory".into(),
-            });
-        }
-        let mut root = home::find_root(&canonical);
-        // A git repository at a refused place (dotfiles in the home directory) does not make
-        // its ordinary subfolders refused too.
-        if root != canonical && home::refused_root(&root).is_some() {
-            root.clone_from(&canonical);
-        }
-        let refused = home::refused_root(&root);
-        home::create_private_dir(config.home())?;
-        let home_dir = config.home().canonicalize().map_err(|source| {
-            Error::Store(StoreError::CreateDir {
-                path: config.home().into(),
-                source,
-            })
-        })?;
-        let dir = home_dir.join("workspaces").join(home::workspace_id(&root));
-        // (Where nothing is ever captured, a store inside changes nothing.)
-        if dir.starts_with(&root) && refused.is_none() {
-            return Err(Error::Workspace {
-                path: root,
-                reason: format!(
-                    "the store directory {} would lie inside the workspace; set RETRACE_HOME \
-                     to a directory outside it",
-                    dir.display()
-                ),
-            });
-        }
-        home::create_private_dir(&dir)?;
-        let store_path = dir.join("store.redb");
-        let (settings, mut warnings) = if config.read_settings {
-            Settings::load(Some(&root))
-        } else {
-            (config.settings.clone(), Vec::new())
-        };
-        if let Some(why) = &refused {
-            warnings.push(format!(
-                "{why}: retrace keeps conversation history here but never snapshots files (it \
-                 would copy credentials and other programs' data); use a project folder"
-            ));
-        }
-        // A setting from a file or the environment wins over the built-in default only.
-        let max_turns = match settings.max_turns.source {
-            crate::config::Source::Default => config.max_turns,
-            _ => settings.max_turns.value,
-        };
-        let history_wait = match settings.history_wait_ms.source {
-            crate::config::Source::Default => config.history_wait,
-            _ => Duration::from_millis(settings.history_wait_ms.value),
-        };
-        let store = match Store::open_with(&store_path, &root, config.free_space) {
-            Ok(s) => s,
-            Err(e) if e.is_damage() => {
-                // Never overwrite it, never give up: keep the file for inspection, start over.
-                let kept = quarantine(&store_path)?;
-                warnings.push(format!(
-                    "{e}; it was kept as {} and a fresh store was created (earlier snapshots \
-                     are in the kept file only)",
-                    kept.display()
-                ));
-                Store::open_with(&store_path, &root, config.free_space)?
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let info = format!(
-            "{{\"path\": {}, \"last_used_ms\": {}}}\n",
-            json_string(&root.to_string_lossy()),
-            now_ms()
-        );
-        // Informational only: failing to write it changes nothing.
-        let _ = crate::home::write_private(&dir.join("workspace.json"), info.as_bytes());
-        let mut ws = Workspace {
-            root,
-            dir,
-            store: Arc::new(store),
-            max_turns,
-            // Recovery on open waits at most the history wait for the lock: a reader does not
-            // wait at all.
-            history_wait: if config.for_reading {
-                Duration::ZERO
-            } else {
-                history_wait
-            },
-            allow_secrets: settings.allowed_secrets().map(Arc::new),
-            refused,
-            settings,
-            home: home_dir.clone(),
+        Ok(Workspace {
+            wc: WorkingCopy::open::<SessionOp>(path, config)?,
             runtimes: Arc::default(),
-            warnings: Arc::new(Mutex::new(warnings)),
-        };
-        ws.recover_if_needed();
-        ws.history_wait = history_wait;
-        Ok(ws)
+        })
     }
 
     /// The store file a workspace containing `path` uses, without opening or creating it.
     ///
     /// # Errors
     /// [`Error::Workspace`] when `path` does not exist.
-    pub fn locate_store(path: &Path, config: &Config) -> Result<PathBuf, Error> {
-        let canonical = path.canonicalize().map_err(|e| Error::Workspace {
-            path: path.into(),
-            reason: format!("{e}; pass an existing directory with -C"),
-        })?;
-        let root = home::find_root(&canonical);
-        let home_dir = config
-            .home()
-            .canonicalize()
-            .unwrap_or_else(|_| config.home().to_path_buf());
-        Ok(home_dir
-            .join("workspaces")
-            .join(home::workspace_id(&root))
-            .join("store.redb"))
+    pub fn locate_store(path: &Path, config: &Config) -> Result<std::path::PathBuf, Error> {
+        WorkingCopy::locate_store(path, config)
     }
 
-    /// What opening the workspace had to do that the user should know (a damaged store set
-    /// aside, an interrupted restore recovered). Each is one line.
+    /// The working copy under this facade.
     #[must_use]
-    pub fn warnings(&self) -> Vec<String> {
-        self.warnings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Adds a line to [`Workspace::warnings`].
-    pub(crate) fn warn(&self, line: String) {
-        self.warnings
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(line);
-    }
-
-    /// Why files are never snapshotted in this workspace (the home directory or above, a
-    /// filesystem root, the temp directory), or None for an ordinary workspace.
-    #[must_use]
-    pub fn conversation_only(&self) -> Option<&str> {
-        self.refused.as_deref()
-    }
-
-    /// Where action state for external clients is published (`RETRACE_RUNTIME_DIR`, else
-    /// `<retrace home>/runtime`).
-    #[must_use]
-    pub fn runtime_dir(&self) -> PathBuf {
-        match self.settings.runtime_dir.value.as_str() {
-            "" => self.home.join("runtime"),
-            d => PathBuf::from(d),
-        }
-    }
-
-    /// The effective settings and where each came from.
-    #[must_use]
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// Whether the store holds object `id` and it verifies (reads it whole).
-    #[must_use]
-    pub fn verify_object(&self, id: &ObjectId) -> bool {
-        self.store.reader().is_ok_and(|r| r.read_blob(id).is_ok())
-    }
-
-    /// The workspace root.
-    #[must_use]
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The store file.
-    #[must_use]
-    pub fn store_path(&self) -> &Path {
-        self.store.path()
-    }
-
-    /// Takes the workspace lock (see [`crate::lock`]).
-    pub(crate) fn lock(&self, mode: LockMode, wait: Duration) -> Result<WorkspaceLock, Error> {
-        Ok(crate::lock::lock(&self.dir.join("lock"), mode, wait)?)
-    }
-
-    /// Captures and records a snapshot; the caller holds the workspace lock.
-    pub(crate) fn record_locked(
-        &self,
-        label: Option<String>,
-        progress: &dyn Progress,
-    ) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions {
-            store_objects: true,
-            record: Some(label),
-            progress,
-            also: None,
-        })
-    }
-
-    /// Captures the disk, storing new objects but recording no snapshot (so every entry of
-    /// the result is in the store); the caller holds the workspace lock.
-    pub(crate) fn store_disk_locked(&self, progress: &dyn Progress) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions {
-            store_objects: true,
-            record: None,
-            progress,
-            also: None,
-        })
-    }
-
-    /// The snapshot `entries` stands for (a full sorted list of what the disk will hold,
-    /// directory ids right except at `dirty` paths, every file's blob already in the store):
-    /// only the directories on dirty paths are rebuilt. Returns the root and the trees the
-    /// store lacks, to be written before the snapshot is used.
-    pub(crate) fn prepare_list(
-        &self,
-        entries: &mut [FlatEntry],
-        dirty: &std::collections::HashSet<Vec<u8>>,
-    ) -> Result<(ObjectId, Vec<crate::object::NewFrame>), Error> {
-        let reader = self.store.reader()?;
-        let mut trees = Vec::new();
-        let mut fault = None;
-        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes| match reader
-            .contains(&id)
-        {
-            Ok(true) => {}
-            Ok(false) => trees.push((
-                id,
-                crate::object::ObjectKind::Tree,
-                bytes.len() as u64,
-                bytes,
-            )),
-            Err(e) => fault = Some(e),
-        });
-        if let Some(e) = fault {
-            return Err(e.into());
-        }
-        let frames = if trees.is_empty() {
-            Vec::new()
-        } else {
-            vec![crate::object::NewFrame::pack(&trees)]
-        };
-        Ok((root, frames))
-    }
-
-    /// [`Workspace::record_locked`], writing `also`'s records in the capture's final commit.
-    pub(crate) fn record_locked_with(
-        &self,
-        label: Option<String>,
-        progress: &dyn Progress,
-        also: crate::capture::AlsoCommit<'_>,
-    ) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions {
-            store_objects: true,
-            record: Some(label),
-            progress,
-            also: Some(also),
-        })
-    }
-
-    fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
-        if let Some(why) = &self.refused {
-            return Err(Error::Workspace {
-                path: self.root.clone(),
-                reason: format!(
-                    "{why}; retrace does not snapshot it (conversation history only). Run it in \
-                     a project folder"
-                ),
-            });
-        }
-        let statcache = self.dir.join("statcache");
-        let ctx = CaptureContext {
-            allow_secrets: self.allow_secrets.as_deref(),
-            root: &self.root,
-            store: &self.store,
-            statcache: &statcache,
-            store_dir: Some(&self.dir),
-        };
-        let captured = capture::capture(&ctx, opts);
-        if captured.is_err() {
-            // A disk that filled during the write: give its pages back now (see store::space).
-            self.store.give_back();
-        }
-        Ok(captured?)
+    pub fn working_copy(&self) -> &WorkingCopy {
+        &self.wc
     }
 
     /// Captures the workspace now and records it in the log.
@@ -608,75 +102,17 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.recover_if_needed();
-        let lock = self.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
-        let c = self.record_locked(label, progress)?;
-        drop(lock);
-        self.store.compact_if_sparse();
-        Ok(c)
+        self.wc.snapshot_with::<SessionOp>(label, progress)
     }
 
-    /// Scans the disk and computes its snapshot id without storing anything.
+    /// Resolves a snapshot id or unique prefix (≥ 8 hex digits); see
+    /// [`crate::retention::resolve_snapshot`].
     ///
     /// # Errors
-    /// As [`Workspace::snapshot`].
-    pub fn scan_disk(&self, progress: &dyn Progress) -> Result<Capture, Error> {
-        self.capture(&CaptureOptions {
-            store_objects: false,
-            record: None,
-            progress,
-            also: None,
-        })
-    }
-
-    /// Snapshots of this workspace, newest first.
-    ///
-    /// # Errors
-    /// [`Error::Store`] when the store cannot be read.
-    pub fn log(&self) -> Result<Vec<SnapshotRecord>, Error> {
-        let mut all = self.store.reader()?.snapshots()?;
-        all.reverse();
-        Ok(all)
-    }
-
-    /// Resolves a snapshot id or unique prefix (≥ 8 hex digits). Only snapshots are
-    /// accepted: those of the log, and (by full id) every snapshot the history names (turns,
-    /// checkpoints, safety snapshots); the id of a directory or a file inside one is not a
-    /// snapshot (restoring a sub-tree over the root would delete everything else).
-    ///
-    /// # Errors
-    /// [`StoreError::BadSnapshotId`] when it matches nothing, several snapshots, or an
+    /// [`crate::StoreError::BadSnapshotId`] when it matches nothing, several snapshots, or an
     /// object that is not a snapshot.
     pub fn resolve(&self, prefix: &str) -> Result<ObjectId, Error> {
-        let reader = self.store.reader()?;
-        let id = reader.resolve(prefix)?;
-        if reader.snapshots()?.iter().any(|s| s.root == id) || self.gc_roots()?.contains(&id) {
-            return Ok(id);
-        }
-        let what = match reader.record(&id).map(|r| r.kind) {
-            Ok(crate::object::ObjectKind::Tree) => "the tree of a directory inside a snapshot",
-            Ok(_) => "a file's content",
-            Err(_) => "an object the store cannot read",
-        };
-        Err(StoreError::BadSnapshotId(format!(
-            "{prefix} is {what}, not a snapshot; give a snapshot id from `retrace log` (or \
-             turn:N, checkpoint:N with --session)"
-        ))
-        .into())
-    }
-
-    /// Paths that differ from snapshot `a` to snapshot `b`, or to the disk when `b` is None.
-    ///
-    /// # Errors
-    /// [`Error::Store`] for missing or corrupt objects.
-    pub fn diff(&self, a: &ObjectId, b: Option<&ObjectId>) -> Result<Diff, Error> {
-        let reader = self.store.reader()?;
-        let from = flatten(&reader, a)?;
-        let to = match b {
-            Some(b) => flatten(&reader, b)?,
-            None => self.scan_disk(&NoProgress)?.entries,
-        };
-        Ok(diff(&from, &to))
+        crate::retention::resolve_snapshot(&self.wc, prefix)
     }
 
     /// Makes the workspace's managed files equal to snapshot `id`.
@@ -698,7 +134,7 @@ impl Workspace {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
-        match self.restore_or_plan(id, opts, progress)? {
+        match self.wc.restore_or_plan::<SessionOp>(id, opts, progress)? {
             (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
             (outcome, None) => Ok(outcome),
         }
@@ -720,235 +156,8 @@ impl Workspace {
             force,
             dry_run: true,
         };
-        let (outcome, refused) = self.restore_or_plan(id, opts, progress)?;
+        let (outcome, refused) = self.wc.restore_or_plan::<SessionOp>(id, opts, progress)?;
         Ok(DryRun { outcome, refused })
-    }
-
-    /// A restore, or with `dry_run` its plan plus the refusal a real restore would meet.
-    fn restore_or_plan(
-        &self,
-        id: &ObjectId,
-        opts: RestoreOptions,
-        progress: &dyn Progress,
-    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
-        let mut refused = None;
-        let mut phases = crate::trace::Phases::new("restore");
-        let _lock = if opts.dry_run {
-            None
-        } else {
-            Some(self.lock(LockMode::Exclusive, crate::store::LOCK_WAIT)?)
-        };
-        if !opts.dry_run
-            && let Some(report) = self.recover_locked(progress)?
-        {
-            self.warn(report);
-        }
-        let reader = self.store.reader()?;
-        // Stored unless a dry run: the journal's source must be a complete snapshot.
-        let mut current = if opts.dry_run {
-            self.scan_disk(progress)?
-        } else {
-            self.store_disk_locked(progress)?
-        };
-        phases.mark("scan disk");
-        let mut outcome = RestoreOutcome {
-            target: Some(*id),
-            dry_run: opts.dry_run,
-            ..RestoreOutcome::default()
-        };
-        let last_known = reader.last_known()?;
-        if last_known != Some(current.id) {
-            let changed = match last_known {
-                Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
-                None => current
-                    .entries
-                    .iter()
-                    .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-                    .collect(),
-            };
-            if !changed.is_empty() && !opts.force {
-                let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
-                if !opts.dry_run {
-                    return Err(RestoreError::Dirty { paths }.into());
-                }
-                // A dry run goes on to show what would happen, and that it would be refused.
-                refused = Some(DirtyRefusal {
-                    result: "dirty",
-                    message: RestoreError::Dirty {
-                        paths: paths.clone(),
-                    }
-                    .to_string(),
-                    paths,
-                    count: changed.len(),
-                });
-            }
-            if !changed.is_empty() && !opts.dry_run {
-                let label = format!("safety: before forced restore to {}", id.short());
-                current = self.record_locked(Some(label), progress)?;
-                outcome.safety_snapshot = Some(current.id);
-            }
-        }
-        // Only the subtrees whose ids differ from the disk's are read and compared.
-        let (target, same) = flatten_changed(&reader, id, &current.entries)?;
-        current.entries.retain(|e| !below_any(&e.path, &same));
-        phases.mark("read changed trees");
-        if opts.dry_run {
-            let applied = self.apply_target(&reader, &current.entries, &target, true, progress)?;
-            outcome.written = applied.written;
-            outcome.deleted = applied.deleted;
-            outcome.left_alone = applied.left_alone;
-            outcome.verified = true;
-            return Ok((outcome, refused));
-        }
-        let fin = self.journaled_apply(
-            &reader,
-            crate::restore::journaled::JournaledRestore {
-                what: format!("restore to {}", id.short()),
-                source: current.id,
-                target: *id,
-                frames: Vec::new(),
-                then: None,
-                record: None,
-            },
-            &current.entries,
-            &target,
-            progress,
-        )?;
-        phases.mark("plan and apply");
-        fin.recorded?;
-        outcome.written = fin.applied.written;
-        outcome.deleted = fin.applied.deleted;
-        outcome.left_alone = fin.applied.left_alone;
-        outcome.removed_dirs = fin.applied.removed_dirs;
-        outcome.verify_diff = fin.applied.verify_diff;
-        if let Some(after) = fin.capture {
-            // Large, or not exactly as planned: the re-scan (which also refreshed the stat
-            // cache) says what differs from the target, apart from what was left alone.
-            let left: std::collections::HashSet<&str> =
-                outcome.left_alone.iter().map(|s| s.path.as_str()).collect();
-            outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
-                .paths()
-                .into_iter()
-                .filter(|p| !left.contains(p.as_str()))
-                .collect();
-        }
-        outcome.verified = outcome.verify_diff.is_empty();
-        phases.mark("check and record");
-        drop(reader);
-        self.store.compact_if_sparse();
-        Ok((outcome, None))
-    }
-
-    /// Plans the change from `current` to `target` (both sorted flat lists), verifies every
-    /// object it needs, then writes (unless `dry_run`). The caller holds the exclusive lock.
-    pub(crate) fn apply_target(
-        &self,
-        reader: &crate::store::StoreReader,
-        current: &[FlatEntry],
-        target: &[FlatEntry],
-        dry_run: bool,
-        progress: &dyn Progress,
-    ) -> Result<Applied, Error> {
-        let prepared = self.prepare_target(reader, current, target, dry_run)?;
-        if dry_run {
-            return Ok(prepared.out);
-        }
-        self.execute(reader, prepared, progress)
-            .map_err(|f| (*f.error).into())
-    }
-
-    /// The first half of [`Workspace::apply_target`], which writes nothing: the plan, every
-    /// object read and verified, and every directory it writes into checked writable. Its
-    /// failures leave the workspace untouched.
-    pub(crate) fn prepare_target(
-        &self,
-        reader: &crate::store::StoreReader,
-        current: &[FlatEntry],
-        target: &[FlatEntry],
-        dry_run: bool,
-    ) -> Result<Prepared, Error> {
-        let plan = plan::plan(&self.root, current, target)?;
-        let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
-        let mut left_alone = plan.left_alone.clone();
-        plan::explain_left_alone(&self.root, current, &mut left_alone);
-        let out = Applied {
-            written: plan.writes.iter().map(|w| lossy(&w.entry.path)).collect(),
-            deleted: plan.deletes.iter().map(|d| lossy(&d.path)).collect(),
-            left_alone,
-            ..Applied::default()
-        };
-        let (data, beneath) = if dry_run {
-            (Vec::new(), None)
-        } else {
-            let data = apply::verify(reader, &plan)?;
-            let beneath = crate::restore::beneath::Beneath::open(&self.root)?;
-            apply::preflight(&beneath, &plan)?;
-            (data, Some(beneath))
-        };
-        Ok(Prepared {
-            plan,
-            data,
-            out,
-            beneath,
-        })
-    }
-
-    /// The second half of [`Workspace::apply_target`]: writes, then checks. Paths someone
-    /// changed while it ran are left (or kept) and listed in `left_alone`, not counted as
-    /// written or deleted.
-    pub(crate) fn execute(
-        &self,
-        reader: &crate::store::StoreReader,
-        prepared: Prepared,
-        progress: &dyn Progress,
-    ) -> Result<Applied, apply::Failed> {
-        let Prepared {
-            plan,
-            data,
-            mut out,
-            beneath,
-        } = prepared;
-        let failed = |e: RestoreError| apply::Failed {
-            error: Box::new(e),
-            touched: false,
-        };
-        let beneath = match beneath {
-            Some(b) => b,
-            None => crate::restore::beneath::Beneath::open(&self.root).map_err(failed)?,
-        };
-        let cache = reader.cache_key().map_or_else(
-            |_| crate::statcache::StatCache::empty(),
-            |id| crate::statcache::StatCache::load(&self.dir.join("statcache"), &id),
-        );
-        let applied = apply::apply(&beneath, reader, &plan, data, &cache, progress)?;
-        out.removed_dirs = applied.removed_dirs;
-        if !applied.kept.is_empty() {
-            let kept: std::collections::HashSet<&str> =
-                applied.kept.iter().map(|k| k.path.as_str()).collect();
-            out.written.retain(|p| !kept.contains(p.as_str()));
-            out.deleted.retain(|p| !kept.contains(p.as_str()));
-            out.left_alone.extend(applied.kept.iter().cloned());
-            out.left_alone.sort_by(|a, b| a.path.cmp(&b.path));
-            out.rescan = true;
-        }
-        if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {
-            // A small restore: re-read exactly what it wrote and check what it deleted is
-            // gone. (A full re-scan would refresh the stat cache, but files written just now
-            // are inside the racy window and would be re-read by the next capture anyway.)
-            out.verify_diff = apply::check(&self.root, &plan);
-        } else {
-            out.rescan = true;
-        }
-        // A directory the plan meant to remove but that still holds ignored files stays on
-        // disk: the disk is then not exactly the target list.
-        if plan.prune.iter().any(|d| {
-            crate::capture::abs_path(&self.root, d)
-                .symlink_metadata()
-                .is_ok_and(|m| m.is_dir())
-        }) {
-            out.rescan = true;
-        }
-        Ok(out)
     }
 
     /// Root, store, counts, exclusions and whether the disk differs from the last known state.
@@ -956,38 +165,101 @@ impl Workspace {
     /// # Errors
     /// [`Error::Store`] when the store cannot be read.
     pub fn status(&self) -> Result<Status, Error> {
-        let reader = self.store.reader()?;
-        let last_known = reader.last_known()?;
-        let mut current = if self.refused.is_some() {
-            Capture::default()
-        } else {
-            self.scan_disk(&NoProgress)?
-        };
-        let changed = match last_known {
-            Some(k) if k != current.id => {
-                // Only the subtrees whose ids differ can hold changes.
-                let (known, same) = flatten_changed(&reader, &k, &current.entries)?;
-                current.entries.retain(|e| !below_any(&e.path, &same));
-                diff(&known, &current.entries).paths()
-            }
-            _ => Vec::new(),
-        };
-        let mut exclusions: Vec<String> =
-            HARD_EXCLUSIONS.iter().map(|s| (*s).to_string()).collect();
-        exclusions.push(format!("{} (the store)", self.dir.display()));
-        Ok(Status {
-            root: self.root.clone(),
-            store: self.store.path().to_path_buf(),
-            store_bytes: crate::store::disk_bytes(self.store.path()),
-            snapshots: reader.snapshot_count()?,
-            exclusions,
-            last_known,
-            changed_count: changed.len(),
-            changed: changed.into_iter().take(MAX_LISTED).collect(),
-            nested_repos: current.nested_repos,
-            pending_recovery: crate::restore::journal::get(&self.store.begin_read()?)?
-                .map(|j| format!("{} (started by process {})", j.what, j.pid)),
-            conversation_only: self.refused.clone(),
-        })
+        self.wc.status::<SessionOp>()
+    }
+
+    /// The session keyed by the host's session id (stored hashed). Sessions are isolated:
+    /// own turns, cursor and redo stack.
+    #[must_use]
+    pub fn session(&self, id: &str) -> Session {
+        Session::open(&self.wc, &self.runtimes, id, false)
+    }
+
+    /// A subagent's session: it captures nothing and writes no history (its edits land in
+    /// the parent turn's after-snapshot); undo and redo answer
+    /// [`crate::Outcome::Subagent`].
+    #[must_use]
+    pub fn subagent_session(&self, id: &str) -> Session {
+        Session::open(&self.wc, &self.runtimes, id, true)
+    }
+
+    /// Every object id GC must keep (see [`crate::retention::gc_roots`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read.
+    pub fn gc_roots(&self) -> Result<Vec<ObjectId>, Error> {
+        crate::retention::gc_roots(&self.wc)
+    }
+
+    /// Collects unreferenced objects older than `grace_secs` (see [`crate::retention::gc`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails or stays busy.
+    pub fn gc(&self, grace_secs: u64, dry_run: bool) -> Result<GcReport, Error> {
+        crate::retention::gc(&self.wc, grace_secs, dry_run)
+    }
+
+    /// A full maintenance pass (see [`crate::retention::maintain`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails or stays busy.
+    pub fn maintain(&self, now_ms: u64, grace_secs: u64) -> Result<MaintenanceReport, Error> {
+        crate::retention::maintain(&self.wc, now_ms, grace_secs)
+    }
+
+    /// [`Workspace::maintain`] with a deadline for its recompression (see
+    /// [`crate::retention::maintain_until`]).
+    ///
+    /// # Errors
+    /// As [`Workspace::maintain`].
+    pub fn maintain_until(
+        &self,
+        now_ms: u64,
+        grace_secs: u64,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<MaintenanceReport, Error> {
+        crate::retention::maintain_until(&self.wc, now_ms, grace_secs, deadline)
+    }
+
+    /// Evicts turns until the store holds at most `budget` bytes (see
+    /// [`crate::retention::enforce_budget`]).
+    ///
+    /// # Errors
+    /// As [`Workspace::maintain`].
+    pub fn enforce_budget(
+        &self,
+        budget: u64,
+        now_ms: u64,
+        grace_secs: u64,
+    ) -> Result<MaintenanceReport, Error> {
+        crate::retention::enforce_budget(&self.wc, budget, now_ms, grace_secs)
+    }
+
+    /// Runs maintenance if it is due and nobody holds the workspace (see
+    /// [`crate::retention::maintain_if_due`]).
+    #[must_use = "the report says what maintenance did"]
+    pub fn maintain_if_due(&self) -> Option<MaintenanceReport> {
+        crate::retention::maintain_if_due(&self.wc)
+    }
+
+    /// Recompresses for at most `budget` if the workspace is free (see
+    /// [`crate::retention::recompress_if_free`]).
+    #[must_use = "the report says whether frames remain"]
+    pub fn recompress_if_free(&self, budget: Duration) -> Option<DenseReport> {
+        crate::retention::recompress_if_free(&self.wc, budget)
+    }
+
+    /// Starts background maintenance (see [`crate::maintainer::start`]).
+    #[must_use = "maintenance stops when the Maintainer is dropped"]
+    pub fn maintainer(&self, interval: Option<Duration>) -> Maintainer {
+        crate::maintainer::start(&self.wc, interval)
+    }
+
+    /// Verifies the store and forgets damaged objects (see [`crate::repair::repair`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read or written.
+    pub fn repair(&self, progress: &dyn Progress) -> Result<RepairReport, Error> {
+        crate::repair::repair(&self.wc, progress)
     }
 }

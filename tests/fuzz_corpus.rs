@@ -143,7 +143,11 @@ fn turn_record() -> TurnRecord {
         after: Some(ObjectId([8; 32])),
         state: TurnState::Complete,
         reason: None,
-        counts: [1, 2, 3],
+        counts: retrace::history::record::Counts {
+            added: 1,
+            modified: 2,
+            deleted: 3,
+        },
     }
 }
 
@@ -310,8 +314,8 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     journal.started_ms = 4_000;
     journal.pid = 1234;
     add("journal", "seed-journal", encode(&journal));
-    journal.then = Some((
-        [5; 32],
+    journal.then = Some(retrace::history::SessionOp(
+        retrace::history::db::SessionKey([5; 32]),
         Op::Undo {
             turn: 3,
             to: Some(2),

@@ -50,7 +50,7 @@ fn rewrite_lease(env: &Env, session: &str, f: impl FnOnce(Vec<u8>) -> Vec<u8>) {
     let mut b = redb::Database::builder();
     b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
     let db = b.create(&path).unwrap();
-    let key = session_key(session);
+    let key = session_key(session).0;
     let tx = db.begin_write().unwrap();
     {
         let mut t = tx.open_table(LEASES).unwrap();

@@ -148,10 +148,10 @@ pub fn history(data: &[u8]) {
 
 /// The restore journal: decoded, and its pending op applied the way recovery applies it.
 pub fn journal(data: &[u8]) {
-    let Some(rec) = round_trip::<JournalRecord>(data) else {
+    let Some(rec) = round_trip::<JournalRecord<retrace::history::SessionOp>>(data) else {
         return;
     };
-    if let Some((_, op)) = rec.then {
+    if let Some(retrace::history::SessionOp(_, op)) = rec.then {
         let mut state = SessionState::new();
         state.apply(&op.with_snapshot(rec.target));
     }

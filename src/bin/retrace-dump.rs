@@ -433,7 +433,7 @@ fn verify(r: &StoreReader) -> Result<Vec<String>> {
 }
 
 fn hex(key: &SessionKey) -> String {
-    ObjectId(*key).to_hex()[..16].to_string()
+    key.short()
 }
 
 /// History faults: records that do not decode, snapshots of turns and checkpoints missing.

@@ -339,9 +339,9 @@ fn session_of(ws: Workspace, id: Option<&String>) -> Result<Session> {
 
 /// Runs due maintenance once the command's work is recorded (never delays it: it skips when
 /// the workspace is busy), and prints what it warned about (a byte budget it cannot meet).
-fn maintain_later(ws: &Workspace) {
+fn maintain_later(ws: &retrace::WorkingCopy) {
     let shown = ws.warnings().len();
-    let _ = ws.maintain_if_due();
+    let _ = retrace::retention::maintain_if_due(ws);
     for w in ws.warnings().iter().skip(shown) {
         eprintln!("retrace: warning: {w}");
     }

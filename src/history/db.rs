@@ -13,13 +13,31 @@ use crate::store::now_ms;
 use crate::store::{ReadTx, Rows, WriteTx};
 
 /// A session's key in the store: `blake3::derive_key("retrace session v1", host id)`. The
-/// host's id itself is never stored.
-pub type SessionKey = [u8; 32];
+/// host's id itself is never stored. Encoded as its 32 bytes.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct SessionKey(pub [u8; 32]);
 
-/// The key of a host's session id.
+impl SessionKey {
+    /// The key of a host's session id.
+    #[must_use]
+    pub fn of(id: &str) -> SessionKey {
+        SessionKey(blake3::derive_key("retrace session v1", id.as_bytes()))
+    }
+
+    /// The first 16 hex digits: how messages, `retrace status` and `retrace-dump` name a
+    /// session.
+    #[must_use]
+    pub fn short(&self) -> String {
+        crate::object::ObjectId(self.0).to_hex()[..16].to_string()
+    }
+}
+
+/// The key of a host's session id ([`SessionKey::of`]).
 #[must_use]
 pub fn session_key(id: &str) -> SessionKey {
-    blake3::derive_key("retrace session v1", id.as_bytes())
+    SessionKey::of(id)
 }
 
 fn bad(path: &Path) -> impl Fn(String) -> StoreError + '_ {
@@ -81,7 +99,7 @@ pub fn load(tx: &ReadTx, key: &SessionKey) -> Result<Loaded, StoreError> {
         turns: of_session(tx, Rows::Turns, key)?,
         checkpoints: of_session(tx, Rows::Checkpoints, key)?,
         ops: ops.len() as u64,
-        exists: tx.session(key)?.is_some(),
+        exists: tx.session(&key.0)?.is_some(),
     })
 }
 
@@ -93,7 +111,7 @@ fn of_session<T: for<'a> serde::Deserialize<'a>>(
 ) -> Result<Vec<T>, StoreError> {
     let b = bad(tx.path());
     let mut out = Vec::new();
-    tx.each_row(table, key, |_, v| {
+    tx.each_row(table, &key.0, |_, v| {
         out.push(decode(v).map_err(&b)?);
         Ok(())
     })?;
@@ -124,7 +142,7 @@ pub fn sessions(tx: &ReadTx) -> Result<Vec<(SessionKey, SessionRecord)>, StoreEr
     let b = bad(tx.path());
     tx.sessions()?
         .into_iter()
-        .map(|(k, v)| Ok((k, decode(&v).map_err(&b)?)))
+        .map(|(k, v)| Ok((SessionKey(k), decode(&v).map_err(&b)?)))
         .collect()
 }
 
@@ -138,7 +156,7 @@ pub fn lease(
     key: &SessionKey,
     turn: u64,
 ) -> Result<Option<Result<LeaseRecord, String>>, StoreError> {
-    Ok(tx.row(Rows::Leases, key, turn)?.map(|v| decode(&v)))
+    Ok(tx.row(Rows::Leases, &key.0, turn)?.map(|v| decode(&v)))
 }
 
 /// Writes to one session inside a write transaction.
@@ -154,7 +172,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn new(tx: &'a WriteTx<'a>, key: SessionKey) -> Result<Writer<'a>, StoreError> {
         let now = now_ms();
-        let created = match tx.session(&key)? {
+        let created = match tx.session(&key.0)? {
             Some(v) => decode::<SessionRecord>(&v).map_or(now, |r| r.created_ms),
             None => now,
         };
@@ -163,7 +181,7 @@ impl<'a> Writer<'a> {
             created_ms: created,
             touched_ms: now,
         };
-        tx.put_session(&key, &encode(&rec))?;
+        tx.put_session(&key.0, &encode(&rec))?;
         Ok(Writer { tx, key })
     }
 
@@ -185,7 +203,7 @@ impl<'a> Writer<'a> {
     pub fn state(&self) -> Result<SessionState, StoreError> {
         let b = self.bad();
         let mut s = SessionState::new();
-        self.tx.each_row(Rows::Oplog, &self.key, |_, v| {
+        self.tx.each_row(Rows::Oplog, &self.key.0, |_, v| {
             s.apply(&decode::<OpRecord>(v).map_err(&b)?.op);
             Ok(())
         })?;
@@ -199,7 +217,7 @@ impl<'a> Writer<'a> {
     pub fn last_op(&self) -> Result<Option<Op>, StoreError> {
         let b = self.bad();
         self.tx
-            .last_row(Rows::Oplog, &self.key)?
+            .last_row(Rows::Oplog, &self.key.0)?
             .map(|(_, v)| decode::<OpRecord>(&v).map(|r| r.op).map_err(&b))
             .transpose()
     }
@@ -211,14 +229,15 @@ impl<'a> Writer<'a> {
     pub fn op(&self, op: Op) -> Result<(), StoreError> {
         let next = self
             .tx
-            .last_row(Rows::Oplog, &self.key)?
+            .last_row(Rows::Oplog, &self.key.0)?
             .map_or(1, |(n, _)| n + 1);
         let rec = OpRecord {
             version: HISTORY_VERSION,
             time_ms: now_ms(),
             op,
         };
-        self.tx.put_row(Rows::Oplog, &self.key, next, &encode(&rec))
+        self.tx
+            .put_row(Rows::Oplog, &self.key.0, next, &encode(&rec))
     }
 
     /// Writes (or replaces) a turn record.
@@ -227,7 +246,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn turn(&self, rec: &TurnRecord) -> Result<(), StoreError> {
         self.tx
-            .put_row(Rows::Turns, &self.key, rec.number, &encode(rec))
+            .put_row(Rows::Turns, &self.key.0, rec.number, &encode(rec))
     }
 
     /// Reads a turn record.
@@ -237,7 +256,7 @@ impl<'a> Writer<'a> {
     pub fn get_turn(&self, n: u64) -> Result<Option<TurnRecord>, StoreError> {
         let b = self.bad();
         self.tx
-            .row(Rows::Turns, &self.key, n)?
+            .row(Rows::Turns, &self.key.0, n)?
             .map(|v| decode(&v).map_err(&b))
             .transpose()
     }
@@ -247,7 +266,8 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn put_lease(&self, turn: u64, rec: &LeaseRecord) -> Result<(), StoreError> {
-        self.tx.put_row(Rows::Leases, &self.key, turn, &encode(rec))
+        self.tx
+            .put_row(Rows::Leases, &self.key.0, turn, &encode(rec))
     }
 
     /// Removes the lease of a turn (it ended or was closed).
@@ -255,7 +275,7 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn drop_lease(&self, turn: u64) -> Result<(), StoreError> {
-        self.tx.remove_row(Rows::Leases, &self.key, turn)
+        self.tx.remove_row(Rows::Leases, &self.key.0, turn)
     }
 
     /// Writes a checkpoint record.
@@ -264,7 +284,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn checkpoint(&self, rec: &CheckpointRecord) -> Result<(), StoreError> {
         self.tx
-            .put_row(Rows::Checkpoints, &self.key, rec.number, &encode(rec))
+            .put_row(Rows::Checkpoints, &self.key.0, rec.number, &encode(rec))
     }
 
     /// Expires turns: their snapshots stop being kept (state [`TurnState::Expired`], ids
@@ -277,7 +297,7 @@ impl<'a> Writer<'a> {
     pub fn expire(&self, which: Option<&[u64]>) -> Result<u64, StoreError> {
         let b = self.bad();
         let mut changed = Vec::new();
-        self.tx.each_row(Rows::Turns, &self.key, |_, v| {
+        self.tx.each_row(Rows::Turns, &self.key.0, |_, v| {
             let mut rec: TurnRecord = decode(v).map_err(&b)?;
             let chosen = which.is_none_or(|w| w.contains(&rec.number));
             if chosen && rec.state != TurnState::Pending && rec.state != TurnState::Expired {
@@ -293,7 +313,7 @@ impl<'a> Writer<'a> {
         }
         if which.is_none() {
             self.tx
-                .remove_rows_through(Rows::Checkpoints, &self.key, u64::MAX)?;
+                .remove_rows_through(Rows::Checkpoints, &self.key.0, u64::MAX)?;
             let mut state = self.state()?;
             state.last_known = None;
             self.replace_log(&state)?;
@@ -307,21 +327,22 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn delete_session(&self) -> Result<(), StoreError> {
         for table in [Rows::Turns, Rows::Checkpoints, Rows::Oplog, Rows::Leases] {
-            self.tx.remove_rows_through(table, &self.key, u64::MAX)?;
+            self.tx.remove_rows_through(table, &self.key.0, u64::MAX)?;
         }
-        self.tx.remove_session(&self.key)
+        self.tx.remove_session(&self.key.0)
     }
 
     /// Replaces the op log (rows `..=last`) by one [`Op::Base`] holding `state`.
     fn replace_log_through(&self, last: u64, state: &SessionState) -> Result<(), StoreError> {
-        self.tx.remove_rows_through(Rows::Oplog, &self.key, last)?;
+        self.tx
+            .remove_rows_through(Rows::Oplog, &self.key.0, last)?;
         let rec = OpRecord {
             version: HISTORY_VERSION,
             time_ms: now_ms(),
             op: state.base(),
         };
         self.tx
-            .put_row(Rows::Oplog, &self.key, last + 1, &encode(&rec))
+            .put_row(Rows::Oplog, &self.key.0, last + 1, &encode(&rec))
     }
 
     /// Replaces the op log by one [`Op::Base`] holding `state`.
@@ -333,7 +354,7 @@ impl<'a> Writer<'a> {
     fn last_op_number(&self) -> Result<u64, StoreError> {
         Ok(self
             .tx
-            .last_row(Rows::Oplog, &self.key)?
+            .last_row(Rows::Oplog, &self.key.0)?
             .map_or(0, |(n, _)| n))
     }
 
@@ -344,11 +365,11 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`]; [`StoreError::History`].
     pub fn cap(&self, max: u64, state: &SessionState) -> Result<u64, StoreError> {
-        let count = self.tx.count_rows(Rows::Turns, &self.key)?;
+        let count = self.tx.count_rows(Rows::Turns, &self.key.0)?;
         let mut dropped = 0;
         if count > max {
             let mut victims = Vec::new();
-            self.tx.each_row(Rows::Turns, &self.key, |n, _| {
+            self.tx.each_row(Rows::Turns, &self.key.0, |n, _| {
                 if count - victims.len() as u64 > max
                     && Some(n) != state.cursor
                     && Some(n) != state.pending
@@ -358,13 +379,13 @@ impl<'a> Writer<'a> {
                 Ok(())
             })?;
             for n in &victims {
-                self.tx.remove_row(Rows::Turns, &self.key, *n)?;
+                self.tx.remove_row(Rows::Turns, &self.key.0, *n)?;
             }
             dropped = victims.len() as u64;
         }
         // The replacement must stand for the log it replaces; checked before dropping it.
         let replayed = self.state()?;
-        let ops = self.tx.count_rows(Rows::Oplog, &self.key)?;
+        let ops = self.tx.count_rows(Rows::Oplog, &self.key.0)?;
         // The log is replayed on every operation: keep it proportional to the turns kept.
         if dropped > 0 || ops > 4 * max + 64 {
             if replayed != *state {

@@ -24,7 +24,7 @@ static REFRESHER: Once = Once::new();
 pub fn marker(store_dir: &Path, key: &SessionKey) -> PathBuf {
     store_dir
         .join("active")
-        .join(&crate::object::ObjectId(*key).to_hex()[..32])
+        .join(&crate::object::ObjectId(key.0).to_hex()[..32])
 }
 
 fn touch(path: &Path) {

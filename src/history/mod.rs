@@ -46,11 +46,12 @@ use std::sync::{Arc, PoisonError};
 use serde::Serialize;
 
 use crate::error::{Error, StoreError};
-use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::progress::{NoProgress, Progress};
+use crate::restore::journal::Then;
+use crate::store::WriteTx;
 use crate::store::now_ms;
-use crate::workspace::Workspace;
+use crate::working_copy::{Exclusive, WorkingCopy};
 use db::{Loaded, SessionKey, Writer};
 pub use outcome::{Outcome, Report};
 use record::{CheckpointRecord, HISTORY_VERSION, MAX_ANCHOR_BYTES, Op, truncate};
@@ -112,7 +113,7 @@ impl Default for OpOptions<'_> {
 /// One conversation of the host agent. Cheap to create; clones share in-process state.
 #[derive(Clone)]
 pub struct Session {
-    ws: Workspace,
+    ws: WorkingCopy,
     key: SessionKey,
     subagent: bool,
     rt: Arc<Runtime>,
@@ -145,7 +146,7 @@ pub struct LogEntry {
     /// Snapshot after.
     pub after: Option<ObjectId>,
     /// Paths added, modified, deleted.
-    pub counts: [u32; 3],
+    pub counts: record::Counts,
     /// On the cursor's chain: undo will step back over it.
     pub applied: bool,
     /// On the redo stack.
@@ -186,55 +187,62 @@ pub struct SessionLog {
     pub entries: Vec<LogEntry>,
 }
 
-impl Workspace {
-    /// The session keyed by the host's session id (stored hashed). Sessions are isolated:
-    /// own turns, cursor and redo stack.
-    #[must_use]
-    pub fn session(&self, id: &str) -> Session {
-        self.session_of(id, false)
-    }
+/// A session's op, recorded with a journaled restore's result: the journal's `then` (its
+/// snapshot field is set to the result when it is recorded).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionOp(pub SessionKey, pub Op);
 
-    /// A subagent's session: it captures nothing and writes no history (its edits land in
-    /// the parent turn's after-snapshot); undo and redo answer [`Outcome::Subagent`].
-    #[must_use]
-    pub fn subagent_session(&self, id: &str) -> Session {
-        self.session_of(id, true)
+impl Then for SessionOp {
+    fn record(self, tx: &WriteTx<'_>, snapshot: ObjectId) -> Result<(), StoreError> {
+        #[cfg(test)]
+        if fail_writes() {
+            return Err(StoreError::History {
+                path: tx.path().into(),
+                detail: "injected write failure".into(),
+            });
+        }
+        Writer::new(tx, self.0)?.op(self.1.with_snapshot(snapshot))
     }
+}
 
-    fn session_of(&self, id: &str, subagent: bool) -> Session {
+/// In-process state of the sessions opened through one workspace handle, by key.
+pub(crate) type Runtimes = std::sync::Mutex<std::collections::HashMap<SessionKey, Arc<Runtime>>>;
+
+impl Session {
+    /// The session keyed by the host's session id `id` in `wc`, sharing in-process state
+    /// with the other handles opened through `runtimes` ([`crate::Workspace::session`]).
+    pub(crate) fn open(wc: &WorkingCopy, runtimes: &Runtimes, id: &str, subagent: bool) -> Session {
         let key = db::session_key(id);
         let (rt, new) = {
-            let mut map = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut map = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
             let new = !map.contains_key(&key);
             (map.entry(key).or_default().clone(), new)
         };
         // A subagent keeps no history: nothing of its own to protect.
         if new && !subagent {
-            liveness::open(&self.dir, &key, &rt);
+            liveness::open(&wc.dir, &key, &rt);
             // Resuming a session whose file history expired: say so once.
-            let expired = self.store.begin_read().ok().and_then(|tx| {
+            let expired = wc.store.begin_read().ok().and_then(|tx| {
                 db::turns(&tx, &key)
                     .ok()
                     .map(|t| t.iter().filter(|t| t.state == TurnState::Expired).count())
             });
             if let Some(n) = expired.filter(|n| *n > 0) {
-                self.warn(format!(
+                wc.warn(format!(
                     "this session has {n} turn(s) whose file history expired (retention): \
                      undo of those moves only the conversation; new turns work normally"
                 ));
             }
         }
         Session {
-            ws: self.clone(),
+            ws: wc.clone(),
             key,
             subagent,
             rt,
             owner: std::process::id(),
         }
     }
-}
 
-impl Session {
     fn path(&self) -> &std::path::Path {
         self.ws.store.path()
     }
@@ -264,16 +272,16 @@ impl Session {
         })
     }
 
-    /// The workspace this session belongs to.
+    /// The working copy this session belongs to.
     #[must_use]
-    pub fn workspace(&self) -> &Workspace {
+    pub fn workspace(&self) -> &WorkingCopy {
         &self.ws
     }
 
     /// Hex of the first 8 bytes of the session key.
     #[must_use]
     pub fn id(&self) -> String {
-        blake3::Hash::from_bytes(self.key).to_hex()[..16].to_string()
+        self.key.short()
     }
 
     /// Quick refusals that need no lock: subagent, capture in flight, turn in progress.
@@ -335,7 +343,7 @@ impl Session {
     fn prepare(
         &self,
         progress: &dyn Progress,
-    ) -> Result<Result<(crate::lock::WorkspaceLock, Loaded), Outcome>, Error> {
+    ) -> Result<Result<(Exclusive<'_>, Loaded), Outcome>, Error> {
         if let Some(o) = self.refuse()? {
             return Ok(Err(o));
         }
@@ -343,19 +351,20 @@ impl Session {
             Ok(l) => l,
             Err(o) => return Ok(Err(o)),
         };
-        if let Some(report) = self.ws.recover_locked(progress)? {
+        if let Some(report) = lock.recover::<SessionOp>(progress)? {
             self.ws.warn(report);
         }
         let l = self.load()?;
         if let Some(o) = self.pending_refusal(&l) {
             return Ok(Err(o));
         }
-        Ok(Ok((lock, self.clean_dead_turn(l, progress)?)))
+        let l = self.clean_dead_turn(&lock, l, progress)?;
+        Ok(Ok((lock, l)))
     }
 
     /// Takes the exclusive lock, or says busy.
-    fn lock_or_busy(&self) -> Result<Result<crate::lock::WorkspaceLock, Outcome>, Error> {
-        match self.ws.lock(LockMode::Exclusive, self.ws.history_wait) {
+    fn lock_or_busy(&self) -> Result<Result<Exclusive<'_>, Outcome>, Error> {
+        match self.ws.lock_exclusive(self.ws.history_wait) {
             Ok(l) => Ok(Ok(l)),
             Err(Error::Store(StoreError::Busy { .. })) => Ok(Err(Outcome::Busy {
                 detail: "another retrace process is restoring or capturing this workspace".into(),
@@ -401,10 +410,10 @@ impl Session {
             return Ok(Outcome::Subagent);
         }
         let _flight = InFlight::new(&self.rt);
-        self.ws.recover_if_needed();
-        let _lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        self.ws.recover_if_needed::<SessionOp>(self.ws.history_wait);
+        let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let label = label.map(|l| truncate(l, MAX_ANCHOR_BYTES));
-        let cap = self.ws.record_locked(label.clone(), progress)?;
+        let cap = lock.record(label.clone(), progress)?;
         let number = self.write(|w, s| {
             let number = s.next_checkpoint;
             w.checkpoint(&CheckpointRecord {
@@ -430,10 +439,11 @@ impl Session {
         })
     }
 
-    /// Checkpoints under the exclusive lock the caller holds, appending `then` in the same
-    /// transaction (its snapshot is set to the checkpoint's). Returns the snapshot.
-    fn checkpoint_locked(
+    /// Checkpoints under the exclusive lock `ex`, appending `then` in the same transaction
+    /// (its snapshot is set to the checkpoint's). Returns the snapshot.
+    fn checkpoint_under(
         &self,
+        ex: &Exclusive<'_>,
         label: Option<String>,
         progress: &dyn Progress,
         then: Option<Op>,
@@ -445,7 +455,7 @@ impl Session {
             }
             return Ok(None);
         }
-        let cap = self.ws.record_locked(label.clone(), progress)?;
+        let cap = ex.record(label.clone(), progress)?;
         let id = cap.id;
         self.write(|w, s| {
             let number = s.next_checkpoint;
@@ -533,7 +543,7 @@ impl Session {
                 leaf: None,
                 before: Some(c.snapshot),
                 after: None,
-                counts: [0; 3],
+                counts: record::Counts::default(),
                 applied: false,
                 undone: false,
             }))

@@ -2,14 +2,14 @@
 //! the workspace to it behind the unsaved-edits guard.
 
 use super::db::Loaded;
-use crate::inverse::lossy;
 use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
-use super::{OpOptions, Outcome, Session};
+use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::diff::flatten_changed;
 use crate::error::Error;
+use crate::inverse::lossy;
 use crate::object::ObjectId;
-use crate::restore::journaled::JournaledRestore;
-use crate::workspace::MAX_LISTED;
+use crate::working_copy::MAX_LISTED;
+use crate::working_copy::journaled::JournaledRestore;
 
 /// The snapshot and cursor an anchor names.
 struct Target {
@@ -151,7 +151,7 @@ impl Session {
         mode: Mode,
         opts: OpOptions<'_>,
     ) -> Result<Outcome, Error> {
-        let (_lock, l) = match self.prepare(opts.progress)? {
+        let (lock, l) = match self.prepare(opts.progress)? {
             Ok(ready) => ready,
             Err(refusal) => return Ok(refusal),
         };
@@ -168,7 +168,8 @@ impl Session {
                     checkpoint: None,
                 });
             }
-            let checkpoint = self.checkpoint_locked(
+            let checkpoint = self.checkpoint_under(
+                &lock,
                 Some(format!("kept at conversation navigation to {anchor}")),
                 opts.progress,
                 Some(Op::Navigate {
@@ -195,7 +196,7 @@ impl Session {
         };
         let reader = self.ws.store.reader()?;
         // Stored, so the journal's source is a complete snapshot even with unsaved edits.
-        let mut disk = self.ws.store_disk_locked(opts.progress)?;
+        let mut disk = lock.store_disk(opts.progress)?;
         if disk.id == snapshot && target.cursor == l.state.cursor {
             return Ok(Outcome::Restored {
                 turn: target.cursor,
@@ -230,7 +231,7 @@ impl Session {
                     });
                 }
                 let label = format!("safety: before forced navigation to {anchor}");
-                safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
+                safety = Some(lock.record(Some(label), opts.progress)?.id);
             }
         }
         // Paths another session's running turn has changed so far are that turn's: a
@@ -252,7 +253,7 @@ impl Session {
                 }
                 if safety.is_none() {
                     let label = format!("safety: before forced navigation to {anchor}");
-                    safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
+                    safety = Some(lock.record(Some(label), opts.progress)?.id);
                 }
             }
         }
@@ -260,14 +261,14 @@ impl Session {
         let (target_entries, same_dirs) = flatten_changed(&reader, &snapshot, &disk.entries)?;
         disk.entries
             .retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
-        let fin = self.ws.journaled_apply(
+        let fin = lock.journaled_apply(
             &reader,
             JournaledRestore {
                 what: format!("navigation to {anchor}"),
                 source: disk.id,
                 target: snapshot,
                 frames: Vec::new(),
-                then: Some((
+                then: Some(SessionOp(
                     self.key,
                     Op::Navigate {
                         to: target.cursor,

@@ -83,6 +83,42 @@ pub enum TurnState {
     Expired,
 }
 
+/// Paths a turn added, modified and deleted. Encoded (in records and in JSON alike) as the
+/// triple `[added, modified, deleted]`, as it always was.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Paths added.
+    pub added: u32,
+    /// Paths modified.
+    pub modified: u32,
+    /// Paths deleted.
+    pub deleted: u32,
+}
+
+/// A triple `[added, modified, deleted]`, as the counts are encoded.
+impl PartialEq<[u32; 3]> for Counts {
+    fn eq(&self, other: &[u32; 3]) -> bool {
+        [self.added, self.modified, self.deleted] == *other
+    }
+}
+
+impl Serialize for Counts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        [self.added, self.modified, self.deleted].serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Counts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
+        let [added, modified, deleted] = <[u32; 3]>::deserialize(d)?;
+        Ok(Counts {
+            added,
+            modified,
+            deleted,
+        })
+    }
+}
+
 /// One undo unit: from the user's prompt until the agent settles.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnRecord {
@@ -113,7 +149,7 @@ pub struct TurnRecord {
     /// Why the turn is conversation-only, when it is.
     pub reason: Option<String>,
     /// Paths the turn added, modified and deleted (filled in at end).
-    pub counts: [u32; 3],
+    pub counts: Counts,
 }
 
 /// A labelled capture outside any turn.

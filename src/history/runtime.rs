@@ -103,7 +103,7 @@ impl Session {
         }
         let file = dir.join(format!(
             "{}.json",
-            &crate::object::ObjectId(self.key).to_hex()[..32]
+            &crate::object::ObjectId(self.key.0).to_hex()[..32]
         ));
         let tmp = dir.join(format!(".{}.tmp", std::process::id()));
         if crate::home::write_private(&tmp, text.as_bytes()).is_ok()

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use super::*;
-use crate::Config;
+use crate::{Config, Workspace};
 
 thread_local! {
     /// Makes every history write of this thread fail (captures still succeed).

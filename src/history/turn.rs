@@ -8,16 +8,16 @@ use serde::Serialize;
 
 use super::db::{self, Loaded, Writer};
 use super::record::{
-    HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
+    Counts, HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
 };
-use super::{InFlight, Session, TurnState};
+use super::{InFlight, Session, SessionOp, TurnState};
 use crate::capture::FlatEntry;
 use crate::error::{Error, StoreError};
-use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::progress::NoProgress;
 use crate::scan::Skipped;
 use crate::store::now_ms;
+use crate::working_copy::Exclusive;
 
 /// Where a turn's before-snapshot stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -81,16 +81,16 @@ pub struct TurnSummary {
 
 impl TurnSummary {
     /// The summary of turn record `rec` as ended with `counts`.
-    fn of(rec: TurnRecord, counts: [u32; 3], skipped: Vec<Skipped>, dropped: u64) -> TurnSummary {
+    fn of(rec: TurnRecord, counts: Counts, skipped: Vec<Skipped>, dropped: u64) -> TurnSummary {
         TurnSummary {
             turn: rec.number,
             state: rec.state,
             reason: rec.reason,
             before: rec.before,
             after: rec.after,
-            added: counts[0],
-            modified: counts[1],
-            deleted: counts[2],
+            added: counts.added,
+            modified: counts.modified,
+            deleted: counts.deleted,
             skipped,
             dropped,
         }
@@ -124,10 +124,10 @@ impl Session {
         {
             return Err(Error::NoSuchOwner { pid: self.owner });
         }
-        self.ws.recover_if_needed();
+        self.ws.recover_if_needed::<SessionOp>(self.ws.history_wait);
         // Shared lock from the record to the capture's end: a restore in another process
         // either finished before this turn began or starts after its baseline is taken.
-        let lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?.detach();
         let anchor = anchor.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let prompt = prompt.map(|p| truncate(p, MAX_PROMPT_BYTES));
         // No lease when this machine's identity cannot be read: the turn then simply stays
@@ -173,7 +173,7 @@ impl Session {
                 after: None,
                 state: TurnState::Pending,
                 reason: None,
-                counts: [0; 3],
+                counts: Counts::default(),
             })?;
             w.op(Op::TurnBegun { turn: number })?;
             if let Some(lease) = &lease {
@@ -227,11 +227,9 @@ impl Session {
                     *g = Slot::Committing(root);
                     Ok(())
                 };
-                let captured = session.ws.record_locked_with(
-                    Some(format!("before turn {number}")),
-                    &NoProgress,
-                    &also,
-                );
+                let lock = lock.attach(&session.ws);
+                let captured =
+                    lock.record_with(Some(format!("before turn {number}")), &NoProgress, &also);
                 drop(lock);
                 let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
                 match (&captured, &*g) {
@@ -447,8 +445,8 @@ impl Session {
         if !ended_last || self.ws.store.reader()?.last_known()? != Some(after) {
             return Ok(None);
         }
-        self.ws.recover_if_needed();
-        let _lock = self.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        self.ws.recover_if_needed::<SessionOp>(self.ws.history_wait);
+        let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let recorded = std::cell::RefCell::new(None);
         let also = |tx: &crate::store::WriteTx<'_>,
@@ -480,7 +478,7 @@ impl Session {
             *recorded.borrow_mut() = Some((t, counts));
             Ok(())
         };
-        let cap = self.ws.record_locked_with(
+        let cap = lock.record_with(
             Some(format!("after turn {n} (extended)")),
             &NoProgress,
             &also,
@@ -500,7 +498,7 @@ fn counts_against(
     reader: &crate::store::StoreReader,
     before: &ObjectId,
     after: &[FlatEntry],
-) -> Result<[u32; 3], StoreError> {
+) -> Result<Counts, StoreError> {
     let (old, same) = crate::diff::flatten_changed(reader, before, after)?;
     let now: Vec<FlatEntry> = after
         .iter()
@@ -509,16 +507,21 @@ fn counts_against(
         .collect();
     let d = crate::diff::diff(&old, &now);
     let n = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
-    Ok([n(&d.added), n(&d.modified), n(&d.deleted)])
+    Ok(Counts {
+        added: n(&d.added),
+        modified: n(&d.modified),
+        deleted: n(&d.deleted),
+    })
 }
 
 impl Session {
-    /// Ends a turn whose owner is certainly gone (the caller checked its lease and holds the
+    /// Ends a turn whose owner is certainly gone (the caller checked its lease; `ex` is the
     /// exclusive lock), then returns the session re-read. It never absorbs edits made after
     /// its owner died: it ends complete only when it provably changed nothing (the disk
     /// still equals its before-snapshot, nothing recorded since), else conversation-only.
     pub(super) fn clean_dead_turn(
         &self,
+        ex: &Exclusive<'_>,
         l: Loaded,
         progress: &dyn crate::progress::Progress,
     ) -> Result<Loaded, Error> {
@@ -543,8 +546,8 @@ impl Session {
         let baseline = self.ws.store.reader()?.last_known()?;
         let truthful = t.state == TurnState::Pending && t.before.is_some() && baseline == t.before;
         let after = if truthful {
-            let disk = self.ws.scan_disk(progress)?;
-            (Some(disk.id) == t.before).then_some((disk.id, [0, 0, 0]))
+            let disk = ex.scan_disk(progress)?;
+            (Some(disk.id) == t.before).then_some((disk.id, Counts::default()))
         } else {
             None
         };
@@ -728,8 +731,8 @@ impl Turn {
         if s.ws.refused.is_some() {
             return self.end_without_files(before.err().unwrap_or_default());
         }
-        s.ws.recover_if_needed();
-        let _lock = s.ws.lock(LockMode::Shared, crate::store::LOCK_WAIT)?;
+        s.ws.recover_if_needed::<SessionOp>(s.ws.history_wait);
+        let lock = s.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let max = s.ws.max_turns;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let number = self.number;
@@ -748,12 +751,12 @@ impl Turn {
             })?;
             if state.pending != Some(number) {
                 // Closed already (a newer turn began): the newer turn owns the history now.
-                *recorded.borrow_mut() = Some((t, 0, [0; 3]));
+                *recorded.borrow_mut() = Some((t, 0, Counts::default()));
                 return Ok(());
             }
             let counts = match &before {
                 Ok(b) => counts_against(&s.ws.store.reader()?, b, entries)?,
-                Err(_) => [0; 3],
+                Err(_) => Counts::default(),
             };
             w.drop_lease(number)?;
             t.after = Some(root);
@@ -781,7 +784,7 @@ impl Turn {
             *recorded.borrow_mut() = Some((t, dropped, counts));
             Ok(())
         };
-        let cap = s.ws.record_locked_with(
+        let cap = lock.record_with(
             Some(format!("after turn {}", self.number)),
             &NoProgress,
             &also,

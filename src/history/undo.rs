@@ -2,16 +2,17 @@
 //! the paths it changed, refused on conflict unless forced.
 
 use super::db;
-use crate::inverse::{conflicts, find, is_nested, lossy, same, target_of};
 use super::record::{Mode, Op, TurnRecord, TurnState};
-use super::{OpOptions, Outcome, Session};
+use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::diff::changes;
 use crate::error::Error;
+use crate::inverse::{conflicts, find, is_nested, lossy, same, target_of};
 use crate::object::ObjectId;
-use crate::restore::journaled::{JournaledRestore, dirty_dirs, totals};
 use crate::scan::Skipped;
 use crate::store::{SnapshotRecord, now_ms};
-use crate::workspace::MAX_LISTED;
+use crate::working_copy::Exclusive;
+use crate::working_copy::MAX_LISTED;
+use crate::working_copy::journaled::{JournaledRestore, dirty_dirs, totals};
 
 impl Session {
     /// Steps back over the newest applied turn (see the module docs). `Mode::Both` restores
@@ -40,7 +41,7 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     fn undo_with_unpublished(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let (_lock, l) = match self.prepare(opts.progress)? {
+        let (lock, l) = match self.prepare(opts.progress)? {
             Ok(ready) => ready,
             Err(refusal) => return Ok(refusal),
         };
@@ -87,7 +88,8 @@ impl Session {
                         .unwrap_or("the turn has no before-snapshot")
                 ),
             };
-            let cp = self.checkpoint_locked(
+            let cp = self.checkpoint_under(
+                &lock,
                 Some(format!("kept at conversation undo of turn {n}")),
                 opts.progress,
                 Some(Op::Undo {
@@ -126,7 +128,7 @@ impl Session {
             mode,
             snapshot: None,
         };
-        let applied = match self.reverse(&t, Some(after), before, "undo", op, opts)? {
+        let applied = match self.reverse(&lock, &t, Some(after), before, "undo", op, opts)? {
             Ok(a) => a,
             Err(o) => return Ok(o),
         };
@@ -171,13 +173,13 @@ impl Session {
             Ok(l) => l,
             Err(o) => return Ok(o),
         };
-        if let Some(report) = self.ws.recover_locked(opts.progress)? {
+        if let Some(report) = lock.recover::<SessionOp>(opts.progress)? {
             self.ws.warn(report);
         }
         let l = self.load()?;
         // A turn whose owner is gone is not running: it is closed as any undo closes it.
         let l = if self.pending_refusal(&l).is_none() {
-            self.clean_dead_turn(l, opts.progress)?
+            self.clean_dead_turn(&lock, l, opts.progress)?
         } else {
             l
         };
@@ -208,9 +210,8 @@ impl Session {
             });
         };
         // Kept first: the undo of a running turn has no redo.
-        let safety = self
-            .ws
-            .record_locked(
+        let safety = lock
+            .record(
                 Some(format!("safety: before undo of running turn {n}")),
                 opts.progress,
             )?
@@ -219,7 +220,7 @@ impl Session {
             to: l.state.cursor,
             snapshot: None,
         };
-        let applied = match self.reverse(&t, None, before, "undo of running", op, opts)? {
+        let applied = match self.reverse(&lock, &t, None, before, "undo of running", op, opts)? {
             Ok(a) => a,
             Err(o) => return Ok(o),
         };
@@ -260,7 +261,7 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     fn redo_with_unpublished(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let (_lock, l) = match self.prepare(opts.progress)? {
+        let (lock, l) = match self.prepare(opts.progress)? {
             Ok(ready) => ready,
             Err(refusal) => return Ok(refusal),
         };
@@ -300,7 +301,7 @@ impl Session {
             mode,
             snapshot: None,
         };
-        let applied = match self.reverse(&t, Some(before), after, "redo", op, opts)? {
+        let applied = match self.reverse(&lock, &t, Some(before), after, "redo", op, opts)? {
             Ok(a) => a,
             Err(o) => return Ok(o),
         };
@@ -319,12 +320,14 @@ impl Session {
 
     /// Applies the change from snapshot `from` (None: the disk now) to snapshot `to` to the paths it names,
     /// refusing (as an outcome) when the disk no longer holds `from` there, and records `op`
-    /// with the result. The caller holds the exclusive lock. Journaled: see
-    /// [`Workspace::journaled_apply`]. A store failure after the files were written is
+    /// with the result, under the exclusive lock `ex`. Journaled: see
+    /// [`Exclusive::journaled_apply`]. A store failure after the files were written is
     /// [`Outcome::PersistenceUncertain`] (the journal stays, and the next operation completes
     /// the record).
+    #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
     fn reverse(
         &self,
+        ex: &Exclusive<'_>,
         t: &TurnRecord,
         from: Option<ObjectId>,
         to: ObjectId,
@@ -335,7 +338,7 @@ impl Session {
         // Stored, not just scanned: the result is recorded from this list, so edits made
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
-        let disk = self.ws.store_disk_locked(opts.progress)?;
+        let disk = ex.store_disk(opts.progress)?;
         let reader = self.ws.store.reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
         // Paths another session's concurrent turn changed are that turn's: left alone. So
@@ -382,23 +385,23 @@ impl Session {
                 }));
             }
             let label = format!("safety: before forced {verb} of turn {}", t.number);
-            safety = Some(self.ws.record_locked(Some(label), opts.progress)?.id);
+            safety = Some(ex.record(Some(label), opts.progress)?.id);
         }
         let mut target = target_of(&disk.entries, &change);
         // The result is known before a file is written: its trees go into the store with
         // the journal, so an interrupted undo can always be completed.
         let dirty = dirty_dirs(change.iter().map(|c| c.path.as_slice()));
-        let (root, frames) = self.ws.prepare_list(&mut target, &dirty)?;
+        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
         let (files, bytes) = totals(&target);
         let what = format!("{verb} of turn {}", t.number);
-        let fin = self.ws.journaled_apply(
+        let fin = ex.journaled_apply(
             &reader,
             JournaledRestore {
                 what: what.clone(),
                 source: disk.id,
                 target: root,
                 frames,
-                then: Some((self.key, op)),
+                then: Some(SessionOp(self.key, op)),
                 record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
             },
             &disk.entries,
@@ -461,7 +464,7 @@ impl Session {
             if key == self.key {
                 continue;
             }
-            let session = &ObjectId(key).to_hex()[..16];
+            let session = &key.short();
             let turns = db::turns(&tx, &key)?;
             // Turns of that session whose change counts: those running at the same time,
             // and those it undid or redid meanwhile.
@@ -532,7 +535,7 @@ impl Session {
             if key == self.key {
                 continue;
             }
-            let session = &ObjectId(key).to_hex()[..16];
+            let session = &key.short();
             for u in db::turns(&tx, &key)? {
                 let Some(ub) = u.before.filter(|_| u.ended_ms.is_none()) else {
                     continue;

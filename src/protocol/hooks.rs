@@ -379,7 +379,7 @@ fn log(agent: Agent, session: &crate::Session) -> Result<HookOutput, String> {
         let text = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
         lines.push(format!(
             "{} {}: +{} ~{} -{} {}",
-            e.kind, e.number, e.counts[0], e.counts[1], e.counts[2], text
+            e.kind, e.number, e.counts.added, e.counts.modified, e.counts.deleted, text
         ));
     }
     Ok(agent.block(&lines.join("\n")))

@@ -148,7 +148,7 @@ impl McpServer {
                 let t = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
                 lines.push(format!(
                     "{}:{} +{} ~{} -{} {t}",
-                    e.kind, e.number, e.counts[0], e.counts[1], e.counts[2]
+                    e.kind, e.number, e.counts.added, e.counts.modified, e.counts.deleted
                 ));
             }
             lines.join("\n")
@@ -163,13 +163,17 @@ impl McpServer {
         let ws = self.session.workspace();
         let run = || -> Result<String, crate::Error> {
             let from = match &args.from {
-                Some(f) => ws.resolve(f)?,
+                Some(f) => crate::retention::resolve_snapshot(ws, f)?,
                 None => match self.session.status()?.last_known {
                     Some(k) => k,
                     None => return Ok("no snapshot yet".into()),
                 },
             };
-            let to = args.to.as_deref().map(|t| ws.resolve(t)).transpose()?;
+            let to = args
+                .to
+                .as_deref()
+                .map(|t| crate::retention::resolve_snapshot(ws, t))
+                .transpose()?;
             let d = ws.diff(&from, to.as_ref())?;
             let mut lines: Vec<String> = d.added.iter().map(|p| format!("A {p}")).collect();
             lines.extend(d.modified.iter().map(|p| format!("M {p}")));
@@ -217,7 +221,7 @@ impl ServerHandler for McpServer {
 /// A message when the transport fails.
 pub fn run(session: Session) -> Result<(), String> {
     // Maintenance on a timer while the server runs; stopped before the store is closed.
-    let _maintainer = session.workspace().maintainer(None);
+    let _maintainer = crate::maintainer::start(session.workspace(), None);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

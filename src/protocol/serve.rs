@@ -513,7 +513,7 @@ impl Server {
                 let o = self.session(p)?;
                 let ws = o.session.workspace();
                 let from = match from {
-                    Some(f) => ws.resolve(f).map_err(|e| failed(&e))?,
+                    Some(f) => crate::retention::resolve_snapshot(ws, f).map_err(|e| failed(&e))?,
                     None => o
                         .session
                         .status()
@@ -524,7 +524,7 @@ impl Server {
                         })?,
                 };
                 let to = to
-                    .map(|t| ws.resolve(t))
+                    .map(|t| crate::retention::resolve_snapshot(ws, t))
                     .transpose()
                     .map_err(|e| failed(&e))?;
                 json_of(serde_json::to_value(

@@ -8,17 +8,30 @@
 //! midway leaves the record; the next process that takes the workspace lock rolls the
 //! restore *forward* (see `Workspace` recovery and `docs/crash-model.md`).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
-use crate::history::db::SessionKey;
-use crate::history::record::{HISTORY_VERSION, Op, decode, encode};
 use crate::object::ObjectId;
 use crate::store::{ReadTx, WriteTx};
 
+/// The journal record's version.
+pub const JOURNAL_VERSION: u8 = 1;
+
+/// What a journaled restore records together with its result, in the same commit: the layer
+/// above supplies it (the history: the session's op), so restore knows nothing of sessions.
+/// It is kept in the journal, so a recovery can record it too.
+pub trait Then: Serialize + DeserializeOwned + Clone {
+    /// Writes the record inside `tx`, with `snapshot` (what the disk now equals).
+    ///
+    /// # Errors
+    /// [`StoreError`] from the writes; nothing is committed then.
+    fn record(self, tx: &WriteTx<'_>, snapshot: ObjectId) -> Result<(), StoreError>;
+}
+
 /// A restore in progress.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JournalRecord {
+pub struct JournalRecord<T> {
     /// Record version (1).
     pub version: u8,
     /// What it is, for messages: "undo of turn 3", "restore to 3f2a9c1e".
@@ -27,26 +40,26 @@ pub struct JournalRecord {
     pub source: ObjectId,
     /// Stored snapshot the disk must become.
     pub target: ObjectId,
-    /// The session whose history records the operation, with the op to append once the
-    /// files are done (its snapshot field is filled with the result).
-    pub then: Option<(SessionKey, Op)>,
+    /// What to record once the files are done (the history: a session and the op to
+    /// append, its snapshot field filled with the result).
+    pub then: Option<T>,
     /// Unix milliseconds.
     pub started_ms: u64,
     /// Process that wrote it (for `retrace status`).
     pub pid: u32,
 }
 
-impl JournalRecord {
+impl<T> JournalRecord<T> {
     /// A new record.
     #[must_use]
     pub fn new(
         what: String,
         source: ObjectId,
         target: ObjectId,
-        then: Option<(SessionKey, Op)>,
-    ) -> JournalRecord {
+        then: Option<T>,
+    ) -> JournalRecord<T> {
         JournalRecord {
-            version: HISTORY_VERSION,
+            version: JOURNAL_VERSION,
             what,
             source,
             target,
@@ -61,8 +74,13 @@ impl JournalRecord {
 ///
 /// # Errors
 /// [`StoreError::Db`].
-pub fn put(tx: &WriteTx<'_>, rec: &JournalRecord) -> Result<(), StoreError> {
-    tx.put_journal(&encode(rec))
+///
+/// # Panics
+/// Never: encoding a plain record into memory cannot fail.
+pub fn put<T: Serialize>(tx: &WriteTx<'_>, rec: &JournalRecord<T>) -> Result<(), StoreError> {
+    tx.put_journal(
+        &postcard::to_allocvec(rec).expect("encoding plain data into memory cannot fail"),
+    )
 }
 
 /// Removes the journal inside `tx`.
@@ -78,7 +96,7 @@ pub fn clear(tx: &WriteTx<'_>) -> Result<(), StoreError> {
 /// # Errors
 /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode (a future
 /// version is refused, never guessed at).
-pub fn get(tx: &ReadTx) -> Result<Option<JournalRecord>, StoreError> {
+pub fn get<T: DeserializeOwned>(tx: &ReadTx) -> Result<Option<JournalRecord<T>>, StoreError> {
     tx.journal()?
         .map(|v| {
             decode(&v).map_err(|detail| StoreError::History {
@@ -87,4 +105,22 @@ pub fn get(tx: &ReadTx) -> Result<Option<JournalRecord>, StoreError> {
             })
         })
         .transpose()
+}
+
+/// Decodes a journal record, refusing unknown versions and trailing bytes.
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<JournalRecord<T>, String> {
+    match bytes.first() {
+        Some(&JOURNAL_VERSION) => match postcard::take_from_bytes(bytes) {
+            Ok((rec, [])) => Ok(rec),
+            Ok((_, rest)) => Err(format!(
+                "history record: {} trailing bytes after its fields",
+                rest.len()
+            )),
+            Err(e) => Err(format!("history record: {e}")),
+        },
+        Some(v) => Err(format!(
+            "history record of version {v}; this retrace reads version {JOURNAL_VERSION}"
+        )),
+        None => Err("empty history record".into()),
+    }
 }

@@ -9,7 +9,6 @@ pub mod apply;
 pub mod beneath;
 pub mod fault;
 pub mod journal;
-pub(crate) mod journaled;
 pub mod plan;
 
 use serde::Serialize;

@@ -2,7 +2,7 @@
 //! objects older than a grace period, rewrite frames that became mostly dead, free the pack
 //! log's unreferenced values, then compact the file.
 //!
-//! The caller (`Workspace::gc`) holds the workspace lock exclusively, so no capture runs
+//! The caller (`retention::gc`, under an `Exclusive` guard) holds the workspace lock exclusively, so no capture runs
 //! meanwhile: a capture decides "already stored" by looking an object up, and must not see
 //! it vanish before it records the snapshot that names it. The grace period additionally
 //! keeps objects that a crashed capture wrote but never recorded until they are an hour old.

@@ -244,9 +244,9 @@ pub fn log(s: &Session, json: bool) -> Result<u8> {
                 "{mark} turn:{:<4} {}  +{} ~{} -{}{state}  {text}",
                 e.number,
                 crate::format_time(e.time_ms),
-                e.counts[0],
-                e.counts[1],
-                e.counts[2]
+                e.counts.added,
+                e.counts.modified,
+                e.counts.deleted
             );
         } else {
             println!(

@@ -1,29 +1,30 @@
 //! Journaled restores and their recovery.
 //!
 //! Every restore that writes files (undo, redo, navigation, `retrace restore`) goes through
-//! [`Workspace::journaled_apply`]: (1) one commit stores the target's new trees and the
+//! [`Exclusive::journaled_apply`]: (1) one commit stores the target's new trees and the
 //! journal; (2) files are written, each to a temp file renamed into place; (3) one commit
 //! records the result (snapshot, last known state, the session's op) and removes the
 //! journal. A process killed between (1) and (3) leaves the journal; the next process to take
-//! the workspace lock calls [`Workspace::recover_locked`], which rolls the restore forward.
+//! the workspace lock calls [`Exclusive::recover`], which rolls the restore forward.
+//!
+//! What the result is recorded with (the history: the session's op) is the caller's `T`
+//! ([`Then`]), kept in the journal so that a recovery records it too.
 
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::journal::{self, JournalRecord};
+use super::{Applied, Exclusive, WorkingCopy};
 use crate::capture::{Capture, FlatEntry};
 use crate::diff::changes;
 use crate::error::{Error, StoreError};
-use crate::history::db::{SessionKey, Writer};
 use crate::inverse::{find, lossy, same, target_of};
-use crate::history::record::Op;
 use crate::object::{EntryKind, NewFrame, ObjectId};
 use crate::progress::Progress;
+use crate::restore::journal::{self, JournalRecord, Then};
 use crate::store::{SnapshotRecord, StoreReader};
-use crate::workspace::{Applied, Workspace};
 
 /// What a journaled restore is about to do.
-pub(crate) struct JournaledRestore {
+pub(crate) struct JournaledRestore<T> {
     /// For messages and the journal: "undo of turn 3".
     pub what: String,
     /// Stored snapshot of the disk now.
@@ -32,13 +33,13 @@ pub(crate) struct JournaledRestore {
     pub target: ObjectId,
     /// Trees of the target the store lacks.
     pub frames: Vec<NewFrame>,
-    /// The session op recorded with the result (its snapshot is set to the result).
-    pub then: Option<(SessionKey, Op)>,
+    /// What is recorded with the result (the history: the session's op).
+    pub then: Option<T>,
     /// A snapshot record for the result when it is exactly the target.
     pub record: Option<SnapshotRecord>,
 }
 
-/// What [`Workspace::journaled_apply`] did.
+/// What [`Exclusive::journaled_apply`] did.
 pub(crate) struct Finished {
     /// The files written, deleted, left alone.
     pub applied: Applied,
@@ -78,14 +79,14 @@ pub(crate) fn totals(list: &[FlatEntry]) -> (u64, u64) {
         .fold((0, 0), |(n, b), e| (n + 1, b + e.size))
 }
 
-impl Workspace {
+impl Exclusive<'_> {
     /// Journals, applies and records a restore from `current` to `target_entries` (sorted
-    /// lists, possibly restricted to the subtrees that differ). The caller holds the exclusive
-    /// lock. An error after the journal was written leaves it for recovery.
-    pub(crate) fn journaled_apply(
+    /// lists, possibly restricted to the subtrees that differ). An error after the journal
+    /// was written leaves it for recovery.
+    pub(crate) fn journaled_apply<T: Then>(
         &self,
         reader: &StoreReader,
-        j: JournaledRestore,
+        j: JournaledRestore<T>,
         current: &[FlatEntry],
         target_entries: &[FlatEntry],
         progress: &dyn Progress,
@@ -103,7 +104,7 @@ impl Workspace {
                 // history stays as it was (a journal left here would be "completed" later).
                 if !f.touched {
                     self.store
-                        .write_with(Vec::new(), None, None, |tx| journal::clear(tx))?;
+                        .write_with(Vec::new(), None, None, journal::clear)?;
                 }
                 return Err((*f.error).into());
             }
@@ -116,7 +117,7 @@ impl Workspace {
             (j.target, None, j.record)
         } else {
             // Something was left alone or is not as planned: record what the disk holds.
-            let c = self.record_locked(Some(format!("after {}", j.what)), progress)?;
+            let c = self.record(Some(format!("after {}", j.what)), progress)?;
             (c.id, Some(c), None)
         };
         let recorded = self
@@ -136,20 +137,23 @@ impl Workspace {
     /// Completes a restore interrupted by a crash, if the journal names one: rolls it
     /// forward. The disk as found is recorded first (nothing the user did since is lost);
     /// paths the user changed after the crash (neither the restore's source nor its target)
-    /// are left as they are and listed. The caller holds the exclusive lock. Returns a
-    /// one-line report.
+    /// are left as they are and listed. The journal records a `T`. Returns a one-line
+    /// report.
     ///
     /// # Errors
     /// [`Error`] when the store or the disk cannot be read or written; the journal then
     /// stays and the next operation tries again.
-    pub(crate) fn recover_locked(&self, progress: &dyn Progress) -> Result<Option<String>, Error> {
+    pub(crate) fn recover<T: Then>(
+        &self,
+        progress: &dyn Progress,
+    ) -> Result<Option<String>, Error> {
         let tx = self.store.begin_read()?;
-        let Some(rec) = journal::get(&tx)? else {
+        let Some(rec) = journal::get::<T>(&tx)? else {
             return Ok(None);
         };
         drop(tx);
         let reader = self.store.reader()?;
-        let mut disk = self.store_disk_locked(progress)?;
+        let mut disk = self.store_disk(progress)?;
         let (files, bytes) = totals(&disk.entries);
         let kept_at = SnapshotRecord::now(
             disk.id,
@@ -163,7 +167,7 @@ impl Workspace {
         // Every directory the restore was changing may hold its temp files.
         let dirs: HashSet<Vec<u8>> = all
             .iter()
-            .map(|c| super::beneath::split(&c.path).0.to_vec())
+            .map(|c| crate::restore::beneath::split(&c.path).0.to_vec())
             .collect();
         let doable: Vec<_> = all
             .into_iter()
@@ -176,7 +180,7 @@ impl Workspace {
                 ours
             })
             .collect();
-        let beneath = super::beneath::Beneath::open(&self.root)?;
+        let beneath = crate::restore::beneath::Beneath::open(&self.root)?;
         let rescued = beneath.sweep_temp_files(dirs.iter().map(Vec::as_slice), rec.pid, &|id| {
             reader.contains(id).unwrap_or(false)
         });
@@ -190,7 +194,7 @@ impl Workspace {
                 // refuses, a directory replaced): a recovery must never be stuck for good.
                 // The disk as found is kept above; the operation is dropped, unclaimed.
                 self.store
-                    .write_with(Vec::new(), None, None, |tx| finish(tx, None, disk.id))?;
+                    .write_with(Vec::new(), None, None, |tx| finish::<T>(tx, None, disk.id))?;
                 return Ok(Some(format!(
                     "an interrupted {} (started by process {}) cannot be completed ({e}); it \
                      was abandoned and its history left as it was; the disk as found is kept \
@@ -210,7 +214,7 @@ impl Workspace {
             let (now, frames) = self.prepare_list(&mut target, &dirty)?;
             (now, frames, Vec::new())
         } else {
-            disk = self.record_locked(
+            disk = self.record(
                 Some(format!("after recovering an interrupted {}", rec.what)),
                 progress,
             )?;
@@ -281,20 +285,22 @@ impl Workspace {
         }
         Ok(Some(msg))
     }
+}
 
+impl WorkingCopy {
     /// Recovers an interrupted restore if there is one, taking the exclusive lock for it
-    /// (waiting at most the history wait). Reports go to [`Workspace::warnings`].
-    pub(crate) fn recover_if_needed(&self) {
+    /// (waiting at most `wait`). Reports go to [`WorkingCopy::warnings`].
+    pub(crate) fn recover_if_needed<T: Then>(&self, wait: std::time::Duration) {
         let pending = self
             .store
             .begin_read()
             .ok()
-            .and_then(|tx| journal::get(&tx).ok().flatten());
+            .and_then(|tx| journal::get::<T>(&tx).ok().flatten());
         let Some(rec) = pending else {
             return;
         };
-        let report = match self.lock(crate::lock::LockMode::Exclusive, self.history_wait) {
-            Ok(_lock) => match self.recover_locked(&crate::progress::NoProgress) {
+        let report = match self.lock_exclusive(wait) {
+            Ok(ex) => match ex.recover::<T>(&crate::progress::NoProgress) {
                 Ok(Some(m)) => m,
                 Ok(None) => return,
                 Err(e) => format!(
@@ -313,23 +319,16 @@ impl Workspace {
     }
 }
 
-/// The closing record of a restore: journal removed, the session's op appended with the
-/// result's snapshot.
-fn finish(
+/// The closing record of a restore: journal removed, `then` recorded with the result's
+/// snapshot.
+fn finish<T: Then>(
     tx: &crate::store::WriteTx<'_>,
-    then: Option<(SessionKey, Op)>,
+    then: Option<T>,
     snapshot: ObjectId,
 ) -> Result<(), StoreError> {
-    #[cfg(test)]
-    if crate::history::fail_writes() {
-        return Err(StoreError::History {
-            path: tx.path().into(),
-            detail: "injected write failure".into(),
-        });
-    }
     journal::clear(tx)?;
-    if let Some((key, op)) = then {
-        Writer::new(tx, key)?.op(op.with_snapshot(snapshot))?;
+    match then {
+        Some(then) => then.record(tx, snapshot),
+        None => Ok(()),
     }
-    Ok(())
 }
