@@ -640,7 +640,7 @@ pub(crate) fn capture(
                 fresh,
             } => {
                 if e.kind == ScanKind::NestedRepo {
-                    nested_repos.push(String::from_utf8_lossy(&e.path).into_owned());
+                    nested_repos.push(crate::object::show_path(&e.path));
                 }
                 hashed += u64::from(h);
                 hits.push(hit);
@@ -655,10 +655,10 @@ pub(crate) fn capture(
                 });
             }
             Looked::Gone => {}
-            Looked::Secret => secrets.push(String::from_utf8_lossy(&e.path).into_owned()),
+            Looked::Secret => secrets.push(crate::object::show_path(&e.path)),
             Looked::Skip(reason) => {
                 skipped.push(Skipped {
-                    path: String::from_utf8_lossy(&e.path).into_owned(),
+                    path: crate::object::show_path(&e.path),
                     reason,
                 });
             }

@@ -207,7 +207,7 @@ impl Diff {
 /// Compares two sorted flat lists.
 #[must_use]
 pub fn diff(from: &[FlatEntry], to: &[FlatEntry]) -> Diff {
-    let name = |e: &FlatEntry| String::from_utf8_lossy(&e.path).into_owned();
+    let name = |e: &FlatEntry| crate::object::show_path(&e.path);
     let leaf = |e: &FlatEntry| e.kind != EntryKind::Dir;
     let mut d = Diff::default();
     let (mut i, mut j) = (0, 0);

@@ -6,11 +6,8 @@ use std::collections::HashSet;
 
 use crate::capture::FlatEntry;
 use crate::diff::Change;
+pub(crate) use crate::object::show_path as lossy;
 use crate::object::{EntryKind, ObjectId};
-
-pub(crate) fn lossy(p: &[u8]) -> String {
-    String::from_utf8_lossy(p).into_owned()
-}
 
 pub(crate) fn find<'a>(list: &'a [FlatEntry], path: &[u8]) -> Option<&'a FlatEntry> {
     list.binary_search_by(|e| e.path.as_slice().cmp(path))

@@ -205,6 +205,27 @@ impl Then for SessionOp {
     }
 }
 
+/// Writes checkpoint `snapshot` (the session's next number, at its cursor) and its op;
+/// returns its number.
+fn record_checkpoint(
+    w: &Writer<'_>,
+    s: &state::SessionState,
+    label: Option<String>,
+    snapshot: ObjectId,
+) -> Result<u64, StoreError> {
+    let number = s.next_checkpoint;
+    w.checkpoint(&CheckpointRecord {
+        version: HISTORY_VERSION,
+        number,
+        label,
+        snapshot,
+        cursor: s.cursor,
+        time_ms: now_ms(),
+    })?;
+    w.op(Op::Checkpoint { number, snapshot })?;
+    Ok(number)
+}
+
 /// In-process state of the sessions opened through one workspace handle, by key.
 pub(crate) type Runtimes = std::sync::Mutex<std::collections::HashMap<SessionKey, Arc<Runtime>>>;
 
@@ -414,22 +435,7 @@ impl Session {
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let label = label.map(|l| truncate(l, MAX_ANCHOR_BYTES));
         let cap = lock.record(label.clone(), progress)?;
-        let number = self.write(|w, s| {
-            let number = s.next_checkpoint;
-            w.checkpoint(&CheckpointRecord {
-                version: HISTORY_VERSION,
-                number,
-                label: label.clone(),
-                snapshot: cap.id,
-                cursor: s.cursor,
-                time_ms: now_ms(),
-            })?;
-            w.op(Op::Checkpoint {
-                number,
-                snapshot: cap.id,
-            })?;
-            Ok(number)
-        })?;
+        let number = self.write(|w, s| record_checkpoint(w, s, label.clone(), cap.id))?;
         Ok(Outcome::Checkpointed {
             number,
             label,
@@ -458,19 +464,7 @@ impl Session {
         let cap = ex.record(label.clone(), progress)?;
         let id = cap.id;
         self.write(|w, s| {
-            let number = s.next_checkpoint;
-            w.checkpoint(&CheckpointRecord {
-                version: HISTORY_VERSION,
-                number,
-                label,
-                snapshot: id,
-                cursor: s.cursor,
-                time_ms: now_ms(),
-            })?;
-            w.op(Op::Checkpoint {
-                number,
-                snapshot: id,
-            })?;
+            record_checkpoint(w, s, label, id)?;
             if let Some(op) = then {
                 w.op(op.with_snapshot(id))?;
             }

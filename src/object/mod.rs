@@ -18,3 +18,10 @@ pub const CHUNK_MIN: usize = 64 * 1024;
 pub const CHUNK_AVG: usize = 256 * 1024;
 /// FastCDC maximum chunk size.
 pub const CHUNK_MAX: usize = 1024 * 1024;
+
+/// How a workspace-relative path (stored as its bytes, `/`-separated) is shown in messages
+/// and JSON: as UTF-8, invalid sequences replaced. The one rule every listing uses.
+#[must_use]
+pub fn show_path(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}

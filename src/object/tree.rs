@@ -140,14 +140,10 @@ impl Tree {
         }
         for (i, e) in record.entries.iter().enumerate() {
             if !is_safe_name(&e.name) {
-                return Err(TreeError::BadName(
-                    String::from_utf8_lossy(&e.name).into_owned(),
-                ));
+                return Err(TreeError::BadName(crate::object::show_path(&e.name)));
             }
             if i > 0 && record.entries[i - 1].name >= e.name {
-                return Err(TreeError::Unsorted(
-                    String::from_utf8_lossy(&e.name).into_owned(),
-                ));
+                return Err(TreeError::Unsorted(crate::object::show_path(&e.name)));
             }
         }
         Ok(Tree {

@@ -13,6 +13,7 @@ use super::fault::Point;
 use super::plan::{Plan, Write};
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
+use crate::object::show_path as lossy;
 use crate::object::{CHUNK_THRESHOLD, EntryKind};
 use crate::progress::Progress;
 use crate::scan::Skipped;
@@ -49,10 +50,6 @@ pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>,
 
 fn parent(path: &[u8]) -> &[u8] {
     split(path).0
-}
-
-fn lossy(p: &[u8]) -> String {
-    String::from_utf8_lossy(p).into_owned()
 }
 
 /// Writes one file or symlink: from `kept` bytes, or streamed from the store (big restores:

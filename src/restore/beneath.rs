@@ -23,6 +23,7 @@ use rustix::io::Errno;
 
 use super::fault::{Faults, Point};
 use crate::error::RestoreError;
+use crate::object::show_path as lossy;
 use crate::object::{EntryKind, ObjectId};
 use crate::statcache::StatCache;
 
@@ -80,10 +81,6 @@ fn leaf(rel: &[u8]) -> Result<(&[u8], &[u8]), RestoreError> {
         });
     }
     Ok((parent, name))
-}
-
-fn lossy(p: &[u8]) -> String {
-    String::from_utf8_lossy(p).into_owned()
 }
 
 /// The version a plan expects at a path it replaces or deletes.

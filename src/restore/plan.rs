@@ -7,6 +7,7 @@ use super::beneath::Expected;
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
 use crate::object::EntryKind;
+use crate::object::show_path as lossy;
 use crate::scan::Skipped;
 use crate::scan::exclude::is_hard_excluded;
 
@@ -75,10 +76,6 @@ fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
         .enumerate()
         .filter(|&(_, &b)| b == b'/')
         .map(move |(i, _)| &path[..i])
-}
-
-fn lossy(p: &[u8]) -> String {
-    String::from_utf8_lossy(p).into_owned()
 }
 
 /// Plans the restore of `target` over the disk state `current` (both sorted by path).

@@ -190,7 +190,7 @@ impl Drop for Visitor<'_> {
 
 impl Visitor<'_> {
     fn skip(&mut self, path: &Path, reason: String) {
-        let path = String::from_utf8_lossy(&rel_path(self.root, path)).into_owned();
+        let path = crate::object::show_path(&rel_path(self.root, path));
         self.skipped.push(Skipped { path, reason });
     }
 }
@@ -250,8 +250,7 @@ impl ParallelVisitor for Visitor<'_> {
                 .allow
                 .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&rel)));
             if !allowed {
-                self.secrets
-                    .push(String::from_utf8_lossy(&rel).into_owned());
+                self.secrets.push(crate::object::show_path(&rel));
                 return WalkState::Continue;
             }
         }

@@ -583,7 +583,7 @@ impl WorkingCopy {
                 None => current
                     .entries
                     .iter()
-                    .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                    .map(|e| crate::object::show_path(&e.path))
                     .collect(),
             };
             if !changed.is_empty() && !opts.force {
@@ -674,7 +674,7 @@ impl WorkingCopy {
         dry_run: bool,
     ) -> Result<Prepared, Error> {
         let plan = plan::plan(&self.root, current, target)?;
-        let lossy = |p: &Vec<u8>| String::from_utf8_lossy(p).into_owned();
+        let lossy = |p: &Vec<u8>| crate::object::show_path(p);
         let mut left_alone = plan.left_alone.clone();
         plan::explain_left_alone(&self.root, current, &mut left_alone);
         let out = Applied {
