@@ -1046,7 +1046,7 @@ impl StoreReader {
         for item in t.iter().map_err(|x| self.db_err(x))? {
             let (_, v) = item.map_err(|x| self.db_err(x))?;
             let bytes = v.value();
-            if bytes.first() != Some(&1) {
+            if bytes.first() != Some(&SNAPSHOT_VERSION) {
                 return Err(
                     self.corrupt(&ObjectId::ZERO, "snapshot record of unknown version".into())
                 );
