@@ -53,6 +53,7 @@ pub mod scan;
 pub mod statcache;
 pub mod store;
 mod trace;
+pub mod verify;
 mod workspace;
 
 pub use capture::Capture;

@@ -2,20 +2,139 @@
 //! session count, a byte budget), then garbage collection frees what nothing refers to.
 //! `docs/retention.md` describes every setting.
 
+use std::path::Path;
+
 use serde::Serialize;
 
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 use crate::history::db;
 use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::restore::journal;
 use crate::statcache::StatCache;
-use crate::store::{DenseReport, GcReport};
+use crate::store::{DenseReport, GcReport, StoreReader};
 use crate::workspace::Workspace;
 
 /// Objects younger than this are never collected, referenced or not: a capture in another
 /// process may have written them and not yet recorded the snapshot that names them.
 pub const DEFAULT_GRACE_SECS: u64 = 3600;
+
+/// What names a root: where [`history_roots`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holder {
+    /// A record of the snapshot log.
+    Log,
+    /// The store's last known state.
+    LastKnown,
+    /// A turn's before- or after-snapshot.
+    Turn {
+        session: db::SessionKey,
+        number: u64,
+    },
+    /// A checkpoint's snapshot.
+    Checkpoint {
+        session: db::SessionKey,
+        number: u64,
+    },
+    /// The snapshot a session last knew the disk to equal (its derived state).
+    SessionState { session: db::SessionKey },
+    /// The source or target of an interrupted restore's journal.
+    Journal,
+}
+
+/// A snapshot root and what names it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Root {
+    pub id: ObjectId,
+    pub holder: Holder,
+}
+
+/// A history record [`history_roots`] could not read, in the place of the roots it holds.
+#[derive(Debug)]
+pub(crate) enum Unreadable {
+    /// The sessions table: no session's roots are known.
+    Sessions(StoreError),
+    /// One session's turns, checkpoints or operations.
+    Session(db::SessionKey, StoreError),
+    /// The restore journal.
+    Journal(StoreError),
+}
+
+/// One item of [`history_roots`].
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// A root.
+    Root(Root),
+    /// A record that could not be read, in the place of the roots it holds.
+    Unreadable(Unreadable),
+}
+
+/// Every snapshot root the store's records name, in order: the snapshot log (oldest first),
+/// the last known state, each session's turns (before, then after), checkpoints and derived
+/// last known state, and an interrupted restore's source and target. A history record that
+/// does not decode is [`Found::Unreadable`] in its place, so that a caller may go on past it
+/// (`verify` does; GC does not). The one root enumeration of garbage collection
+/// ([`Workspace::gc_roots`] adds the stat cache's) and of [`crate::verify`].
+///
+/// # Errors
+/// [`StoreError`] when the snapshot log or the store's metadata cannot be read.
+pub(crate) fn history_roots(
+    reader: &StoreReader,
+    tx: &redb::ReadTransaction,
+    path: &Path,
+) -> Result<Vec<Found>, StoreError> {
+    let root = |id, holder| Found::Root(Root { id, holder });
+    let mut out: Vec<Found> = reader
+        .snapshots()?
+        .into_iter()
+        .map(|s| root(s.root, Holder::Log))
+        .collect();
+    out.extend(reader.last_known()?.map(|id| root(id, Holder::LastKnown)));
+    match db::sessions(tx, path) {
+        Err(e) => out.push(Found::Unreadable(Unreadable::Sessions(e))),
+        Ok(sessions) => {
+            for (session, _) in sessions {
+                let l = match db::load(tx, path, &session) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        out.push(Found::Unreadable(Unreadable::Session(session, e)));
+                        continue;
+                    }
+                };
+                for t in &l.turns {
+                    let holder = Holder::Turn {
+                        session,
+                        number: t.number,
+                    };
+                    out.extend(
+                        [t.before, t.after]
+                            .into_iter()
+                            .flatten()
+                            .map(|id| root(id, holder)),
+                    );
+                }
+                out.extend(l.checkpoints.iter().map(|c| {
+                    let holder = Holder::Checkpoint {
+                        session,
+                        number: c.number,
+                    };
+                    root(c.snapshot, holder)
+                }));
+                let holder = Holder::SessionState { session };
+                out.extend(l.state.last_known.map(|id| root(id, holder)));
+            }
+        }
+    }
+    match journal::get(tx, path) {
+        Ok(Some(j)) => {
+            out.push(root(j.source, Holder::Journal));
+            out.push(root(j.target, Holder::Journal));
+        }
+        Ok(None) => {}
+        Err(e) => out.push(Found::Unreadable(Unreadable::Journal(e))),
+    }
+    Ok(out)
+}
 
 impl Workspace {
     /// Every snapshot something still refers to: the snapshot log, the last known state,
@@ -26,22 +145,16 @@ impl Workspace {
     /// [`Error::Store`] when the store cannot be read.
     pub fn gc_roots(&self) -> Result<Vec<ObjectId>, Error> {
         let reader = self.store.reader()?;
-        let mut roots: Vec<ObjectId> = reader.snapshots()?.into_iter().map(|s| s.root).collect();
-        roots.extend(reader.last_known()?);
         let tx = self.store.begin_read()?;
-        let path = self.store.path();
-        for (key, _) in db::sessions(&tx, path)? {
-            let l = db::load(&tx, path, &key)?;
-            for t in &l.turns {
-                roots.extend(t.before);
-                roots.extend(t.after);
+        let mut roots = Vec::new();
+        for found in history_roots(&reader, &tx, self.store.path())? {
+            match found {
+                Found::Root(r) => roots.push(r.id),
+                // What GC cannot read, it cannot know to keep: it stops.
+                Found::Unreadable(
+                    Unreadable::Sessions(e) | Unreadable::Session(_, e) | Unreadable::Journal(e),
+                ) => return Err(e.into()),
             }
-            roots.extend(l.checkpoints.iter().map(|c| c.snapshot));
-            roots.extend(l.state.last_known);
-        }
-        if let Some(j) = journal::get(&tx, path)? {
-            roots.push(j.source);
-            roots.push(j.target);
         }
         let cache = StatCache::load(&self.dir.join("statcache"), &reader.cache_key()?);
         if cache.root() != ObjectId::ZERO {
