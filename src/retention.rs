@@ -184,6 +184,78 @@ impl Workspace {
     }
 }
 
+/// What `retrace gc` is asked to do ([`collect`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GcOptions {
+    /// Only report what a collection would free: no retention, no sweep of the home.
+    pub dry_run: bool,
+    /// Keep unreferenced objects younger than this many seconds; `None`: the workspace's
+    /// `gc_grace_secs` setting.
+    pub grace_secs: Option<u64>,
+}
+
+/// What [`collect`] did. As JSON: the collection's fields at the top level, with
+/// `retention` and `home` beside them when those ran (`retrace gc --json`).
+///
+/// ```
+/// use retrace::retention::{GcOutcome, HomeReport, MaintenanceReport};
+/// let dry = GcOutcome { gc: Default::default(), retention: None, home: None };
+/// let v = serde_json::to_value(&dry).unwrap();
+/// assert!(v["objects_freed"].is_u64() && v.get("retention").is_none());
+/// let real = GcOutcome {
+///     retention: Some(MaintenanceReport::default()),
+///     home: Some(HomeReport::default()),
+///     ..dry
+/// };
+/// let v = serde_json::to_value(&real).unwrap();
+/// assert!(v["retention"]["gc"].is_object() && v["home"]["total_bytes"].is_u64());
+/// ```
+#[derive(Clone, Debug, Serialize)]
+pub struct GcOutcome {
+    /// The collection (of a real run: the last one of its retention pass).
+    #[serde(flatten)]
+    pub gc: GcReport,
+    /// The retention pass of a real run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<MaintenanceReport>,
+    /// The sweep of every workspace store under the home, after a real run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home: Option<HomeReport>,
+}
+
+/// Garbage collection as `retrace gc` does it. A dry run only reports what
+/// [`Workspace::gc`] would free: it applies no retention and sweeps nothing. A real run
+/// applies retention and collects ([`Workspace::maintain`]), then sweeps every workspace
+/// store under the workspace's home ([`sweep_home`], with the `max_workspaces` and
+/// `max_total_bytes` settings). The grace period defaults to the `gc_grace_secs` setting.
+/// What the passes warned about is in [`Workspace::warnings`].
+///
+/// # Errors
+/// [`Error::Store`] when the store fails or stays busy, or the home cannot be listed.
+pub fn collect(ws: &Workspace, opts: &GcOptions) -> Result<GcOutcome, Error> {
+    let settings = ws.settings();
+    let grace = opts.grace_secs.unwrap_or(settings.gc_grace_secs.value);
+    if opts.dry_run {
+        return Ok(GcOutcome {
+            gc: ws.gc(grace, true)?,
+            retention: None,
+            home: None,
+        });
+    }
+    let retention = ws.maintain(crate::store::now_ms(), grace)?;
+    let limits = HomeLimits {
+        max_workspaces: settings.max_workspaces.value,
+        max_total_bytes: settings.max_total_bytes.value,
+    };
+    // The workspace's home is the one `Config` named (canonicalized when it was opened).
+    let home = sweep_home(&ws.home, limits, crate::store::now_ms())?;
+    Ok(GcOutcome {
+        gc: retention.gc.clone(),
+        retention: Some(retention),
+        home: Some(home),
+    })
+}
+
 /// What a maintenance pass did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MaintenanceReport {
