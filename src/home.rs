@@ -72,7 +72,7 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// The workspace root for a directory: the nearest enclosing directory holding `.git` (the
 /// git toplevel), else the directory itself. `dir` must already be canonical.
 #[must_use]
-pub fn find_root(dir: &Path) -> PathBuf {
+fn find_root(dir: &Path) -> PathBuf {
     let mut cur = Some(dir);
     while let Some(d) = cur {
         if d.join(".git").symlink_metadata().is_ok() {
@@ -88,7 +88,7 @@ pub fn find_root(dir: &Path) -> PathBuf {
 /// profiles, other programs' files). Their subfolders are ordinary workspaces. `root` must
 /// be canonical.
 #[must_use]
-pub fn refused_root(root: &Path) -> Option<String> {
+fn refused_root(root: &Path) -> Option<String> {
     let canon = |p: PathBuf| p.canonicalize().unwrap_or(p);
     if root.parent().is_none() {
         return Some(format!("{} is a filesystem root", root.display()));

@@ -54,6 +54,7 @@ pub mod scan;
 pub mod statcache;
 pub mod store;
 mod trace;
+pub mod verify;
 pub mod working_copy;
 mod workspace;
 

@@ -4,17 +4,130 @@
 
 use serde::Serialize;
 
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 use crate::history::SessionOp;
 use crate::history::db;
 use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::restore::journal;
 use crate::statcache::StatCache;
-use crate::store::{DenseReport, GcReport};
+use crate::store::{DenseReport, GcReport, ReadTx, StoreReader};
 use crate::working_copy::{Exclusive, WorkingCopy};
 
 pub use crate::config::DEFAULT_GRACE_SECS;
+
+/// What names a root: where [`history_roots`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holder {
+    /// A record of the snapshot log.
+    Log,
+    /// The store's last known state.
+    LastKnown,
+    /// A turn's before- or after-snapshot.
+    Turn {
+        session: db::SessionKey,
+        number: u64,
+    },
+    /// A checkpoint's snapshot.
+    Checkpoint {
+        session: db::SessionKey,
+        number: u64,
+    },
+    /// The snapshot a session last knew the disk to equal (its derived state).
+    SessionState { session: db::SessionKey },
+    /// The source or target of an interrupted restore's journal.
+    Journal,
+}
+
+/// A snapshot root and what names it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Root {
+    pub id: ObjectId,
+    pub holder: Holder,
+}
+
+/// A history record [`history_roots`] could not read, in the place of the roots it holds.
+#[derive(Debug)]
+pub(crate) enum Unreadable {
+    /// The sessions table: no session's roots are known.
+    Sessions(StoreError),
+    /// One session's turns, checkpoints or operations.
+    Session(db::SessionKey, StoreError),
+    /// The restore journal.
+    Journal(StoreError),
+}
+
+/// One item of [`history_roots`].
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// A root.
+    Root(Root),
+    /// A record that could not be read, in the place of the roots it holds.
+    Unreadable(Unreadable),
+}
+
+/// Every snapshot root the store's records name, in order: the snapshot log (oldest first),
+/// the last known state, each session's turns (before, then after), checkpoints and derived
+/// last known state, and an interrupted restore's source and target. A history record that
+/// does not decode is [`Found::Unreadable`] in its place, so that a caller may go on past it
+/// (`verify` does; GC does not). The one root enumeration of garbage collection
+/// ([`gc_roots`] adds the stat cache's) and of [`crate::verify`].
+///
+/// # Errors
+/// [`StoreError`] when the snapshot log or the store's metadata cannot be read.
+pub(crate) fn history_roots(reader: &StoreReader, tx: &ReadTx) -> Result<Vec<Found>, StoreError> {
+    let root = |id, holder| Found::Root(Root { id, holder });
+    let mut out: Vec<Found> = reader
+        .snapshots()?
+        .into_iter()
+        .map(|s| root(s.root, Holder::Log))
+        .collect();
+    out.extend(reader.last_known()?.map(|id| root(id, Holder::LastKnown)));
+    match db::sessions(tx) {
+        Err(e) => out.push(Found::Unreadable(Unreadable::Sessions(e))),
+        Ok(sessions) => {
+            for (session, _) in sessions {
+                let l = match db::load(tx, &session) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        out.push(Found::Unreadable(Unreadable::Session(session, e)));
+                        continue;
+                    }
+                };
+                for t in &l.turns {
+                    let holder = Holder::Turn {
+                        session,
+                        number: t.number,
+                    };
+                    out.extend(
+                        [t.before, t.after]
+                            .into_iter()
+                            .flatten()
+                            .map(|id| root(id, holder)),
+                    );
+                }
+                out.extend(l.checkpoints.iter().map(|c| {
+                    let holder = Holder::Checkpoint {
+                        session,
+                        number: c.number,
+                    };
+                    root(c.snapshot, holder)
+                }));
+                let holder = Holder::SessionState { session };
+                out.extend(l.state.last_known.map(|id| root(id, holder)));
+            }
+        }
+    }
+    match journal::get::<SessionOp>(tx) {
+        Ok(Some(j)) => {
+            out.push(root(j.source, Holder::Journal));
+            out.push(root(j.target, Holder::Journal));
+        }
+        Ok(None) => {}
+        Err(e) => out.push(Found::Unreadable(Unreadable::Journal(e))),
+    }
+    Ok(out)
+}
 
 /// Every snapshot something still refers to: the snapshot log, the last known state,
 /// every session's turns, checkpoints and derived state, an interrupted restore's
@@ -24,21 +137,16 @@ pub use crate::config::DEFAULT_GRACE_SECS;
 /// [`Error::Store`] when the store cannot be read.
 pub fn gc_roots(wc: &WorkingCopy) -> Result<Vec<ObjectId>, Error> {
     let reader = wc.store.reader()?;
-    let mut roots: Vec<ObjectId> = reader.snapshots()?.into_iter().map(|s| s.root).collect();
-    roots.extend(reader.last_known()?);
     let tx = wc.store.begin_read()?;
-    for (key, _) in db::sessions(&tx)? {
-        let l = db::load(&tx, &key)?;
-        for t in &l.turns {
-            roots.extend(t.before);
-            roots.extend(t.after);
+    let mut roots = Vec::new();
+    for found in history_roots(&reader, &tx)? {
+        match found {
+            Found::Root(r) => roots.push(r.id),
+            // What GC cannot read, it cannot know to keep: it stops.
+            Found::Unreadable(
+                Unreadable::Sessions(e) | Unreadable::Session(_, e) | Unreadable::Journal(e),
+            ) => return Err(e.into()),
         }
-        roots.extend(l.checkpoints.iter().map(|c| c.snapshot));
-        roots.extend(l.state.last_known);
-    }
-    if let Some(j) = journal::get::<SessionOp>(&tx)? {
-        roots.push(j.source);
-        roots.push(j.target);
     }
     let cache = StatCache::load(&wc.dir.join("statcache"), &reader.cache_key()?);
     if cache.root() != ObjectId::ZERO {
@@ -91,6 +199,78 @@ pub fn gc(wc: &WorkingCopy, grace_secs: u64, dry_run: bool) -> Result<GcReport, 
     }
     let roots = gc_roots(wc)?;
     Ok(wc.store.collect(&roots, grace_secs, dry_run)?)
+}
+
+/// What `retrace gc` is asked to do ([`collect`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GcOptions {
+    /// Only report what a collection would free: no retention, no sweep of the home.
+    pub dry_run: bool,
+    /// Keep unreferenced objects younger than this many seconds; `None`: the workspace's
+    /// `gc_grace_secs` setting.
+    pub grace_secs: Option<u64>,
+}
+
+/// What [`collect`] did. As JSON: the collection's fields at the top level, with
+/// `retention` and `home` beside them when those ran (`retrace gc --json`).
+///
+/// ```
+/// use retrace::retention::{GcOutcome, HomeReport, MaintenanceReport};
+/// let dry = GcOutcome { gc: Default::default(), retention: None, home: None };
+/// let v = serde_json::to_value(&dry).unwrap();
+/// assert!(v["objects_freed"].is_u64() && v.get("retention").is_none());
+/// let real = GcOutcome {
+///     retention: Some(MaintenanceReport::default()),
+///     home: Some(HomeReport::default()),
+///     ..dry
+/// };
+/// let v = serde_json::to_value(&real).unwrap();
+/// assert!(v["retention"]["gc"].is_object() && v["home"]["total_bytes"].is_u64());
+/// ```
+#[derive(Clone, Debug, Serialize)]
+pub struct GcOutcome {
+    /// The collection (of a real run: the last one of its retention pass).
+    #[serde(flatten)]
+    pub gc: GcReport,
+    /// The retention pass of a real run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<MaintenanceReport>,
+    /// The sweep of every workspace store under the home, after a real run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home: Option<HomeReport>,
+}
+
+/// Garbage collection as `retrace gc` does it. A dry run only reports what [`gc`] would
+/// free: it applies no retention and sweeps nothing. A real run applies retention and
+/// collects ([`maintain`]), then sweeps every workspace store under the workspace's home
+/// ([`sweep_home`], with the `max_workspaces` and `max_total_bytes` settings). The grace
+/// period defaults to the `gc_grace_secs` setting. What the passes warned about is in
+/// [`WorkingCopy::warnings`].
+///
+/// # Errors
+/// [`Error::Store`] when the store fails or stays busy, or the home cannot be listed.
+pub fn collect(wc: &WorkingCopy, opts: &GcOptions) -> Result<GcOutcome, Error> {
+    let settings = wc.settings();
+    let grace = opts.grace_secs.unwrap_or(settings.gc_grace_secs.value);
+    if opts.dry_run {
+        return Ok(GcOutcome {
+            gc: gc(wc, grace, true)?,
+            retention: None,
+            home: None,
+        });
+    }
+    let retention = maintain(wc, crate::store::now_ms(), grace)?;
+    let limits = HomeLimits {
+        max_workspaces: settings.max_workspaces.value,
+        max_total_bytes: settings.max_total_bytes.value,
+    };
+    // The workspace's home is the one `Config` named (canonicalized when it was opened).
+    let home = sweep_home(&wc.home, limits, crate::store::now_ms())?;
+    Ok(GcOutcome {
+        gc: retention.gc.clone(),
+        retention: Some(retention),
+        home: Some(home),
+    })
 }
 
 /// What a maintenance pass did.

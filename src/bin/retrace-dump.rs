@@ -329,9 +329,8 @@ fn run(cli: Cli) -> Result<bool> {
                 // Only faults inside a store that opened are damage that `repair` can mend.
                 let (faults, opened) = match open(&path) {
                     Ok(store) => {
-                        let mut f = verify(&store.reader()?)?;
-                        f.extend(verify_history(&store)?);
-                        (f, true)
+                        let f = retrace::verify::verify(&store)?;
+                        (f.iter().map(ToString::to_string).collect(), true)
                     }
                     Err(e) if is_being_created(&e) => {
                         // Another process is creating it: nothing to verify yet, no fault.
@@ -380,98 +379,6 @@ fn print_tree(r: &StoreReader, id: &ObjectId) -> Result<()> {
     Ok(())
 }
 
-/// Every fault found: objects that do not hash to their id, undecodable records, trees that
-/// reference missing objects or the wrong kind, snapshots whose root is missing.
-fn verify(r: &StoreReader) -> Result<Vec<String>> {
-    let mut faults = Vec::new();
-    let mut objects = r.objects()?;
-    // In pack-log order, so each shared frame is decompressed once (the reader caches it).
-    objects.sort_by_key(|(_, rec)| rec.as_ref().map_or(0, |r| r.offset));
-    for (id, rec) in &objects {
-        let rec = match rec {
-            Ok(rec) => rec,
-            Err(e) => {
-                faults.push(e.to_string());
-                continue;
-            }
-        };
-        let checked = match rec.kind {
-            ObjectKind::Blob | ObjectKind::ChunkedBlob => r.read_blob(id).map(|_| ()),
-            ObjectKind::Tree => r.read_tree(id).map(|tree| {
-                for e in tree.entries {
-                    let want = match e.kind {
-                        EntryKind::NestedRepo => continue,
-                        EntryKind::Dir => &[ObjectKind::Tree][..],
-                        _ => &[ObjectKind::Blob, ObjectKind::ChunkedBlob][..],
-                    };
-                    match r.record(&e.id) {
-                        Ok(child) if want.contains(&child.kind) => {}
-                        Ok(_) => faults.push(format!(
-                            "tree {} entry {:?} points at the wrong kind of object",
-                            id.short(),
-                            String::from_utf8_lossy(&e.name)
-                        )),
-                        Err(err) => faults.push(format!(
-                            "tree {} entry {:?}: {err}",
-                            id.short(),
-                            String::from_utf8_lossy(&e.name)
-                        )),
-                    }
-                }
-            }),
-        };
-        if let Err(e) = checked {
-            faults.push(e.to_string());
-        }
-    }
-    for s in r.snapshots()? {
-        if let Err(e) = r.record(&s.root) {
-            faults.push(format!("snapshot {}: {e}", s.root.short()));
-        }
-    }
-    Ok(faults)
-}
-
 fn hex(key: &SessionKey) -> String {
     key.short()
-}
-
-/// History faults: records that do not decode, snapshots of turns and checkpoints missing.
-fn verify_history(store: &ReadOnlyStore) -> Result<Vec<String>> {
-    let mut faults = Vec::new();
-    let tx = store.begin_read()?;
-    let r = store.reader()?;
-    let sessions = match db::sessions(&tx) {
-        Ok(s) => s,
-        Err(e) => return Ok(vec![e.to_string()]),
-    };
-    for (key, _) in sessions {
-        let l = match db::load(&tx, &key) {
-            Ok(l) => l,
-            Err(e) => {
-                faults.push(format!("session {}: {e}", hex(&key)));
-                continue;
-            }
-        };
-        let snaps = l
-            .turns
-            .iter()
-            .flat_map(|t| {
-                [t.before, t.after]
-                    .into_iter()
-                    .flatten()
-                    .map(move |s| (format!("turn {}", t.number), s))
-            })
-            .chain(
-                l.checkpoints
-                    .iter()
-                    .map(|c| (format!("checkpoint {}", c.number), c.snapshot)),
-            );
-        for (what, id) in snaps {
-            if let Err(e) = r.record(&id) {
-                faults.push(format!("session {} {what}: {e}", hex(&key)));
-            }
-        }
-    }
-    Ok(faults)
 }

@@ -6,14 +6,9 @@ use std::time::Duration;
 use anyhow::Result;
 use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Report, Session, SessionLog};
 
-use crate::cli_progress::Bar;
-
-/// Exit code of success.
-pub const OK: u8 = 0;
-/// Exit code of a refusal (conflict, dirty, nothing to undo or redo).
-pub const REFUSED: u8 = 1;
-/// Exit code of "busy, try again shortly".
-pub const BUSY: u8 = 2;
+use super::format_time;
+use crate::progress::Bar;
+use crate::{BUSY, OK, REFUSED};
 
 /// Prints an outcome (JSON or one line plus details) and returns its exit code.
 pub fn report(o: &Outcome, json: bool) -> Result<u8> {
@@ -243,7 +238,7 @@ pub fn log(s: &Session, json: bool) -> Result<u8> {
             println!(
                 "{mark} turn:{:<4} {}  +{} ~{} -{}{state}  {text}",
                 e.number,
-                crate::format_time(e.time_ms),
+                format_time(e.time_ms),
                 e.counts.added,
                 e.counts.modified,
                 e.counts.deleted
@@ -252,7 +247,7 @@ pub fn log(s: &Session, json: bool) -> Result<u8> {
             println!(
                 "  checkpoint:{:<4} {}  {}  {text}",
                 e.number,
-                crate::format_time(e.time_ms),
+                format_time(e.time_ms),
                 e.before.map(|b| b.short()).unwrap_or_default()
             );
         }

@@ -1,0 +1,82 @@
+//! The agent commands: `hook`, `install`, `uninstall`, `serve` and `mcp`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use retrace::{Config, Session};
+
+use crate::OK;
+
+/// `retrace mcp`: the session's tools over MCP on stdio until the client goes.
+pub fn mcp(session: Session) -> Result<u8> {
+    retrace::protocol::mcp::run(session).map_err(anyhow::Error::msg)?;
+    Ok(OK)
+}
+
+/// `retrace serve`: JSON-RPC on stdin/stdout until stdin ends.
+pub fn serve() -> u8 {
+    let stdin = std::io::stdin();
+    retrace::protocol::serve::Server::new(Config::from_env(), Box::new(std::io::stdout()))
+        .run(stdin.lock());
+    OK
+}
+
+/// `retrace hook AGENT`: reads the event, prints the decision; any failure is one line on
+/// stderr and exit 0, so a hook never blocks the user's prompt by accident.
+pub fn hook(agent: &str) -> u8 {
+    use retrace::protocol::hooks::{self, Agent};
+    use std::io::Read;
+    let Some(agent) = Agent::from_name(agent) else {
+        eprintln!(
+            "retrace: unknown agent {agent:?} for hooks; supported: {}",
+            Agent::names()
+        );
+        return OK;
+    };
+    let mut input = String::new();
+    let event = std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&input).map_err(|e| format!("bad hook input: {e}")));
+    match event.and_then(|e| hooks::handle(agent, &e, &Config::from_env())) {
+        Ok(out) => {
+            if let Some(v) = out.stdout {
+                println!("{v}");
+            }
+        }
+        Err(e) => {
+            eprintln!("retrace: {e}");
+            if let Some(v) = agent.on_error().stdout {
+                println!("{v}");
+            }
+        }
+    }
+    OK
+}
+
+/// `retrace install|uninstall AGENT`.
+pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<u8> {
+    use retrace::protocol::hooks::Agent;
+    use retrace::protocol::install::{self, Target};
+    let agent = Agent::from_name(agent)
+        .ok_or_else(|| anyhow::anyhow!("unknown agent {agent:?}; supported: {}", Agent::names()))?;
+    let project = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
+    let changes = if add {
+        let exe = std::env::current_exe()?;
+        install::hook_command(&exe, agent).and_then(|c| install::install(&target, &c))
+    } else {
+        install::uninstall(&target)
+    }
+    .map_err(anyhow::Error::msg)?;
+    if changes.lines.is_empty() {
+        println!("{}: nothing to change", target.settings().display());
+    }
+    for line in changes.lines {
+        println!("{line}");
+    }
+    if add && let Some(step) = target.next_step() {
+        println!("{step}");
+    }
+    Ok(OK)
+}

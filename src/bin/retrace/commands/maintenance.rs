@@ -1,0 +1,108 @@
+//! The maintenance commands: `gc` and `repair`.
+
+use anyhow::Result;
+use retrace::Workspace;
+use retrace::retention::{self, GcOptions};
+
+use super::print_json;
+use crate::progress::Bar;
+use crate::{OK, STILL_BROKEN, print_warnings};
+
+/// `retrace gc`: the policy (what a dry run skips, the grace default, the sweep of the home)
+/// is [`retention::collect`]'s.
+pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Result<u8> {
+    let opts = GcOptions {
+        dry_run,
+        grace_secs: grace,
+    };
+    let out = retention::collect(ws, &opts)?;
+    print_warnings(ws);
+    if json {
+        print_json(&serde_json::to_value(&out)?);
+        return Ok(OK);
+    }
+    let r = &out.gc;
+    if let Some(m) = &out.retention {
+        println!(
+            "retention: {} session(s) expired, {} removed, {} turn(s) evicted for the byte \
+             budget, {} log record(s) pruned; {} bytes packed (budget {}){}",
+            m.expired_sessions.len(),
+            m.tombstones_pruned + m.sessions_dropped,
+            m.turns_evicted,
+            m.snapshots_pruned,
+            m.store_bytes,
+            if m.max_store_bytes == 0 {
+                "none".to_string()
+            } else {
+                m.max_store_bytes.to_string()
+            },
+            if m.over_budget {
+                "; over budget: the rest is in use and never evicted"
+            } else {
+                ""
+            }
+        );
+    }
+    let verb = if dry_run { "would free" } else { "freed" };
+    println!(
+        "{verb} {} of {} objects ({} stored bytes); {} reachable, {} young kept",
+        r.objects_freed, r.objects, r.stored_bytes_freed, r.reachable, r.young_kept
+    );
+    if !dry_run {
+        println!(
+            "rewrote {} frames, freed {} packs; store file {} -> {} bytes on disk{}",
+            r.frames_rewritten,
+            r.packs_freed,
+            r.disk_bytes_before,
+            r.disk_bytes_after,
+            if r.compacted { " (compacted)" } else { "" }
+        );
+    }
+    if let Some(d) = out
+        .retention
+        .as_ref()
+        .map(|m| &m.dense)
+        .filter(|d| d.frames > 0)
+    {
+        println!(
+            "recompressed {} frames at the dense level: {} -> {} stored bytes",
+            d.frames, d.bytes_before, d.bytes_after
+        );
+    }
+    Ok(OK)
+}
+
+/// `retrace repair`.
+pub fn repair(ws: &Workspace, json: bool) -> Result<u8> {
+    let r = ws.repair(&Bar::new())?;
+    print_warnings(ws);
+    if json {
+        print_json(&serde_json::to_value(&r)?);
+    } else {
+        println!(
+            "checked {} objects: {} damaged and forgotten; {} stored again from the workspace",
+            r.objects,
+            r.forgotten.len(),
+            r.restored
+        );
+        for f in r.faults.iter().take(20) {
+            println!("  {f}");
+        }
+        if r.broken.is_empty() {
+            println!("every snapshot is whole");
+        } else {
+            println!(
+                "{} snapshot(s) stay broken (their files are gone from the workspace):",
+                r.broken.len()
+            );
+            for b in &r.broken {
+                println!("  {}  {}", b.id.short(), b.used_by.join(", "));
+            }
+        }
+    }
+    Ok(if r.broken.is_empty() {
+        OK
+    } else {
+        STILL_BROKEN
+    })
+}

@@ -1,0 +1,204 @@
+//! The workspace commands: `snapshot`, `log`, `diff`, `restore` and `status` (without a
+//! session).
+
+use anyhow::Result;
+use retrace::{RestoreOptions, Workspace};
+
+use super::{format_time, print_json};
+use crate::progress::Bar;
+use crate::{OK, REFUSED, maintain_later};
+
+/// `retrace snapshot`.
+pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8> {
+    let bar = Bar::new();
+    let c = ws.snapshot_with(label, &bar)?;
+    drop(bar);
+    maintain_later(ws);
+    if json {
+        print_json(&serde_json::json!({
+            "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,
+            "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
+            "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
+        }));
+    } else {
+        println!("snapshot {}", c.id);
+        println!(
+            "{} files, {} bytes, {} new bytes stored ({} files read)",
+            c.files, c.bytes, c.new_bytes, c.hashed
+        );
+        for n in &c.nested_repos {
+            println!("nested repository left alone: {n}");
+        }
+        for s in &c.skipped {
+            println!("skipped {}: {}", s.path, s.reason);
+        }
+        for s in &c.secrets {
+            println!("secret left out: {s} (allow it with the allow_secrets setting)");
+        }
+    }
+    Ok(OK)
+}
+
+/// `retrace log`.
+pub fn log(ws: &Workspace, json: bool) -> Result<u8> {
+    let log = ws.log()?;
+    if json {
+        let rows: Vec<_> = log
+            .iter()
+            .map(|s| {
+                serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
+                "label": s.label, "files": s.files, "bytes": s.bytes})
+            })
+            .collect();
+        print_json(&serde_json::Value::Array(rows));
+    } else if log.is_empty() {
+        println!("no snapshots yet; take one with `retrace snapshot`");
+        return Ok(REFUSED);
+    } else {
+        for s in &log {
+            println!(
+                "{}  {}  {:>6} files  {}",
+                s.root.short(),
+                format_time(s.time_ms),
+                s.files,
+                s.label.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(OK)
+}
+
+/// `retrace diff A [B]`: to the disk when `b` is absent.
+pub fn diff(ws: &Workspace, a: &str, b: Option<&str>, json: bool) -> Result<u8> {
+    let a = ws.resolve(a)?;
+    let b = b.map(|b| ws.resolve(b)).transpose()?;
+    let d = ws.diff(&a, b.as_ref())?;
+    if json {
+        print_json(&serde_json::to_value(&d)?);
+    } else {
+        for p in &d.added {
+            println!("A {p}");
+        }
+        for p in &d.modified {
+            println!("M {p}");
+        }
+        for p in &d.deleted {
+            println!("D {p}");
+        }
+    }
+    Ok(if d.is_empty() { REFUSED } else { OK })
+}
+
+/// `retrace restore`.
+pub fn restore(ws: &Workspace, id: &str, force: bool, dry_run: bool, json: bool) -> Result<u8> {
+    let id = ws.resolve(id)?;
+    let bar = Bar::new();
+    // A dry run shows the plan even when the restore would be refused, and says so.
+    let (r, refused, v) = if dry_run {
+        let d = ws.restore_dry_run(&id, force, &bar)?;
+        let v = serde_json::to_value(&d)?;
+        (d.outcome, d.refused, v)
+    } else {
+        let opts = RestoreOptions {
+            force,
+            dry_run: false,
+        };
+        let r = ws.restore_with(&id, opts, &bar)?;
+        let v = serde_json::to_value(&r)?;
+        (r, None, v)
+    };
+    drop(bar);
+    if json {
+        print_json(&v);
+    } else {
+        let verb = if dry_run { "would write" } else { "wrote" };
+        for p in &r.written {
+            println!("{verb} {p}");
+        }
+        let verb = if dry_run { "would delete" } else { "deleted" };
+        for p in &r.deleted {
+            println!("{verb} {p}");
+        }
+        for s in &r.left_alone {
+            println!("left alone {}: {}", s.path, s.reason);
+        }
+        if let Some(s) = r.safety_snapshot {
+            println!(
+                "your unsnapshotted changes were saved first as snapshot {}",
+                s.short()
+            );
+        }
+        if !r.verified {
+            println!(
+                "warning: these paths changed during the restore: {}",
+                r.verify_diff.join(", ")
+            );
+        }
+        println!(
+            "{} {}: {} written, {} deleted",
+            if dry_run {
+                "dry run of restore to"
+            } else {
+                "restored"
+            },
+            id.short(),
+            r.written.len(),
+            r.deleted.len()
+        );
+        if let Some(f) = &refused {
+            println!("the restore would be refused: {}", f.message);
+            for p in &f.paths {
+                println!("  {p}");
+            }
+            if f.count > f.paths.len() {
+                println!("  ... and {} more", f.count - f.paths.len());
+            }
+        }
+    }
+    Ok(
+        if refused.is_some() || (r.written.is_empty() && r.deleted.is_empty()) {
+            REFUSED
+        } else {
+            OK
+        },
+    )
+}
+
+/// `retrace status`.
+pub fn status(ws: &Workspace, json: bool) -> Result<u8> {
+    let s = ws.status()?;
+    if json {
+        print_json(&serde_json::to_value(&s)?);
+    } else {
+        println!("workspace  {}", s.root.display());
+        println!("store      {} ({} bytes)", s.store.display(), s.store_bytes);
+        println!("snapshots  {}", s.snapshots);
+        println!("excluded   {}", s.exclusions.join(", "));
+        for n in &s.nested_repos {
+            println!("nested     {n} (left alone)");
+        }
+        if let Some(why) = &s.conversation_only {
+            println!("policy     {why}: conversation history only, files never snapshotted");
+        }
+        if let Some(p) = &s.pending_recovery {
+            println!("recovery   pending: {p}; the next retrace command completes it");
+        }
+        match s.last_known {
+            None => println!("state      no snapshot yet"),
+            Some(_) if s.changed_count == 0 => {
+                println!("state      clean (matches the last known state)");
+            }
+            Some(k) => {
+                println!(
+                    "state      {} path(s) changed since {}:",
+                    s.changed_count,
+                    k.short()
+                );
+                for p in &s.changed {
+                    println!("  {p}");
+                }
+            }
+        }
+    }
+    Ok(OK)
+}
