@@ -49,20 +49,20 @@ pub fn repair(wc: &WorkingCopy, progress: &dyn Progress) -> Result<RepairReport,
     if let Some(report) = ex.recover::<SessionOp>(progress)? {
         wc.warn(report);
     }
-    let reader = wc.store.reader()?;
+    let reader = wc.store().reader()?;
     let scan = reader.check_objects()?;
     drop(reader);
-    wc.store.forget_damaged()?;
+    wc.store().forget_damaged()?;
     let mut report = RepairReport {
         objects: scan.objects,
         forgotten: scan.damaged,
         faults: scan.faults,
         ..RepairReport::default()
     };
-    if wc.refused.is_none() {
+    if wc.conversation_only().is_none() {
         report.restored = ex.store_disk(progress)?.new_objects;
     }
-    let reader = wc.store.reader()?;
+    let reader = wc.store().reader()?;
     let mut memo = HashMap::new();
     let mut broken: BTreeMap<ObjectId, (usize, Vec<String>)> = BTreeMap::new();
     for (order, (id, what)) in labelled_roots(wc)?.into_iter().enumerate() {
@@ -81,7 +81,7 @@ pub fn repair(wc: &WorkingCopy, progress: &dyn Progress) -> Result<RepairReport,
 
 /// Every snapshot something refers to, with what refers to it.
 fn labelled_roots(wc: &WorkingCopy) -> Result<Vec<(ObjectId, String)>, Error> {
-    let reader = wc.store.reader()?;
+    let reader = wc.store().reader()?;
     let mut roots: Vec<(ObjectId, String)> = reader
         .snapshots()?
         .into_iter()
@@ -91,7 +91,7 @@ fn labelled_roots(wc: &WorkingCopy) -> Result<Vec<(ObjectId, String)>, Error> {
         })
         .collect();
     roots.extend(reader.last_known()?.map(|k| (k, "last known state".into())));
-    let tx = wc.store.begin_read()?;
+    let tx = wc.store().begin_read()?;
     for (key, _) in db::sessions(&tx)? {
         let short = &key.short();
         let l = db::load(&tx, &key)?;

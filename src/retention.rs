@@ -136,8 +136,8 @@ pub(crate) fn history_roots(reader: &StoreReader, tx: &ReadTx) -> Result<Vec<Fou
 /// # Errors
 /// [`Error::Store`] when the store cannot be read.
 pub fn gc_roots(wc: &WorkingCopy) -> Result<Vec<ObjectId>, Error> {
-    let reader = wc.store.reader()?;
-    let tx = wc.store.begin_read()?;
+    let reader = wc.store().reader()?;
+    let tx = wc.store().begin_read()?;
     let mut roots = Vec::new();
     for found in history_roots(&reader, &tx)? {
         match found {
@@ -148,7 +148,7 @@ pub fn gc_roots(wc: &WorkingCopy) -> Result<Vec<ObjectId>, Error> {
             ) => return Err(e.into()),
         }
     }
-    let cache = StatCache::load(&wc.dir.join("statcache"), &reader.cache_key()?);
+    let cache = StatCache::load(&wc.dir().join("statcache"), &reader.cache_key()?);
     if cache.root() != ObjectId::ZERO {
         roots.push(cache.root());
     }
@@ -166,7 +166,7 @@ pub fn gc_roots(wc: &WorkingCopy) -> Result<Vec<ObjectId>, Error> {
 /// [`crate::StoreError::BadSnapshotId`] when it matches nothing, several snapshots, or an
 /// object that is not a snapshot.
 pub fn resolve_snapshot(wc: &WorkingCopy, prefix: &str) -> Result<ObjectId, Error> {
-    let reader = wc.store.reader()?;
+    let reader = wc.store().reader()?;
     let id = reader.resolve(prefix)?;
     if reader.snapshots()?.iter().any(|s| s.root == id) || gc_roots(wc)?.contains(&id) {
         return Ok(id);
@@ -192,13 +192,13 @@ pub fn resolve_snapshot(wc: &WorkingCopy, prefix: &str) -> Result<ObjectId, Erro
 pub fn gc(wc: &WorkingCopy, grace_secs: u64, dry_run: bool) -> Result<GcReport, Error> {
     let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
     if !dry_run {
-        wc.store.make_room();
+        wc.store().make_room();
     }
     if let Some(report) = ex.recover::<SessionOp>(&crate::progress::NoProgress)? {
         wc.warn(report);
     }
     let roots = gc_roots(wc)?;
-    Ok(wc.store.collect(&roots, grace_secs, dry_run)?)
+    Ok(wc.store().collect(&roots, grace_secs, dry_run)?)
 }
 
 /// What `retrace gc` is asked to do ([`collect`]).
@@ -265,7 +265,7 @@ pub fn collect(wc: &WorkingCopy, opts: &GcOptions) -> Result<GcOutcome, Error> {
         max_total_bytes: settings.max_total_bytes.value,
     };
     // The workspace's home is the one `Config` named (canonicalized when it was opened).
-    let home = sweep_home(&wc.home, limits, crate::store::now_ms())?;
+    let home = sweep_home(wc.home(), limits, crate::store::now_ms())?;
     Ok(GcOutcome {
         gc: retention.gc.clone(),
         retention: Some(retention),
@@ -364,11 +364,11 @@ pub fn maintain_until(
 ) -> Result<MaintenanceReport, Error> {
     let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
     // On a full disk every write below would fail: give back what can be given first.
-    wc.store.make_room();
+    wc.store().make_room();
     if let Some(report) = ex.recover::<SessionOp>(&crate::progress::NoProgress)? {
         wc.warn(report);
     }
-    let s = &wc.settings;
+    let s = &wc.settings();
     let mut report = MaintenanceReport {
         max_store_bytes: s.max_store_bytes.value,
         ..MaintenanceReport::default()
@@ -381,17 +381,17 @@ pub fn maintain_until(
         for c in sessions.iter().filter(|c| !c.in_use) {
             let age = now_ms.saturating_sub(c.touched_ms);
             if age > 2 * retention_ms {
-                wc.store
+                wc.store()
                     .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
                 report.tombstones_pruned += 1;
             } else if age > retention_ms && c.loaded.turns.iter().any(has_files) {
-                wc.store
+                wc.store()
                     .transact(|tx| db::Writer::open(tx, c.key).expire(None))?;
                 report.expired_sessions.push(c.key.short());
             }
         }
         report.snapshots_pruned += wc
-            .store
+            .store()
             .prune_snapshots(now_ms - retention_ms.min(now_ms))?;
         sessions = candidates(wc, now_ms)?;
     }
@@ -400,17 +400,17 @@ pub fn maintain_until(
     if sessions.len() > max_sessions {
         sessions.sort_by_key(|c| std::cmp::Reverse(c.touched_ms));
         for c in sessions.iter().skip(max_sessions).filter(|c| !c.in_use) {
-            wc.store
+            wc.store()
                 .transact(|tx| db::Writer::open(tx, c.key).delete_session())?;
             report.sessions_dropped += 1;
         }
     }
     report.gc = wc
-        .store
+        .store()
         .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
-    report.dense = wc.store.recompress(dense_deadline)?;
+    report.dense = wc.store().recompress(dense_deadline)?;
     if report.dense.frames > 0 {
-        wc.store.compact_now();
+        wc.store().compact_now();
     }
     evict_to_budget(
         &ex,
@@ -423,14 +423,14 @@ pub fn maintain_until(
     // there, not at every command (the store remembers the size it could not go below,
     // and a due pass waits until it grows past it).
     let over = if report.over_budget {
-        if wc.store.reader()?.over_budget()? == 0 {
+        if wc.store().reader()?.over_budget()? == 0 {
             wc.warn(over_budget_warning(&report));
         }
         report.store_bytes
     } else {
         0
     };
-    wc.store.set_maintained(now_ms, over)?;
+    wc.store().set_maintained(now_ms, over)?;
     Ok(report)
 }
 
@@ -449,7 +449,7 @@ fn evict_to_budget(
     // Bytes: evict the oldest turns of the least recently used sessions, in rounds.
     report.over_budget = false;
     loop {
-        report.store_bytes = wc.store.reader()?.packed_bytes()?;
+        report.store_bytes = wc.store().reader()?.packed_bytes()?;
         if budget == 0 || report.store_bytes <= budget {
             break;
         }
@@ -474,11 +474,11 @@ fn evict_to_budget(
         if evictable.is_empty() {
             // Only what is in use is left: the budget cannot be met without losing it.
             // The log keeps its newest record (`prune_snapshots` never removes it).
-            let _ = wc.store.prune_snapshots(now_ms);
+            let _ = wc.store().prune_snapshots(now_ms);
             report.gc = wc
-                .store
+                .store()
                 .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
-            report.store_bytes = wc.store.reader()?.packed_bytes()?;
+            report.store_bytes = wc.store().reader()?.packed_bytes()?;
             report.over_budget = report.store_bytes > budget;
             break;
         }
@@ -492,14 +492,14 @@ fn evict_to_budget(
             .collect::<std::collections::BTreeSet<_>>()
         {
             let turns: Vec<u64> = batch.iter().filter(|b| b.4 == key).map(|b| b.3).collect();
-            wc.store
+            wc.store()
                 .transact(|tx| db::Writer::open(tx, key).expire(Some(&turns)))?;
         }
         report.turns_evicted += take as u64;
         // Log records of that age name the same states: they go with them.
-        report.snapshots_pruned += wc.store.prune_snapshots(newest_end + 1)?;
+        report.snapshots_pruned += wc.store().prune_snapshots(newest_end + 1)?;
         report.gc = wc
-            .store
+            .store()
             .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
         sessions = candidates(wc, now_ms)?;
     }
@@ -533,11 +533,11 @@ pub fn enforce_budget(
 /// a turn has been recorded: it never delays one.
 #[must_use = "the report says what maintenance did"]
 pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
-    let reader = wc.store.reader().ok()?;
+    let reader = wc.store().reader().ok()?;
     // Over the budget, and grown since a pass last found it could evict nothing more.
     let packed = reader.packed_bytes().ok()?;
-    let over = wc.settings.max_store_bytes.value > 0
-        && packed > wc.settings.max_store_bytes.value
+    let over = wc.settings().max_store_bytes.value > 0
+        && packed > wc.settings().max_store_bytes.value
         && packed > reader.over_budget().ok()?;
     let now = crate::store::now_ms();
     let due = now.saturating_sub(reader.maintained_ms().ok()?) > 3_600_000;
@@ -548,7 +548,7 @@ pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
     // Only when nobody else holds the workspace: maintenance waits for no one.
     drop(wc.lock_exclusive(std::time::Duration::ZERO).ok()?);
     let deadline = std::time::Instant::now() + DUE_DENSE_BUDGET;
-    maintain_until(wc, now, wc.settings.gc_grace_secs.value, Some(deadline)).ok()
+    maintain_until(wc, now, wc.settings().gc_grace_secs.value, Some(deadline)).ok()
 }
 
 /// Recompresses frames at the dense level for at most `budget`, if no other process
@@ -557,13 +557,13 @@ pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
 #[must_use = "the report says whether frames remain"]
 pub fn recompress_if_free(wc: &WorkingCopy, budget: std::time::Duration) -> Option<DenseReport> {
     let _lock = wc.lock_shared(std::time::Duration::ZERO).ok()?;
-    wc.store
+    wc.store()
         .recompress(Some(std::time::Instant::now() + budget))
         .ok()
 }
 
 fn candidates(wc: &WorkingCopy, now_ms: u64) -> Result<Vec<Candidate>, Error> {
-    let tx = wc.store.begin_read()?;
+    let tx = wc.store().begin_read()?;
     let mut out = Vec::new();
     for (key, rec) in db::sessions(&tx)? {
         let loaded = db::load(&tx, &key)?;
@@ -571,11 +571,11 @@ fn candidates(wc: &WorkingCopy, now_ms: u64) -> Result<Vec<Candidate>, Error> {
         let busy = loaded.state.pending.is_some_and(|n| {
             !matches!(
                 db::lease(&tx, &key, n),
-                Ok(Some(Ok(ref l))) if crate::lease::liveness(l, &wc.home)
+                Ok(Some(Ok(ref l))) if crate::lease::liveness(l, wc.home())
                     == crate::lease::Liveness::Dead
             )
         });
-        let in_use = busy || crate::history::liveness::in_use(&wc.dir, &key, now_ms);
+        let in_use = busy || crate::history::liveness::in_use(wc.dir(), &key, now_ms);
         out.push(Candidate {
             key,
             touched_ms: rec.touched_ms,

@@ -241,9 +241,9 @@ impl Session {
         };
         // A subagent keeps no history: nothing of its own to protect.
         if new && !subagent {
-            liveness::open(&wc.dir, &key, &rt);
+            liveness::open(wc.dir(), &key, &rt);
             // Resuming a session whose file history expired: say so once.
-            let expired = wc.store.begin_read().ok().and_then(|tx| {
+            let expired = wc.store().begin_read().ok().and_then(|tx| {
                 db::turns(&tx, &key)
                     .ok()
                     .map(|t| t.iter().filter(|t| t.state == TurnState::Expired).count())
@@ -265,11 +265,11 @@ impl Session {
     }
 
     fn path(&self) -> &std::path::Path {
-        self.ws.store.path()
+        self.ws.store().path()
     }
 
     fn load(&self) -> Result<Loaded, Error> {
-        let tx = self.ws.store.begin_read()?;
+        let tx = self.ws.store().begin_read()?;
         Ok(db::load(&tx, &self.key)?)
     }
 
@@ -286,7 +286,7 @@ impl Session {
                 detail: "injected write failure".into(),
             });
         }
-        self.ws.store.transact(|tx| {
+        self.ws.store().transact(|tx| {
             let w = Writer::new(tx, self.key)?;
             let s = w.state()?;
             f(&w, &s)
@@ -322,12 +322,12 @@ impl Session {
         let n = l.state.pending?;
         let lease = self
             .ws
-            .store
+            .store()
             .begin_read()
             .ok()
             .and_then(|tx| db::lease(&tx, &self.key, n).ok().flatten());
         let detail =
-            match lease.map(|r| r.map(|r| (crate::lease::liveness(&r, &self.ws.home), r.pid))) {
+            match lease.map(|r| r.map(|r| (crate::lease::liveness(&r, self.ws.home()), r.pid))) {
                 Some(Ok((crate::lease::Liveness::Dead, _))) => return None,
                 Some(Ok((crate::lease::Liveness::Alive, pid))) => format!(
                     "turn {n} is in progress (process {pid}); wait until the agent finishes (or \
@@ -385,7 +385,7 @@ impl Session {
 
     /// Takes the exclusive lock, or says busy.
     fn lock_or_busy(&self) -> Result<Result<Exclusive<'_>, Outcome>, Error> {
-        match self.ws.lock_exclusive(self.ws.history_wait) {
+        match self.ws.lock_exclusive(self.ws.history_wait()) {
             Ok(l) => Ok(Ok(l)),
             Err(Error::Store(StoreError::Busy { .. })) => Ok(Err(Outcome::Busy {
                 detail: "another retrace process is restoring or capturing this workspace".into(),
@@ -431,7 +431,8 @@ impl Session {
             return Ok(Outcome::Subagent);
         }
         let _flight = InFlight::new(&self.rt);
-        self.ws.recover_if_needed::<SessionOp>(self.ws.history_wait);
+        self.ws
+            .recover_if_needed::<SessionOp>(self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let label = label.map(|l| truncate(l, MAX_ANCHOR_BYTES));
         let cap = lock.record(label.clone(), progress)?;
@@ -454,7 +455,7 @@ impl Session {
         progress: &dyn Progress,
         then: Option<Op>,
     ) -> Result<Option<ObjectId>, Error> {
-        if self.ws.refused.is_some() {
+        if self.ws.conversation_only().is_some() {
             // Nothing is ever captured here: only the conversation moves.
             if let Some(op) = then {
                 self.write(|w, _| w.op(op))?;

@@ -194,7 +194,7 @@ impl Session {
                 checkpoint,
             });
         };
-        let reader = self.ws.store.reader()?;
+        let reader = self.ws.store().reader()?;
         // Stored, so the journal's source is a complete snapshot even with unsaved edits.
         let mut disk = lock.store_disk(opts.progress)?;
         if disk.id == snapshot && target.cursor == l.state.cursor {
@@ -236,7 +236,7 @@ impl Session {
         }
         // Paths another session's running turn has changed so far are that turn's: a
         // navigation that would change them is a conflict (forced: saved first).
-        let fresh = self.ws.store.reader()?;
+        let fresh = self.ws.store().reader()?;
         let open = self.open_turn_paths(&fresh, &disk.id)?;
         if !open.is_empty() {
             let clash: Vec<String> = crate::diff::changes(&fresh, &disk.id, &snapshot)?

@@ -86,7 +86,7 @@ impl Session {
         let revision = self.rt.revision.fetch_add(1, Ordering::SeqCst) + 1;
         let state = serde_json::json!({
             "session": status.session,
-            "workspace": self.ws.root.display().to_string(),
+            "workspace": self.ws.root().display().to_string(),
             "pid": std::process::id(),
             "can_undo": status.can_undo,
             "can_redo": status.can_redo,

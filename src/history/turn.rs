@@ -124,7 +124,8 @@ impl Session {
         {
             return Err(Error::NoSuchOwner { pid: self.owner });
         }
-        self.ws.recover_if_needed::<SessionOp>(self.ws.history_wait);
+        self.ws
+            .recover_if_needed::<SessionOp>(self.ws.history_wait());
         // Shared lock from the record to the capture's end: a restore in another process
         // either finished before this turn began or starts after its baseline is taken.
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?.detach();
@@ -132,7 +133,7 @@ impl Session {
         let prompt = prompt.map(|p| truncate(p, MAX_PROMPT_BYTES));
         // No lease when this machine's identity cannot be read: the turn then simply stays
         // pending until it is ended or the next turn begins.
-        let lease = crate::lease::new_lease(&self.ws.home, self.owner).ok();
+        let lease = crate::lease::new_lease(self.ws.home(), self.owner).ok();
         let superseded = self.superseded()?;
         let number = self.write(|w, s| {
             if let Some(p) = s.pending
@@ -181,7 +182,7 @@ impl Session {
             }
             Ok(number)
         })?;
-        if let Some(why) = &self.ws.refused {
+        if let Some(why) = &self.ws.conversation_only() {
             // Nothing is captured here: the turn is conversation-only from the start.
             drop(lock);
             let reason = format!("files are never snapshotted here ({why})");
@@ -221,7 +222,7 @@ impl Session {
                         // The agent has not gone on yet: this is the disk where the turn
                         // left pending stopped, if anything can prove it.
                         if let Some(old) = &superseded {
-                            old.end(&w, root, entries, &session.ws.store.reader()?)?;
+                            old.end(&w, root, entries, &session.ws.store().reader()?)?;
                         }
                     }
                     *g = Slot::Committing(root);
@@ -251,7 +252,7 @@ impl Session {
                 cv.notify_all();
             })
             .map_err(|e| Error::Workspace {
-                path: self.ws.root.clone(),
+                path: self.ws.root().to_path_buf(),
                 reason: format!("cannot start the capture thread: {e}"),
             })?;
         self.publish(None);
@@ -277,19 +278,19 @@ impl Session {
         };
         let owner_alive = self
             .ws
-            .store
+            .store()
             .begin_read()
             .ok()
             .and_then(|tx| db::lease(&tx, &self.key, p).ok().flatten())
             .and_then(Result::ok)
             .is_some_and(|r| {
-                crate::lease::liveness(&r, &self.ws.home) == crate::lease::Liveness::Alive
+                crate::lease::liveness(&r, self.ws.home()) == crate::lease::Liveness::Alive
             });
         Ok(Some(Superseded {
             turn: p,
             before,
             owner_alive,
-            nothing_since: self.ws.store.reader()?.last_known()? == Some(before),
+            nothing_since: self.ws.store().reader()?.last_known()? == Some(before),
         }))
     }
 
@@ -414,7 +415,7 @@ impl Session {
     /// # Errors
     /// [`Error`] for store or capture failures.
     pub fn extend_turn(&self, leaf: Option<String>) -> Result<Option<TurnSummary>, Error> {
-        if self.subagent || self.ws.refused.is_some() {
+        if self.subagent || self.ws.conversation_only().is_some() {
             return Ok(None);
         }
         let l = self.load()?;
@@ -438,14 +439,15 @@ impl Session {
         // Checked before capturing (no snapshot is recorded for nothing), and again in the
         // capture's commit.
         let ended_last = {
-            let tx = self.ws.store.begin_read()?;
+            let tx = self.ws.store().begin_read()?;
             let ops = db::ops(&tx, &self.key)?;
             matches!(ops.last().map(|r| &r.op), Some(Op::TurnEnded { turn, .. }) if *turn == n)
         };
-        if !ended_last || self.ws.store.reader()?.last_known()? != Some(after) {
+        if !ended_last || self.ws.store().reader()?.last_known()? != Some(after) {
             return Ok(None);
         }
-        self.ws.recover_if_needed::<SessionOp>(self.ws.history_wait);
+        self.ws
+            .recover_if_needed::<SessionOp>(self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let recorded = std::cell::RefCell::new(None);
@@ -456,14 +458,14 @@ impl Session {
             let w = Writer::new(tx, self.key)?;
             let state = w.state()?;
             let ended_last = matches!(w.last_op()?, Some(Op::TurnEnded { turn, .. }) if turn == n);
-            let nothing_since = self.ws.store.reader()?.last_known()? == Some(after);
+            let nothing_since = self.ws.store().reader()?.last_known()? == Some(after);
             if state.pending.is_some() || state.cursor != Some(n) || !ended_last || !nothing_since {
                 return Ok(());
             }
             let Some(mut t) = w.get_turn(n)? else {
                 return Ok(());
             };
-            let counts = counts_against(&self.ws.store.reader()?, &before, entries)?;
+            let counts = counts_against(&self.ws.store().reader()?, &before, entries)?;
             t.after = Some(root);
             t.counts = counts;
             t.ended_ms = Some(now_ms());
@@ -533,7 +535,7 @@ impl Session {
         };
         let pid = self
             .ws
-            .store
+            .store()
             .begin_read()
             .ok()
             .and_then(|tx| db::lease(&tx, &self.key, p).ok().flatten())
@@ -543,7 +545,7 @@ impl Session {
         // only after-state it can prove is "nothing changed" (the disk still equals its
         // before-snapshot, and nothing else was recorded since). Otherwise it becomes
         // conversation-only and its files are left as they are, never absorbing later edits.
-        let baseline = self.ws.store.reader()?.last_known()?;
+        let baseline = self.ws.store().reader()?.last_known()?;
         let truthful = t.state == TurnState::Pending && t.before.is_some() && baseline == t.before;
         let after = if truthful {
             let disk = ex.scan_disk(progress)?;
@@ -728,15 +730,15 @@ impl Turn {
                 Slot::Running | Slot::Committing(_) => Err(String::new()),
             }
         };
-        if s.ws.refused.is_some() {
+        if s.ws.conversation_only().is_some() {
             return self.end_without_files(before.err().unwrap_or_default());
         }
-        s.ws.recover_if_needed::<SessionOp>(s.ws.history_wait);
+        s.ws.recover_if_needed::<SessionOp>(s.ws.history_wait());
         let lock = s.ws.lock_shared(crate::store::LOCK_WAIT)?;
-        let max = s.ws.max_turns;
+        let max = s.ws.max_turns();
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let number = self.number;
-        let path = s.ws.store.path();
+        let path = s.ws.store().path();
         // The turn's record rides in the after-capture's own commit: one sync ends a turn.
         let recorded = std::cell::RefCell::new(None);
         let also = |tx: &crate::store::WriteTx<'_>,
@@ -755,7 +757,7 @@ impl Turn {
                 return Ok(());
             }
             let counts = match &before {
-                Ok(b) => counts_against(&s.ws.store.reader()?, b, entries)?,
+                Ok(b) => counts_against(&s.ws.store().reader()?, b, entries)?,
                 Err(_) => Counts::default(),
             };
             w.drop_lease(number)?;

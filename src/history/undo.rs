@@ -54,7 +54,7 @@ impl Session {
             return Ok(Outcome::NothingToUndo {
                 detail: format!(
                     "older turns were dropped (a session keeps {})",
-                    self.ws.max_turns
+                    self.ws.max_turns()
                 ),
             });
         };
@@ -339,7 +339,7 @@ impl Session {
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
         let disk = ex.store_disk(opts.progress)?;
-        let reader = self.ws.store.reader()?;
+        let reader = self.ws.store().reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
         // Paths another session's concurrent turn changed are that turn's: left alone. So
         // are those a turn of another session still running has changed so far. A turn
@@ -458,7 +458,7 @@ impl Session {
         let (Some(tb), Some(ta), Some(t_end)) = (t.before, t.after, t.ended_ms) else {
             return Ok(out);
         };
-        let tx = self.ws.store.begin_read()?;
+        let tx = self.ws.store().begin_read()?;
         let mut ours: Option<std::collections::HashSet<Vec<u8>>> = None;
         for (key, _) in db::sessions(&tx)? {
             if key == self.key {
@@ -530,7 +530,7 @@ impl Session {
         disk: &ObjectId,
     ) -> Result<std::collections::BTreeMap<Vec<u8>, String>, Error> {
         let mut out = std::collections::BTreeMap::new();
-        let tx = self.ws.store.begin_read()?;
+        let tx = self.ws.store().begin_read()?;
         for (key, _) in db::sessions(&tx)? {
             if key == self.key {
                 continue;

@@ -220,17 +220,17 @@ pub struct Status {
 /// [`WorkingCopy::lock_exclusive`], and the functions that need a lock take its guard.
 #[derive(Clone)]
 pub struct WorkingCopy {
-    pub(crate) root: PathBuf,
-    pub(crate) dir: PathBuf,
-    pub(crate) store: Arc<Store>,
-    pub(crate) max_turns: u64,
-    pub(crate) history_wait: Duration,
+    root: PathBuf,
+    dir: PathBuf,
+    store: Arc<Store>,
+    max_turns: u64,
+    history_wait: Duration,
     /// The retrace home (host id, leases).
-    pub(crate) home: PathBuf,
-    pub(crate) settings: Settings,
+    home: PathBuf,
+    settings: Settings,
     allow_secrets: Option<Arc<globset::GlobSet>>,
     /// Why files are never snapshotted here (home, filesystem root, temp directory).
-    pub(crate) refused: Option<String>,
+    refused: Option<String>,
     warnings: Arc<Mutex<Vec<String>>>,
 }
 
@@ -440,6 +440,36 @@ impl WorkingCopy {
     #[must_use]
     pub fn store_path(&self) -> &Path {
         self.store.path()
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The store's directory under the retrace home (lock, stat cache, markers).
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The retrace home (host id, leases, runtime state).
+    #[must_use]
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Turns a session keeps at most.
+    #[must_use]
+    pub fn max_turns(&self) -> u64 {
+        self.max_turns
+    }
+
+    /// How long undo, redo and navigate wait for other processes before answering busy.
+    #[must_use]
+    pub fn history_wait(&self) -> Duration {
+        self.history_wait
     }
 
     /// Takes the workspace lock shared (captures that record history), waiting at most
