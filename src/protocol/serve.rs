@@ -262,7 +262,7 @@ impl<R: DeserializeOwned + JsonSchema> Params<R> {
                 format_args!(
                     "{name:?} must be {} (got {})",
                     kind(&property(&name)),
-                    shown(&map[&name])
+                    map.get(&name).map(shown).unwrap_or_default()
                 ),
             ),
             Refusal::Other(m) => Failure::new(code::INVALID_PARAMS, format!("invalid params: {m}")),
