@@ -11,13 +11,21 @@
 //!   as `SubagentStop`, does nothing.
 //!
 //! A hook never breaks the agent: every failure becomes one line on stderr and exit 0.
+//!
+//! The turn, undo, redo, checkpoint and log are the operations of [`super::ops`], run with
+//! the requests a hook event makes; what is the hooks' own (the remembered workspace, the
+//! second `Stop` that extends a turn, the answers to the agent) is here.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::history::{Mode, Outcome};
+use super::ops::{
+    BeginTurnRequest, CheckpointRequest, Context, EndTurnRequest, LogRequest, OpError, Operation,
+    OutcomeReport, RedoRequest, UndoMode, UndoRequest, WaitBeforeRequest,
+};
+use crate::history::Outcome;
 use crate::{Config, Workspace};
 
 /// How long a prompt waits for its before-snapshot before the turn goes conversation-only
@@ -315,16 +323,24 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     }
     .map_err(|e| e.to_string())?;
     let session = ws.session(id).owned_by(agent_pid());
+    // Each event runs its operations holding the turn it begins, for this event only.
+    let mut turn = None;
+    let mut cx = Context::new(&session, &mut turn);
     // Codex names each turn; the id anchors the turn in retrace's history.
     let anchor = field("turn_id").map(str::to_string);
     if ends {
-        let ended = session
-            .end_turn(anchor.clone())
-            .map_err(|e| e.to_string())?;
+        let end = EndTurnRequest {
+            anchor: anchor.clone(),
+        };
+        let ended = match end.run(&mut cx) {
+            Ok(_) => true,
+            Err(OpError::NoTurn) => false,
+            Err(e) => return Err(e.to_string()),
+        };
         // A second Stop of one turn (another Stop hook made the agent go on): what the agent
         // did since the first is that turn's.
         let again = event.get("stop_hook_active").and_then(Value::as_bool) == Some(true);
-        if ended.is_none() && again && name == agent.stop_event() {
+        if !ended && again && name == agent.stop_event() {
             session.extend_turn(anchor).map_err(|e| e.to_string())?;
         }
         if name == "SessionEnd" {
@@ -340,23 +356,34 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     }
     let prompt = field("prompt").unwrap_or("");
     let Some(command) = PromptCommand::parse(prompt) else {
-        let turn = session
-            .begin_turn(anchor, Some(prompt.to_string()))
-            .map_err(|e| e.to_string())?;
+        let begin = BeginTurnRequest {
+            anchor,
+            prompt: Some(prompt.to_string()),
+        };
+        begin.run(&mut cx).map_err(|e| e.to_string())?;
         let deadline = std::env::var("RETRACE_HOOK_DEADLINE_MS")
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(DEFAULT_DEADLINE, Duration::from_millis);
-        turn.wait_before(deadline).map_err(|e| e.to_string())?;
+        WaitBeforeRequest::for_at_most(deadline)
+            .run(&mut cx)
+            .map_err(|e| e.to_string())?;
         return Ok(agent.quiet());
     };
-    let outcome = match &command {
-        PromptCommand::Undo => session.undo(Mode::Files),
-        PromptCommand::Redo => session.redo(),
-        PromptCommand::Checkpoint(label) => session.checkpoint(label.clone()),
-        PromptCommand::Log => return log(agent, &session),
-    }
-    .map_err(|e| e.to_string())?;
+    let done = match &command {
+        PromptCommand::Undo => UndoRequest {
+            mode: Some(UndoMode::Files),
+            force: None,
+        }
+        .run(&mut cx),
+        PromptCommand::Redo => RedoRequest::default().run(&mut cx),
+        PromptCommand::Checkpoint(label) => CheckpointRequest {
+            label: label.clone(),
+        }
+        .run(&mut cx),
+        PromptCommand::Log => return log(agent, &mut cx),
+    };
+    let OutcomeReport(outcome) = done.map_err(|e| e.to_string())?;
     let mut reason = format!("retrace: {}", outcome.message());
     if matches!(outcome, Outcome::Restored { .. })
         && matches!(command, PromptCommand::Undo | PromptCommand::Redo)
@@ -367,8 +394,8 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     Ok(agent.block(&reason))
 }
 
-fn log(agent: Agent, session: &crate::Session) -> Result<HookOutput, String> {
-    let log = session.log().map_err(|e| e.to_string())?;
+fn log(agent: Agent, cx: &mut Context<'_>) -> Result<HookOutput, String> {
+    let log = LogRequest {}.run(cx).map_err(|e| e.to_string())?;
     let mut lines = vec![format!(
         "retrace: {} turn(s), can undo: {}, can redo: {}",
         log.status.turns,

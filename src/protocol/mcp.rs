@@ -6,78 +6,20 @@
 //! The model calls tools during its own turn: `undo` then puts back the files the running
 //! turn has changed so far, and the turn goes on ([`Session::undo_running_turn`]); with no
 //! turn running it undoes the newest applied turn.
+//!
+//! Each tool runs one operation of [`super::ops`] (`undo` is
+//! [`ops::UndoRunningTurnRequest`]) and formats its response as the tool's text; a tool
+//! whose operation has parameters takes its request struct as `Parameters`, so their schema
+//! (the doc comments of its fields) is the one the client sees. `redo`, `log` and `status`
+//! take no parameters: they declare none and run with the request's defaults.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerInfo};
-use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
-use serde::Deserialize;
+use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 
-use crate::history::{Mode, OpOptions, Outcome, Session};
-
-/// What an undo restores.
-#[derive(Clone, Copy, Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum UndoMode {
-    /// Files and conversation (the host moves the conversation back).
-    Both,
-    /// Files only.
-    Files,
-    /// The conversation only; files stay as they are.
-    Conversation,
-}
-
-impl From<UndoMode> for Mode {
-    fn from(m: UndoMode) -> Mode {
-        match m {
-            UndoMode::Both => Mode::Both,
-            UndoMode::Files => Mode::Files,
-            UndoMode::Conversation => Mode::Conversation,
-        }
-    }
-}
-
-/// The schema of `mode`: a plain string enum, which every MCP client reads.
-fn mode_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "string",
-        "enum": ["both", "files", "conversation"],
-        "description": "both (default: files and conversation), files, or conversation; \
-                        during a running turn only files are put back"
-    })
-}
-
-/// Arguments of `undo`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UndoArgs {
-    /// `both` (default: files and conversation), `files`, or `conversation`. During a
-    /// running turn only files are put back.
-    #[serde(default)]
-    #[schemars(schema_with = "mode_schema")]
-    pub mode: Option<UndoMode>,
-}
-
-/// Arguments of `checkpoint`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointArgs {
-    /// A label to find it by later.
-    #[serde(default)]
-    pub label: Option<String>,
-}
-
-/// Arguments of `diff`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DiffArgs {
-    /// Snapshot id or prefix to compare from (default: the last known state).
-    #[serde(default)]
-    pub from: Option<String>,
-    /// Snapshot id or prefix to compare to (default: the files on disk now).
-    #[serde(default)]
-    pub to: Option<String>,
-}
+use super::ops::{self, Context, OpError, Operation, OutcomeReport};
+use crate::history::Session;
 
 /// The MCP server: one session of one workspace.
 #[derive(Clone)]
@@ -86,16 +28,17 @@ pub struct McpServer {
     tool_router: ToolRouter<Self>,
 }
 
-fn text<E: std::fmt::Display>(r: Result<String, E>) -> Result<String, String> {
-    r.map_err(|e| format!("retrace failed: {e}"))
+/// A failure as a tool result.
+fn failed(e: &OpError) -> String {
+    format!("retrace failed: {e}")
 }
 
 /// An outcome as a tool result: its message, an error result unless it did what was asked.
-fn outcome(r: Result<Outcome, crate::Error>) -> Result<String, String> {
+fn outcome(r: Result<OutcomeReport, OpError>) -> Result<String, String> {
     match r {
-        Ok(o) if o.is_success() => Ok(o.message()),
-        Ok(o) => Err(o.message()),
-        Err(e) => Err(format!("retrace failed: {e}")),
+        Ok(OutcomeReport(o)) if o.is_success() => Ok(o.message()),
+        Ok(OutcomeReport(o)) => Err(o.message()),
+        Err(e) => Err(failed(&e)),
     }
 }
 
@@ -110,28 +53,36 @@ impl McpServer {
         }
     }
 
+    /// Runs `request` on the session (no turn held: the model's turn is the host's).
+    fn run<O: Operation>(&self, request: O) -> Result<O::Response, OpError> {
+        let mut turn = None;
+        request.run(&mut Context::new(&self.session, &mut turn))
+    }
+
     /// Undo: during the running turn, its file changes so far; else the newest applied turn.
     #[tool(
         description = "Undo file changes. While your turn is running: put back every file this turn has changed so far (the turn goes on; the files as they were are kept in a safety snapshot). Otherwise: undo the newest finished turn. Edits made since are never overwritten; a conflict is reported instead. mode: both (default), files, or conversation (not during a running turn)."
     )]
-    async fn undo(&self, Parameters(args): Parameters<UndoArgs>) -> Result<String, String> {
-        let mode = args.mode.map_or(Mode::Both, Mode::from);
-        outcome(self.session.undo_running_turn(mode, OpOptions::default()))
+    async fn undo(
+        &self,
+        Parameters(request): Parameters<ops::UndoRunningTurnRequest>,
+    ) -> Result<String, String> {
+        outcome(self.run(request))
     }
 
     /// Re-apply the most recently undone turn.
     #[tool(description = "Re-apply the most recently undone turn, in the mode its undo used.")]
     async fn redo(&self) -> Result<String, String> {
-        outcome(self.session.redo())
+        outcome(self.run(ops::RedoRequest::default()))
     }
 
     /// Save the workspace's files now, outside any turn.
     #[tool(description = "Save the workspace's files now as a labelled checkpoint.")]
     async fn checkpoint(
         &self,
-        Parameters(args): Parameters<CheckpointArgs>,
+        Parameters(request): Parameters<ops::CheckpointRequest>,
     ) -> Result<String, String> {
-        outcome(self.session.checkpoint(args.label))
+        outcome(self.run(request))
     }
 
     /// The session's turns, newest first.
@@ -139,68 +90,57 @@ impl McpServer {
         description = "List this conversation's turns and checkpoints, newest first, with what each changed (+added ~modified -deleted)."
     )]
     async fn log(&self) -> Result<String, String> {
-        text(self.session.log().map(|l| {
-            let mut lines = vec![format!(
-                "{} turn(s); can undo: {}; can redo: {}",
-                l.status.turns, l.status.can_undo, l.status.can_redo
-            )];
-            for e in l.entries.iter().rev().take(20) {
-                let t = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
-                lines.push(format!(
-                    "{}:{} +{} ~{} -{} {t}",
-                    e.kind, e.number, e.counts.added, e.counts.modified, e.counts.deleted
-                ));
-            }
-            lines.join("\n")
-        }))
+        let l = self.run(ops::LogRequest {}).map_err(|e| failed(&e))?;
+        let mut lines = vec![format!(
+            "{} turn(s); can undo: {}; can redo: {}",
+            l.status.turns, l.status.can_undo, l.status.can_redo
+        )];
+        for e in l.entries.iter().rev().take(20) {
+            let t = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
+            lines.push(format!(
+                "{}:{} +{} ~{} -{} {t}",
+                e.kind, e.number, e.counts.added, e.counts.modified, e.counts.deleted
+            ));
+        }
+        Ok(lines.join("\n"))
     }
 
     /// Paths changed between two snapshots, or since the last known state.
     #[tool(
         description = "Paths added (A), modified (M) and deleted (D) since the last known state, or between two snapshots."
     )]
-    async fn diff(&self, Parameters(args): Parameters<DiffArgs>) -> Result<String, String> {
-        let ws = self.session.workspace();
-        let run = || -> Result<String, crate::Error> {
-            let from = match &args.from {
-                Some(f) => crate::retention::resolve_snapshot(ws, f)?,
-                None => match self.session.status()?.last_known {
-                    Some(k) => k,
-                    None => return Ok("no snapshot yet".into()),
-                },
-            };
-            let to = args
-                .to
-                .as_deref()
-                .map(|t| crate::retention::resolve_snapshot(ws, t))
-                .transpose()?;
-            let d = ws.diff(&from, to.as_ref())?;
-            let mut lines: Vec<String> = d.added.iter().map(|p| format!("A {p}")).collect();
-            lines.extend(d.modified.iter().map(|p| format!("M {p}")));
-            lines.extend(d.deleted.iter().map(|p| format!("D {p}")));
-            Ok(if lines.is_empty() {
-                "no changes".into()
-            } else {
-                lines.join("\n")
-            })
+    async fn diff(
+        &self,
+        Parameters(request): Parameters<ops::DiffRequest>,
+    ) -> Result<String, String> {
+        let d = match self.run(request) {
+            Ok(d) => d,
+            Err(OpError::NoSnapshot) => return Ok("no snapshot yet".into()),
+            Err(e) => return Err(failed(&e)),
         };
-        text(run())
+        let mut lines: Vec<String> = d.added.iter().map(|p| format!("A {p}")).collect();
+        lines.extend(d.modified.iter().map(|p| format!("M {p}")));
+        lines.extend(d.deleted.iter().map(|p| format!("D {p}")));
+        Ok(if lines.is_empty() {
+            "no changes".into()
+        } else {
+            lines.join("\n")
+        })
     }
 
     /// Whether undo and redo are possible.
     #[tool(description = "Whether undo and redo are possible, and which turn is applied.")]
     async fn status(&self) -> Result<String, String> {
-        text(self.session.status().map(|s| {
-            format!(
-                "can undo: {}; can redo: {}; applied turn: {}; turns: {}{}",
-                s.can_undo,
-                s.can_redo,
-                s.cursor.map_or_else(|| "none".into(), |c| c.to_string()),
-                s.turns,
-                s.pending
-                    .map_or_else(String::new, |p| format!("; turn {p} in progress"))
-            )
-        }))
+        let s = self.run(ops::StatusRequest {}).map_err(|e| failed(&e))?;
+        Ok(format!(
+            "can undo: {}; can redo: {}; applied turn: {}; turns: {}{}",
+            s.can_undo,
+            s.can_redo,
+            s.cursor.map_or_else(|| "none".into(), |c| c.to_string()),
+            s.turns,
+            s.pending
+                .map_or_else(String::new, |p| format!("; turn {p} in progress"))
+        ))
     }
 }
 

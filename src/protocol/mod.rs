@@ -1,8 +1,10 @@
 //! Process interfaces for agents that do not link the crate: `retrace serve` (JSON-RPC over
 //! stdio, specified in `docs/protocol.md`), MCP tools, and the hooks of Claude Code, Codex
-//! CLI and Gemini CLI.
+//! CLI and Gemini CLI. The operations they share (a turn, undo, redo, checkpoint, navigate,
+//! status, log, diff) are defined once, as typed requests and responses, in [`ops`].
 
 pub mod hooks;
 pub mod install;
 pub mod mcp;
+pub mod ops;
 pub mod serve;

@@ -4,10 +4,12 @@
 //!
 //! Requests are handled in order. One server holds any number of sessions, opened with
 //! `open` and named by the handle it returns (the same handle when a session is opened
-//! again, so its turn in progress is shared). Every request's parameters are checked against
-//! the documented types, unknown names refused. Malformed input gets a JSON-RPC error and the
-//! server keeps running; `shutdown` or end of input finishes pending work (running captures)
-//! and returns.
+//! again, so its turn in progress is shared). Each method but `open` and `shutdown` is an
+//! operation of [`super::ops`], registered in one table (`METHODS`): its parameters are
+//! read with serde into the operation's request struct (the `session` handle taken out
+//! first), checked against the documented types with unknown names refused, and its response
+//! is the result. Malformed input gets a JSON-RPC error and the server keeps running;
+//! `shutdown` or end of input finishes pending work (running captures) and returns.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -15,9 +17,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use rmcp::schemars::{self, JsonSchema};
+use serde::Serialize;
+use serde::de::{self, DeserializeOwned};
+use serde_json::{Map, Value, json};
 
-use crate::history::{Mode, OpOptions, Report, Session, Turn};
+use super::ops::{self, Context, OpError, Operation};
+use crate::history::{Session, Turn};
 use crate::progress::Progress;
 use crate::{Config, Error, Maintainer, Workspace};
 
@@ -132,23 +138,51 @@ fn failed(e: &Error) -> Failure {
     Failure::new(code::FAILED, e.to_string())
 }
 
-/// The parameters each method takes (`docs/protocol.md`); None for an unknown method.
-fn parameters(method: &str) -> Option<&'static [&'static str]> {
-    Some(match method {
-        "open" => &["workspace", "session", "subagent"],
-        "begin_turn" => &["session", "anchor", "prompt"],
-        "wait_before" => &["session", "timeout_ms"],
-        "round" | "end_turn" => &["session", "anchor"],
-        "undo" => &["session", "mode", "force"],
-        "redo" => &["session", "force"],
-        "checkpoint" => &["session", "label"],
-        "navigate" => &["session", "anchor", "mode", "force"],
-        "status" | "log" => &["session"],
-        "diff" => &["session", "from", "to"],
-        "shutdown" => &[],
-        _ => return None,
-    })
+/// An operation's failure as an error answer.
+fn failure(e: &OpError) -> Failure {
+    match e {
+        OpError::NoTurn => Failure::new(code::INVALID_PARAMS, e.to_string()),
+        OpError::Failed(_) | OpError::NoSnapshot => Failure::new(code::FAILED, e.to_string()),
+    }
 }
+
+/// An operation's response as the result, or its failure as the error.
+fn answer<T: Serialize>(r: Result<T, OpError>) -> Result<Value, Failure> {
+    let response = r.map_err(|e| failure(&e))?;
+    serde_json::to_value(response)
+        .map_err(|e| Failure::new(code::FAILED, format!("cannot encode the result: {e}")))
+}
+
+/// A method's handler: reads its `params`, runs it and answers its result.
+type Handler = fn(&mut Server, Option<&Value>) -> Result<Value, Failure>;
+
+/// Operation `O` of [`ops`] as a method: its name, and [`Server::call`] runs it on the
+/// session the request names.
+const fn method<O: Operation>() -> (&'static str, Handler) {
+    (O::METHOD, Server::call::<O>)
+}
+
+/// Every method (`docs/protocol.md`) and its handler. An operation of [`ops`] is one line,
+/// `method::<ops::TheRequest>()`.
+const METHODS: &[(&str, Handler)] = &[
+    (ops::OpenRequest::METHOD, Server::open),
+    method::<ops::BeginTurnRequest>(),
+    method::<ops::WaitBeforeRequest>(),
+    method::<ops::RoundRequest>(),
+    (ops::EndTurnRequest::METHOD, Server::end_turn),
+    method::<ops::UndoRequest>(),
+    method::<ops::RedoRequest>(),
+    method::<ops::CheckpointRequest>(),
+    method::<ops::NavigateRequest>(),
+    method::<ops::StatusRequest>(),
+    method::<ops::LogRequest>(),
+    method::<ops::DiffRequest>(),
+    (ops::ShutdownRequest::METHOD, Server::shutdown),
+];
+
+/// The parameter a method's request names its session by (every method but `open` and
+/// `shutdown`); the session's operation does not see it.
+const SESSION: &[&str] = &["session"];
 
 /// A value as an error message shows it: its JSON, cut at 60 characters.
 fn shown(v: &Value) -> String {
@@ -159,16 +193,24 @@ fn shown(v: &Value) -> String {
     }
 }
 
-/// A request's `params`, checked against its method's documented parameters: an object (or
-/// absent, or null), no name the method does not take, every value of its type. A `null`
-/// value is as absent.
-struct Params<'a>(Option<&'a serde_json::Map<String, Value>>);
+/// A request's `params`, read with serde as the method's request `R`: an object (or absent,
+/// or null), no name the method does not take, every value of its parameter's type, every
+/// required one given. A `null` value is as absent. The names in `envelope` (the `session`
+/// handle) are the server's and taken out first. Every refusal is a -32602 naming the
+/// parameter, with a message saying what it must be (from `R`'s JSON schema).
+struct Params<R> {
+    /// The `session` handle, when the envelope has it and it is given.
+    session: Option<String>,
+    /// The operation's request.
+    request: R,
+}
 
-impl<'a> Params<'a> {
-    fn of(raw: Option<&'a Value>, method: &str, names: &[&str]) -> Result<Params<'a>, Failure> {
+impl<R: DeserializeOwned + JsonSchema> Params<R> {
+    fn of(raw: Option<&Value>, method: &str, envelope: &[&str]) -> Result<Params<R>, Failure> {
+        let empty = serde_json::Map::new();
         let map = match raw {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(m)) => Some(m),
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(m)) => m,
             Some(v) => {
                 return Err(Failure::param(
                     "params",
@@ -176,76 +218,231 @@ impl<'a> Params<'a> {
                 ));
             }
         };
-        let unknown = map
-            .into_iter()
-            .flat_map(|m| m.keys())
-            .find(|k| !names.contains(&k.as_str()));
-        if let Some(k) = unknown {
-            let takes = if names.is_empty() {
-                "no parameters".to_string()
-            } else {
-                names.join(", ")
-            };
-            return Err(Failure::param(
-                k,
-                format_args!(
-                    "unknown parameter {}: {method} takes {takes}",
-                    shown(&Value::String(k.clone()))
-                ),
-            ));
-        }
-        Ok(Params(map))
+        let request = R::deserialize(Fields { map, envelope })
+            .map_err(|r| Self::refused(r, map, method, envelope))?;
+        let session = match map.get("session").filter(|_| envelope.contains(&"session")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(v) => {
+                return Err(Failure::param(
+                    "session",
+                    format_args!("\"session\" must be a string (got {})", shown(v)),
+                ));
+            }
+        };
+        Ok(Params { session, request })
     }
 
-    /// The value of `name` as `get` reads it; None when absent or null, a -32602 naming it
-    /// and `what` it must be when `get` cannot read it.
-    fn typed<T>(
-        &self,
-        name: &str,
-        what: &str,
-        get: impl FnOnce(&'a Value) -> Option<T>,
-    ) -> Result<Option<T>, Failure> {
-        match self.0.and_then(|m| m.get(name)).filter(|v| !v.is_null()) {
-            None => Ok(None),
-            Some(v) => get(v).map(Some).ok_or_else(|| {
+    /// The -32602 answer to `r`.
+    fn refused(r: Refusal, map: &Map<String, Value>, method: &str, envelope: &[&str]) -> Failure {
+        let schema = schemars::schema_for!(R);
+        let property = |name: &str| schema.as_value()["properties"][name].clone();
+        match r {
+            Refusal::Unknown { name, takes } => {
+                let names: Vec<&str> = envelope.iter().chain(takes).copied().collect();
+                let takes = if names.is_empty() {
+                    "no parameters".to_string()
+                } else {
+                    names.join(", ")
+                };
                 Failure::param(
-                    name,
-                    format_args!("{name:?} must be {what} (got {})", shown(v)),
+                    &name,
+                    format_args!(
+                        "unknown parameter {}: {method} takes {takes}",
+                        shown(&Value::String(name.clone()))
+                    ),
                 )
-            }),
+            }
+            Refusal::Missing(name) => Failure::param(
+                name,
+                format_args!("{name:?} is required ({})", summary(&property(name))),
+            ),
+            Refusal::Invalid(name) => Failure::param(
+                &name,
+                format_args!(
+                    "{name:?} must be {} (got {})",
+                    kind(&property(&name)),
+                    map.get(&name).map(shown).unwrap_or_default()
+                ),
+            ),
+            Refusal::Other(m) => Failure::new(code::INVALID_PARAMS, format!("invalid params: {m}")),
+        }
+    }
+}
+
+/// What a value of a parameter with JSON schema `p` must be, in words: `a boolean`, `one of
+/// "both", "files", "conversation"`…
+fn kind(p: &Value) -> String {
+    if let Some(values) = p.get("enum").and_then(Value::as_array) {
+        let names: Vec<String> = values.iter().map(Value::to_string).collect();
+        return format!("one of {}", names.join(", "));
+    }
+    let types: Vec<&str> = match p.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let non_negative = p.get("minimum").and_then(Value::as_f64) == Some(0.0);
+    match types.into_iter().find(|t| *t != "null") {
+        Some("boolean") => "a boolean",
+        Some("string") => "a string",
+        Some("integer") if non_negative => "a non-negative integer",
+        Some("integer") => "an integer",
+        Some("number") => "a number",
+        Some("array") => "an array",
+        Some("object") => "an object",
+        _ => "of its documented type",
+    }
+    .to_string()
+}
+
+/// What a required parameter with JSON schema `p` is, in words: the first sentence of its
+/// description (its doc comment), or its [`kind`].
+fn summary(p: &Value) -> String {
+    let description = p
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .replace('\n', " ");
+    let first = description.split(". ").next().unwrap_or_default();
+    let mut chars = first.trim_end_matches('.').chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => kind(p),
+    }
+}
+
+/// Why serde could not read a request from its parameters, naming the parameter.
+#[derive(Debug)]
+enum Refusal {
+    /// A name the method does not take; `takes` are the request's own.
+    Unknown {
+        name: String,
+        takes: &'static [&'static str],
+    },
+    /// A required parameter left out (or null).
+    Missing(&'static str),
+    /// A value not of its parameter's type.
+    Invalid(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Unknown { name, .. } => write!(f, "unknown parameter {name:?}"),
+            Refusal::Missing(name) => write!(f, "{name:?} is required"),
+            Refusal::Invalid(name) => write!(f, "{name:?} is of the wrong type"),
+            Refusal::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl de::Error for Refusal {
+    fn custom<T: std::fmt::Display>(msg: T) -> Refusal {
+        Refusal::Other(msg.to_string())
+    }
+
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Refusal {
+        Refusal::Unknown {
+            name: field.to_string(),
+            takes: expected,
         }
     }
 
-    fn str(&self, name: &str) -> Result<Option<&'a str>, Failure> {
-        self.typed(name, "a string", Value::as_str)
+    fn missing_field(field: &'static str) -> Refusal {
+        Refusal::Missing(field)
+    }
+}
+
+/// A `params` object as a serde deserializer of a request struct: names neither the
+/// struct's fields nor in `envelope` are refused before any value is read, the values are
+/// read in the order of the struct's fields (the `envelope` names and `null` values left
+/// out), and each error is a [`Refusal`] naming its parameter.
+struct Fields<'a> {
+    map: &'a Map<String, Value>,
+    envelope: &'a [&'a str],
+}
+
+impl<'de> Fields<'de> {
+    /// The entries named `names`, in that order, that are given and not null.
+    fn entries(&self, names: impl Iterator<Item = &'de str>) -> Entries<'de> {
+        let given: Vec<_> = names
+            .filter(|k| !self.envelope.contains(k))
+            .filter_map(|k| self.map.get_key_value(k))
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        Entries {
+            given: given.into_iter(),
+            value: None,
+        }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for Fields<'de> {
+    type Error = Refusal;
+
+    fn deserialize_any<V: de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Refusal> {
+        visitor.visit_map(self.entries(self.map.keys().map(String::as_str)))
     }
 
-    fn string(&self, name: &str) -> Result<Option<String>, Failure> {
-        Ok(self.str(name)?.map(str::to_string))
+    fn deserialize_struct<V: de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Refusal> {
+        let known = |k: &str| fields.contains(&k) || self.envelope.contains(&k);
+        if let Some(k) = self.map.keys().find(|k| !known(k)) {
+            return Err(de::Error::unknown_field(k, fields));
+        }
+        // In the request's order: the first parameter of the wrong type is the one named.
+        visitor.visit_map(self.entries(fields.iter().copied()))
     }
 
-    /// A string that must be given; `what` says what it is.
-    fn required(&self, name: &str, what: &str) -> Result<&'a str, Failure> {
-        self.str(name)?
-            .ok_or_else(|| Failure::param(name, format_args!("{name:?} is required ({what})")))
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+/// The parameters given, by name.
+struct Entries<'a> {
+    given: std::vec::IntoIter<(&'a str, &'a Value)>,
+    /// The entry whose name was just read.
+    value: Option<(&'a str, &'a Value)>,
+}
+
+impl<'de> de::MapAccess<'de> for Entries<'de> {
+    type Error = Refusal;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Refusal> {
+        let Some((name, value)) = self.given.next() else {
+            return Ok(None);
+        };
+        self.value = Some((name, value));
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(name))
+            .map(Some)
     }
 
-    fn bool(&self, name: &str) -> Result<Option<bool>, Failure> {
-        self.typed(name, "a boolean", Value::as_bool)
-    }
-
-    fn u64(&self, name: &str) -> Result<Option<u64>, Failure> {
-        self.typed(name, "a non-negative integer", Value::as_u64)
-    }
-
-    /// `mode`, `both` when absent.
-    fn mode(&self) -> Result<Mode, Failure> {
-        let m = self.typed(
-            "mode",
-            "one of \"both\", \"files\", \"conversation\"",
-            |v| v.as_str()?.parse().ok(),
-        )?;
-        Ok(m.unwrap_or(Mode::Both))
+    fn next_value_seed<S: de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<S::Value, Refusal> {
+        let (name, value) = self
+            .value
+            .take()
+            .ok_or_else(|| Refusal::Other("a value read before its name".into()))?;
+        seed.deserialize(value)
+            .map_err(|_| Refusal::Invalid(name.to_string()))
     }
 }
 
@@ -338,7 +535,7 @@ impl Server {
         };
         let result = self.dispatch(method, req.get("params"));
         // A `shutdown` refused (bad params) is not one.
-        let shutdown = method == "shutdown" && result.is_ok();
+        let shutdown = method == ops::ShutdownRequest::METHOD && result.is_ok();
         // Notifications (no id) get no answer.
         if let Some(id) = id {
             match result {
@@ -366,8 +563,8 @@ impl Server {
     }
 
     /// The handle `session` names, or the only one open when it is left out.
-    fn handle(&self, p: &Params) -> Result<String, Failure> {
-        match p.str("session")? {
+    fn handle(&self, session: Option<&str>) -> Result<String, Failure> {
+        match session {
             Some(h) if self.sessions.contains_key(h) => Ok(h.to_string()),
             Some(h) => Err(Failure::param(
                 "session",
@@ -388,13 +585,6 @@ impl Server {
         }
     }
 
-    fn session(&mut self, p: &Params) -> Result<&mut Open, Failure> {
-        let h = self.handle(p)?;
-        self.sessions
-            .get_mut(&h)
-            .ok_or_else(|| Failure::param("session", format_args!("no open session {h:?}")))
-    }
-
     fn notifier(&self, session: String) -> Notifier {
         Notifier {
             out: Arc::clone(&self.out),
@@ -404,142 +594,69 @@ impl Server {
     }
 
     fn dispatch(&mut self, method: &str, raw: Option<&Value>) -> Result<Value, Failure> {
-        let Some(names) = parameters(method) else {
+        let Some((_, handler)) = METHODS.iter().find(|(name, _)| *name == method) else {
             return Err(Failure::new(
                 code::METHOD_NOT_FOUND,
                 format!("no method {method:?}; see docs/protocol.md"),
             ));
         };
-        let p = &Params::of(raw, method, names)?;
-        let json_of = |v: Result<Value, serde_json::Error>| {
-            v.map_err(|e| Failure::new(code::FAILED, format!("cannot encode the result: {e}")))
-        };
-        let no_turn = || Failure::new(code::INVALID_PARAMS, "no turn in progress");
-        match method {
-            "open" => self.open(p),
-            "begin_turn" => {
-                let (anchor, prompt) = (p.string("anchor")?, p.string("prompt")?);
-                let o = self.session(p)?;
-                let turn = o
-                    .session
-                    .begin_turn(anchor, prompt)
-                    .map_err(|e| failed(&e))?;
-                let n = turn.number();
-                o.turn = Some(turn);
-                Ok(json!({"turn": n}))
-            }
-            "wait_before" => {
-                let ms = p.u64("timeout_ms")?.unwrap_or(60_000);
-                let o = self.session(p)?;
-                let Some(turn) = o.turn.as_ref() else {
-                    return Err(no_turn());
-                };
-                let b = turn
-                    .wait_before(Duration::from_millis(ms))
-                    .map_err(|e| failed(&e))?;
-                json_of(serde_json::to_value(b))
-            }
-            "round" => {
-                let anchor = p
-                    .required("anchor", "a conversation node inside the turn")?
-                    .to_string();
-                let o = self.session(p)?;
-                let Some(turn) = o.turn.as_ref() else {
-                    return Err(no_turn());
-                };
-                turn.round(anchor).map_err(|e| failed(&e))?;
-                Ok(json!({"ok": true}))
-            }
-            "end_turn" => {
-                let anchor = p.string("anchor")?;
-                let o = self.session(p)?;
-                let summary = match o.turn.take() {
-                    Some(t) => Some(t.end(anchor).map_err(|e| failed(&e))?),
-                    None => o.session.end_turn(anchor).map_err(|e| failed(&e))?,
-                };
-                // Due maintenance runs beside, after the turn is recorded: never delays it.
-                let root = o.session.workspace().root().to_path_buf();
-                if let Some(m) = self.maintainers.get(&root) {
-                    m.nudge();
-                }
-                match summary {
-                    Some(s) => json_of(serde_json::to_value(s)),
-                    None => Err(no_turn()),
-                }
-            }
-            "undo" | "redo" | "navigate" | "checkpoint" => {
-                let force = p.bool("force")?.unwrap_or(false);
-                let m = p.mode()?;
-                let anchor = p.string("anchor")?;
-                let label = p.string("label")?;
-                if method == "navigate" && anchor.is_none() {
-                    return Err(Failure::param(
-                        "anchor",
-                        "\"anchor\" is required (a host anchor, turn:N, turn:N:before, \
-                         checkpoint:N or a label)",
-                    ));
-                }
-                let progress = self.notifier(self.handle(p)?);
-                let o = self.session(p)?;
-                let opts = OpOptions {
-                    force,
-                    progress: &progress,
-                };
-                let outcome = match method {
-                    "undo" => o.session.undo_with(m, opts),
-                    "redo" => o.session.redo_with(opts),
-                    "checkpoint" => o.session.checkpoint_with(label, &progress),
-                    _ => o
-                        .session
-                        .navigate_with(&anchor.unwrap_or_default(), m, opts),
-                }
-                .map_err(|e| failed(&e))?;
-                json_of(serde_json::to_value(Report::from(&outcome)))
-            }
-            "status" => {
-                let o = self.session(p)?;
-                json_of(serde_json::to_value(
-                    o.session.status().map_err(|e| failed(&e))?,
-                ))
-            }
-            "log" => {
-                let o = self.session(p)?;
-                json_of(serde_json::to_value(
-                    o.session.log().map_err(|e| failed(&e))?,
-                ))
-            }
-            "diff" => {
-                let (from, to) = (p.str("from")?, p.str("to")?);
-                let o = self.session(p)?;
-                let ws = o.session.workspace();
-                let from = match from {
-                    Some(f) => crate::retention::resolve_snapshot(ws, f).map_err(|e| failed(&e))?,
-                    None => o
-                        .session
-                        .status()
-                        .map_err(|e| failed(&e))?
-                        .last_known
-                        .ok_or_else(|| {
-                            Failure::new(code::FAILED, "no snapshot to compare with yet")
-                        })?,
-                };
-                let to = to
-                    .map(|t| crate::retention::resolve_snapshot(ws, t))
-                    .transpose()
-                    .map_err(|e| failed(&e))?;
-                json_of(serde_json::to_value(
-                    ws.diff(&from, to.as_ref()).map_err(|e| failed(&e))?,
-                ))
-            }
-            // `shutdown`: `parameters` knows no other method.
-            _ => Ok(json!({"ok": true})),
-        }
+        handler(self, raw)
     }
 
-    fn open(&mut self, p: &Params) -> Result<Value, Failure> {
-        let dir = PathBuf::from(p.required("workspace", "a directory")?);
-        let id = p.required("session", "the agent's session id")?;
-        let subagent = p.bool("subagent")?.unwrap_or(false);
+    /// Runs operation `O` on the session the request names (its progress as
+    /// notifications), answering its response.
+    fn call<O: Operation>(&mut self, raw: Option<&Value>) -> Result<Value, Failure> {
+        answer(self.run_op::<O>(raw)?.1)
+    }
+
+    /// Reads the request of `O` and runs it on the session it names: that session's handle
+    /// and the operation's result.
+    fn run_op<O: Operation>(
+        &mut self,
+        raw: Option<&Value>,
+    ) -> Result<(String, Result<O::Response, OpError>), Failure> {
+        let p = Params::<O>::of(raw, O::METHOD, SESSION)?;
+        let handle = self.handle(p.session.as_deref())?;
+        let progress = self.notifier(handle.clone());
+        let o = self
+            .sessions
+            .get_mut(&handle)
+            .ok_or_else(|| Failure::param("session", format_args!("no open session {handle:?}")))?;
+        let mut cx = Context::new(&o.session, &mut o.turn).with_progress(&progress);
+        let result = p.request.run(&mut cx);
+        Ok((handle, result))
+    }
+
+    /// `end_turn`, then a nudge to the workspace's maintenance.
+    fn end_turn(&mut self, raw: Option<&Value>) -> Result<Value, Failure> {
+        let (handle, result) = self.run_op::<ops::EndTurnRequest>(raw)?;
+        // Due maintenance runs beside, after the turn is recorded: never delays it.
+        if !matches!(result, Err(OpError::Failed(_))) {
+            let root = self
+                .sessions
+                .get(&handle)
+                .map(|o| o.session.workspace().root());
+            if let Some(m) = root.and_then(|r| self.maintainers.get(r)) {
+                m.nudge();
+            }
+        }
+        answer(result)
+    }
+
+    /// `shutdown`: answered here; [`Server::handle_line`] then stops reading.
+    fn shutdown(_: &mut Server, raw: Option<&Value>) -> Result<Value, Failure> {
+        Params::<ops::ShutdownRequest>::of(raw, ops::ShutdownRequest::METHOD, &[])?;
+        answer(Ok(ops::Acknowledged::OK))
+    }
+
+    fn open(&mut self, raw: Option<&Value>) -> Result<Value, Failure> {
+        let ops::OpenRequest {
+            workspace,
+            session: id,
+            subagent,
+        } = Params::<ops::OpenRequest>::of(raw, ops::OpenRequest::METHOD, &[])?.request;
+        let dir = PathBuf::from(workspace);
+        let subagent = subagent.unwrap_or(false);
         let key = dir.canonicalize().unwrap_or_else(|_| dir.clone());
         let ws = if let Some(ws) = self.workspaces.get(&key) {
             ws.clone()
@@ -551,23 +668,26 @@ impl Server {
             self.workspaces.insert(key, ws.clone());
             ws
         };
-        let key = (ws.root().to_path_buf(), id.to_string(), subagent);
+        let opened = |handle: &str, status| {
+            answer(Ok(ops::Opened {
+                session: handle.to_string(),
+                root: ws.root().display().to_string(),
+                status,
+                warnings: ws.warnings(),
+            }))
+        };
+        let key = (ws.root().to_path_buf(), id.clone(), subagent);
         // Opened already: the same handle, so both openers share its turn in progress.
         if let Some(handle) = self.handles.get(&key)
             && let Some(o) = self.sessions.get(handle)
         {
             let status = o.session.status().map_err(|e| failed(&e))?;
-            return Ok(json!({
-                "session": handle,
-                "root": ws.root().display().to_string(),
-                "status": status,
-                "warnings": ws.warnings(),
-            }));
+            return opened(handle, status);
         }
         let session = if subagent {
-            ws.subagent_session(id)
+            ws.subagent_session(&id)
         } else {
-            ws.session(id)
+            ws.session(&id)
         };
         let handle = format!("s{}", self.next);
         self.next += 1;
@@ -580,12 +700,7 @@ impl Server {
                 turn: None,
             },
         );
-        Ok(json!({
-            "session": handle,
-            "root": ws.root().display().to_string(),
-            "status": status,
-            "warnings": ws.warnings(),
-        }))
+        opened(&handle, status)
     }
 }
 
