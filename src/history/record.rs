@@ -305,20 +305,7 @@ pub fn encode<T: Serialize>(rec: &T) -> Vec<u8> {
 /// # Errors
 /// A message saying what is wrong.
 pub fn decode<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T, String> {
-    match bytes.first() {
-        Some(&HISTORY_VERSION) => match postcard::take_from_bytes(bytes) {
-            Ok((rec, [])) => Ok(rec),
-            Ok((_, rest)) => Err(format!(
-                "history record: {} trailing bytes after its fields",
-                rest.len()
-            )),
-            Err(e) => Err(format!("history record: {e}")),
-        },
-        Some(v) => Err(format!(
-            "history record of version {v}; this retrace reads version {HISTORY_VERSION}"
-        )),
-        None => Err("empty history record".into()),
-    }
+    crate::object::record::decode_versioned(bytes, HISTORY_VERSION, "history record")
 }
 
 #[cfg(test)]

@@ -320,6 +320,33 @@ pub fn decompress(codec: Codec, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, 
     Ok(out)
 }
 
+/// Decodes a versioned record strictly: its first byte must be `version`, and its fields
+/// must use every byte (a record longer than its fields is damaged, not something to read
+/// part of). `what` names the record in messages ("history record").
+///
+/// # Errors
+/// A message saying what is wrong.
+pub fn decode_versioned<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    version: u8,
+    what: &str,
+) -> Result<T, String> {
+    match bytes.first() {
+        Some(&v) if v == version => match postcard::take_from_bytes(bytes) {
+            Ok((rec, [])) => Ok(rec),
+            Ok((_, rest)) => Err(format!(
+                "{what}: {} trailing bytes after its fields",
+                rest.len()
+            )),
+            Err(e) => Err(format!("{what}: {e}")),
+        },
+        Some(v) => Err(format!(
+            "{what} of version {v}; this retrace reads version {version}"
+        )),
+        None => Err(format!("empty {what}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

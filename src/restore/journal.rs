@@ -109,18 +109,5 @@ pub fn get<T: DeserializeOwned>(tx: &ReadTx) -> Result<Option<JournalRecord<T>>,
 
 /// Decodes a journal record, refusing unknown versions and trailing bytes.
 fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<JournalRecord<T>, String> {
-    match bytes.first() {
-        Some(&JOURNAL_VERSION) => match postcard::take_from_bytes(bytes) {
-            Ok((rec, [])) => Ok(rec),
-            Ok((_, rest)) => Err(format!(
-                "history record: {} trailing bytes after its fields",
-                rest.len()
-            )),
-            Err(e) => Err(format!("history record: {e}")),
-        },
-        Some(v) => Err(format!(
-            "history record of version {v}; this retrace reads version {JOURNAL_VERSION}"
-        )),
-        None => Err("empty history record".into()),
-    }
+    crate::object::record::decode_versioned(bytes, JOURNAL_VERSION, "history record")
 }
