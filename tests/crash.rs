@@ -5,15 +5,13 @@
 //! before or after the interrupted operation (never a mix) with a history that agrees.
 //! `RETRACE_KILL_ITERATIONS` sets the loop's length (default 200).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Env, Node, RETRACE, RETRACE_DUMP, stderr, stdout, tree_of};
+use crate::common::{self, Env, Node, RETRACE, RETRACE_DUMP, stderr, stdout, tree_of};
 use serde_json::Value;
 
 type Tree = BTreeMap<PathBuf, Node>;

@@ -5,8 +5,6 @@
 //! appears), and proves that nothing outside the workspace is written or deleted and that
 //! every concurrent edit survives in the workspace.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
@@ -16,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{Env, Node, RETRACE, stderr, stdout, tree_of};
+use crate::common::{self, Env, Node, RETRACE, stderr, stdout, tree_of};
 
 /// A workspace with `a/f0000..` at v1 (snapshot S1), then v2 (S2); with `extra`, S2 also
 /// adds `a/x0000..` (so restoring S1 deletes them). Returns (S1, S2).
