@@ -1,6 +1,6 @@
 //! The integration tests, compiled as one test binary (as jj does): one module per scenario
 //! file beside this one, and the shared helpers of `common/` compiled once.
-//! `cargo test --release --test main hostile::` runs one file's
+//! `cargo test --release --features fault-injection --test main hostile::` runs one file's
 //! tests.
 
 mod common;
