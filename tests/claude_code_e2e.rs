@@ -16,16 +16,14 @@
 //!
 //! Without the CLI the tests say so and pass, except under `CI`, where they fail.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
+use crate::common::fake_http::FakeHttp;
+use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
 fn claude_binary() -> Option<PathBuf> {

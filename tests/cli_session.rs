@@ -1,9 +1,7 @@
 //! The session commands driven exactly as an adapter drives them: one `retrace` process per
 //! step (begin, the agent's edits, end, undo, redo), JSON results and exit codes.
 
-mod common;
-
-use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use crate::common::{self, Env, RETRACE, assert_verified, stderr, stdout};
 use serde_json::Value;
 
 fn json(env: &Env, args: &[&str]) -> (Value, i32) {

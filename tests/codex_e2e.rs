@@ -12,14 +12,12 @@
 //!
 //! Without the CLI the test says so and passes, except under `CI`, where it fails.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
+use crate::common::fake_http::FakeHttp;
+use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
 fn codex_binary() -> Option<PathBuf> {

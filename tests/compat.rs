@@ -3,12 +3,10 @@
 //! --label golden` over the workspace that `golden_workspace` describes; never regenerate it
 //! (a format change needs a new version and a new sample, and this test must keep passing).
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 
-use common::{Env, Node, tree_of};
+use crate::common::{Env, Node, tree_of};
 use retrace::store::Store;
 use retrace::{Config, ObjectId, RestoreOptions, Workspace};
 

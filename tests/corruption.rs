@@ -1,10 +1,8 @@
 //! A damaged or hostile store: detected, reported, and nothing written.
 
-mod common;
-
 use std::fs;
 
-use common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
+use crate::common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
 use redb::ReadableTable;
 use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, Tree, TreeEntry};
 use retrace::store::schema::{META, PACK_BYTES, PACKS};

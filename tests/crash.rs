@@ -3,9 +3,9 @@
 //! navigation, restore, capture and garbage collection at random moments, checking after
 //! each kill that the next command works, the store verifies, and the workspace is the state
 //! before or after the interrupted operation (never a mix) with a history that agrees.
-//! `RETRACE_KILL_ITERATIONS` sets the loop's length (default 200).
-
-mod common;
+//! `RETRACE_KILL_ITERATIONS` sets the loop's length (default 200). The aborted restore uses
+//! the hook `RETRACE_FAULT_ABORT_AFTER_WRITES`: it needs the cargo feature `fault-injection`
+//! and is ignored without it.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Env, Node, RETRACE, RETRACE_DUMP, stderr, stdout, tree_of};
+use crate::common::{self, Env, Node, RETRACE, RETRACE_DUMP, stderr, stdout, tree_of};
 use serde_json::Value;
 
 type Tree = BTreeMap<PathBuf, Node>;
@@ -75,6 +75,10 @@ fn verify(env: &Env) -> Result<(), String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
 fn an_undo_aborted_midway_is_completed_without_overwriting_later_edits() {
     let env = Env::new();
     let (before, after) = setup(&env, 120);

@@ -2,12 +2,10 @@
 //! aside as `store.redb.invalid-<time>` and a fresh one is created, with a warning naming the
 //! kept file: never overwritten, never a panic.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use common::{Env, RETRACE, RETRACE_DUMP, assert_verified, is_root, stderr, stdout};
+use crate::common::{Env, RETRACE, RETRACE_DUMP, assert_verified, is_root, stderr, stdout};
 use retrace::{Config, Workspace};
 
 /// A workspace with one snapshot; returns its store path and a copy of the good store.

@@ -6,12 +6,10 @@
 //! (`Config::free_space_probe`). The real thing needs a small filesystem: these tests mount
 //! a 40 MB tmpfs, which needs root; where `mount` fails they say so and skip.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
+use crate::common::{self, Env, RETRACE, RETRACE_DUMP, stderr, stdout};
 use retrace::store::disk_bytes;
 use retrace::{CaptureError, Config, Error, StoreError, Workspace};
 

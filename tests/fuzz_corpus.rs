@@ -3,7 +3,7 @@
 //! `cargo test` catches a regression without cargo-fuzz or a nightly toolchain.
 //!
 //! The seeds are valid records built here by the real encoders; after a format change,
-//! `cargo test --test fuzz_corpus -- --ignored write_seeds` rewrites them.
+//! `cargo test --release --test main -- --ignored fuzz_corpus::write_seeds` rewrites them.
 
 #[path = "../fuzz/fuzz_targets/checks.rs"]
 mod checks;

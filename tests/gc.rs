@@ -2,9 +2,7 @@
 //! ones stay, mostly dead frames are rewritten, freed space is returned to the file system,
 //! and a collection running beside captures in other processes never frees what they use.
 
-mod common;
-
-use common::{Env, RETRACE, assert_verified, noise, stderr, stdout};
+use crate::common::{self, Env, RETRACE, assert_verified, noise, stderr, stdout};
 use retrace::object::{NewFrame, ObjectKind};
 use retrace::store::Store;
 use retrace::{ObjectId, RestoreOptions};

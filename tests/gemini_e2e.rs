@@ -9,14 +9,12 @@
 //!
 //! Without the CLI the test says so and passes, except under `CI`, where it fails.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
+use crate::common::fake_http::FakeHttp;
+use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
 use serde_json::{Value, json};
 
 fn gemini_script() -> Option<PathBuf> {

@@ -1,12 +1,10 @@
 //! Sessions and turns, rule by rule: the behaviours users of the reference plugins rely on,
 //! driven through the library on real directories.
 
-mod common;
-
 use std::fs;
 use std::time::Duration;
 
-use common::{Env, tree_of};
+use crate::common::{Env, tree_of};
 use retrace::{BeforeStatus, Config, Mode, OpOptions, Outcome, Session, TurnState, Workspace};
 
 const WAIT: Duration = Duration::from_secs(60);

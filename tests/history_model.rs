@@ -3,13 +3,11 @@
 //! against a small in-memory model of what the files, the cursor and the redo stack must be.
 //! `PROPTEST_CASES` sets the number of sequences (default 64).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::time::Duration;
 
-use common::{Env, assert_verified};
+use crate::common::{Env, assert_verified, regressions_beside_the_source};
 use proptest::prelude::*;
 use retrace::{Mode, Outcome, Session, Workspace};
 
@@ -354,7 +352,11 @@ fn cases() -> u32 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: cases(),
+        failure_persistence: regressions_beside_the_source(),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn sessions_follow_the_model(actions in proptest::collection::vec(action(), 1..28)) {

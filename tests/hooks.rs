@@ -3,12 +3,10 @@
 //! to the real `retrace hook <agent>`; and the installers' merges into each agent's
 //! settings. `claude_code_e2e.rs` runs the real Claude Code.
 
-mod common;
-
 use std::io::Write;
 use std::process::Stdio;
 
-use common::{Env, RETRACE, stderr, stdout};
+use crate::common::{Env, RETRACE, stderr, stdout};
 use serde_json::{Value, json};
 
 fn hook(env: &Env, event: &Value) -> std::process::Output {

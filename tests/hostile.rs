@@ -3,9 +3,8 @@
 //! `RETRACE_FAULT_PAUSE` hook stops the restore, the test changes the workspace, the restore
 //! goes on) and free-running (a helper thread acts as soon as the restore's first temp file
 //! appears), and proves that nothing outside the workspace is written or deleted and that
-//! every concurrent edit survives in the workspace.
-
-mod common;
+//! every concurrent edit survives in the workspace. The tests that use the hooks
+//! (`RETRACE_FAULT_*`) need the cargo feature `fault-injection` and are ignored without it.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -16,7 +15,7 @@ use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{Env, Node, RETRACE, stderr, stdout, tree_of};
+use crate::common::{self, Env, Node, RETRACE, stderr, stdout, tree_of};
 
 /// A workspace with `a/f0000..` at v1 (snapshot S1), then v2 (S2); with `extra`, S2 also
 /// adds `a/x0000..` (so restoring S1 deletes them). Returns (S1, S2).
@@ -143,6 +142,10 @@ fn assert_survived(env: &Env, lines: &[String], what: &str, log: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
 fn a_directory_swapped_for_a_symlink_at_exact_points_never_redirects_writes_or_deletes() {
     let files = 60;
     for (extra, point, n) in [
@@ -231,6 +234,10 @@ fn append_line(path: &Path, line: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
 fn edits_made_at_exact_points_of_a_restore_survive() {
     let files = 40;
     // With `extra`, the restore first deletes 40 files, then writes 40.
@@ -404,6 +411,10 @@ fn only_snapshots_are_restorable() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
 fn an_edit_to_a_version_taken_out_survives_a_kill_and_the_recovery() {
     let env = Env::new();
     let (s1, _) = setup(&env, 20, false);
@@ -434,6 +445,10 @@ fn an_edit_to_a_version_taken_out_survives_a_kill_and_the_recovery() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
 fn a_recovery_that_cannot_write_is_abandoned_unclaimed_and_never_wedges() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
@@ -499,6 +514,10 @@ fn a_recovery_that_cannot_write_is_abandoned_unclaimed_and_never_wedges() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
 fn a_write_into_the_restores_own_version_after_it_was_put_back_survives() {
     // An editor opens `a/f0001` while the restore's version is at the path, the restore
     // finds the version it took out was edited and swaps it back, and the editor writes

@@ -1,10 +1,8 @@
 //! Which files a snapshot holds: git's ignore rules, hard exclusions, nested repositories.
 
-mod common;
-
 use std::fs;
 
-use common::{Env, RETRACE, stdout};
+use crate::common::{Env, RETRACE, stdout};
 
 fn captured(env: &Env) -> Vec<String> {
     let ws = env.open();

@@ -6,12 +6,10 @@
 //! no sleeping. Mutations always change a file's size, so they can never share an entry's
 //! `lstat` data (that case is the racy-timestamp rule's, tested in `racy.rs`).
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 
-use common::Env;
+use crate::common::{self, Env};
 use retrace::{Config, Workspace};
 
 fn statcache(env: &Env) -> std::path::PathBuf {

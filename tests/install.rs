@@ -2,13 +2,11 @@
 //! keeps its mode, owner and formatting, a read-only one is refused, and the hook command
 //! survives any binary path (it is run through a real `sh`). `hooks.rs` covers the merges.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{Env, RETRACE, is_root, stderr, stdout, succeeded};
+use crate::common::{Env, RETRACE, is_root, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
 fn run_in(env: &Env, bin: &str, args: &[&str]) -> Output {

@@ -1,11 +1,9 @@
 //! Leases on pending turns, with real processes: a dead owner's turn is cleaned up; a live
 //! owner's, a foreign host's and an unreadable lease's are kept and reported.
 
-mod common;
-
 use std::process::{Child, Command};
 
-use common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
+use crate::common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
 use redb::ReadableTable;
 use retrace::history::db::session_key;
 use retrace::lease::LeaseRecord;

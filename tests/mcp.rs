@@ -1,12 +1,10 @@
 //! `retrace mcp` spoken to as a real process with raw JSON-RPC: initialize, the initialized
 //! notification, tools/list, tools/call of every tool, and a malformed call.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use common::{Env, RETRACE};
+use crate::common::{self, Env, RETRACE};
 use serde_json::{Value, json};
 
 #[test]

@@ -2,12 +2,10 @@
 //! restore`) of one file several times larger than the bound runs in a child process whose peak RSS (`wait4`'s `ru_maxrss`,
 //! this child alone) must stay under it. A memory bound, not a timing: no clock involved.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::process::Stdio;
 
-use common::{Env, RETRACE, noise};
+use crate::common::{self, Env, RETRACE, noise};
 
 /// Peak RSS allowed for a capture, in KiB: the 64 MiB batch of frames being written, redb's
 /// 64 MiB page cache, and the process itself (about 20 MB), with room to spare. Before

@@ -13,8 +13,6 @@
 //!
 //! Without a CLI its test says so and passes, except under `CI`, where it fails.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -22,8 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use common::fake_http::FakeHttp;
-use common::{Env, RETRACE, missing_cli};
+use crate::common::fake_http::FakeHttp;
+use crate::common::{Env, RETRACE, missing_cli};
 use serde_json::{Value, json};
 
 /// A host CLI: how to start it and which event ends a prompt.

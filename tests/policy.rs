@@ -2,12 +2,10 @@
 //! directory keep conversation history only, with a warning; their subfolders are ordinary
 //! workspaces. And everything retrace keeps is private whatever the umask.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use common::{RETRACE, stderr, stdout};
+use crate::common::{RETRACE, stderr, stdout};
 use serde_json::Value;
 
 struct Home {

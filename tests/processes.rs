@@ -1,13 +1,11 @@
 //! Real processes: concurrent snapshots, unreadable files, exit codes.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
-use common::{Env, RETRACE, assert_verified, is_root, stderr, stdout};
+use crate::common::{self, Env, RETRACE, assert_verified, is_root, stderr, stdout};
 
 #[test]
 fn two_snapshot_processes_started_together_both_succeed() {

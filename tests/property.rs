@@ -2,14 +2,12 @@
 //! big files, symlinks, executable bits, unicode names) are captured, mutated, and restored
 //! byte-identically, in both directions.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
-use common::{Env, assert_verified, tree_of};
+use crate::common::{self, Env, assert_verified, tree_of};
 use proptest::prelude::*;
 use retrace::RestoreOptions;
 
@@ -169,6 +167,7 @@ proptest! {
     // 40 cases in CI; PROPTEST_CASES=1000 for a longer hunt.
     #![proptest_config(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(40),
+        failure_persistence: common::regressions_beside_the_source(),
         ..ProptestConfig::default()
     })]
 

@@ -3,12 +3,10 @@
 //! must succeed, and at the end each session's history and files must agree with a model.
 //! `RETRACE_RACE_ROUNDS` sets the number of rounds (default 100).
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::{Env, RETRACE, assert_verified, stderr, stdout};
+use crate::common::{Env, RETRACE, assert_verified, stderr, stdout};
 use serde_json::Value;
 
 fn run(env: &Env, session: &str, rest: &[&str]) -> Value {

@@ -1,9 +1,7 @@
 //! Racy timestamps: a file rewritten with the same size right after a capture must never be
 //! mistaken for unchanged by the stat cache.
 
-mod common;
-
-use common::Env;
+use crate::common::Env;
 use retrace::ObjectId;
 use retrace::object::EntryKind;
 

@@ -1,11 +1,9 @@
 //! Restore scenarios on real directories.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 
-use common::{Env, Node, assert_verified, tree_of};
+use crate::common::{Env, Node, assert_verified, tree_of};
 use retrace::{Error, RestoreError, RestoreOptions};
 
 #[test]

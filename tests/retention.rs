@@ -1,11 +1,9 @@
 //! Retention with an injected clock (no sleeping): expiry at the boundary, 0 = forever,
 //! tombstones, the session count, and the byte budget holding over 500 turns.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Env, RETRACE, assert_verified, noise, stderr, stdout};
+use crate::common::{Env, RETRACE, assert_verified, noise, stderr, stdout};
 use retrace::config::Settings;
 use retrace::store::now_ms;
 use retrace::{Config, Mode, Outcome, Session, TurnState, Workspace};

@@ -2,11 +2,9 @@
 //! updated by every operation, removed when the process lets the session go; directories of
 //! dead processes are swept.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::Env;
+use crate::common::{self, Env};
 use retrace::{Config, Mode, Workspace};
 use serde_json::Value;
 
@@ -24,6 +22,10 @@ fn state_files(dir: &std::path::Path) -> Vec<PathBuf> {
 
 #[test]
 fn state_appears_follows_operations_and_disappears() {
+    // A process sweeps once, at its first publish: that must be this test's.
+    if !common::in_own_process("runtime_state::state_appears_follows_operations_and_disappears") {
+        return;
+    }
     let env = Env::new();
     let runtime = tempfile::tempdir().unwrap();
     // A stale directory of a process that no longer exists (pid far above pid_max).

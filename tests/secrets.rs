@@ -2,9 +2,7 @@
 //! result, never brought back by a `.gitignore` negation, never touched by a restore, and
 //! allowed back only by the `allow_secrets` setting.
 
-mod common;
-
-use common::{Env, RETRACE, stdout};
+use crate::common::{Env, RETRACE, stdout};
 use retrace::{Config, RestoreOptions, Workspace};
 
 const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n";

@@ -1,12 +1,10 @@
 //! `retrace serve` driven as a real process over stdin/stdout: a whole turn, undo and redo,
 //! two sessions in one server, progress notifications, malformed input, shutdown and EOF.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
-use common::{Env, RETRACE};
+use crate::common::{self, Env, RETRACE};
 use serde_json::{Value, json};
 
 struct Client {

@@ -5,13 +5,11 @@
 //! (docs/crash-model.md, Limits). What no instant ever held (older bytes after newer ones, two
 //! versions apart) is never stored.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::Env;
+use crate::common::Env;
 use retrace::ObjectId;
 use retrace::store::Store;
 

@@ -2,9 +2,7 @@
 //! error, not "unreadable". (Its own test binary: its CPU load would disturb the timing of the
 //! torn-read test in `unstable.rs`.)
 
-mod common;
-
-use common::Env;
+use crate::common::{self, Env};
 
 #[test]
 fn files_deleted_while_they_are_captured_are_simply_absent() {

@@ -1,5 +1,7 @@
-//! Test hooks that stop a restore at exact points, read once per restore from the
-//! environment (one lookup each when unset):
+//! Test hooks that stop a restore at exact points, compiled in only with the cargo feature
+//! `fault-injection` (off by default: the binaries users build and install have none of this
+//! and read no such variable). With it, they are read once per restore from the environment
+//! (one lookup each when unset):
 //!
 //! - `RETRACE_FAULT_ABORT_AFTER_WRITES=N`: the process aborts (as abruptly as a SIGKILL)
 //!   once the restore has deleted or written N files.
@@ -10,9 +12,14 @@
 //!   file is removed, so that a test can change the workspace at that exact point and then
 //!   let the restore go on. Several pauses are separated by `,`. Tests run such restores
 //!   with `RAYON_NUM_THREADS=1`, which makes the points exact.
+//!
+//! Without the feature, [`Faults`] is empty and its methods do nothing.
 
+#[cfg(feature = "fault-injection")]
 use std::path::PathBuf;
+#[cfg(feature = "fault-injection")]
 use std::sync::Mutex;
+#[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A point of a restore where a hook can stop it.
@@ -28,6 +35,7 @@ pub enum Point {
 }
 
 /// The hooks of one restore.
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Default)]
 pub struct Faults {
     abort_after: Option<usize>,
@@ -38,6 +46,7 @@ pub struct Faults {
     gate: Mutex<()>,
 }
 
+#[cfg(feature = "fault-injection")]
 impl Faults {
     /// The hooks the environment asks for.
     #[must_use]
@@ -94,4 +103,24 @@ impl Faults {
             }
         }
     }
+}
+
+/// The hooks of one restore: none, without the `fault-injection` feature.
+#[cfg(not(feature = "fault-injection"))]
+#[derive(Debug, Default)]
+pub struct Faults;
+
+#[cfg(not(feature = "fault-injection"))]
+impl Faults {
+    /// No hooks: the environment is not read.
+    #[must_use]
+    #[inline]
+    pub fn from_env() -> Faults {
+        Faults
+    }
+
+    /// Does nothing.
+    #[inline]
+    #[allow(clippy::unused_self)] // the signature of the hooks with the feature
+    pub fn reached(&self, _point: Point) {}
 }

@@ -276,3 +276,38 @@ impl Drop for LiveOwner {
         let _ = self.0.wait();
     }
 }
+
+/// Where proptest keeps the failing cases it found: beside the test's source file
+/// (`tests/property.proptest-regressions`). Its default puts them beside the directory holding
+/// the crate's `main.rs`, which `tests/main.rs` now is (`proptest-regressions/property.txt`).
+pub fn regressions_beside_the_source() -> Option<Box<dyn proptest::test_runner::FailurePersistence>>
+{
+    Some(Box::new(
+        proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
+    ))
+}
+
+/// For a test that must be the first of its process to do something a process does once (the
+/// sweep of dead processes' runtime state): all the tests share one process, so run from the
+/// harness this runs the test binary again on just `test` (its full name, `file::function`),
+/// asserts that it ran and passed, and returns false (the caller returns); in that process it
+/// returns true (the caller runs the test).
+pub fn in_own_process(test: &str) -> bool {
+    const ALONE: &str = "RETRACE_TEST_ALONE";
+    if std::env::var_os(ALONE).is_some_and(|v| v == test) {
+        return true;
+    }
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(ALONE, test)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && stdout(&o).contains("1 passed"),
+        "{test} in a process of its own: {:?}\n{}\n{}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    false
+}
