@@ -2,19 +2,12 @@
 
 use std::fs;
 
-use crate::common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
+use crate::common::{Env, RETRACE, RETRACE_DUMP, flip_byte, open_raw, stderr, stdout};
 use redb::ReadableTable;
 use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, Tree, TreeEntry};
-use retrace::store::schema::{META, PACK_BYTES, PACKS};
+use retrace::store::schema::{META, PACKS};
 use retrace::store::{SnapshotRecord, Store};
 use retrace::{Error, RestoreOptions, StoreError};
-
-fn open_raw(env: &Env) -> redb::Database {
-    let path = env.open().store_path().to_path_buf();
-    let mut b = redb::Database::builder();
-    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
-    b.open(path).unwrap()
-}
 
 #[test]
 fn a_corrupt_object_is_detected_and_nothing_is_written() {
@@ -52,21 +45,6 @@ fn a_corrupt_object_is_detected_and_nothing_is_written() {
     let v = env.run(RETRACE_DUMP, &["verify"]);
     assert!(!v.status.success());
     assert!(stdout(&v).contains(&a_id.short()), "{}", stdout(&v));
-}
-
-/// Flips the byte at `offset` of the pack log, behind retrace's back.
-fn flip_byte(env: &Env, offset: u64) {
-    let db = open_raw(env);
-    let tx = db.begin_write().unwrap();
-    {
-        let mut packs = tx.open_table(PACKS).unwrap();
-        let no = offset / PACK_BYTES;
-        let at = usize::try_from(offset % PACK_BYTES).unwrap();
-        let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
-        bytes[at] ^= 0xff;
-        packs.insert(no, bytes.as_slice()).unwrap();
-    }
-    tx.commit().unwrap();
 }
 
 fn ws_record(env: &Env, id: ObjectId) -> u64 {

@@ -3,24 +3,14 @@
 //! snapshot, session, turn or checkpoint it concerns, and `retrace-dump verify` prints
 //! exactly those faults.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Env, RETRACE_DUMP, stdout};
-use redb::ReadableTable;
+use crate::common::{Env, RETRACE_DUMP, flip_byte, open_raw, stdout};
 use retrace::history::db::session_key;
 use retrace::object::ObjectId;
 use retrace::store::Store;
-use retrace::store::schema::{OBJECTS, PACK_BYTES, PACKS};
+use retrace::store::schema::OBJECTS;
 use retrace::verify::{Fault, verify};
-
-fn open_raw(env: &Env) -> redb::Database {
-    let path = env.open().store_path().to_path_buf();
-    let mut b = redb::Database::builder();
-    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
-    b.open(path).unwrap()
-}
 
 fn faults(env: &Env) -> Vec<Fault> {
     let store = Store::open_read_only(env.open().store_path()).unwrap();
@@ -44,17 +34,7 @@ fn damage(env: &Env, id: &ObjectId) {
         let store = Store::open_read_only(env.open().store_path()).unwrap();
         store.reader().unwrap().record(id).unwrap().offset
     };
-    let db = open_raw(env);
-    let tx = db.begin_write().unwrap();
-    {
-        let mut packs = tx.open_table(PACKS).unwrap();
-        let no = offset / PACK_BYTES;
-        let at = usize::try_from(offset % PACK_BYTES).unwrap();
-        let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
-        bytes[at] ^= 0xff;
-        packs.insert(no, bytes.as_slice()).unwrap();
-    }
-    tx.commit().unwrap();
+    flip_byte(env, offset);
 }
 
 /// `retrace-dump verify` prints every fault the library found, one line each, and exits 4

@@ -311,3 +311,28 @@ pub fn in_own_process(test: &str) -> bool {
     );
     false
 }
+
+/// The workspace's store opened directly with redb, behind retrace's back (to damage it).
+pub fn open_raw(env: &Env) -> redb::Database {
+    let path = env.open().store_path().to_path_buf();
+    let mut b = redb::Database::builder();
+    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    b.open(path).unwrap()
+}
+
+/// Flips the byte at `offset` of the pack log, behind retrace's back.
+pub fn flip_byte(env: &Env, offset: u64) {
+    use redb::ReadableTable;
+    use retrace::store::schema::{PACK_BYTES, PACKS};
+    let db = open_raw(env);
+    let tx = db.begin_write().unwrap();
+    {
+        let mut packs = tx.open_table(PACKS).unwrap();
+        let no = offset / PACK_BYTES;
+        let at = usize::try_from(offset % PACK_BYTES).unwrap();
+        let mut bytes = packs.get(no).unwrap().unwrap().value().to_vec();
+        bytes[at] ^= 0xff;
+        packs.insert(no, bytes.as_slice()).unwrap();
+    }
+    tx.commit().unwrap();
+}
