@@ -39,3 +39,23 @@ mod secrets;
 mod serve;
 mod unstable;
 mod vanish;
+
+/// With `autotests = false`, a file of `tests/` that no `mod` line above names is never
+/// compiled: each must be named.
+#[test]
+fn every_file_of_tests_is_a_module_here() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let main = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        if path.extension().is_some_and(|x| x == "rs") && stem != "main" {
+            assert!(
+                main.lines().any(|l| l == format!("mod {stem};")),
+                "tests/{stem}.rs is not compiled: add `mod {stem};` to tests/main.rs"
+            );
+        }
+    }
+}
