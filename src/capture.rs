@@ -25,7 +25,7 @@ use crate::error::{CaptureError, StoreError};
 use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT};
 use crate::object::{
     CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, EntryKind, NewFrame, ObjectId,
-    ObjectKind, PendingObject, Tree, TreeEntry,
+    ObjectKind, PendingObject, RelPath, Tree, TreeEntry,
 };
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
@@ -42,8 +42,8 @@ const BATCH_BYTES: usize = 64 * 1024 * 1024;
 /// One path of a snapshot, flattened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlatEntry {
-    /// Path relative to the workspace root, `/`-separated bytes.
-    pub path: Vec<u8>,
+    /// Path relative to the workspace root.
+    pub path: RelPath,
     /// What it is.
     pub kind: EntryKind,
     /// Blob or tree id (zero for nested repositories).
@@ -447,7 +447,7 @@ enum Reuse<'a> {
     },
     /// A list whose directory ids are right except at these paths (and new directories,
     /// whose id is zero).
-    Except(&'a HashSet<Vec<u8>>),
+    Except(&'a HashSet<RelPath>),
 }
 
 impl<'a> TreeBuilder<'a> {
@@ -485,9 +485,9 @@ impl<'a> TreeBuilder<'a> {
     /// The range of entries below `prefix` (which ends in `/`), searched in `lo..hi`.
     fn below(&self, prefix: &[u8], lo: usize, hi: usize) -> (usize, usize) {
         let part = &self.entries[lo..hi];
-        let start = lo + part.partition_point(|e| e.path.as_slice() < prefix);
+        let start = lo + part.partition_point(|e| e.path.as_bytes() < prefix);
         let end =
-            lo + part.partition_point(|e| e.path.starts_with(prefix) || e.path.as_slice() < prefix);
+            lo + part.partition_point(|e| e.path.starts_with(prefix) || e.path.as_bytes() < prefix);
         (start, end)
     }
 
@@ -510,7 +510,7 @@ impl<'a> TreeBuilder<'a> {
                 continue;
             }
             let (id, size) = if e.kind == EntryKind::Dir {
-                let mut sub = e.path.clone();
+                let mut sub = e.path.to_vec();
                 sub.push(b'/');
                 let (slo, shi) = self.below(&sub, i + 1, hi);
                 if self.keeps(i, &sub, slo, shi) {
@@ -648,7 +648,7 @@ pub(crate) fn capture(
                 stats.push((fresh.unwrap_or_else(|| Stat::of(&e)), e.kind));
                 let kind = kind_of(&e);
                 entries.push(FlatEntry {
-                    path: e.path,
+                    path: RelPath::from(e.path),
                     kind,
                     id,
                     size,
@@ -755,7 +755,7 @@ pub(crate) fn capture(
 /// uses it to record the state it wrote without scanning the disk again.
 pub(crate) fn tree_of_list(
     entries: &mut [FlatEntry],
-    dirty: &HashSet<Vec<u8>>,
+    dirty: &HashSet<RelPath>,
     emit: &mut dyn FnMut(ObjectId, Vec<u8>),
 ) -> ObjectId {
     let (root, built) = TreeBuilder {

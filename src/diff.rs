@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::capture::FlatEntry;
 use crate::error::StoreError;
-use crate::object::{EntryKind, ObjectId};
+use crate::object::{EntryKind, ObjectId, RelPath};
 use crate::store::StoreReader;
 
 /// Every path of the snapshot `root`, sorted by path bytes; trees are read and verified.
@@ -26,21 +26,17 @@ pub fn flatten_changed(
     reader: &StoreReader,
     root: &ObjectId,
     current: &[FlatEntry],
-) -> Result<(Vec<FlatEntry>, Vec<Vec<u8>>), StoreError> {
+) -> Result<(Vec<FlatEntry>, Vec<RelPath>), StoreError> {
     let mut out = Vec::new();
     let mut same = Vec::new();
-    let mut stack = vec![(Vec::new(), *root)];
+    let mut stack = vec![(RelPath::default(), *root)];
     while let Some((prefix, id)) = stack.pop() {
         let tree = reader.read_tree(&id)?;
         for e in tree.entries {
-            let mut path = prefix.clone();
-            if !path.is_empty() {
-                path.push(b'/');
-            }
-            path.extend_from_slice(&e.name);
+            let path = prefix.join(&e.name);
             if e.kind == EntryKind::Dir {
                 let unchanged = current
-                    .binary_search_by(|c| c.path.as_slice().cmp(&path))
+                    .binary_search_by(|c| c.path.cmp(&path))
                     .is_ok_and(|i| current[i].kind == EntryKind::Dir && current[i].id == e.id);
                 if unchanged {
                     same.push(path.clone());
@@ -65,21 +61,16 @@ pub fn flatten_changed(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
     /// The path, relative to the workspace root.
-    pub path: Vec<u8>,
+    pub path: RelPath,
     /// The entry in the first snapshot.
     pub old: Option<FlatEntry>,
     /// The entry in the second snapshot.
     pub new: Option<FlatEntry>,
 }
 
-fn entry_at(prefix: &[u8], e: &crate::object::TreeEntry) -> FlatEntry {
-    let mut path = prefix.to_vec();
-    if !path.is_empty() {
-        path.push(b'/');
-    }
-    path.extend_from_slice(&e.name);
+fn entry_at(prefix: &RelPath, e: &crate::object::TreeEntry) -> FlatEntry {
     FlatEntry {
-        path,
+        path: prefix.join(&e.name),
         kind: e.kind,
         id: e.id,
         size: e.size,
@@ -102,7 +93,7 @@ pub fn changes(
         return Ok(out);
     }
     // (prefix, tree on side a, tree on side b); a side without a directory there is None.
-    let mut stack = vec![(Vec::new(), Some(*a), Some(*b))];
+    let mut stack = vec![(RelPath::default(), Some(*a), Some(*b))];
     while let Some((prefix, ta, tb)) = stack.pop() {
         let read = |t: Option<ObjectId>| -> Result<Vec<FlatEntry>, StoreError> {
             Ok(match t {
@@ -161,12 +152,12 @@ pub fn changes(
 
 /// Whether `path` lies strictly below one of the sorted directories `dirs`.
 #[must_use]
-pub fn below_any(path: &[u8], dirs: &[Vec<u8>]) -> bool {
+pub fn below_any(path: &[u8], dirs: &[RelPath]) -> bool {
     path.iter()
         .enumerate()
         .filter(|&(_, &b)| b == b'/')
         .any(|(i, _)| {
-            dirs.binary_search_by(|d| d.as_slice().cmp(&path[..i]))
+            dirs.binary_search_by(|d| d.as_bytes().cmp(&path[..i]))
                 .is_ok()
         })
 }
@@ -207,7 +198,7 @@ impl Diff {
 /// Compares two sorted flat lists.
 #[must_use]
 pub fn diff(from: &[FlatEntry], to: &[FlatEntry]) -> Diff {
-    let name = |e: &FlatEntry| crate::object::show_path(&e.path);
+    let name = |e: &FlatEntry| e.path.show();
     let leaf = |e: &FlatEntry| e.kind != EntryKind::Dir;
     let mut d = Diff::default();
     let (mut i, mut j) = (0, 0);

@@ -6,11 +6,10 @@ use std::collections::HashSet;
 
 use crate::capture::FlatEntry;
 use crate::diff::Change;
-pub(crate) use crate::object::show_path as lossy;
-use crate::object::{EntryKind, ObjectId};
+use crate::object::{EntryKind, ObjectId, RelPath};
 
 pub(crate) fn find<'a>(list: &'a [FlatEntry], path: &[u8]) -> Option<&'a FlatEntry> {
-    list.binary_search_by(|e| e.path.as_slice().cmp(path))
+    list.binary_search_by(|e| e.path.as_bytes().cmp(path))
         .ok()
         .map(|i| &list[i])
 }
@@ -39,24 +38,24 @@ pub(crate) fn is_nested(c: &Change) -> bool {
 /// be reversed there without losing an edit. A path the change turns into a file whose disk
 /// directory holds paths the change does not know is a conflict too.
 pub(crate) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
-    let known: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
+    let known: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_bytes()).collect();
     let mut out = Vec::new();
     for c in changes.iter().filter(|c| !is_nested(c)) {
         if !same(find(disk, &c.path), c.old.as_ref()) {
-            out.push(lossy(&c.path));
+            out.push(c.path.show());
             continue;
         }
         let becomes_leaf = c.new.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
         if becomes_leaf && find(disk, &c.path).is_some_and(|d| d.kind == EntryKind::Dir) {
-            let mut prefix = c.path.clone();
+            let mut prefix = c.path.to_vec();
             prefix.push(b'/');
-            let start = disk.partition_point(|e| e.path < prefix);
+            let start = disk.partition_point(|e| e.path.as_bytes() < prefix.as_slice());
             if disk[start..]
                 .iter()
                 .take_while(|e| e.path.starts_with(&prefix))
-                .any(|e| !known.contains(e.path.as_slice()))
+                .any(|e| !known.contains(e.path.as_bytes()))
             {
-                out.push(lossy(&c.path));
+                out.push(c.path.show());
             }
         }
     }
@@ -69,11 +68,11 @@ pub(crate) fn target_of(disk: &[FlatEntry], changes: &[Change]) -> Vec<FlatEntry
     let changed: HashSet<&[u8]> = changes
         .iter()
         .filter(|c| !is_nested(c))
-        .map(|c| c.path.as_slice())
+        .map(|c| c.path.as_bytes())
         .collect();
     let mut out: Vec<FlatEntry> = disk
         .iter()
-        .filter(|e| !changed.contains(e.path.as_slice()))
+        .filter(|e| !changed.contains(e.path.as_bytes()))
         .cloned()
         .collect();
     out.extend(
@@ -82,10 +81,10 @@ pub(crate) fn target_of(disk: &[FlatEntry], changes: &[Change]) -> Vec<FlatEntry
             .filter(|c| !is_nested(c))
             .filter_map(|c| c.new.clone()),
     );
-    let mut dirs: HashSet<Vec<u8>> = HashSet::new();
+    let mut dirs: HashSet<RelPath> = HashSet::new();
     for e in &out {
         for (i, _) in e.path.iter().enumerate().filter(|&(_, &b)| b == b'/') {
-            dirs.insert(e.path[..i].to_vec());
+            dirs.insert(RelPath::from_bytes(&e.path[..i]));
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -111,7 +110,7 @@ mod tests {
 
     fn e(path: &str, kind: EntryKind, id: u8) -> FlatEntry {
         FlatEntry {
-            path: path.as_bytes().to_vec(),
+            path: path.into(),
             kind,
             id: ObjectId([id; 32]),
             size: 1,
@@ -120,7 +119,7 @@ mod tests {
 
     fn change(path: &str, old: Option<FlatEntry>, new: Option<FlatEntry>) -> Change {
         Change {
-            path: path.as_bytes().to_vec(),
+            path: path.into(),
             old,
             new,
         }
@@ -160,7 +159,7 @@ mod tests {
             change("gone/x", None, Some(e("gone/x", f, 4))),
         ];
         let t = target_of(&disk, &ch);
-        let paths: Vec<&[u8]> = t.iter().map(|e| e.path.as_slice()).collect();
+        let paths: Vec<&[u8]> = t.iter().map(|e| e.path.as_bytes()).collect();
         assert_eq!(paths, vec![&b"gone"[..], b"gone/x", b"keep"]);
         assert_eq!(t[0].kind, EntryKind::Dir);
     }

@@ -106,7 +106,7 @@ impl fmt::Display for Fault {
                 f,
                 "tree {} entry {:?} points at the wrong kind of object",
                 tree.short(),
-                String::from_utf8_lossy(name)
+                crate::object::show_path(name)
             ),
             Fault::Entry {
                 tree, name, error, ..
@@ -114,7 +114,7 @@ impl fmt::Display for Fault {
                 f,
                 "tree {} entry {:?}: {error}",
                 tree.short(),
-                String::from_utf8_lossy(name)
+                crate::object::show_path(name)
             ),
             Fault::Snapshot { root, error } => write!(f, "snapshot {}: {error}", root.short()),
             Fault::Session { session, error } => {

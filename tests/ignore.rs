@@ -11,7 +11,7 @@ fn captured(env: &Env) -> Vec<String> {
         .entries
         .iter()
         .filter(|e| e.kind != retrace::object::EntryKind::Dir)
-        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .map(|e| e.path.show())
         .collect();
     paths.sort();
     paths
@@ -125,10 +125,7 @@ fn nested_repositories_are_found_even_when_dotfiles_are_ignored() {
 }
 
 fn captured_now(c: &retrace::Capture) -> Vec<String> {
-    c.entries
-        .iter()
-        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-        .collect()
+    c.entries.iter().map(|e| e.path.show()).collect()
 }
 
 /// A FIFO or a socket in the workspace cannot be snapshotted: it is left out and named in

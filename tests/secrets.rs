@@ -43,7 +43,7 @@ fn credentials_are_left_out_and_named() {
         .entries
         .iter()
         .filter(|e| e.kind != retrace::object::EntryKind::Dir)
-        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .map(|e| e.path.show())
         .collect();
     assert_eq!(captured, [".gitignore", "notes/cert.txt", "src/main.rs"]);
     // The CLI names them too.

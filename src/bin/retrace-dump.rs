@@ -373,7 +373,7 @@ fn print_tree(r: &StoreReader, id: &ObjectId) -> Result<()> {
             "{kind} {} {:>10} {}",
             e.id,
             e.size,
-            String::from_utf8_lossy(&e.name)
+            retrace::object::show_path(&e.name)
         );
     }
     Ok(())

@@ -6,7 +6,6 @@ use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::diff::flatten_changed;
 use crate::error::Error;
-use crate::inverse::lossy;
 use crate::object::ObjectId;
 use crate::working_copy::MAX_LISTED;
 use crate::working_copy::journaled::JournaledRestore;
@@ -221,7 +220,7 @@ impl Session {
                     now.retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
                     crate::diff::diff(&old, &now).paths()
                 }
-                None => disk.entries.iter().map(|e| lossy(&e.path)).collect(),
+                None => disk.entries.iter().map(|e| e.path.show()).collect(),
             };
             if !changed.is_empty() {
                 if !opts.force {
@@ -242,7 +241,7 @@ impl Session {
             let clash: Vec<String> = crate::diff::changes(&fresh, &disk.id, &snapshot)?
                 .into_iter()
                 .filter(|c| open.contains_key(&c.path))
-                .map(|c| lossy(&c.path))
+                .map(|c| c.path.show())
                 .collect();
             if !clash.is_empty() {
                 if !opts.force {

@@ -6,8 +6,8 @@ use super::record::{Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::diff::changes;
 use crate::error::Error;
-use crate::inverse::{conflicts, find, is_nested, lossy, same, target_of};
-use crate::object::ObjectId;
+use crate::inverse::{conflicts, find, is_nested, same, target_of};
+use crate::object::{ObjectId, RelPath};
 use crate::scan::Skipped;
 use crate::store::{SnapshotRecord, now_ms};
 use crate::working_copy::Exclusive;
@@ -351,9 +351,9 @@ impl Session {
         }
         let mut theirs = self.concurrent_paths(&span, &reader)?;
         let ours: std::collections::HashSet<&[u8]> =
-            change.iter().map(|c| c.path.as_slice()).collect();
+            change.iter().map(|c| c.path.as_bytes()).collect();
         for (path, why) in self.open_turn_paths(&reader, &disk.id)? {
-            if ours.contains(path.as_slice()) {
+            if ours.contains(path.as_bytes()) {
                 theirs.entry(path).or_insert(why);
             }
         }
@@ -368,7 +368,7 @@ impl Session {
                     .into_iter()
                     .take(MAX_LISTED)
                     .map(|(path, reason)| Skipped {
-                        path: lossy(&path),
+                        path: path.show(),
                         reason,
                     })
                     .collect(),
@@ -390,7 +390,7 @@ impl Session {
         let mut target = target_of(&disk.entries, &change);
         // The result is known before a file is written: its trees go into the store with
         // the journal, so an interrupted undo can always be completed.
-        let dirty = dirty_dirs(change.iter().map(|c| c.path.as_slice()));
+        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
         let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
         let (files, bytes) = totals(&target);
         let what = format!("{verb} of turn {}", t.number);
@@ -415,7 +415,7 @@ impl Session {
         }
         let mut skipped = fin.applied.left_alone;
         skipped.extend(theirs.into_iter().map(|(path, reason)| Skipped {
-            path: lossy(&path),
+            path: path.show(),
             reason,
         }));
         skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -426,7 +426,7 @@ impl Session {
                 let planned = find(&target, &c.path);
                 if !same(now, planned) && !skipped.iter().any(|s| s.path.as_bytes() == c.path) {
                     skipped.push(Skipped {
-                        path: lossy(&c.path),
+                        path: c.path.show(),
                         reason: "changed while it was being restored".into(),
                     });
                 }
@@ -452,14 +452,14 @@ impl Session {
         &self,
         t: &TurnRecord,
         reader: &crate::store::StoreReader,
-    ) -> Result<std::collections::BTreeMap<Vec<u8>, String>, Error> {
+    ) -> Result<std::collections::BTreeMap<RelPath, String>, Error> {
         use crate::history::record::Op;
         let mut out = std::collections::BTreeMap::new();
         let (Some(tb), Some(ta), Some(t_end)) = (t.before, t.after, t.ended_ms) else {
             return Ok(out);
         };
         let tx = self.ws.store().begin_read()?;
-        let mut ours: Option<std::collections::HashSet<Vec<u8>>> = None;
+        let mut ours: Option<std::collections::HashSet<RelPath>> = None;
         for (key, _) in db::sessions(&tx)? {
             if key == self.key {
                 continue;
@@ -528,7 +528,7 @@ impl Session {
         &self,
         reader: &crate::store::StoreReader,
         disk: &ObjectId,
-    ) -> Result<std::collections::BTreeMap<Vec<u8>, String>, Error> {
+    ) -> Result<std::collections::BTreeMap<RelPath, String>, Error> {
         let mut out = std::collections::BTreeMap::new();
         let tx = self.ws.store().begin_read()?;
         for (key, _) in db::sessions(&tx)? {

@@ -1,10 +1,12 @@
 //! Objects of the content-addressed store: ids, trees, index records and payload codecs.
 
 mod id;
+mod path;
 pub mod record;
 pub mod tree;
 
 pub use id::ObjectId;
+pub use path::RelPath;
 pub use record::{
     ChunkList, Codec, FrameMember, NewFrame, ObjectKind, ObjectRecord, PendingObject,
 };

@@ -14,7 +14,7 @@ use super::plan::{Plan, Write};
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
 use crate::object::show_path as lossy;
-use crate::object::{CHUNK_THRESHOLD, EntryKind};
+use crate::object::{CHUNK_THRESHOLD, EntryKind, RelPath};
 use crate::progress::Progress;
 use crate::scan::Skipped;
 use crate::statcache::StatCache;
@@ -114,15 +114,15 @@ pub struct Applied {
 /// [`RestoreError::Unsafe`] for a directory that is a symlink or a file;
 /// [`RestoreError::Io`] (permission denied) naming the directory.
 pub fn preflight(b: &Beneath, plan: &Plan) -> Result<(), RestoreError> {
-    let made: HashSet<&[u8]> = plan.mkdirs.iter().map(Vec::as_slice).collect();
+    let made: HashSet<&[u8]> = plan.mkdirs.iter().map(RelPath::as_bytes).collect();
     let mut dirs: HashSet<&[u8]> = HashSet::new();
     for p in plan
         .writes
         .iter()
-        .map(|w| w.entry.path.as_slice())
-        .chain(plan.deletes.iter().map(|d| d.path.as_slice()))
-        .chain(plan.mkdirs.iter().map(Vec::as_slice))
-        .chain(plan.prune.iter().map(Vec::as_slice))
+        .map(|w| w.entry.path.as_bytes())
+        .chain(plan.deletes.iter().map(|d| d.path.as_bytes()))
+        .chain(plan.mkdirs.iter().map(RelPath::as_bytes))
+        .chain(plan.prune.iter().map(RelPath::as_bytes))
     {
         // The nearest ancestor that exists now is the one written into.
         let mut d = parent(p);
@@ -193,9 +193,13 @@ pub fn apply(
         // (ignored files, a version kept above) stays.
         prune(b, plan.prune.iter(), &mut applied)?;
         // A path whose delete was refused above (edited meanwhile) cannot become a directory.
-        let blocked: HashSet<Vec<u8>> = kept
+        let blocked: HashSet<RelPath> = kept
             .lock()
-            .map(|k| k.iter().map(|s| s.path.clone().into_bytes()).collect())
+            .map(|k| {
+                k.iter()
+                    .map(|s| RelPath::from(s.path.clone().into_bytes()))
+                    .collect()
+            })
             .unwrap_or_default();
         let under_blocked = |p: &[u8]| {
             blocked.contains(p)
@@ -218,7 +222,7 @@ pub fn apply(
                     keep(
                         &w.entry.path,
                         Taken::Kept {
-                            kept_at: lossy(&w.entry.path),
+                            kept_at: w.entry.path.show(),
                         },
                     );
                     return Ok(());
@@ -260,22 +264,22 @@ pub fn check(root: &Path, plan: &Plan) -> Vec<String> {
     let recreated: HashSet<&[u8]> = plan
         .writes
         .iter()
-        .map(|w| w.entry.path.as_slice())
-        .chain(plan.mkdirs.iter().map(Vec::as_slice))
+        .map(|w| w.entry.path.as_bytes())
+        .chain(plan.mkdirs.iter().map(RelPath::as_bytes))
         .collect();
     let mut bad: Vec<String> = plan
         .writes
         .par_iter()
         .filter(|w| !written_as_planned(root, &w.entry))
-        .map(|w| lossy(&w.entry.path))
+        .map(|w| w.entry.path.show())
         .collect();
     for d in plan
         .deletes
         .iter()
-        .filter(|d| !recreated.contains(d.path.as_slice()))
+        .filter(|d| !recreated.contains(d.path.as_bytes()))
     {
         if exists_in_place(root, &d.path) {
-            bad.push(lossy(&d.path));
+            bad.push(d.path.show());
         }
     }
     bad.sort();
@@ -327,15 +331,15 @@ fn written_as_planned(root: &Path, w: &FlatEntry) -> bool {
 
 fn prune<'a>(
     b: &Beneath,
-    dirs: impl Iterator<Item = &'a Vec<u8>>,
+    dirs: impl Iterator<Item = &'a RelPath>,
     applied: &mut Applied,
 ) -> Result<(), RestoreError> {
-    let mut dirs: Vec<&Vec<u8>> = dirs.collect();
+    let mut dirs: Vec<&RelPath> = dirs.collect();
     dirs.sort_by_key(|d| std::cmp::Reverse(d.iter().filter(|&&b| b == b'/').count()));
     dirs.dedup();
     for d in dirs {
         if b.rmdir_if_empty(d)? {
-            applied.removed_dirs.push(lossy(d));
+            applied.removed_dirs.push(d.show());
         }
     }
     Ok(())

@@ -6,8 +6,8 @@ use std::path::Path;
 use super::beneath::Expected;
 use crate::capture::{FlatEntry, abs_path};
 use crate::error::RestoreError;
-use crate::object::EntryKind;
 use crate::object::show_path as lossy;
+use crate::object::{EntryKind, RelPath};
 use crate::scan::Skipped;
 use crate::scan::exclude::is_hard_excluded;
 
@@ -25,7 +25,7 @@ pub struct Write {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delete {
     /// Its path.
-    pub path: Vec<u8>,
+    pub path: RelPath,
     /// The version the plan saw there (checked when it is taken out).
     pub expected: Expected,
 }
@@ -45,10 +45,10 @@ pub struct Plan {
     /// Managed files and symlinks to delete.
     pub deletes: Vec<Delete>,
     /// Directories to create, parents first.
-    pub mkdirs: Vec<Vec<u8>>,
+    pub mkdirs: Vec<RelPath>,
     /// Managed directories absent from the target (or replaced by a file): removed after
     /// the deletes when they are empty.
-    pub prune: Vec<Vec<u8>>,
+    pub prune: Vec<RelPath>,
     /// Target paths left alone because something unmanaged is in the way.
     pub left_alone: Vec<Skipped>,
 }
@@ -91,29 +91,29 @@ pub fn plan(
     let mut plan = Plan::default();
     let find = |p: &[u8]| {
         current
-            .binary_search_by(|c| c.path.as_slice().cmp(p))
+            .binary_search_by(|c| c.path.as_bytes().cmp(p))
             .ok()
             .map(|i| &current[i])
     };
     // Subtrees of the target we must not enter: nested repositories on disk, and paths
     // where an unmanaged file blocks a directory.
-    let mut blocked: HashSet<Vec<u8>> = current
+    let mut blocked: HashSet<RelPath> = current
         .iter()
         .filter(|c| c.kind == EntryKind::NestedRepo)
         .map(|c| c.path.clone())
         .collect();
-    let mut created: HashSet<Vec<u8>> = HashSet::new();
+    let mut created: HashSet<RelPath> = HashSet::new();
     for t in target {
         if t.path.split(|&b| b == b'/').any(is_hard_excluded) {
             return Err(RestoreError::Unsafe {
-                path: lossy(&t.path),
+                path: t.path.show(),
                 reason: "the snapshot names a hard-excluded path (.git, node_modules, .env)".into(),
             });
         }
         if blocked.contains(&t.path) || ancestors(&t.path).any(|a| blocked.contains(a)) {
             if t.kind != EntryKind::NestedRepo {
                 plan.left_alone.push(Skipped {
-                    path: lossy(&t.path),
+                    path: t.path.show(),
                     reason: "inside a nested repository or an unmanaged path".into(),
                 });
             }
@@ -174,7 +174,7 @@ pub fn plan(
                 }
                 Ok(m) if t.kind == EntryKind::Dir && m.file_type().is_symlink() => {
                     return Err(RestoreError::Unsafe {
-                        path: lossy(&t.path),
+                        path: t.path.show(),
                         reason: "it is a symlink on disk that retrace does not manage; \
                                  writing into it could escape the workspace"
                             .into(),
@@ -183,7 +183,7 @@ pub fn plan(
                 Ok(m) if t.kind == EntryKind::Dir && m.is_dir() => {}
                 Ok(_) => {
                     plan.left_alone.push(Skipped {
-                        path: lossy(&t.path),
+                        path: t.path.show(),
                         reason: "an ignored or excluded file is in the way".into(),
                     });
                     blocked.insert(t.path.clone());
@@ -193,7 +193,7 @@ pub fn plan(
     }
     let in_target = |p: &[u8]| {
         target
-            .binary_search_by(|t| t.path.as_slice().cmp(p))
+            .binary_search_by(|t| t.path.as_bytes().cmp(p))
             .is_ok()
     };
     for c in current {
@@ -234,7 +234,7 @@ fn check_only_managed(root: &Path, dir: &[u8], current: &[FlatEntry]) -> Result<
         let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
         let rel = rel.as_os_str().as_encoded_bytes();
         if current
-            .binary_search_by(|c| c.path.as_slice().cmp(rel))
+            .binary_search_by(|c| c.path.as_bytes().cmp(rel))
             .is_err()
         {
             return Err(RestoreError::Unsafe {
@@ -260,7 +260,7 @@ pub(crate) fn explain_left_alone(
 ) {
     use std::os::unix::fs::OpenOptionsExt;
     // Sorted, as `current` is.
-    let nested: Vec<Vec<u8>> = current
+    let nested: Vec<RelPath> = current
         .iter()
         .filter(|e| e.kind == crate::object::EntryKind::NestedRepo)
         .map(|e| e.path.clone())

@@ -17,8 +17,8 @@ use super::{Applied, Exclusive, WorkingCopy};
 use crate::capture::{Capture, FlatEntry};
 use crate::diff::changes;
 use crate::error::{Error, StoreError};
-use crate::inverse::{find, lossy, same, target_of};
-use crate::object::{EntryKind, NewFrame, ObjectId};
+use crate::inverse::{find, same, target_of};
+use crate::object::{EntryKind, NewFrame, ObjectId, RelPath};
 use crate::progress::Progress;
 use crate::restore::journal::{self, JournalRecord, Then};
 use crate::store::{SnapshotRecord, StoreReader};
@@ -56,18 +56,18 @@ pub(crate) struct Finished {
 fn nested(list: &[FlatEntry]) -> Vec<&[u8]> {
     list.iter()
         .filter(|e| e.kind == EntryKind::NestedRepo)
-        .map(|e| e.path.as_slice())
+        .map(|e| e.path.as_bytes())
         .collect()
 }
 
 /// Every directory on the paths `paths` (their ancestors and themselves).
-pub(crate) fn dirty_dirs<'a>(paths: impl Iterator<Item = &'a [u8]>) -> HashSet<Vec<u8>> {
+pub(crate) fn dirty_dirs<'a>(paths: impl Iterator<Item = &'a RelPath>) -> HashSet<RelPath> {
     let mut dirty = HashSet::new();
     for p in paths {
         for (i, _) in p.iter().enumerate().filter(|&(_, &b)| b == b'/') {
-            dirty.insert(p[..i].to_vec());
+            dirty.insert(RelPath::from_bytes(&p[..i]));
         }
-        dirty.insert(p.to_vec());
+        dirty.insert(p.clone());
     }
     dirty
 }
@@ -165,9 +165,9 @@ impl Exclusive<'_> {
         let mut kept = Vec::new();
         let all = changes(&reader, &rec.source, &rec.target)?;
         // Every directory the restore was changing may hold its temp files.
-        let dirs: HashSet<Vec<u8>> = all
+        let dirs: HashSet<RelPath> = all
             .iter()
-            .map(|c| crate::restore::beneath::split(&c.path).0.to_vec())
+            .map(|c| RelPath::from_bytes(crate::restore::beneath::split(&c.path).0))
             .collect();
         let doable: Vec<_> = all
             .into_iter()
@@ -175,18 +175,19 @@ impl Exclusive<'_> {
                 let d = find(&disk.entries, &c.path);
                 let ours = same(d, c.old.as_ref()) || same(d, c.new.as_ref());
                 if !ours {
-                    kept.push(lossy(&c.path));
+                    kept.push(c.path.show());
                 }
                 ours
             })
             .collect();
         let beneath = crate::restore::beneath::Beneath::open(&self.root)?;
-        let rescued = beneath.sweep_temp_files(dirs.iter().map(Vec::as_slice), rec.pid, &|id| {
-            reader.contains(id).unwrap_or(false)
-        });
+        let rescued =
+            beneath.sweep_temp_files(dirs.iter().map(RelPath::as_bytes), rec.pid, &|id| {
+                reader.contains(id).unwrap_or(false)
+            });
         drop(beneath);
         let mut target = target_of(&disk.entries, &doable);
-        let dirty = dirty_dirs(doable.iter().map(|c| c.path.as_slice()));
+        let dirty = dirty_dirs(doable.iter().map(|c| &c.path));
         let applied = match self.apply_target(&reader, &disk.entries, &target, false, progress) {
             Ok(a) => a,
             Err(Error::Restore(e)) if !matches!(*e, crate::error::RestoreError::Store(_)) => {
@@ -222,7 +223,7 @@ impl Exclusive<'_> {
             let missed: Vec<String> = doable
                 .iter()
                 .filter(|c| !same(find(&disk.entries, &c.path), c.new.as_ref()))
-                .map(|c| lossy(&c.path))
+                .map(|c| c.path.show())
                 .collect();
             (disk.id, Vec::new(), missed)
         };

@@ -610,11 +610,7 @@ impl WorkingCopy {
         if last_known != Some(current.id) {
             let changed = match last_known {
                 Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
-                None => current
-                    .entries
-                    .iter()
-                    .map(|e| crate::object::show_path(&e.path))
-                    .collect(),
+                None => current.entries.iter().map(|e| e.path.show()).collect(),
             };
             if !changed.is_empty() && !opts.force {
                 let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
@@ -704,12 +700,11 @@ impl WorkingCopy {
         dry_run: bool,
     ) -> Result<Prepared, Error> {
         let plan = plan::plan(&self.root, current, target)?;
-        let lossy = |p: &Vec<u8>| crate::object::show_path(p);
         let mut left_alone = plan.left_alone.clone();
         plan::explain_left_alone(&self.root, current, &mut left_alone);
         let out = Applied {
-            written: plan.writes.iter().map(|w| lossy(&w.entry.path)).collect(),
-            deleted: plan.deletes.iter().map(|d| lossy(&d.path)).collect(),
+            written: plan.writes.iter().map(|w| w.entry.path.show()).collect(),
+            deleted: plan.deletes.iter().map(|d| d.path.show()).collect(),
             left_alone,
             ..Applied::default()
         };
@@ -859,7 +854,7 @@ impl Shared<'_> {
     pub(crate) fn prepare_list(
         &self,
         entries: &mut [FlatEntry],
-        dirty: &std::collections::HashSet<Vec<u8>>,
+        dirty: &std::collections::HashSet<crate::object::RelPath>,
     ) -> Result<(ObjectId, Vec<crate::object::NewFrame>), Error> {
         let reader = self.store.reader()?;
         let mut trees = Vec::new();
