@@ -13,8 +13,10 @@ fn exclusive_excludes_and_shared_shares() {
         Err(StoreError::Busy { .. })
     ));
     drop((a, b));
-    let x = lock(&p, LockMode::Exclusive, Duration::ZERO).unwrap();
+    // Released: taken at once, unless a test thread forking a child this instant holds a
+    // copy of the descriptors until the child's exec closes them (hence a bounded wait).
+    let x = lock(&p, LockMode::Exclusive, Duration::from_secs(10)).unwrap();
     assert!(lock(&p, LockMode::Shared, Duration::from_millis(20)).is_err());
     drop(x);
-    lock(&p, LockMode::Shared, Duration::ZERO).unwrap();
+    lock(&p, LockMode::Shared, Duration::from_secs(10)).unwrap();
 }

@@ -150,40 +150,30 @@ pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
 
 /// `retrace undo`.
 pub fn undo(s: &Session, mode: Mode, force: bool, json: bool) -> Result<u8> {
-    let bar = Bar::new();
-    let o = s.undo_with(
-        mode,
-        OpOptions {
-            force,
-            progress: &bar,
-        },
-    )?;
-    drop(bar);
-    report(&o, json)
+    with_bar(force, json, |opts| s.undo_with(mode, opts))
 }
 
 /// `retrace redo`.
 pub fn redo(s: &Session, force: bool, json: bool) -> Result<u8> {
-    let bar = Bar::new();
-    let o = s.redo_with(OpOptions {
-        force,
-        progress: &bar,
-    })?;
-    drop(bar);
-    report(&o, json)
+    with_bar(force, json, |opts| s.redo_with(opts))
 }
 
 /// `retrace navigate`.
 pub fn navigate(s: &Session, anchor: &str, mode: Mode, force: bool, json: bool) -> Result<u8> {
+    with_bar(force, json, |opts| s.navigate_with(anchor, mode, opts))
+}
+
+/// Runs an operation that writes files with a progress bar, then prints its outcome.
+fn with_bar(
+    force: bool,
+    json: bool,
+    op: impl FnOnce(OpOptions<'_>) -> Result<retrace::Outcome, retrace::Error>,
+) -> Result<u8> {
     let bar = Bar::new();
-    let o = s.navigate_with(
-        anchor,
-        mode,
-        OpOptions {
-            force,
-            progress: &bar,
-        },
-    )?;
+    let o = op(OpOptions {
+        force,
+        progress: &bar,
+    })?;
     drop(bar);
     report(&o, json)
 }
