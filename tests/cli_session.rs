@@ -366,3 +366,29 @@ fn an_undo_that_can_restore_none_of_its_files_says_so_and_leaves_the_cursor() {
     assert_eq!(env.read("b.txt"), "by agent B\n");
     drop(owner);
 }
+
+/// An empty `RETRACE_SESSION=` means unset: `status` shows the workspace, as without it,
+/// not a session whose id is the empty string.
+#[test]
+fn an_empty_retrace_session_means_unset() {
+    let env = Env::new();
+    env.write("a.txt", "one");
+    ok(env.run(RETRACE, &["snapshot"]));
+    let with_empty = ok(env
+        .command(RETRACE, &["status"])
+        .env("RETRACE_SESSION", "")
+        .output()
+        .unwrap());
+    let without = ok(env
+        .command(RETRACE, &["status"])
+        .env_remove("RETRACE_SESSION")
+        .output()
+        .unwrap());
+    assert!(with_empty.starts_with("workspace "), "{with_empty}");
+    assert!(!with_empty.contains("session "), "{with_empty}");
+    assert_eq!(
+        with_empty.lines().next(),
+        without.lines().next(),
+        "{with_empty}\n{without}"
+    );
+}

@@ -21,7 +21,7 @@ struct Cli {
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// The agent's session id (turns, undo and redo are per session). `log` and `status`
-    /// show the session's turns when it is given.
+    /// show the session's turns when it is given. Empty means not given.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "ID")]
     session: Option<String>,
     #[command(subcommand)]
@@ -354,7 +354,11 @@ fn print_warnings(ws: &Workspace) {
 
 fn run(cli: Cli) -> Result<u8> {
     use commands::{agents, config, demo, docs, history, maintenance, snapshot};
-    let (dir, sid) = (cli.dir.as_ref(), cli.session.as_ref());
+    // An empty `RETRACE_SESSION=` (or `--session ''`) means unset, as for any variable.
+    let (dir, sid) = (
+        cli.dir.as_ref(),
+        cli.session.as_ref().filter(|s| !s.is_empty()),
+    );
     match cli.command {
         Command::Demo => demo::run(),
         Command::Completions { shell } => docs::completions(shell),
