@@ -422,3 +422,34 @@ fn installing_into_a_missing_or_empty_file_writes_two_space_json() {
         assert_eq!(commands(&env.path(rel)).len(), 4, "{text}");
     }
 }
+
+/// `install` from a subfolder of a repository writes into the workspace root, as every
+/// other command resolves it, and prints the path it wrote; `uninstall` from there finds it.
+#[test]
+fn install_from_a_subfolder_writes_at_the_workspace_root() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path(".git")).unwrap();
+    env.write("src/lib.rs", "fn f() {}");
+    let sub = env.path("src").display().to_string();
+    let o = succeeded(
+        env.run(RETRACE, &["-C", sub.as_str(), "install", "gemini"]),
+        "install",
+    );
+    let settings = env.path(".gemini/settings.json");
+    assert!(settings.exists(), "{}", stdout(&o));
+    assert!(
+        !env.path("src/.gemini").exists(),
+        "wrote into the subfolder"
+    );
+    let root = env.root().canonicalize().unwrap();
+    assert!(
+        stdout(&o).contains(&root.join(".gemini/settings.json").display().to_string()),
+        "the path written is not printed: {}",
+        stdout(&o)
+    );
+    succeeded(
+        env.run(RETRACE, &["-C", sub.as_str(), "uninstall", "gemini"]),
+        "uninstall",
+    );
+    assert!(!settings.exists() || commands(&settings).is_empty());
+}

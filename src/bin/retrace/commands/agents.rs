@@ -60,7 +60,9 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
     use retrace::protocol::install::{self, Target};
     let agent = Agent::from_name(agent)
         .ok_or_else(|| anyhow::anyhow!("unknown agent {agent:?}; supported: {}", Agent::names()))?;
-    let project = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    // The workspace root, as every other command resolves it (not a subfolder of it).
+    let project =
+        retrace::home::resolve_root(&dir.cloned().unwrap_or_else(|| PathBuf::from(".")))?.path;
     let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
