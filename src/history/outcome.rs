@@ -209,13 +209,13 @@ impl Outcome {
             Outcome::Busy { detail } => format!("busy: {detail}; nothing changed"),
             Outcome::CaptureInFlight => "a snapshot is still being taken; try again shortly".into(),
             Outcome::Conflict { paths, count } => format!(
-                "conflict: {count} path(s) changed since ({}); nothing written, use force to \
+                "conflict: {count} path(s) changed since ({}); nothing written; use --force to \
                  overwrite (a safety snapshot is taken first)",
                 list(paths, *count)
             ),
             Outcome::Dirty { paths, count } => format!(
                 "the workspace has {count} change(s) not in any snapshot ({}); take a \
-                 checkpoint first or use force",
+                 checkpoint first or use --force",
                 list(paths, *count)
             ),
             Outcome::Expired { turn: t, .. } => format!(
@@ -250,6 +250,28 @@ impl<'a> From<&'a Outcome> for Report<'a> {
             outcome,
             message: outcome.message(),
             ok: outcome.is_success(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+
+    /// Refusals name the flag that overrides them as it is typed.
+    #[test]
+    fn refusals_name_the_force_flag() {
+        let paths = vec!["a.txt".to_string()];
+        for o in [
+            Outcome::Conflict {
+                paths: paths.clone(),
+                count: 1,
+            },
+            Outcome::Dirty { paths, count: 1 },
+        ] {
+            let m = o.message();
+            assert!(m.contains("--force"), "{m}");
+            assert!(!m.contains("use force"), "{m}");
         }
     }
 }
