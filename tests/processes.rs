@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 
-use crate::common::{self, Env, RETRACE, assert_verified, is_root, stderr, stdout};
+use crate::common::{self, Env, RETRACE, RETRACE_DUMP, assert_verified, is_root, stderr, stdout};
 
 #[test]
 fn two_snapshot_processes_started_together_both_succeed() {
@@ -412,4 +412,15 @@ fn shell_completions_and_the_man_page_come_from_the_cli_definition() {
     }
     let o = env.run(RETRACE, &["completions", "tcsh"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// Each binary names itself in `--version` (and so in its help and usage lines).
+#[test]
+fn each_binary_names_itself_in_its_version() {
+    let env = Env::new();
+    for (bin, name) in [(RETRACE, "retrace "), (RETRACE_DUMP, "retrace-dump ")] {
+        let o = env.run(bin, &["--version"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stdout(&o).starts_with(name), "{bin}: {}", stdout(&o));
+    }
 }

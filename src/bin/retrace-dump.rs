@@ -12,7 +12,7 @@ use retrace::{Config, ObjectId, StoreError, Workspace};
 
 /// Inspect retrace stores (read-only; never changes them).
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "retrace-dump", version, about)]
 struct Cli {
     /// A workspace directory whose store to read.
     #[arg(short = 'C', global = true, value_name = "DIR")]
