@@ -424,3 +424,44 @@ fn each_binary_names_itself_in_its_version() {
         assert!(stdout(&o).starts_with(name), "{bin}: {}", stdout(&o));
     }
 }
+
+/// `log` on a fresh project is an empty answer, not a refusal: exit 0 in text and JSON alike.
+#[test]
+fn log_of_a_fresh_project_succeeds_in_text_and_json() {
+    let env = Env::new();
+    for args in [&["log"][..], &["log", "--json"]] {
+        let o = env.run(RETRACE, args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+}
+
+/// `diff` with no changes is an empty answer: exit 0, in text and JSON alike.
+#[test]
+fn a_diff_with_no_changes_succeeds() {
+    let env = Env::new();
+    env.write("a.txt", "one");
+    let snap = env.run(RETRACE, &["snapshot", "--json"]);
+    assert!(snap.status.success(), "{}", stderr(&snap));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&snap)).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    for json in [false, true] {
+        let mut args = vec!["diff", id.as_str()];
+        if json {
+            args.push("--json");
+        }
+        let o = env.run(RETRACE, &args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+    }
+}

@@ -52,8 +52,8 @@ pub fn log(ws: &Workspace, json: bool) -> Result<u8> {
             .collect();
         print_json(&serde_json::Value::Array(rows));
     } else if log.is_empty() {
+        // An empty answer is a success (as `--json`'s `[]` is).
         println!("no snapshots yet; take one with `retrace snapshot`");
-        return Ok(REFUSED);
     } else {
         for s in &log {
             println!(
@@ -86,7 +86,8 @@ pub fn diff(ws: &Workspace, a: &str, b: Option<&str>, json: bool) -> Result<u8> 
             println!("D {p}");
         }
     }
-    Ok(if d.is_empty() { REFUSED } else { OK })
+    // No differences is an answer, not a refusal.
+    Ok(OK)
 }
 
 /// `retrace restore`.
