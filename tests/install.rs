@@ -453,3 +453,24 @@ fn install_from_a_subfolder_writes_at_the_workspace_root() {
     );
     assert!(!settings.exists() || commands(&settings).is_empty());
 }
+
+/// An unknown agent is a usage error (exit 2) naming the supported ones; `install pi` and
+/// `install omp` say how to install the Pi extension and write nothing.
+#[test]
+fn unknown_agents_are_usage_errors_and_pi_gets_directions() {
+    let env = Env::new();
+    let o = run_in(&env, RETRACE, &["install", "vim"]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("claude-code"), "{}", stderr(&o));
+    for agent in ["pi", "omp"] {
+        let o = run_in(&env, RETRACE, &["install", agent]);
+        assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains("pi install "), "{}", stdout(&o));
+        assert!(stdout(&o).contains("omp plugin install "), "{}", stdout(&o));
+    }
+    let names: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(names.is_empty(), "something was written: {names:?}");
+}

@@ -261,7 +261,22 @@ const USAGE: u8 = 2;
 const STILL_BROKEN: u8 = 4;
 
 /// The `result` of `--json` and the exit code of a command that failed with `e`.
+/// A mistake in how a command was called (an unknown name, a malformed argument): exit 2.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
 fn classify(e: &anyhow::Error) -> (&'static str, u8) {
+    if e.downcast_ref::<Usage>().is_some() {
+        return ("usage", USAGE);
+    }
     match e.downcast_ref::<Error>() {
         Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. }) => {
             ("refused", REFUSED)

@@ -58,8 +58,35 @@ pub fn hook(agent: &str) -> u8 {
 pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<u8> {
     use retrace::protocol::hooks::Agent;
     use retrace::protocol::install::{self, Target};
-    let agent = Agent::from_name(agent)
-        .ok_or_else(|| anyhow::anyhow!("unknown agent {agent:?}; supported: {}", Agent::names()))?;
+    if matches!(agent, "pi" | "omp" | "oh-my-pi") {
+        // Pi runs retrace through its extension, which its own package manager installs.
+        let adapter = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/pi");
+        let path = if adapter.is_dir() {
+            adapter.display().to_string()
+        } else {
+            "<the retrace repository>/adapters/pi".to_string()
+        };
+        if add {
+            println!(
+                "Pi and Oh-My-Pi use retrace through an extension, not hooks; nothing was \
+                 written. Install it with `pi install {path}` (Pi) or `omp plugin install \
+                 {path}` (Oh-My-Pi), then restart the agent and type /undo after a turn."
+            );
+        } else {
+            println!(
+                "Pi and Oh-My-Pi use retrace through an extension, not hooks; nothing was \
+                 changed. Remove the extension with the agent's own package commands."
+            );
+        }
+        return Ok(crate::REFUSED);
+    }
+    let agent = Agent::from_name(agent).ok_or_else(|| {
+        crate::Usage(format!(
+            "unknown agent {agent:?}; supported: {} (Pi and Oh-My-Pi: `retrace install pi` \
+             says how to install their extension)",
+            Agent::names()
+        ))
+    })?;
     // The workspace root, as every other command resolves it (not a subfolder of it).
     let project =
         retrace::home::resolve_root(&dir.cloned().unwrap_or_else(|| PathBuf::from(".")))?.path;
