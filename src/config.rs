@@ -119,6 +119,22 @@ fn parse_days(s: &str) -> Option<f64> {
 }
 
 /// A non-negative integer, optionally with a byte unit: `500000`, `500MB`, `2GiB`, `1.5G`.
+/// A byte count as a setting is written: the largest binary unit that divides it exactly
+/// (`2 GiB`, `512 MiB`), else bytes (`1000 B`). `parse_bytes` reads it back.
+fn bytes_text(n: u64) -> String {
+    for (unit, size) in [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ] {
+        if n >= size && n.is_multiple_of(size) {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} B")
+}
+
 fn parse_bytes(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s
@@ -166,17 +182,18 @@ pub fn user_file() -> Option<PathBuf> {
 impl Settings {
     /// Every setting as (name, value, source), for display.
     #[must_use]
-    pub fn rows(&self) -> Vec<(&'static str, String, &Source)> {
+    pub fn rows<'s>(&'s self) -> Vec<(&'static str, String, &'s Source)> {
         fn row<'s, T: fmt::Debug>(
             n: &'static str,
             s: &'s Setting<T>,
         ) -> (&'static str, String, &'s Source) {
             (n, format!("{:?}", s.value), &s.source)
         }
+        let bytes = |n: &'static str, s: &'s Setting<u64>| (n, bytes_text(s.value), &s.source);
         vec![
             row("retention_days", &self.retention_days),
-            row("max_store_bytes", &self.max_store_bytes),
-            row("max_total_bytes", &self.max_total_bytes),
+            bytes("max_store_bytes", &self.max_store_bytes),
+            bytes("max_total_bytes", &self.max_total_bytes),
             row("max_turns", &self.max_turns),
             row("max_sessions", &self.max_sessions),
             row("max_workspaces", &self.max_workspaces),
@@ -364,6 +381,31 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_settings_are_shown_in_units_that_read_back() {
+        for n in [
+            0,
+            1,
+            1000,
+            1024,
+            2 << 30,
+            10 << 30,
+            512 << 20,
+            (2 << 30) + 1,
+        ] {
+            let text = bytes_text(n);
+            assert_eq!(parse_bytes(&text), Some(n), "{text}");
+        }
+        assert_eq!(bytes_text(2 << 30), "2 GiB");
+        let s = Settings::default();
+        let row = s
+            .rows()
+            .into_iter()
+            .find(|r| r.0 == "max_store_bytes")
+            .unwrap();
+        assert_eq!(row.1, "2 GiB");
+    }
 
     #[test]
     fn values_parse_or_are_ignored_with_a_warning() {
