@@ -425,19 +425,24 @@ fn each_binary_names_itself_in_its_version() {
     }
 }
 
+/// Asserts the command `args` exited 0, showing its output if not.
+fn exits_0(o: &std::process::Output, args: &[&str]) {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}: {}{}",
+        stdout(o),
+        stderr(o)
+    );
+}
+
 /// `log` on a fresh project is an empty answer, not a refusal: exit 0 in text and JSON alike.
 #[test]
 fn log_of_a_fresh_project_succeeds_in_text_and_json() {
     let env = Env::new();
     for args in [&["log"][..], &["log", "--json"]] {
         let o = env.run(RETRACE, args);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{args:?}: {}{}",
-            stdout(&o),
-            stderr(&o)
-        );
+        exits_0(&o, args);
     }
 }
 
@@ -456,12 +461,6 @@ fn a_diff_with_no_changes_succeeds() {
             args.push("--json");
         }
         let o = env.run(RETRACE, &args);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{args:?}: {}{}",
-            stdout(&o),
-            stderr(&o)
-        );
+        exits_0(&o, &args);
     }
 }

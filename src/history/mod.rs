@@ -316,16 +316,18 @@ impl Session {
         Ok(self.pending_refusal(&self.load()?))
     }
 
+    /// The lease of this session's turn `n`, if one can be read (`Err`: a record that does
+    /// not decode, which callers treat as "uncertain").
+    fn lease(&self, n: u64) -> Option<Result<crate::lease::LeaseRecord, String>> {
+        let tx = self.ws.store().begin_read().ok()?;
+        db::lease(&tx, &self.key, n).ok().flatten()
+    }
+
     /// `busy` while a turn is pending and its owner may be alive; None when nothing is
     /// pending or its owner is certainly gone (the caller then cleans the turn up).
     fn pending_refusal(&self, l: &Loaded) -> Option<Outcome> {
         let n = l.state.pending?;
-        let lease = self
-            .ws
-            .store()
-            .begin_read()
-            .ok()
-            .and_then(|tx| db::lease(&tx, &self.key, n).ok().flatten());
+        let lease = self.lease(n);
         let detail =
             match lease.map(|r| r.map(|r| (crate::lease::liveness(&r, self.ws.home()), r.pid))) {
                 Some(Ok((crate::lease::Liveness::Dead, _))) => return None,

@@ -276,16 +276,9 @@ impl Session {
         else {
             return Ok(None);
         };
-        let owner_alive = self
-            .ws
-            .store()
-            .begin_read()
-            .ok()
-            .and_then(|tx| db::lease(&tx, &self.key, p).ok().flatten())
-            .and_then(Result::ok)
-            .is_some_and(|r| {
-                crate::lease::liveness(&r, self.ws.home()) == crate::lease::Liveness::Alive
-            });
+        let owner_alive = self.lease(p).and_then(Result::ok).is_some_and(|r| {
+            crate::lease::liveness(&r, self.ws.home()) == crate::lease::Liveness::Alive
+        });
         Ok(Some(Superseded {
             turn: p,
             before,
@@ -533,14 +526,7 @@ impl Session {
         let Some(t) = l.turn(p).cloned() else {
             return Ok(l);
         };
-        let pid = self
-            .ws
-            .store()
-            .begin_read()
-            .ok()
-            .and_then(|tx| db::lease(&tx, &self.key, p).ok().flatten())
-            .and_then(Result::ok)
-            .map_or(0, |r| r.pid);
+        let pid = self.lease(p).and_then(Result::ok).map_or(0, |r| r.pid);
         // What the dead turn did cannot be told from what anyone did after it died: the
         // only after-state it can prove is "nothing changed" (the disk still equals its
         // before-snapshot, and nothing else was recorded since). Otherwise it becomes
