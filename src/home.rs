@@ -10,20 +10,25 @@ use crate::error::StoreError;
 /// The retrace home directory from the environment.
 #[must_use]
 pub fn default_home() -> PathBuf {
+    default_home_and_source().0
+}
+
+/// [`default_home`] and where it came from: `RETRACE_HOME`, `XDG_STATE_HOME` or `HOME`.
+#[must_use]
+pub fn default_home_and_source() -> (PathBuf, &'static str) {
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
     if let Some(h) = env("RETRACE_HOME") {
-        return h;
+        return (h, "RETRACE_HOME");
     }
     if let Some(x) = env("XDG_STATE_HOME") {
-        return x.join("retrace");
+        return (x.join("retrace"), "XDG_STATE_HOME");
     }
-    env("HOME")
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
-        .join(".local/state/retrace")
+    let home = env("HOME").unwrap_or_else(|| PathBuf::from("/tmp"));
+    (home.join(".local/state/retrace"), "HOME")
 }
 
 /// The workspace id: the first 32 hex digits of `blake3(canonical root path)`.

@@ -63,8 +63,8 @@ pub use config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS};
 pub use diff::Diff;
 pub use error::{CaptureError, Error, RestoreError, StoreError};
 pub use history::{
-    BeforeStatus, LogEntry, Mode, OpOptions, Outcome, Report, Session, SessionLog, SessionStatus,
-    Turn, TurnState, TurnSummary,
+    BeforeStatus, LogEntry, Lookup, Mode, OpOptions, Outcome, Report, Session, SessionInfo,
+    SessionLog, SessionStatus, Turn, TurnState, TurnSummary,
 };
 pub use maintainer::Maintainer;
 pub use object::ObjectId;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::capture::Capture;
 use crate::error::{Error, RestoreError};
 use crate::history::db::SessionKey;
-use crate::history::{Runtime, Session, SessionOp};
+use crate::history::{Lookup, Runtime, Session, SessionInfo, SessionOp};
 use crate::maintainer::Maintainer;
 use crate::object::ObjectId;
 use crate::progress::{NoProgress, Progress};
@@ -173,6 +173,34 @@ impl Workspace {
     #[must_use]
     pub fn session(&self, id: &str) -> Session {
         Session::open(&self.wc, &self.runtimes, id, false)
+    }
+
+    /// Every session of the workspace, most recently used first
+    /// ([`crate::history::list::list`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read.
+    pub fn sessions(&self) -> Result<Vec<SessionInfo>, Error> {
+        crate::history::list::list(&self.wc)
+    }
+
+    /// The session a person named: its host id, or a unique prefix of its key
+    /// ([`crate::history::list::find`]).
+    ///
+    /// # Errors
+    /// As [`Workspace::sessions`].
+    pub fn find_session(&self, query: &str) -> Result<Lookup, Error> {
+        crate::history::list::find(&self.wc, query)
+    }
+
+    /// The session `info` describes (found by [`Workspace::sessions`] or
+    /// [`Workspace::find_session`]).
+    #[must_use]
+    pub fn session_of(&self, info: &SessionInfo) -> Session {
+        match &info.name {
+            Some(name) => self.session(name),
+            None => Session::open_key(&self.wc, &self.runtimes, info.key, false),
+        }
     }
 
     /// A subagent's session: it captures nothing and writes no history (its edits land in

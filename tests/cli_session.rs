@@ -51,7 +51,7 @@ fn an_adapter_session_through_the_cli() {
 
     // A round anchor names its turn but no snapshot of its own.
     let (v, code) = json(&env, &["navigate", "tool-1"]);
-    assert_eq!(code, 3);
+    assert_eq!(code, 2, "a name that is no snapshot is a usage error");
     assert!(
         v["message"].as_str().unwrap().contains("inside turn 1"),
         "{v}"
@@ -152,12 +152,16 @@ fn an_adapter_session_through_the_cli() {
     json(&env, &["navigate", "by hand"]);
     assert!(env.path("README").exists());
     let o = env.run(RETRACE, &["--session", "chat-42", "navigate", "nowhere"]);
-    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown anchor is a usage error"
+    );
     assert!(stderr(&o).contains("nowhere"), "{}", stderr(&o));
     let (v, code) = json(&env, &["navigate", "nowhere"]);
     assert_eq!(
         (v["result"].as_str(), v["ok"].as_bool(), code),
-        (Some("error"), Some(false), 3)
+        (Some("usage"), Some(false), 2)
     );
     assert!(v["message"].as_str().unwrap().contains("nowhere"));
 
@@ -223,7 +227,7 @@ fn bad_modes_are_refused_by_the_parser() {
     let o = env.run(RETRACE, &["undo", "--mode", "everything"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("both, files or conversation"),
+        stderr(&o).contains("[possible values: both, files, conversation]"),
         "{}",
         stderr(&o)
     );

@@ -237,7 +237,7 @@ fn the_cap_drops_the_oldest_turns_first() {
     }
     let log = s.log().unwrap();
     let kept: Vec<u64> = log.entries.iter().map(|e| e.number).collect();
-    assert_eq!(kept, [3, 4, 5]);
+    assert_eq!(kept, [5, 4, 3], "newest first");
     // Undo walks back over what is kept, then says the rest was dropped.
     for _ in 0..3 {
         assert!(s.undo(Mode::Both).unwrap().is_success());
@@ -571,12 +571,13 @@ fn a_dead_agents_turn_left_pending_never_takes_the_next_prompts_disk() {
     let s = ws.session("s");
     turn(&s, "m2", "two", || env.write("two", "2"));
     let log = s.log().unwrap();
+    // Newest first: the dead turn is the second entry.
     assert_eq!(
-        log.entries[0].state,
+        log.entries[1].state,
         Some(TurnState::ConversationOnly),
         "{log:?}"
     );
-    let reason = log.entries[0].reason.as_deref().unwrap_or_default();
+    let reason = log.entries[1].reason.as_deref().unwrap_or_default();
     assert!(reason.contains("owner died"), "{reason}");
     s.undo(Mode::Files).unwrap();
     let o = s.undo(Mode::Files).unwrap();

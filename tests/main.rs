@@ -37,6 +37,7 @@ mod retention;
 mod runtime_state;
 mod secrets;
 mod serve;
+mod sessions;
 mod unstable;
 mod vanish;
 mod verify;

@@ -230,7 +230,9 @@ fn the_models_undo_during_its_turn_puts_back_what_the_turn_changed_so_far() {
     run(&["--session", "m", "turn", "end"]);
     let o = env.run(RETRACE, &["--session", "m", "log", "--json"]);
     let log: Value = serde_json::from_str(&common::stdout(&o)).unwrap();
-    assert_eq!(log["entries"][1]["counts"], json!([0, 1, 0]), "{log}");
+    // Newest first: turn 2 is the first entry.
+    assert_eq!(log["entries"][0]["number"], 2, "{log}");
+    assert_eq!(log["entries"][0]["counts"], json!([0, 1, 0]), "{log}");
     // After the turn, undo undoes the newest finished turn; refusals are errors.
     let (t, err) = m.call("undo", json!({}));
     assert!(!err && t.contains("restored"), "{t}");

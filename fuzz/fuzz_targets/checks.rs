@@ -141,6 +141,7 @@ pub fn history(data: &[u8]) {
         checkpoints,
         ops: ops.len() as u64,
         exists: true,
+        name: None,
     };
     let applied = loaded.applied();
     assert!(applied.len() <= loaded.turns.len() + 1);

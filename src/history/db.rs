@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use super::record::{
-    CheckpointRecord, HISTORY_VERSION, Op, OpRecord, SessionRecord, TurnRecord, TurnState, decode,
-    encode,
+    CheckpointRecord, HISTORY_VERSION, Op, OpRecord, SessionName, SessionRecord, TurnRecord,
+    TurnState, decode, encode,
 };
 use super::state::SessionState;
 use crate::error::StoreError;
@@ -60,6 +60,8 @@ pub struct Loaded {
     pub ops: u64,
     /// Whether the session has any record.
     pub exists: bool,
+    /// The host's name of the session, when kept.
+    pub name: Option<String>,
 }
 
 impl Loaded {
@@ -100,6 +102,7 @@ pub fn load(tx: &ReadTx, key: &SessionKey) -> Result<Loaded, StoreError> {
         checkpoints: of_session(tx, Rows::Checkpoints, key)?,
         ops: ops.len() as u64,
         exists: tx.session(&key.0)?.is_some(),
+        name: name(tx, key).ok().flatten().map(|n| n.name),
     })
 }
 
@@ -144,6 +147,17 @@ pub fn sessions(tx: &ReadTx) -> Result<Vec<(SessionKey, SessionRecord)>, StoreEr
         .into_iter()
         .map(|(k, v)| Ok((SessionKey(k), decode(&v).map_err(&b)?)))
         .collect()
+}
+
+/// The name record of a session, if it has one.
+///
+/// # Errors
+/// As [`load`].
+pub fn name(tx: &ReadTx, key: &SessionKey) -> Result<Option<SessionName>, StoreError> {
+    let b = bad(tx.path());
+    tx.row(Rows::Names, &key.0, 0)?
+        .map(|v| decode(&v).map_err(&b))
+        .transpose()
 }
 
 /// The lease of a session's turn, if any: `Err` holds why a record could not be read (a
@@ -194,6 +208,29 @@ impl<'a> Writer<'a> {
 
     fn bad(&self) -> impl Fn(String) -> StoreError + '_ {
         bad(self.tx.path())
+    }
+
+    /// Keeps `name` (and `agent`, when given) as the session's name record, unless it holds
+    /// them already.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn name(&self, name: &str, agent: Option<&str>) -> Result<(), StoreError> {
+        let old = self.tx.row(Rows::Names, &self.key.0, 0)?;
+        let old: Option<SessionName> = old.and_then(|v| decode(&v).ok());
+        let agent = agent.map(str::to_string);
+        if old
+            .as_ref()
+            .is_some_and(|o| o.name == name && (agent.is_none() || o.agent == agent))
+        {
+            return Ok(());
+        }
+        let rec = SessionName {
+            version: HISTORY_VERSION,
+            name: name.to_string(),
+            agent: agent.or_else(|| old.and_then(|o| o.agent)),
+        };
+        self.tx.put_row(Rows::Names, &self.key.0, 0, &encode(&rec))
     }
 
     /// Re-reads the session inside this transaction (the truth for a check-then-write).
@@ -326,7 +363,13 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn delete_session(&self) -> Result<(), StoreError> {
-        for table in [Rows::Turns, Rows::Checkpoints, Rows::Oplog, Rows::Leases] {
+        for table in [
+            Rows::Turns,
+            Rows::Checkpoints,
+            Rows::Oplog,
+            Rows::Leases,
+            Rows::Names,
+        ] {
             self.tx.remove_rows_through(table, &self.key.0, u64::MAX)?;
         }
         self.tx.remove_session(&self.key.0)

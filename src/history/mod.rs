@@ -30,6 +30,7 @@
 //! ```
 
 pub mod db;
+pub mod list;
 pub mod liveness;
 mod navigate;
 mod outcome;
@@ -53,6 +54,7 @@ use crate::store::WriteTx;
 use crate::store::now_ms;
 use crate::working_copy::{Exclusive, WorkingCopy};
 use db::{Loaded, SessionKey, Writer};
+pub use list::{Lookup, SessionInfo};
 pub use outcome::{Outcome, Report};
 use record::{CheckpointRecord, HISTORY_VERSION, MAX_ANCHOR_BYTES, Op, truncate};
 pub use record::{Mode, TurnState};
@@ -119,6 +121,11 @@ pub struct Session {
     rt: Arc<Runtime>,
     /// The process that owns the turns this handle begins (see [`crate::lease`]).
     owner: u32,
+    /// The host's id of the session, kept with it on its first write (None: opened by key,
+    /// a session from before names were kept).
+    name: Option<Arc<str>>,
+    /// The agent that opened it, kept with the name.
+    agent: Option<Arc<str>>,
 }
 
 /// One line of a session's log.
@@ -158,6 +165,8 @@ pub struct LogEntry {
 pub struct SessionStatus {
     /// First 16 hex digits of the session key.
     pub session: String,
+    /// The host's id of the session, when known.
+    pub name: Option<String>,
     /// Whether this is a subagent session (no history).
     pub subagent: bool,
     /// Turns kept.
@@ -183,7 +192,7 @@ pub struct SessionStatus {
 pub struct SessionLog {
     /// The status.
     pub status: SessionStatus,
-    /// Turns and checkpoints, oldest first.
+    /// Turns and checkpoints, newest first (as every log of retrace, git and jj).
     pub entries: Vec<LogEntry>,
 }
 
@@ -233,7 +242,18 @@ impl Session {
     /// The session keyed by the host's session id `id` in `wc`, sharing in-process state
     /// with the other handles opened through `runtimes` ([`crate::Workspace::session`]).
     pub(crate) fn open(wc: &WorkingCopy, runtimes: &Runtimes, id: &str, subagent: bool) -> Session {
-        let key = db::session_key(id);
+        let mut s = Session::open_key(wc, runtimes, db::session_key(id), subagent);
+        s.name = Some(id.into());
+        s
+    }
+
+    /// The session with key `key` (one [`list`] found), whatever its name.
+    pub(crate) fn open_key(
+        wc: &WorkingCopy,
+        runtimes: &Runtimes,
+        key: SessionKey,
+        subagent: bool,
+    ) -> Session {
         let (rt, new) = {
             let mut map = runtimes.lock().unwrap_or_else(PoisonError::into_inner);
             let new = !map.contains_key(&key);
@@ -261,6 +281,8 @@ impl Session {
             subagent,
             rt,
             owner: std::process::id(),
+            name: None,
+            agent: None,
         }
     }
 
@@ -288,6 +310,9 @@ impl Session {
         }
         self.ws.store().transact(|tx| {
             let w = Writer::new(tx, self.key)?;
+            if let Some(name) = &self.name {
+                w.name(name, self.agent.as_deref())?;
+            }
             let s = w.state()?;
             f(&w, &s)
         })
@@ -350,6 +375,20 @@ impl Session {
                 ),
             };
         Some(Outcome::Busy { detail })
+    }
+
+    /// The same handle, recording `agent` (`claude-code`, `pi`, …) as the agent that opened
+    /// the session (`retrace sessions` shows it).
+    #[must_use]
+    pub fn for_agent(mut self, agent: &str) -> Session {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// The host's id of the session, when this handle was opened by it.
+    #[must_use]
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
     /// The same handle, with turns it begins owned by process `pid` (an agent that runs
@@ -483,6 +522,11 @@ impl Session {
             && !self.subagent;
         SessionStatus {
             session: self.id(),
+            name: self
+                .name
+                .as_deref()
+                .map(str::to_string)
+                .or_else(|| l.name.clone()),
             subagent: self.subagent,
             turns: l.turns.len(),
             checkpoints: l.checkpoints.len(),
@@ -503,7 +547,7 @@ impl Session {
         Ok(self.status_of(&self.load()?))
     }
 
-    /// The session's turns and checkpoints, oldest first, with what each changed.
+    /// The session's turns and checkpoints, newest first, with what each changed.
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read.
@@ -545,7 +589,7 @@ impl Session {
                 undone: false,
             }))
             .collect();
-        entries.sort_by_key(|e| e.time_ms);
+        entries.sort_by_key(|e| std::cmp::Reverse(e.time_ms));
         Ok(SessionLog {
             status: self.status_of(&l),
             entries,

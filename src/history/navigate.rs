@@ -113,6 +113,21 @@ impl Session {
         ))
     }
 
+    /// The snapshot recorded at `anchor` (as [`Session::navigate`] names them), for commands
+    /// that take a snapshot id (`retrace diff turn:1`).
+    ///
+    /// # Errors
+    /// [`Error::Anchor`] when the anchor names no kept snapshot; [`Error::Store`].
+    pub fn snapshot_at(&self, anchor: &str) -> Result<ObjectId, Error> {
+        let t = Session::resolve(&self.load()?, anchor)?;
+        t.snapshot.ok_or_else(|| Error::Anchor {
+            anchor: anchor.to_string(),
+            reason: t
+                .reason
+                .unwrap_or_else(|| "it has no snapshot of the files".into()),
+        })
+    }
+
     /// Restores the workspace to the exact snapshot recorded at `anchor`: a host anchor of
     /// any turn's start or end, `turn:N` (after), `turn:N:before`, `checkpoint:N` or a
     /// checkpoint label. The disk must equal the last snapshot the session (or the

@@ -160,7 +160,17 @@ impl Outcome {
     /// One line for the user.
     #[must_use]
     pub fn message(&self) -> String {
-        let turn = |t: &Option<u64>| t.map_or_else(String::new, |t| format!("turn {t}: "));
+        self.message_at(None)
+    }
+
+    /// [`Outcome::message`] of a navigation, naming where it went (`checkpoint:1`) instead
+    /// of the turn its cursor is at.
+    #[must_use]
+    pub fn message_at(&self, target: Option<&str>) -> String {
+        let turn = |t: &Option<u64>| match target {
+            Some(name) => format!("{name}: "),
+            None => t.map_or_else(String::new, |t| format!("turn {t}: ")),
+        };
         match self {
             Outcome::Restored {
                 turn: t,

@@ -83,6 +83,19 @@ pub enum TurnState {
     Expired,
 }
 
+impl TurnState {
+    /// Its name, as JSON spells it (`conversation_only`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            TurnState::Pending => "pending",
+            TurnState::Complete => "complete",
+            TurnState::ConversationOnly => "conversation_only",
+            TurnState::Expired => "expired",
+        }
+    }
+}
+
 /// Paths a turn added, modified and deleted. Encoded (in records and in JSON alike) as the
 /// triple `[added, modified, deleted]`, as it always was.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -178,6 +191,18 @@ pub struct SessionRecord {
     pub created_ms: u64,
     /// Unix milliseconds of the last operation.
     pub touched_ms: u64,
+}
+
+/// What the host calls a session, kept beside its key so that people can name it back
+/// (`retrace sessions`, `--session NAME`). Sessions from before names were kept have none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionName {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// The host's session id (its key is the hash of exactly this).
+    pub name: String,
+    /// The agent that opened it (`claude-code`, `codex`, `gemini`, `pi`), when it said.
+    pub agent: Option<String>,
 }
 
 /// One entry of a session's op log. The cursor, the redo stack and the last known snapshot

@@ -322,7 +322,7 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         _ => Workspace::open(Path::new(cwd), config).inspect(|ws| remembered.set(ws.root())),
     }
     .map_err(|e| e.to_string())?;
-    let session = ws.session(id).owned_by(agent_pid());
+    let session = ws.session(id).for_agent(agent.name()).owned_by(agent_pid());
     // Each event runs its operations holding the turn it begins, for this event only.
     let mut turn = None;
     let mut cx = Context::new(&session, &mut turn);
@@ -402,7 +402,7 @@ fn log(agent: Agent, cx: &mut Context<'_>) -> Result<HookOutput, String> {
         if log.status.can_undo { "yes" } else { "no" },
         if log.status.can_redo { "yes" } else { "no" }
     )];
-    for e in log.entries.iter().rev().take(10) {
+    for e in log.entries.iter().take(10) {
         let text = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
         lines.push(format!(
             "{} {}: +{} ~{} -{} {}",

@@ -95,7 +95,7 @@ impl McpServer {
             "{} turn(s); can undo: {}; can redo: {}",
             l.status.turns, l.status.can_undo, l.status.can_redo
         )];
-        for e in l.entries.iter().rev().take(20) {
+        for e in l.entries.iter().take(20) {
             let t = e.text.as_deref().unwrap_or("").lines().next().unwrap_or("");
             lines.push(format!(
                 "{}:{} +{} ~{} -{} {t}",

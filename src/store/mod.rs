@@ -595,14 +595,22 @@ impl Store {
                 .map_err(|x| e(x.into()))?;
             if let Some(rec) = snapshot {
                 let mut snaps = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
-                let next = snaps
-                    .last()
-                    .map_err(|x| e(x.into()))?
-                    .map_or(1, |(k, _)| k.value() + 1);
-                let bytes = postcard::to_allocvec(rec).expect("encoding plain data cannot fail");
-                snaps
-                    .insert(next, bytes.as_slice())
-                    .map_err(|x| e(x.into()))?;
+                let last = snaps.last().map_err(|x| e(x.into()))?.map(|(k, v)| {
+                    let same = postcard::from_bytes::<SnapshotRecord>(v.value()).is_ok_and(|l| {
+                        l.root == rec.root && (rec.label.is_none() || l.label == rec.label)
+                    });
+                    (k.value(), same)
+                });
+                // A snapshot equal to the newest one, with no new label, adds no row: the
+                // log lists what changed, not every time someone asked.
+                if !last.is_some_and(|(_, same)| same) {
+                    let next = last.map_or(1, |(k, _)| k + 1);
+                    let bytes =
+                        postcard::to_allocvec(rec).expect("encoding plain data cannot fail");
+                    snaps
+                        .insert(next, bytes.as_slice())
+                        .map_err(|x| e(x.into()))?;
+                }
             }
             if let Some(root) = last_known {
                 meta.insert(META_LAST_KNOWN, root.0.as_slice())

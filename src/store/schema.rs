@@ -27,6 +27,11 @@ pub const CHECKPOINTS: TableDefinition<(&[u8; 32], u64), &[u8]> =
 /// `oplog`: (session key, sequence number) → postcard [`crate::history::record::OpRecord`].
 pub const OPLOG: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("oplog");
 
+/// `session_names`: (session key, 0) → postcard [`crate::history::record::SessionName`]: the
+/// host's name of the session (the number is always 0; the table is keyed as the other
+/// per-session tables so that they share their code).
+pub const SESSION_NAMES: TableDefinition<(&[u8; 32], u64), &[u8]> =
+    TableDefinition::new("session_names");
 /// `leases`: (session key, turn number) → postcard [`crate::lease::LeaseRecord`]: the owner of
 /// a pending turn.
 pub const LEASES: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("leases");

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use redb::{ReadableTable, TableDefinition, TableError};
 
-use super::schema::{CHECKPOINTS, JOURNAL, LEASES, OPLOG, SESSIONS, TURNS};
+use super::schema::{CHECKPOINTS, JOURNAL, LEASES, OPLOG, SESSION_NAMES, SESSIONS, TURNS};
 use crate::error::StoreError;
 
 /// A session's key in the store (see [`crate::history::db::SessionKey`]).
@@ -26,6 +26,8 @@ pub enum Rows {
     Oplog,
     /// `leases`: turn number → lease record of a pending turn.
     Leases,
+    /// `session_names`: 0 → the session's name record.
+    Names,
 }
 
 type RowsDef = TableDefinition<'static, (&'static Key, u64), &'static [u8]>;
@@ -37,6 +39,7 @@ impl Rows {
             Rows::Checkpoints => CHECKPOINTS,
             Rows::Oplog => OPLOG,
             Rows::Leases => LEASES,
+            Rows::Names => SESSION_NAMES,
         }
     }
 }

@@ -271,6 +271,11 @@ fn quarantine(path: &Path) -> Result<PathBuf, Error> {
     })
 }
 
+/// The directory of the store of workspace `root` under the (canonical) retrace home.
+fn store_dir(home_dir: &Path, root: &Path) -> PathBuf {
+    home_dir.join("workspaces").join(home::workspace_id(root))
+}
+
 impl WorkingCopy {
     /// Opens the workspace containing `path` (the git toplevel when inside a git worktree,
     /// else `path` itself), creating its store on first use.
@@ -290,7 +295,7 @@ impl WorkingCopy {
                 source,
             })
         })?;
-        let dir = home_dir.join("workspaces").join(home::workspace_id(&root));
+        let dir = store_dir(&home_dir, &root);
         // (Where nothing is ever captured, a store inside changes nothing.)
         if dir.starts_with(&root) && refused.is_none() {
             return Err(Error::Workspace {
@@ -377,10 +382,7 @@ impl WorkingCopy {
             .home()
             .canonicalize()
             .unwrap_or_else(|_| config.home().to_path_buf());
-        Ok(home_dir
-            .join("workspaces")
-            .join(home::workspace_id(&root))
-            .join("store.redb"))
+        Ok(store_dir(&home_dir, &root).join("store.redb"))
     }
 
     /// What opening the workspace had to do that the user should know (a damaged store set

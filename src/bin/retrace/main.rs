@@ -20,9 +20,11 @@ struct Cli {
     /// Workspace directory (default: the current directory).
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// The agent's session id (turns, undo and redo are per session). `log` and `status`
-    /// show the session's turns when it is given. Empty means not given.
-    #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "ID")]
+    /// The session (one agent conversation) for turn, undo, redo, checkpoint, navigate, log,
+    /// status and snapshot names like turn:N: its name or a unique prefix of its key (see
+    /// `retrace sessions`). Without it, the one session with history is used. Empty means
+    /// not given.
+    #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
     session: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -32,24 +34,35 @@ struct Cli {
 enum Command {
     /// Capture the workspace now.
     Snapshot {
-        /// A label shown by `retrace log`.
-        #[arg(long)]
+        /// A label shown by `retrace log` (usable where a snapshot id is).
+        #[arg(value_name = "LABEL")]
         label: Option<String>,
+        /// The label, as an option (as `checkpoint --label`).
+        #[arg(long = "label", value_name = "LABEL", conflicts_with = "label")]
+        label_opt: Option<String>,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
     },
-    /// List snapshots, newest first.
+    /// List snapshots, newest first; with a session (`--session`, `RETRACE_SESSION`), its
+    /// turns and checkpoints instead.
     Log {
+        /// The workspace's snapshots (safety snapshots included) even when a session is set.
+        #[arg(long)]
+        snapshots: bool,
+        /// Show at most N entries (the newest).
+        #[arg(short = 'n', long = "max-count", value_name = "N")]
+        max: Option<usize>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Paths added, modified and deleted between two snapshots (or a snapshot and the disk).
     Diff {
-        /// From this snapshot (id or unique prefix of 8+ hex digits).
+        /// From this snapshot: id or unique prefix (8+ hex digits), label, or `turn:N`,
+        /// `turn:N:before`, `checkpoint:N` of the session.
         a: String,
-        /// To this snapshot (default: the disk).
+        /// To this snapshot, named the same ways (default: the disk).
         b: Option<String>,
         /// Print JSON.
         #[arg(long)]
@@ -57,7 +70,8 @@ enum Command {
     },
     /// Make the workspace's files equal to a snapshot.
     Restore {
-        /// Snapshot id or unique prefix.
+        /// The snapshot: id or unique prefix (8+ hex digits), label, or `turn:N`,
+        /// `turn:N:before`, `checkpoint:N` of the session.
         id: String,
         /// Restore even over changes not in any snapshot (they are snapshotted first).
         #[arg(long)]
@@ -69,8 +83,16 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Workspace root, store, snapshot count, exclusions and unsnapshotted changes.
+    /// Workspace root, store, snapshot count, exclusions and unsnapshotted changes; with a
+    /// session, its cursor, undo and redo first.
     Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The workspace's sessions (one per agent conversation), most recently used first: name,
+    /// agent, turns, last activity, and whether a turn is open.
+    Sessions {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -83,8 +105,8 @@ enum Command {
     /// Step back over the session's newest applied turn.
     Undo {
         /// What to restore.
-        #[arg(long, default_value = "both", value_parser = parse_mode)]
-        mode: Mode,
+        #[arg(long, value_enum, default_value_t = ModeArg::Both)]
+        mode: ModeArg,
         /// Overwrite paths edited since the turn (a safety snapshot keeps them first).
         #[arg(long)]
         force: bool,
@@ -103,8 +125,12 @@ enum Command {
     },
     /// Capture the workspace now as a labelled checkpoint of the session.
     Checkpoint {
-        /// Label (usable as an anchor for `navigate`).
+        /// Label (usable as an anchor for `navigate`, and where a snapshot id is).
+        #[arg(value_name = "LABEL")]
         label: Option<String>,
+        /// The label, as an option (as `snapshot --label`).
+        #[arg(long = "label", value_name = "LABEL", conflicts_with = "label")]
+        label_opt: Option<String>,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -115,8 +141,8 @@ enum Command {
         /// The anchor.
         anchor: String,
         /// What to restore.
-        #[arg(long, default_value = "both", value_parser = parse_mode)]
-        mode: Mode,
+        #[arg(long, value_enum, default_value_t = ModeArg::Both)]
+        mode: ModeArg,
         /// Restore even over changes not in any snapshot (they are snapshotted first).
         #[arg(long)]
         force: bool,
@@ -238,8 +264,25 @@ enum TurnAction {
     },
 }
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    s.parse()
+/// `--mode` of `undo` and `navigate`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    /// Files and conversation.
+    Both,
+    /// Only the files (the conversation stays).
+    Files,
+    /// Only the conversation (the files stay, and are checkpointed).
+    Conversation,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Both => Mode::Both,
+            ModeArg::Files => Mode::Files,
+            ModeArg::Conversation => Mode::Conversation,
+        }
+    }
 }
 
 /// Session id used when `--session` and `RETRACE_SESSION` are both absent.
@@ -273,18 +316,35 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// A refusal that is not a library outcome (nothing to act on): exit 1.
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 fn classify(e: &anyhow::Error) -> (&'static str, u8) {
     if e.downcast_ref::<Usage>().is_some() {
         return ("usage", USAGE);
+    }
+    if e.downcast_ref::<Refused>().is_some() {
+        return ("refused", REFUSED);
     }
     match e.downcast_ref::<Error>() {
         Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. }) => {
             ("refused", REFUSED)
         }
         Some(e) if e.is_busy() => ("busy", BUSY),
-        Some(Error::Store(retrace::StoreError::BadSnapshotId(_)) | Error::NoSuchOwner { .. }) => {
-            ("usage", USAGE)
-        }
+        Some(
+            Error::Store(retrace::StoreError::BadSnapshotId(_))
+            | Error::NoSuchOwner { .. }
+            | Error::Anchor { .. },
+        ) => ("usage", USAGE),
         _ => ("error", FAILED),
     }
 }
@@ -319,10 +379,32 @@ fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
     open_with(dir, Config::from_env())
 }
 
-/// For the commands that only read (`status`, `log`, `diff`): they answer at once while
-/// another process restores, saying so, instead of waiting for it.
-fn open_reading(dir: Option<&PathBuf>) -> Result<Workspace> {
-    open_with(dir, Config::from_env().for_reading())
+/// For the commands that only read (`status`, `log`, `diff`, `sessions`): they answer at
+/// once while another process restores, saying so, instead of waiting for it; and asking
+/// never creates a store: `Err(NoStore)` when the workspace has none yet.
+fn open_reading(dir: Option<&PathBuf>) -> Result<Result<Workspace, NoStore>> {
+    let config = Config::from_env().for_reading();
+    let path = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    let store = Workspace::locate_store(&path, &config)?;
+    if !store.exists() {
+        let root = retrace::home::resolve_root(&path)?;
+        return Ok(Err(NoStore {
+            root: root.path,
+            store,
+            refused: root.refused,
+        }));
+    }
+    open_with(dir, config).map(Ok)
+}
+
+/// A workspace with no store yet: what a read-only command answers from.
+pub struct NoStore {
+    /// The workspace root.
+    pub root: PathBuf,
+    /// Where its store will be.
+    pub store: PathBuf,
+    /// Why files are never snapshotted there, if they are not.
+    pub refused: Option<String>,
 }
 
 fn open_with(dir: Option<&PathBuf>, config: Config) -> Result<Workspace> {
@@ -332,22 +414,182 @@ fn open_with(dir: Option<&PathBuf>, config: Config) -> Result<Workspace> {
     Ok(ws)
 }
 
-fn session(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
-    session_of(open(cli_dir)?, id)
+/// How a command picks its session when `--session` names none, and what an unknown name
+/// means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// `undo`, `redo`, `navigate`, and `log`/`status` of a named session: a session with
+    /// history; an unknown name is a usage error.
+    History,
+    /// `turn end`, `turn round`: the one session with a turn open, else as `History`.
+    Open,
+    /// `checkpoint`, `turn begin`, `mcp`: as `History`, but a new name starts a session and,
+    /// with no session yet, the default one is used.
+    Create,
 }
 
-/// [`session`] for `status --session` and `log --session`, which only read.
-fn session_reading(cli_dir: Option<&PathBuf>, id: Option<&String>) -> Result<Session> {
-    session_of(open_reading(cli_dir)?, id)
+/// How much more recent (ms) the newest session must be than the next to be picked alone.
+const CLEARLY_NEWER_MS: u64 = 3600 * 1000;
+
+fn session(dir: Option<&PathBuf>, id: Option<&str>, pick: Pick) -> Result<Session> {
+    session_of(&open(dir)?, id, pick)
 }
 
-fn session_of(ws: Workspace, id: Option<&String>) -> Result<Session> {
+/// [`session`] for `log --session`, which only reads: None when the workspace has no
+/// store yet.
+fn session_reading(dir: Option<&PathBuf>, id: &str) -> Result<Option<Session>> {
+    match open_reading(dir)? {
+        Ok(ws) => session_of(&ws, Some(id), Pick::History).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// One line per session, for messages that list them.
+fn session_lines(list: &[retrace::SessionInfo]) -> String {
+    list.iter()
+        .map(|s| {
+            format!(
+                "\n  {}  ({} turn{}, last active {}{})",
+                s.shown(),
+                s.turns,
+                if s.turns == 1 { "" } else { "s" },
+                commands::format_time(s.touched_ms),
+                s.pending
+                    .map_or(String::new(), |n| format!(", turn {n} open"))
+            )
+        })
+        .collect()
+}
+
+/// The session `id` names (its host id or a unique key prefix) or, without one, the session
+/// this workspace's history makes obvious, saying on stderr which it took.
+fn session_of(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
     let shown = ws.warnings().len();
-    let s = ws.session(id.map_or(DEFAULT_SESSION, String::as_str));
+    let s = choose(ws, id, pick)?;
     for w in ws.warnings().iter().skip(shown) {
         eprintln!("retrace: warning: {w}");
     }
     Ok(s)
+}
+
+fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
+    use retrace::Lookup;
+    if let Some(id) = id {
+        return match ws.find_session(id)? {
+            Lookup::Found(info) => Ok(ws.session_of(&info)),
+            Lookup::Missing => {
+                // A new session (an adapter's first call, a checkpoint of one's own) answers
+                // as sessions without history do; a typo is told which ones exist.
+                let all = ws.sessions()?;
+                if pick != Pick::Create && !all.is_empty() {
+                    eprintln!(
+                        "retrace: note: no session {id:?} has history here; the sessions with \
+                         history (name one with --session, or a unique prefix of its key):{}",
+                        session_lines(&all)
+                    );
+                }
+                Ok(ws.session(id))
+            }
+            Lookup::Ambiguous(hits) => Err(Usage(format!(
+                "{id:?} is the start of several sessions' keys; give more of it:{}",
+                session_lines(&hits)
+            ))
+            .into()),
+        };
+    }
+    let all = ws.sessions()?;
+    match implied(&all, pick) {
+        Implied::Default => Ok(ws.session(DEFAULT_SESSION)),
+        Implied::One(info, why) => {
+            eprintln!("retrace: session {} ({why})", info.shown());
+            Ok(ws.session_of(info))
+        }
+        Implied::None => Err(Refused(format!(
+            "no session in {} has turns or checkpoints yet: nothing to do (an agent's turns \
+             appear here once its hooks run; see `retrace install`)",
+            ws.root().display()
+        ))
+        .into()),
+        Implied::Several(with) => Err(Usage(format!(
+            "{} sessions have history in {}; choose one with --session NAME (or a unique \
+             prefix of its key):{}",
+            with.len(),
+            ws.root().display(),
+            session_lines(&with)
+        ))
+        .into()),
+    }
+}
+
+/// The session a command without `--session` works on, given the workspace's sessions (most
+/// recently used first).
+#[derive(Debug)]
+enum Implied<'a> {
+    /// The default session (no session has history; the command may start one).
+    Default,
+    /// This one, for this reason.
+    One(&'a retrace::SessionInfo, String),
+    /// No session has history.
+    None,
+    /// Several have, none clearly the one: these.
+    Several(Vec<retrace::SessionInfo>),
+}
+
+fn implied(all: &[retrace::SessionInfo], pick: Pick) -> Implied<'_> {
+    let with: Vec<_> = all.iter().filter(|s| s.has_history()).collect();
+    if pick == Pick::Open
+        && let [one] = with
+            .iter()
+            .filter(|s| s.pending.is_some())
+            .collect::<Vec<_>>()[..]
+    {
+        return Implied::One(one, "the one with a turn open".into());
+    }
+    match with[..] {
+        [] if pick == Pick::Create => Implied::Default,
+        [] => Implied::None,
+        [one] => Implied::One(one, "the only one with history here".into()),
+        [newest, next, ..] if newest.touched_ms >= next.touched_ms + CLEARLY_NEWER_MS => {
+            Implied::One(
+                newest,
+                format!(
+                    "the most recent; `retrace sessions` lists the {} others",
+                    with.len() - 1
+                ),
+            )
+        }
+        _ => Implied::Several(with.into_iter().cloned().collect()),
+    }
+}
+
+/// A snapshot as every command that takes one names it: its id or a unique prefix (8+ hex
+/// digits), a snapshot's label, or, in the session (`--session`, or the one
+/// [`choose`] implies), `turn:N`, `turn:N:before`, `checkpoint:N`, a checkpoint label or a
+/// host anchor.
+fn snapshot_named(ws: &Workspace, sid: Option<&str>, name: &str) -> Result<retrace::ObjectId> {
+    if name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(ws.resolve(name)?);
+    }
+    let of_session = name.starts_with("turn:") || name.starts_with("checkpoint:");
+    if !of_session
+        && let Some(s) = ws
+            .log()?
+            .into_iter()
+            .find(|s| s.label.as_deref() == Some(name))
+    {
+        return Ok(s.root);
+    }
+    let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
+                --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
+    if !of_session && sid.is_none() && ws.sessions()?.iter().all(|s| !s.has_history()) {
+        return Err(Usage(format!("no snapshot {name:?}: {hint}")).into());
+    }
+    match choose(ws, sid, Pick::History)?.snapshot_at(name) {
+        Err(Error::Anchor { reason, .. }) => {
+            Err(Usage(format!("no snapshot {name:?}: {reason}; {hint}")).into())
+        }
+        r => Ok(r?),
+    }
 }
 
 /// Runs due maintenance once the command's work is recorded (never delays it: it skips when
@@ -372,14 +614,25 @@ fn run(cli: Cli) -> Result<u8> {
     // An empty `RETRACE_SESSION=` (or `--session ''`) means unset, as for any variable.
     let (dir, sid) = (
         cli.dir.as_ref(),
-        cli.session.as_ref().filter(|s| !s.is_empty()),
+        cli.session.as_deref().filter(|s| !s.is_empty()),
     );
+    // A `-C` that names no directory is a mistake in the call, like an unknown option.
+    if let Some(d) = dir
+        && !d.is_dir()
+        && !matches!(cli.command, Command::Hook { .. })
+    {
+        return Err(Usage(format!(
+            "-C {}: no such directory; pass an existing workspace directory",
+            d.display()
+        ))
+        .into());
+    }
     match cli.command {
         Command::Demo => demo::run(),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
         Command::Hook { agent } => Ok(agents::hook(&agent)),
-        Command::Mcp => agents::mcp(session(dir, sid)?),
+        Command::Mcp => agents::mcp(session(dir, sid, Pick::Create)?),
         Command::Install {
             agent,
             user,
@@ -409,26 +662,33 @@ fn run(cli: Cli) -> Result<u8> {
                 },
         } => {
             let owner = owner_pid.unwrap_or_else(std::os::unix::process::parent_id);
-            let s = session(dir, sid)?.owned_by(owner);
+            let s = session(dir, sid, Pick::Create)?.owned_by(owner);
             history::begin(&s, anchor, prompt, timeout_ms, json)
         }
         Command::Turn {
             action: TurnAction::End { anchor, json },
         } => {
-            let s = session(dir, sid)?;
+            let s = session(dir, sid, Pick::Open)?;
             let code = history::end(&s, anchor, json)?;
             maintain_later(s.workspace());
             Ok(code)
         }
         Command::Turn {
             action: TurnAction::Round { anchor },
-        } => history::round(&session(dir, sid)?, anchor),
+        } => history::round(&session(dir, sid, Pick::Open)?, anchor),
         Command::Undo { mode, force, json } => {
-            history::undo(&session(dir, sid)?, mode, force, json)
+            history::undo(&session(dir, sid, Pick::History)?, mode.into(), force, json)
         }
-        Command::Redo { force, json } => history::redo(&session(dir, sid)?, force, json),
-        Command::Checkpoint { label, json } => {
-            let s = session(dir, sid)?;
+        Command::Redo { force, json } => {
+            history::redo(&session(dir, sid, Pick::History)?, force, json)
+        }
+        Command::Checkpoint {
+            label,
+            label_opt,
+            json,
+        } => {
+            let label = label.or(label_opt);
+            let s = session(dir, sid, Pick::Create)?;
             let code = history::checkpoint(&s, label, json)?;
             maintain_later(s.workspace());
             Ok(code)
@@ -438,27 +698,126 @@ fn run(cli: Cli) -> Result<u8> {
             mode,
             force,
             json,
-        } => history::navigate(&session(dir, sid)?, &anchor, mode, force, json),
-        Command::Log { json } if sid.is_some() => history::log(&session_reading(dir, sid)?, json),
-        Command::Status { json } if sid.is_some() => {
-            history::status(&session_reading(dir, sid)?, json)
+        } => history::navigate(
+            &session(dir, sid, Pick::History)?,
+            &anchor,
+            mode.into(),
+            force,
+            json,
+        ),
+        Command::Sessions { json } => history::sessions(open_reading(dir)?.ok().as_ref(), json),
+        Command::Snapshot {
+            label,
+            label_opt,
+            json,
+        } => snapshot::snapshot(&open(dir)?, label.or(label_opt), json),
+        Command::Log {
+            snapshots,
+            max,
+            json,
+        } => match sid {
+            Some(id) if !snapshots => {
+                history::log(session_reading(dir, id)?.as_ref(), id, max, json)
+            }
+            _ => snapshot::log(open_reading(dir)?.as_ref(), max, json),
+        },
+        Command::Diff { a, b, json } => {
+            let ws = match open_reading(dir)? {
+                Ok(ws) => ws,
+                Err(none) => {
+                    return Err(Usage(format!(
+                        "no snapshot {a:?}: {} has no snapshots yet",
+                        none.root.display()
+                    ))
+                    .into());
+                }
+            };
+            let a = snapshot_named(&ws, sid, &a)?;
+            let b = b.map(|b| snapshot_named(&ws, sid, &b)).transpose()?;
+            snapshot::diff(&ws, &a, b.as_ref(), json)
         }
-        Command::Snapshot { label, json } => snapshot::snapshot(&open(dir)?, label, json),
-        Command::Log { json } => snapshot::log(&open_reading(dir)?, json),
-        Command::Diff { a, b, json } => snapshot::diff(&open_reading(dir)?, &a, b.as_deref(), json),
         Command::Restore {
             id,
             force,
             dry_run,
             json,
-        } => snapshot::restore(&open(dir)?, &id, force, dry_run, json),
-        Command::Status { json } => snapshot::status(&open_reading(dir)?, json),
+        } => {
+            let ws = open(dir)?;
+            let id = snapshot_named(&ws, sid, &id)?;
+            snapshot::restore(&ws, &id, force, dry_run, json)
+        }
+        Command::Status { json } => match (open_reading(dir)?, sid) {
+            (Ok(ws), Some(id)) => {
+                history::status(&ws, &session_of(&ws, Some(id), Pick::History)?, json)
+            }
+            (ws, _) => snapshot::status(ws.as_ref(), json),
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn info(
+        name: &str,
+        turns: usize,
+        touched_ms: u64,
+        pending: Option<u64>,
+    ) -> retrace::SessionInfo {
+        let key = retrace::history::db::SessionKey::of(name);
+        retrace::SessionInfo {
+            key,
+            id: key.short(),
+            name: Some(name.into()),
+            agent: None,
+            turns,
+            checkpoints: 0,
+            pending,
+            created_ms: 0,
+            touched_ms,
+        }
+    }
+
+    fn picked(all: &[retrace::SessionInfo], pick: Pick) -> String {
+        match implied(all, pick) {
+            Implied::Default => "default".into(),
+            Implied::One(s, _) => s.shown().into(),
+            Implied::None => "none".into(),
+            Implied::Several(v) => format!("several {}", v.len()),
+        }
+    }
+
+    #[test]
+    fn without_a_session_the_obvious_one_is_used_or_the_choice_refused() {
+        let hour = CLEARLY_NEWER_MS;
+        let empty = info("empty", 0, 9 * hour, None);
+        assert_eq!(picked(&[], Pick::History), "none");
+        assert_eq!(picked(std::slice::from_ref(&empty), Pick::History), "none");
+        assert_eq!(
+            picked(std::slice::from_ref(&empty), Pick::Create),
+            "default"
+        );
+        let a = info("a", 2, 5 * hour, None);
+        assert_eq!(picked(&[empty.clone(), a.clone()], Pick::History), "a");
+        // Two with history: the newest only when clearly newer.
+        let b_close = info("b", 1, 5 * hour - 1, None);
+        assert_eq!(
+            picked(&[a.clone(), b_close.clone()], Pick::History),
+            "several 2"
+        );
+        assert_eq!(
+            picked(&[a.clone(), b_close.clone()], Pick::Create),
+            "several 2"
+        );
+        let b_old = info("b", 1, 4 * hour, None);
+        assert_eq!(picked(&[a.clone(), b_old], Pick::History), "a");
+        // `turn end` takes the one with a turn open.
+        let c_open = info("c", 1, 5 * hour - 2, Some(2));
+        let all = [a, b_close, c_open];
+        assert_eq!(picked(&all, Pick::Open), "c");
+        assert_eq!(picked(&all, Pick::History), "several 3");
+    }
 
     /// README: exit codes 0 success, 1 refused, 2 usage or busy, 3 errors.
     #[test]

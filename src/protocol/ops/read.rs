@@ -21,7 +21,7 @@ impl Operation for StatusRequest {
     }
 }
 
-/// The session's turns and checkpoints, oldest first, with its status.
+/// The session's turns and checkpoints, newest first, with its status.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogRequest {}

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use retrace::Config;
 
 use super::print_json;
 use crate::OK;
@@ -16,17 +15,34 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
     for w in &warnings {
         eprintln!("retrace: warning: {w}");
     }
-    let home = Config::from_env().home().to_path_buf();
+    let (home, source) = retrace::home::default_home_and_source();
+    // The effective value: an unset runtime directory is the one under the home.
+    let runtime = match s.runtime_dir.value.as_str() {
+        "" => home.join("runtime").display().to_string(),
+        d => d.to_string(),
+    };
     if json {
         let mut v = serde_json::to_value(&s)?;
         v["home"] = serde_json::json!(home.display().to_string());
+        v["home_source"] = serde_json::json!(source);
+        v["runtime_dir"]["value"] = serde_json::json!(runtime);
         v["user_file"] =
             serde_json::json!(retrace::config::user_file().map(|p| p.display().to_string()));
         v["project_file"] = serde_json::json!(root.join(".retrace.toml").display().to_string());
         print_json(&v);
     } else {
-        println!("home              {} ", home.display());
+        let from = match source {
+            "RETRACE_HOME" => "from RETRACE_HOME",
+            "XDG_STATE_HOME" => "$XDG_STATE_HOME/retrace",
+            _ => "default: ~/.local/state/retrace",
+        };
+        println!("{:<17} {:<14} ({from})", "home", home.display());
         for (k, v, src) in s.rows() {
+            let v = if k == "runtime_dir" {
+                format!("{runtime:?}")
+            } else {
+                v
+            };
             println!("{k:<17} {v:<14} ({src})");
         }
         if let Some(u) = retrace::config::user_file() {

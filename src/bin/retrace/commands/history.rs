@@ -6,46 +6,66 @@ use std::time::Duration;
 use anyhow::Result;
 use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Report, Session, SessionLog};
 
-use super::format_time;
 use crate::progress::Bar;
 use crate::{BUSY, OK, REFUSED};
 
 /// Prints an outcome (JSON or one line plus details) and returns its exit code.
 pub fn report(o: &Outcome, json: bool) -> Result<u8> {
+    report_at(o, None, json)
+}
+
+/// [`report`] of a navigation to `target` (named in the first line instead of a turn).
+fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
     if json {
         println!("{}", serde_json::to_string(&Report::from(o))?);
     } else {
-        println!("{}", o.message());
         match o {
-            Outcome::Conflict { paths, .. } | Outcome::Dirty { paths, .. } => {
+            // The paths once, one per line (the one-line message lists them inline).
+            Outcome::Conflict { paths, count } | Outcome::Dirty { paths, count } => {
+                if matches!(o, Outcome::Conflict { .. }) {
+                    println!(
+                        "conflict: {count} path(s) changed since; nothing written; use --force \
+                         to overwrite them (a safety snapshot keeps them first):"
+                    );
+                } else {
+                    println!(
+                        "the workspace has {count} change(s) not in any snapshot; nothing \
+                         written; take a checkpoint first or use --force:"
+                    );
+                }
                 for p in paths {
                     println!("  {p}");
                 }
-            }
-            Outcome::Restored {
-                files_written,
-                files_deleted,
-                skipped,
-                safety_snapshot,
-                ..
-            } => {
-                for p in files_written {
-                    println!("  wrote {p}");
-                }
-                for p in files_deleted {
-                    println!("  deleted {p}");
-                }
-                for s in skipped {
-                    println!("  left alone {}: {}", s.path, s.reason);
-                }
-                if let Some(s) = safety_snapshot {
-                    println!(
-                        "  your overwritten edits are kept in snapshot {}",
-                        s.short()
-                    );
+                if *count > paths.len() {
+                    println!("  ... and {} more", count - paths.len());
                 }
             }
-            _ => {}
+            _ => println!("{}", o.message_at(target)),
+        }
+        if let Outcome::Restored {
+            files_written,
+            files_deleted,
+            skipped,
+            safety_snapshot,
+            ..
+        } = o
+        {
+            for p in files_written {
+                println!("  wrote {p}");
+            }
+            for p in files_deleted {
+                println!("  deleted {p}");
+            }
+            for s in skipped {
+                println!("  left alone {}: {}", s.path, s.reason);
+            }
+            if let Some(s) = safety_snapshot {
+                println!(
+                    "  your overwritten edits are kept in snapshot {0} (`retrace restore \
+                     {0}` brings them back; `retrace log --snapshots` lists it)",
+                    s.short()
+                );
+            }
         }
         if let Some(a) = o.anchor() {
             println!("conversation: move to {a}");
@@ -75,9 +95,34 @@ pub fn begin(
     timeout_ms: Option<u64>,
     json: bool,
 ) -> Result<u8> {
+    // Beginning over an open turn closes it without its own end: say how it was closed.
+    let open = s.status()?.pending;
     let turn = s.begin_turn(anchor, prompt)?;
     let wait = timeout_ms.map_or(Duration::from_secs(24 * 3600), Duration::from_millis);
     let before = turn.wait_before(wait)?;
+    if let Some(open) = open {
+        let old = s
+            .log()?
+            .entries
+            .into_iter()
+            .find(|e| e.kind == "turn" && e.number == open);
+        let how = match old {
+            Some(e) if e.state == Some(retrace::TurnState::Complete) => format!(
+                "it was ended where this one began ({})",
+                e.reason.as_deref().unwrap_or("no `turn end` came")
+            ),
+            Some(e) => format!(
+                "it is now conversation-only: undo of it moves only the conversation ({})",
+                e.reason.as_deref().unwrap_or("it never ended")
+            ),
+            None => "it is no longer kept".into(),
+        };
+        eprintln!(
+            "retrace: warning: turn {open} was still open when turn {} began; {how}. End each \
+             turn with `retrace turn end`.",
+            turn.number()
+        );
+    }
     if json {
         let mut v = serde_json::to_value(&before)?;
         v["turn"] = turn.number().into();
@@ -160,7 +205,17 @@ pub fn redo(s: &Session, force: bool, json: bool) -> Result<u8> {
 
 /// `retrace navigate`.
 pub fn navigate(s: &Session, anchor: &str, mode: Mode, force: bool, json: bool) -> Result<u8> {
-    with_bar(force, json, |opts| s.navigate_with(anchor, mode, opts))
+    let bar = Bar::new();
+    let o = s.navigate_with(
+        anchor,
+        mode,
+        OpOptions {
+            force,
+            progress: &bar,
+        },
+    )?;
+    drop(bar);
+    report_at(&o, Some(anchor), json)
 }
 
 /// Runs an operation that writes files with a progress bar, then prints its outcome.
@@ -186,75 +241,95 @@ pub fn checkpoint(s: &Session, label: Option<String>, json: bool) -> Result<u8> 
     report(&o, json)
 }
 
-/// `retrace log --session`.
-pub fn log(s: &Session, json: bool) -> Result<u8> {
-    let log: SessionLog = s.log()?;
+/// `retrace log --session`: newest first, at most `max` entries.
+pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Result<u8> {
+    let Some(s) = s else {
+        // No store yet: nothing recorded, and nothing created by asking.
+        if json {
+            println!("{}", serde_json::json!({"status": null, "entries": []}));
+        } else {
+            println!("session {id} has no turns yet");
+        }
+        return Ok(OK);
+    };
+    let mut log: SessionLog = s.log()?;
+    log.entries.truncate(max.unwrap_or(usize::MAX));
     if json {
         println!("{}", serde_json::to_string(&log)?);
         return Ok(OK);
     }
+    let name = log.status.name.as_deref().unwrap_or(&log.status.session);
     if log.entries.is_empty() {
-        println!("session {} has no turns yet", log.status.session);
-        return Ok(REFUSED);
+        println!("session {name} has no turns yet");
+        return Ok(OK);
     }
-    for e in &log.entries {
-        let mark = if log.status.cursor == Some(e.number) && e.kind == "turn" {
-            "@"
-        } else if e.undone {
-            "u"
-        } else if e.applied {
-            "*"
-        } else {
-            " "
-        };
-        let text = e
-            .text
-            .as_deref()
-            .map(|t| {
-                let line = t.lines().next().unwrap_or("");
-                if line.chars().count() > 60 {
-                    format!("{}…", line.chars().take(60).collect::<String>())
-                } else {
-                    line.to_string()
-                }
-            })
-            .unwrap_or_default();
-        if e.kind == "turn" {
-            let state = match e.state {
-                Some(retrace::TurnState::Complete) => String::new(),
-                Some(st) => format!(" [{}]", serde_json::to_value(st)?.as_str().unwrap_or("")),
-                None => String::new(),
+    let rows: Vec<[String; 5]> = log
+        .entries
+        .iter()
+        .map(|e| {
+            let mark = if log.status.cursor == Some(e.number) && e.kind == "turn" {
+                "@"
+            } else if e.undone {
+                "u"
+            } else if e.applied {
+                "*"
+            } else {
+                " "
             };
-            println!(
-                "{mark} turn:{:<4} {}  +{} ~{} -{}{state}  {text}",
-                e.number,
-                format_time(e.time_ms),
-                e.counts.added,
-                e.counts.modified,
-                e.counts.deleted
-            );
-        } else {
-            println!(
-                "  checkpoint:{:<4} {}  {}  {text}",
-                e.number,
-                format_time(e.time_ms),
+            let what = if e.kind == "turn" {
+                let state = match e.state {
+                    Some(retrace::TurnState::Complete) | None => String::new(),
+                    Some(st) => format!(" [{}]", st.name()),
+                };
+                format!(
+                    "+{} ~{} -{}{state}",
+                    e.counts.added, e.counts.modified, e.counts.deleted
+                )
+            } else {
                 e.before.map(|b| b.short()).unwrap_or_default()
-            );
-        }
+            };
+            [
+                mark.to_string(),
+                format!("{}:{}", e.kind, e.number),
+                super::format_time(e.time_ms),
+                what,
+                first_line(e.text.as_deref().unwrap_or("")),
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (w1, w3) = (width(1), width(3));
+    for [mark, id, time, what, text] in &rows {
+        println!("{mark} {id:<w1$}  {time}  {what:<w3$}  {text}");
     }
     println!("(@ cursor, * applied, u undone: redo re-applies the newest)");
+    println!("(the workspace's snapshots, safety snapshots too: `retrace log --snapshots`)");
     Ok(OK)
 }
 
-/// `retrace status --session`.
-pub fn status(s: &Session, json: bool) -> Result<u8> {
+/// The first line of `text`, cut at 60 characters.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() > 60 {
+        format!("{}…", line.chars().take(60).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+/// `retrace status --session`: the session, then the workspace (`"workspace"` in JSON).
+pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
     let st = s.status()?;
     if json {
-        println!("{}", serde_json::to_string(&st)?);
+        let mut v = serde_json::to_value(&st)?;
+        v["workspace"] = serde_json::to_value(ws.status()?)?;
+        println!("{v}");
     } else {
         println!(
             "session    {}{}",
-            st.session,
+            st.name
+                .as_ref()
+                .map_or(st.session.clone(), |n| format!("{n} ({})", st.session)),
             if st.subagent { " (subagent)" } else { "" }
         );
         println!("turns      {} ({} checkpoints)", st.turns, st.checkpoints);
@@ -275,6 +350,53 @@ pub fn status(s: &Session, json: bool) -> Result<u8> {
             }
             _ => println!("can redo   no"),
         }
+        println!();
+        super::snapshot::status(Ok(ws), false)?;
+    }
+    Ok(OK)
+}
+
+/// `retrace sessions`.
+pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
+    let all = match ws {
+        Some(ws) => ws.sessions()?,
+        None => Vec::new(),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&all)?);
+        return Ok(OK);
+    }
+    if all.is_empty() {
+        println!("no sessions yet: an agent's session appears once its hooks record a turn");
+        return Ok(OK);
+    }
+    let width = all
+        .iter()
+        .map(|s| s.shown().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    let agent = all
+        .iter()
+        .filter_map(|s| s.agent.as_deref())
+        .map(str::len)
+        .max();
+    let agent = agent.unwrap_or(0).max(5);
+    println!(
+        "{:<width$}  {:<agent$}  {:<16}  TURNS  CHECKPOINTS  {:<19}  OPEN",
+        "NAME", "AGENT", "KEY", "LAST ACTIVE"
+    );
+    for s in &all {
+        println!(
+            "{:<width$}  {:<agent$}  {:<16}  {:>5}  {:>11}  {}  {}",
+            s.shown(),
+            s.agent.as_deref().unwrap_or("-"),
+            s.id,
+            s.turns,
+            s.checkpoints,
+            super::format_time(s.touched_ms),
+            s.pending.map_or("-".to_string(), |n| format!("turn:{n}"))
+        );
     }
     Ok(OK)
 }

@@ -2,11 +2,11 @@
 //! session).
 
 use anyhow::Result;
-use retrace::{RestoreOptions, Workspace};
+use retrace::{ObjectId, RestoreOptions, Workspace};
 
 use super::{format_time, print_json};
 use crate::progress::Bar;
-use crate::{OK, REFUSED, maintain_later};
+use crate::{NoStore, OK, REFUSED, maintain_later};
 
 /// `retrace snapshot`.
 pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8> {
@@ -40,8 +40,12 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8>
 }
 
 /// `retrace log`.
-pub fn log(ws: &Workspace, json: bool) -> Result<u8> {
-    let log = ws.log()?;
+pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> Result<u8> {
+    let mut log = match ws {
+        Ok(ws) => ws.log()?,
+        Err(_) => Vec::new(),
+    };
+    log.truncate(max.unwrap_or(usize::MAX));
     if json {
         let rows: Vec<_> = log
             .iter()
@@ -52,8 +56,16 @@ pub fn log(ws: &Workspace, json: bool) -> Result<u8> {
             .collect();
         print_json(&serde_json::Value::Array(rows));
     } else if log.is_empty() {
-        // An empty answer is a success (as `--json`'s `[]` is).
-        println!("no snapshots yet; take one with `retrace snapshot`");
+        // An empty answer is a success (as `--json`'s `[]` is). Where files are never
+        // snapshotted, no snapshot command is suggested.
+        let refused = match ws {
+            Ok(ws) => ws.conversation_only().map(str::to_string),
+            Err(none) => none.refused.clone(),
+        };
+        match refused {
+            Some(why) => println!("no snapshots: {why}, so files are never snapshotted here"),
+            None => println!("no snapshots yet; take one with `retrace snapshot`"),
+        }
     } else {
         for s in &log {
             println!(
@@ -69,21 +81,19 @@ pub fn log(ws: &Workspace, json: bool) -> Result<u8> {
 }
 
 /// `retrace diff A [B]`: to the disk when `b` is absent.
-pub fn diff(ws: &Workspace, a: &str, b: Option<&str>, json: bool) -> Result<u8> {
-    let a = ws.resolve(a)?;
-    let b = b.map(|b| ws.resolve(b)).transpose()?;
-    let d = ws.diff(&a, b.as_ref())?;
+pub fn diff(ws: &Workspace, a: &ObjectId, b: Option<&ObjectId>, json: bool) -> Result<u8> {
+    let d = ws.diff(a, b)?;
     if json {
         print_json(&serde_json::to_value(&d)?);
     } else {
-        for p in &d.added {
-            println!("A {p}");
-        }
-        for p in &d.modified {
-            println!("M {p}");
-        }
-        for p in &d.deleted {
-            println!("D {p}");
+        let colour = use_colour(
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        );
+        for (mark, paths) in [('A', &d.added), ('M', &d.modified), ('D', &d.deleted)] {
+            for p in paths {
+                println!("{}", change_line(mark, p, colour));
+            }
         }
     }
     // No differences is an answer, not a refusal.
@@ -91,12 +101,17 @@ pub fn diff(ws: &Workspace, a: &str, b: Option<&str>, json: bool) -> Result<u8> 
 }
 
 /// `retrace restore`.
-pub fn restore(ws: &Workspace, id: &str, force: bool, dry_run: bool, json: bool) -> Result<u8> {
-    let id = ws.resolve(id)?;
+pub fn restore(
+    ws: &Workspace,
+    id: &ObjectId,
+    force: bool,
+    dry_run: bool,
+    json: bool,
+) -> Result<u8> {
     let bar = Bar::new();
     // A dry run shows the plan even when the restore would be refused, and says so.
     let (r, refused, v) = if dry_run {
-        let d = ws.restore_dry_run(&id, force, &bar)?;
+        let d = ws.restore_dry_run(id, force, &bar)?;
         let v = serde_json::to_value(&d)?;
         (d.outcome, d.refused, v)
     } else {
@@ -104,7 +119,7 @@ pub fn restore(ws: &Workspace, id: &str, force: bool, dry_run: bool, json: bool)
             force,
             dry_run: false,
         };
-        let r = ws.restore_with(&id, opts, &bar)?;
+        let r = ws.restore_with(id, opts, &bar)?;
         let v = serde_json::to_value(&r)?;
         (r, None, v)
     };
@@ -156,17 +171,16 @@ pub fn restore(ws: &Workspace, id: &str, force: bool, dry_run: bool, json: bool)
             }
         }
     }
-    Ok(
-        if refused.is_some() || (r.written.is_empty() && r.deleted.is_empty()) {
-            REFUSED
-        } else {
-            OK
-        },
-    )
+    // Nothing to write is an answer (the files already equal the snapshot), not a refusal.
+    Ok(if refused.is_some() { REFUSED } else { OK })
 }
 
 /// `retrace status`.
-pub fn status(ws: &Workspace, json: bool) -> Result<u8> {
+pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(none) => return status_of_none(none, json),
+    };
     let s = ws.status()?;
     if json {
         print_json(&serde_json::to_value(&s)?);
@@ -202,4 +216,63 @@ pub fn status(ws: &Workspace, json: bool) -> Result<u8> {
         }
     }
     Ok(OK)
+}
+
+/// `retrace status` of a workspace with no store yet: said without creating one.
+fn status_of_none(none: &NoStore, json: bool) -> Result<u8> {
+    if json {
+        print_json(&serde_json::json!({
+            "root": none.root, "store": none.store, "store_bytes": 0, "snapshots": 0,
+            "exclusions": [], "last_known": null, "changed": [], "changed_count": 0,
+            "nested_repos": [], "pending_recovery": null, "conversation_only": none.refused,
+        }));
+        return Ok(OK);
+    }
+    println!("workspace  {}", none.root.display());
+    match &none.refused {
+        Some(why) => {
+            println!("policy     {why}: conversation history only, files never snapshotted");
+        }
+        None => println!(
+            "store      none yet: the first snapshot or turn creates {}",
+            none.store.display()
+        ),
+    }
+    println!("state      no snapshot yet");
+    Ok(OK)
+}
+
+/// Whether to colour output: on a terminal, unless `NO_COLOR` is set to anything non-empty
+/// (<https://no-color.org>).
+pub fn use_colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+/// One line of a diff: `A path`, green added, yellow modified, red deleted when `colour`.
+fn change_line(mark: char, path: &str, colour: bool) -> String {
+    let code = match mark {
+        'A' => "32",
+        'M' => "33",
+        _ => "31",
+    };
+    if colour {
+        format!("\x1b[{code}m{mark}\x1b[0m {path}")
+    } else {
+        format!("{mark} {path}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_are_coloured_on_a_terminal_unless_no_color_is_set() {
+        assert!(use_colour(true, None));
+        assert!(use_colour(true, Some("".as_ref())));
+        assert!(!use_colour(true, Some("1".as_ref())));
+        assert!(!use_colour(false, None));
+        assert_eq!(change_line('A', "a.rs", false), "A a.rs");
+        assert_eq!(change_line('D', "a.rs", true), "\x1b[31mD\x1b[0m a.rs");
+    }
 }
