@@ -466,9 +466,7 @@ fn session_lines(list: &[retrace::SessionInfo]) -> String {
 fn session_of(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
     let shown = ws.warnings().len();
     let s = choose(ws, id, pick)?;
-    for w in ws.warnings().iter().skip(shown) {
-        eprintln!("retrace: warning: {w}");
-    }
+    print_warnings_from(ws, shown);
     Ok(s)
 }
 
@@ -602,10 +600,20 @@ fn maintain_later(ws: &retrace::WorkingCopy) {
     }
 }
 
-/// Prints the workspace's warnings, each one line on stderr.
+/// Prints the workspace's warnings, each one line on stderr (see [`print_warnings_from`]).
 fn print_warnings(ws: &Workspace) {
-    for w in ws.warnings() {
-        eprintln!("retrace: warning: {w}");
+    print_warnings_from(ws, 0);
+}
+
+/// Prints the workspace's warnings from the `skip`th on, each one line on stderr. Not the
+/// one that files are never snapshotted here: every answer there says so itself (status,
+/// log, a refused snapshot, a conversation-only turn), and once is enough.
+fn print_warnings_from(ws: &Workspace, skip: usize) {
+    let refused = ws.conversation_only().map(|why| format!("{why}:"));
+    for w in ws.warnings().iter().skip(skip) {
+        if refused.as_ref().is_none_or(|r| !w.starts_with(r.as_str())) {
+            eprintln!("retrace: warning: {w}");
+        }
     }
 }
 

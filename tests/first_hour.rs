@@ -1,0 +1,224 @@
+//! The first hour of a new user, command by command: what asking does (never creating a
+//! store), how snapshots are named, what the logs, `config` and the refusals print, and the
+//! exit code of each answer (0 success, empty included; 1 refused; 2 usage; 3 errors).
+
+use crate::common::{Env, RETRACE, stderr, stdout};
+use serde_json::Value;
+
+fn run(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let o = env.run(RETRACE, args);
+    (o.status.code().unwrap_or(-1), stdout(&o), stderr(&o))
+}
+
+fn ok(env: &Env, args: &[&str]) -> String {
+    let (code, out, err) = run(env, args);
+    assert_eq!(code, 0, "retrace {args:?}: {out}{err}");
+    out
+}
+
+/// Every file under the retrace home.
+fn home_files(env: &Env) -> Vec<String> {
+    walkdir::WalkDir::new(env.home.path())
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().display().to_string())
+        .collect()
+}
+
+#[test]
+fn asking_about_a_fresh_project_creates_no_store() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    assert!(ok(&env, &["log"]).contains("no snapshots yet"));
+    assert_eq!(ok(&env, &["log", "--json"]).trim(), "[]");
+    assert!(ok(&env, &["status"]).contains("none yet"));
+    let v: Value = serde_json::from_str(&ok(&env, &["status", "--json"])).unwrap();
+    assert_eq!(v["snapshots"], 0);
+    assert!(ok(&env, &["sessions"]).contains("no sessions yet"));
+    assert!(ok(&env, &["--session", "s", "log"]).contains("no turns yet"));
+    ok(&env, &["--session", "s", "status"]);
+    ok(&env, &["config"]);
+    let (code, _, err) = run(&env, &["diff", "0123456789ab"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(home_files(&env), Vec::<String>::new());
+    // The first snapshot creates it.
+    ok(&env, &["snapshot"]);
+    assert!(home_files(&env).iter().any(|f| f.ends_with("store.redb")));
+}
+
+#[test]
+fn in_a_refused_place_the_refusal_is_said_once_and_no_refused_command_is_suggested() {
+    let env = Env::new();
+    // HOME is the home directory the tests give retrace: files are never snapshotted there.
+    let home = env.home.path().display().to_string();
+    let (code, out, err) = run(&env, &["-C", &home, "log"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("retrace snapshot"), "{out}");
+    assert!(out.contains("home directory"), "{out}");
+    // Refused, said once.
+    let (_, out, err) = run(&env, &["-C", &home, "snapshot"]);
+    let said = format!("{out}{err}").matches("home directory").count();
+    assert_eq!(said, 1, "{out}{err}");
+    let (code, out, err) = run(&env, &["-C", &home, "status"]);
+    assert_eq!(code, 0, "{err}");
+    let said = format!("{out}{err}").matches("home directory").count();
+    assert_eq!(said, 1, "{out}{err}");
+}
+
+/// A session `chat` with one turn that adds `new.txt`, and a checkpoint after it.
+fn one_turn(env: &Env) {
+    env.write("a.txt", "a\n");
+    ok(
+        env,
+        &["--session", "chat", "turn", "begin", "--prompt", "add new"],
+    );
+    env.write("new.txt", "new\n");
+    ok(env, &["--session", "chat", "turn", "end"]);
+    ok(
+        env,
+        &["--session", "chat", "checkpoint", "--label", "after new"],
+    );
+}
+
+#[test]
+fn turns_checkpoints_and_labels_name_snapshots_wherever_an_id_does() {
+    let env = Env::new();
+    one_turn(&env);
+    let diff = ok(
+        &env,
+        &["--session", "chat", "diff", "turn:1:before", "turn:1"],
+    );
+    assert_eq!(diff.trim(), "A new.txt");
+    // Without --session: the only session with history, said on stderr.
+    let (code, out, err) = run(&env, &["diff", "turn:1:before"]);
+    assert_eq!((code, out.trim()), (0, "A new.txt"), "{err}");
+    assert!(err.contains("session chat"), "{err}");
+    assert_eq!(ok(&env, &["diff", "checkpoint:1"]).trim(), "");
+    assert_eq!(ok(&env, &["diff", "after new"]).trim(), "");
+    let dry = ok(&env, &["restore", "--dry-run", "turn:1:before"]);
+    assert!(dry.contains("would delete new.txt"), "{dry}");
+    // A snapshot's own label.
+    ok(&env, &["snapshot", "mine"]);
+    env.write("b.txt", "b\n");
+    assert_eq!(ok(&env, &["diff", "mine"]).trim(), "A b.txt");
+    // Names that are no snapshot: usage errors that say how snapshots are named.
+    for bad in ["turn:9", "checkpoint:x", "no-such-label"] {
+        let (code, _, err) = run(&env, &["diff", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains("turn:N"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn navigating_to_a_checkpoint_names_the_checkpoint() {
+    let env = Env::new();
+    one_turn(&env);
+    ok(&env, &["--session", "chat", "undo"]);
+    let out = ok(&env, &["--session", "chat", "navigate", "checkpoint:1"]);
+    assert!(out.starts_with("checkpoint:1: restored files"), "{out}");
+    assert!(env.path("new.txt").exists());
+}
+
+#[test]
+fn logs_are_newest_first_aligned_and_cut_by_n() {
+    let env = Env::new();
+    one_turn(&env);
+    ok(
+        &env,
+        &["--session", "chat", "turn", "begin", "--prompt", "second"],
+    );
+    env.write("two.txt", "2\n");
+    ok(&env, &["--session", "chat", "turn", "end"]);
+    let log = ok(&env, &["--session", "chat", "log"]);
+    let rows: Vec<&str> = log.lines().filter(|l| l.contains(':')).take(3).collect();
+    assert!(rows[0].contains("turn:2"), "{log}");
+    assert!(rows[1].contains("checkpoint:1"), "{log}");
+    assert!(rows[2].contains("turn:1"), "{log}");
+    // One column layout for turns and checkpoints: the time starts at the same place.
+    let at = |row: &str| row.find("20").unwrap();
+    assert_eq!(at(rows[0]), at(rows[1]), "{log}");
+    assert_eq!(at(rows[1]), at(rows[2]), "{log}");
+    let one = ok(&env, &["--session", "chat", "log", "-n", "1", "--json"]);
+    let v: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(v["entries"].as_array().unwrap().len(), 1);
+    assert_eq!(v["entries"][0]["number"], 2);
+    // The workspace's snapshots: newest first too, and -n.
+    let snaps: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
+    let times: Vec<u64> = snaps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["time_ms"].as_u64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{snaps}");
+    assert_eq!(ok(&env, &["log", "-n", "2"]).lines().count(), 2);
+}
+
+#[test]
+fn a_snapshot_of_an_unchanged_workspace_adds_no_row() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["snapshot"]);
+    ok(&env, &["snapshot"]);
+    assert_eq!(ok(&env, &["log"]).lines().count(), 1);
+    // A label is news: it gets its row.
+    ok(&env, &["snapshot", "--label", "named"]);
+    assert_eq!(ok(&env, &["log"]).lines().count(), 2);
+}
+
+#[test]
+fn a_refusal_lists_each_path_once_and_a_restore_with_nothing_to_do_succeeds() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["snapshot"]);
+    let id = crate::common::snapshot_id(&env);
+    // Already equal: nothing to do is success.
+    let (code, out, err) = run(&env, &["restore", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    one_turn(&env);
+    env.write("new.txt", "my own edit\n");
+    let (code, out, err) = run(&env, &["--session", "chat", "undo"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out.matches("new.txt").count(), 1, "{out}");
+    assert!(out.contains("--force"), "{out}");
+}
+
+#[test]
+fn config_shows_effective_values_and_where_the_home_comes_from() {
+    let env = Env::new();
+    let out = ok(&env, &["config"]);
+    let home = env.home.path().display().to_string();
+    let line = |k: &str| {
+        out.lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_else(|| panic!("{out}"))
+            .to_string()
+    };
+    assert!(line("home").contains("RETRACE_HOME"), "{out}");
+    assert!(
+        line("runtime_dir").contains(&format!("{home}/runtime")),
+        "{out}"
+    );
+    let v: Value = serde_json::from_str(&ok(&env, &["config", "--json"])).unwrap();
+    assert_eq!(v["home_source"], "RETRACE_HOME");
+    assert_eq!(v["runtime_dir"]["value"], format!("{home}/runtime"));
+}
+
+#[test]
+fn diff_output_in_a_pipe_has_no_colour_codes() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let id = crate::common::snapshot_id(&env);
+    env.write("b.txt", "b\n");
+    let out = ok(&env, &["diff", &id]);
+    assert_eq!(out, "A b.txt\n");
+}
+
+#[test]
+fn mode_values_are_listed_in_help() {
+    let env = Env::new();
+    let help = ok(&env, &["undo", "--help"]);
+    assert!(help.contains("both") && help.contains("files") && help.contains("conversation"));
+    assert!(help.to_lowercase().contains("possible values"), "{help}");
+}
