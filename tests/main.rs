@@ -33,6 +33,7 @@ mod processes;
 mod property;
 mod race;
 mod racy;
+mod readme;
 mod restore;
 mod retention;
 mod runtime_state;

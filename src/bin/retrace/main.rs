@@ -560,33 +560,58 @@ fn implied(all: &[retrace::SessionInfo], pick: Pick) -> Implied<'_> {
     }
 }
 
-/// A snapshot as every command that takes one names it: its id or a unique prefix (8+ hex
-/// digits), a snapshot's label, or, in the session (`--session`, or the one
-/// [`choose`] implies), `turn:N`, `turn:N:before`, `checkpoint:N`, a checkpoint label or a
-/// host anchor.
-fn snapshot_named(ws: &Workspace, sid: Option<&str>, name: &str) -> Result<retrace::ObjectId> {
-    if name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Ok(ws.resolve(name)?);
-    }
-    let of_session = name.starts_with("turn:") || name.starts_with("checkpoint:");
-    if !of_session
-        && let Some(s) = ws
-            .log()?
-            .into_iter()
-            .find(|s| s.label.as_deref() == Some(name))
-    {
-        return Ok(s.root);
-    }
-    let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
-                --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
-    if !of_session && sid.is_none() && ws.sessions()?.iter().all(|s| !s.has_history()) {
-        return Err(Usage(format!("no snapshot {name:?}: {hint}")).into());
-    }
-    match choose(ws, sid, Pick::History)?.snapshot_at(name) {
-        Err(Error::Anchor { reason, .. }) => {
-            Err(Usage(format!("no snapshot {name:?}: {reason}; {hint}")).into())
+/// Snapshots as every command that takes one names them: an id or a unique prefix (8+ hex
+/// digits), a snapshot's label, or, in the session (`--session`, or the one [`choose`]
+/// implies, chosen once per command), `turn:N`, `turn:N:before`, `checkpoint:N`, a
+/// checkpoint label or a host anchor.
+struct SnapshotNames<'a> {
+    ws: &'a Workspace,
+    sid: Option<&'a str>,
+    session: std::cell::OnceCell<Session>,
+}
+
+impl<'a> SnapshotNames<'a> {
+    fn new(ws: &'a Workspace, sid: Option<&'a str>) -> SnapshotNames<'a> {
+        SnapshotNames {
+            ws,
+            sid,
+            session: std::cell::OnceCell::new(),
         }
-        r => Ok(r?),
+    }
+
+    fn resolve(&self, name: &str) -> Result<retrace::ObjectId> {
+        let ws = self.ws;
+        if name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(ws.resolve(name)?);
+        }
+        let of_session = name.starts_with("turn:") || name.starts_with("checkpoint:");
+        if !of_session
+            && let Some(s) = ws
+                .log()?
+                .into_iter()
+                .find(|s| s.label.as_deref() == Some(name))
+        {
+            return Ok(s.root);
+        }
+        let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
+                    --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
+        if !of_session && self.sid.is_none() && ws.sessions()?.iter().all(|s| !s.has_history())
+        {
+            return Err(Usage(format!("no snapshot {name:?}: {hint}")).into());
+        }
+        let session = match self.session.get() {
+            Some(s) => s,
+            None => {
+                let s = choose(ws, self.sid, Pick::History)?;
+                self.session.get_or_init(|| s)
+            }
+        };
+        match session.snapshot_at(name) {
+            Err(Error::Anchor { reason, .. }) => {
+                Err(Usage(format!("no snapshot {name:?}: {reason}; {hint}")).into())
+            }
+            r => Ok(r?),
+        }
     }
 }
 
@@ -740,8 +765,9 @@ fn run(cli: Cli) -> Result<u8> {
                     .into());
                 }
             };
-            let a = snapshot_named(&ws, sid, &a)?;
-            let b = b.map(|b| snapshot_named(&ws, sid, &b)).transpose()?;
+            let names = SnapshotNames::new(&ws, sid);
+            let a = names.resolve(&a)?;
+            let b = b.map(|b| names.resolve(&b)).transpose()?;
             snapshot::diff(&ws, &a, b.as_ref(), json)
         }
         Command::Restore {
@@ -751,7 +777,7 @@ fn run(cli: Cli) -> Result<u8> {
             json,
         } => {
             let ws = open(dir)?;
-            let id = snapshot_named(&ws, sid, &id)?;
+            let id = SnapshotNames::new(&ws, sid).resolve(&id)?;
             snapshot::restore(&ws, &id, force, dry_run, json)
         }
         Command::Status { json } => match (open_reading(dir)?, sid) {
