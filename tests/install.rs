@@ -474,3 +474,29 @@ fn unknown_agents_are_usage_errors_and_pi_gets_directions() {
         .collect();
     assert!(names.is_empty(), "something was written: {names:?}");
 }
+
+// ---- issue 15: the first hour ----
+
+#[test]
+fn every_install_ends_with_what_to_do_next() {
+    for agent in ["claude-code", "gemini", "codex"] {
+        let env = Env::new();
+        for round in ["first", "again"] {
+            let o = succeeded(run_in(&env, RETRACE, &["install", agent]), round);
+            let out = stdout(&o);
+            let last = out.lines().last().unwrap_or_default();
+            assert!(last.contains("new session"), "{agent} {round}: {out}");
+            if agent == "codex" {
+                assert!(last.contains("/hooks"), "the trust step: {out}");
+                assert!(last.contains("`retrace undo`"), "{agent} {round}: {out}");
+            } else {
+                assert!(
+                    last.contains("type /undo") && last.contains("/redo"),
+                    "{agent} {round}: {out}"
+                );
+            }
+        }
+        let o = succeeded(run_in(&env, RETRACE, &["uninstall", agent]), "uninstall");
+        assert!(!stdout(&o).contains("new session"), "{}", stdout(&o));
+    }
+}

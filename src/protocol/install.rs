@@ -79,16 +79,31 @@ impl Target {
         }
     }
 
-    /// What the user must still do for the hooks to run, if anything.
+    /// What the user does next, in plain words: start a session that loads the hooks (and,
+    /// in Codex, trust them), then what to type after a turn.
     #[must_use]
-    pub fn next_step(&self) -> Option<&'static str> {
+    pub fn next_step(&self) -> &'static str {
+        // What each agent types follows from `command_files`.
         match self.agent {
-            Agent::Codex => Some(
-                "Codex runs a new or changed hook only once you trust it: start `codex`, type \
-                 /hooks and trust retrace's hooks (non-interactive `codex exec` skips untrusted \
-                 hooks). Project hooks also need the project trusted.",
-            ),
-            _ => None,
+            Agent::ClaudeCode => {
+                "Next: start a new session with `claude` (one already running does not load the \
+                 new hooks). After a turn, type /undo to put the files back as they were before \
+                 it, and /redo to re-apply it."
+            }
+            Agent::Gemini => {
+                "Next: start a new session with `gemini` (one already running does not load the \
+                 new hooks; a project's hooks run only in a folder you trust). After a turn, \
+                 type /undo to put the files back as they were before it, and /redo to \
+                 re-apply it."
+            }
+            Agent::Codex => {
+                "Next: start a new session with `codex`, type /hooks and trust retrace's hooks \
+                 (Codex runs a new or changed hook only once you trust it; non-interactive \
+                 `codex exec` skips untrusted hooks, and project hooks also need the project \
+                 trusted). After a turn, type `retrace undo` as the prompt to put the files \
+                 back as they were before it, and `retrace redo` to re-apply it: Codex rejects \
+                 slash commands it does not know."
+            }
         }
     }
 

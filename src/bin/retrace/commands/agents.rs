@@ -104,8 +104,8 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
     for line in changes.lines {
         println!("{line}");
     }
-    if add && let Some(step) = target.next_step() {
-        println!("{step}");
+    if add {
+        println!("{}", target.next_step());
     }
     Ok(OK)
 }
