@@ -2,6 +2,7 @@
 //! keeps its mode, owner and formatting, a read-only one is refused, and the hook command
 //! survives any binary path (it is run through a real `sh`). `hooks.rs` covers the merges.
 
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -476,6 +477,157 @@ fn unknown_agents_are_usage_errors_and_pi_gets_directions() {
 }
 
 // ---- issue 15: the first hour ----
+
+/// `retrace ARGS` in the project with `PATH` set to `path`, and no agent override of the
+/// user directories (so `--user` writes under the isolated `HOME`).
+fn run_with_path(env: &Env, bin: &str, path: &OsStr, args: &[&str]) -> Output {
+    let root = env.root().display().to_string();
+    let mut all = vec!["-C", root.as_str()];
+    all.extend_from_slice(args);
+    env.command(bin, &all)
+        .env("PATH", path)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap()
+}
+
+/// A directory holding `retrace` as a package manager puts one on PATH (a symlink to the
+/// built binary), and the PATH that finds it first.
+fn path_with_retrace() -> (tempfile::TempDir, OsString) {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(RETRACE, dir.path().join("retrace")).unwrap();
+    let path = std::env::join_paths([dir.path(), Path::new("/usr/bin"), Path::new("/bin")]);
+    (dir, path.unwrap())
+}
+
+fn path_without_retrace() -> OsString {
+    OsString::from("/usr/bin:/bin")
+}
+
+#[test]
+fn a_project_install_names_plain_retrace_when_path_finds_this_binary() {
+    let env = Env::new();
+    let (_keep, path) = path_with_retrace();
+    let theirs = "{\n  \"model\": \"opus\"\n}\n";
+    env.write(".claude/settings.json", theirs);
+    let settings = env.path(".claude/settings.json");
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "claude-code"]),
+        "install",
+    );
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(
+        cmds.iter().all(|(_, c)| c == "retrace hook claude-code"),
+        "{cmds:?}"
+    );
+    // The committed command runs through sh on that PATH.
+    let payload = json!({"session_id": "p1", "cwd": env.root(),
+        "hook_event_name": "SessionStart", "source": "startup"});
+    let mut sh = env.command("sh", &["-c", "retrace hook claude-code"]);
+    sh.env("PATH", &path);
+    let o = output_with_input(&mut sh, payload.to_string().as_bytes());
+    assert!(
+        o.status.success() && stderr(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    // Without retrace on PATH the path goes in, replacing the plain entries; and back.
+    let o = succeeded(
+        run_with_path(
+            &env,
+            RETRACE,
+            &path_without_retrace(),
+            &["install", "claude-code"],
+        ),
+        "install without PATH",
+    );
+    assert!(stdout(&o).contains("added hooks for"), "{}", stdout(&o));
+    let exe = Path::new(RETRACE).canonicalize().unwrap();
+    let quoted = format!("'{}' hook claude-code", exe.display());
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(cmds.iter().all(|(_, c)| *c == quoted), "{cmds:?}");
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "claude-code"]),
+        "install again",
+    );
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(
+        cmds.iter().all(|(_, c)| c == "retrace hook claude-code"),
+        "{cmds:?}"
+    );
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert_eq!(env.read(".claude/settings.json"), theirs);
+}
+
+/// `output()` with `input` on stdin.
+fn output_with_input(command: &mut std::process::Command, input: &[u8]) -> Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_binarys_path_goes_in_for_user_installs_and_when_path_finds_another_retrace() {
+    let (_keep, path) = path_with_retrace();
+    let exe = Path::new(RETRACE).canonicalize().unwrap();
+    let quoted = format!("'{}' hook gemini", exe.display());
+    // --user: the user's settings are not committed, and the agent's PATH may differ.
+    let env = Env::new();
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "gemini", "--user"]),
+        "install --user",
+    );
+    let cmds = commands(&env.home.path().join(".gemini/settings.json"));
+    assert!(
+        !cmds.is_empty() && cmds.iter().all(|(_, c)| *c == quoted),
+        "{cmds:?}"
+    );
+    // Another program called retrace comes first on PATH.
+    let env = Env::new();
+    let other = tempfile::tempdir().unwrap();
+    let fake = other.path().join("retrace");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut dirs = vec![other.path().to_path_buf()];
+    dirs.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(dirs).unwrap();
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "gemini"]),
+        "install",
+    );
+    let cmds = commands(&env.path(".gemini/settings.json"));
+    assert!(
+        !cmds.is_empty() && cmds.iter().all(|(_, c)| *c == quoted),
+        "{cmds:?}"
+    );
+    // A hard link of the same binary is the same binary.
+    let env = Env::new();
+    let (_keep, bin) = odd_binary();
+    let (_keep2, path) = path_with_retrace();
+    succeeded(
+        run_with_path(&env, bin.to_str().unwrap(), &path, &["install", "codex"]),
+        "install from a hard link",
+    );
+    let cmds = commands(&env.path(".codex/hooks.json"));
+    assert!(
+        !cmds.is_empty() && cmds.iter().all(|(_, c)| c == "retrace hook codex"),
+        "{cmds:?}"
+    );
+}
 
 #[test]
 fn every_install_ends_with_what_to_do_next() {

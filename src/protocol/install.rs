@@ -9,6 +9,7 @@
 //! stay byte for byte, and it keeps its mode and owner (a read-only one is refused).
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs::{Metadata, OpenOptions, Permissions};
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -26,6 +27,8 @@ pub struct Target {
     pub agent: Agent,
     /// `.claude`, `.codex` or `.gemini` in the project or in the user's home directory.
     pub dir: PathBuf,
+    /// Whether `dir` is the user's (every project's) rather than one project's.
+    pub user: bool,
     /// Where to remember the user's own empty `hooks` object or event lists that an install
     /// filled, so that uninstall gives them back empty instead of removing them (see
     /// [`Target::remembering_in`]). `None`: not remembered.
@@ -45,6 +48,7 @@ impl Target {
             return Target {
                 agent,
                 dir: project.join(name),
+                user,
                 record: None,
             };
         }
@@ -65,6 +69,7 @@ impl Target {
         Target {
             agent,
             dir,
+            user,
             record: None,
         }
     }
@@ -105,6 +110,21 @@ impl Target {
                  slash commands it does not know."
             }
         }
+    }
+
+    /// The hook command to install when the binary `exe` runs the install: plain `retrace
+    /// hook <agent>` in a project's settings (usually committed, so they should not hold
+    /// this machine's path) when the `retrace` that `PATH` finds is `exe`; else `exe`'s path,
+    /// as [`hook_command`] writes it.
+    ///
+    /// # Errors
+    /// As [`hook_command`].
+    pub fn hook_command(&self, exe: &Path) -> Result<String, String> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        if !self.user && found_on_path(exe, &path) {
+            return Ok(format!("retrace hook {}", self.agent.name()));
+        }
+        hook_command(exe, self.agent)
     }
 
     /// The file holding the hook entries.
@@ -225,6 +245,24 @@ pub fn hook_command(exe: &Path, agent: Agent) -> Result<String, String> {
         exe.display()
     ))?;
     Ok(format!("{} hook {}", sh_quote(exe), agent.name()))
+}
+
+/// Whether the `retrace` a shell finds on `path` (a `PATH` value) is the file `exe`: the
+/// same file once links are followed (also a hard link of it).
+fn found_on_path(exe: &Path, path: &OsStr) -> bool {
+    let Ok(ours) = std::fs::metadata(exe) else {
+        return false;
+    };
+    // As `sh` searches: the first executable file of that name (an empty entry is `.`).
+    std::env::split_paths(path)
+        .map(|dir| dir.join("retrace"))
+        .find_map(|p| {
+            let meta = std::fs::metadata(&p).ok().filter(Metadata::is_file)?;
+            rustix::fs::access(&p, rustix::fs::Access::EXEC_OK)
+                .is_ok()
+                .then_some(meta)
+        })
+        .is_some_and(|m| (m.dev(), m.ino()) == (ours.dev(), ours.ino()))
 }
 
 /// The first word of `command` as `sh` reads it (single quotes, double quotes with their
@@ -849,10 +887,10 @@ impl Changes {
     }
 }
 
-/// Adds retrace's hook entries (running `command`, see [`hook_command`]) for every event the
-/// agent needs, replacing older retrace entries (another binary path, however quoted) and
-/// keeping every other hook and setting as written; then writes the command files that are
-/// missing.
+/// Adds retrace's hook entries (running `command`, see [`Target::hook_command`]) for every
+/// event the agent needs, replacing older retrace entries (another binary path, however
+/// quoted, or plain `retrace`) and keeping every other hook and setting as written; then
+/// writes the command files that are missing.
 ///
 /// # Errors
 /// A message naming the file when it cannot be read, parsed or written, or is read-only.

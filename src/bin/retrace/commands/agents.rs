@@ -93,7 +93,9 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
     let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
-        install::hook_command(&exe, agent).and_then(|c| install::install(&target, &c))
+        target
+            .hook_command(&exe)
+            .and_then(|c| install::install(&target, &c))
     } else {
         install::uninstall(&target)
     }
