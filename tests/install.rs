@@ -2,6 +2,7 @@
 //! keeps its mode, owner and formatting, a read-only one is refused, and the hook command
 //! survives any binary path (it is run through a real `sh`). `hooks.rs` covers the merges.
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -627,6 +628,141 @@ fn the_binarys_path_goes_in_for_user_installs_and_when_path_finds_another_retrac
         !cmds.is_empty() && cmds.iter().all(|(_, c)| c == "retrace hook codex"),
         "{cmds:?}"
     );
+}
+
+/// Every path under `root` (the root itself left out): its mode, and a file's bytes or a
+/// link's target.
+fn project_tree(root: &Path) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1) {
+        let e = e.unwrap();
+        let meta = e.path().symlink_metadata().unwrap();
+        let bytes = if meta.file_type().is_symlink() {
+            std::fs::read_link(e.path())
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
+        } else if meta.is_file() {
+            std::fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+        out.insert(rel, (meta.mode(), bytes));
+    }
+    out
+}
+
+fn config_dir_of(agent: &str) -> &'static str {
+    match agent {
+        "codex" => ".codex",
+        "gemini" => ".gemini",
+        _ => ".claude",
+    }
+}
+
+/// The projects of the round trip: none of the agent's configuration; a settings file of
+/// the user's (tabs, keys out of order, a hook of theirs) beside a `commands/undo` of their
+/// own, in a 0750 directory; and one indented by four spaces.
+fn round_trip_projects(agent: &str) -> Vec<(&'static str, Env)> {
+    let dir = config_dir_of(agent);
+    let event = if agent == "gemini" {
+        "AfterAgent"
+    } else {
+        "Stop"
+    };
+    let none = Env::new();
+    none.write("src/main.rs", "fn main() {}\n");
+    let tabs = Env::new();
+    tabs.write("src/main.rs", "fn main() {}\n");
+    tabs.write(
+        settings_of(agent),
+        format!(
+            "{{\n\t\"zeta\": 1.50,\n\t\"model\": \"opus\",\n\t\"env\": {{\"Z\": \"1\", \"A\": \"2\"}},\n\t\"hooks\": {{\n\t\t\"{event}\": [\n\t\t\t{{\"hooks\": [{{\"type\": \"command\", \"command\": \"notify-send done\"}}]}}\n\t\t]\n\t}}\n}}\n"
+        ),
+    );
+    let own = if agent == "gemini" {
+        "undo.toml"
+    } else {
+        "undo.md"
+    };
+    tabs.write(&format!("{dir}/commands/{own}"), "my own undo\n");
+    std::fs::set_permissions(
+        tabs.path(settings_of(agent)),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    std::fs::set_permissions(tabs.path(dir), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let spaces = Env::new();
+    spaces.write(
+        settings_of(agent),
+        "{\n    \"b\": true,\n    \"a\": [1, 2],\n    \"hooks\": {}\n}",
+    );
+    vec![("no config", none), ("tabs", tabs), ("four spaces", spaces)]
+}
+
+#[test]
+fn install_then_uninstall_gives_back_the_whole_project_tree() {
+    for agent in ["claude-code", "codex", "gemini"] {
+        for (case, env) in round_trip_projects(agent) {
+            let before = project_tree(env.root());
+            for installs in [1, 2] {
+                for _ in 0..installs {
+                    succeeded(run_in(&env, RETRACE, &["install", agent]), "install");
+                }
+                assert!(
+                    !commands(&env.path(settings_of(agent))).is_empty(),
+                    "{agent}, {case}"
+                );
+                let o = succeeded(run_in(&env, RETRACE, &["uninstall", agent]), "uninstall");
+                assert_eq!(
+                    project_tree(env.root()),
+                    before,
+                    "{agent}, {case}, installed {installs}x: {}",
+                    stdout(&o)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn uninstall_keeps_the_directories_and_files_the_user_had() {
+    // The user's empty .claude/commands/ stays, and so does their own `{}` settings file.
+    let env = Env::new();
+    std::fs::create_dir_all(env.path(".claude/commands")).unwrap();
+    env.write(".claude/settings.json", "{}");
+    succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert!(
+        env.path(".claude/commands").is_dir(),
+        "the user's directory went"
+    );
+    assert_eq!(env.read(".claude/settings.json"), "{}");
+    // A blank settings file of the user's gets its blank text back.
+    let env = Env::new();
+    env.write(".codex/hooks.json", "\n  \n");
+    succeeded(run_in(&env, RETRACE, &["install", "codex"]), "install");
+    succeeded(run_in(&env, RETRACE, &["uninstall", "codex"]), "uninstall");
+    assert_eq!(env.read(".codex/hooks.json"), "\n  \n");
+    // A file install created stays once the user added to it, and so does its directory.
+    let env = Env::new();
+    succeeded(run_in(&env, RETRACE, &["install", "gemini"]), "install");
+    let settings = env.path(".gemini/settings.json");
+    let mut v = read_json(&settings);
+    v["theme"] = json!("dark");
+    std::fs::write(&settings, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.write(".gemini/commands/mine.toml", "prompt = \"hi\"\n");
+    succeeded(run_in(&env, RETRACE, &["uninstall", "gemini"]), "uninstall");
+    assert_eq!(read_json(&settings), json!({"theme": "dark"}));
+    assert_eq!(env.read(".gemini/commands/mine.toml"), "prompt = \"hi\"\n");
+    assert!(!env.path(".gemini/commands/undo.toml").exists());
 }
 
 #[test]
