@@ -766,6 +766,40 @@ fn uninstall_keeps_the_directories_and_files_the_user_had() {
 }
 
 #[test]
+fn uninstall_says_changed_only_of_command_files_retrace_installed() {
+    let env = Env::new();
+    env.write(".claude/commands/undo.md", "my own undo\n");
+    let o = succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    assert!(
+        stdout(&o).contains("undo.md: left alone: it exists and is not retrace's"),
+        "{}",
+        stdout(&o)
+    );
+    env.write(".claude/commands/redo.md", "retrace's redo, edited\n");
+    let o = succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    let out = stdout(&o);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!("commands/{name}.md:")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line("undo").ends_with("left alone: not retrace's"), "{out}");
+    assert!(
+        line("redo").ends_with("left alone: changed since it was installed"),
+        "{out}"
+    );
+    assert!(line("checkpoint").ends_with("removed"), "{out}");
+    assert_eq!(env.read(".claude/commands/undo.md"), "my own undo\n");
+}
+
+#[test]
 fn every_install_ends_with_what_to_do_next() {
     for agent in ["claude-code", "gemini", "codex"] {
         let env = Env::new();

@@ -1157,7 +1157,10 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
                     .map_err(|e| format!("cannot remove {}: {e}", file.display()))?;
                 changes.push(&file, "removed");
             }
-            Ok(_) => changes.push(&file, "left alone: changed since it was installed"),
+            Ok(_) if record.created(&file) => {
+                changes.push(&file, "left alone: changed since it was installed");
+            }
+            Ok(_) => changes.push(&file, "left alone: not retrace's"),
             Err(_) => {}
         }
     }
