@@ -2,6 +2,8 @@
 //! keeps its mode, owner and formatting, a read-only one is refused, and the hook command
 //! survives any binary path (it is run through a real `sh`). `hooks.rs` covers the merges.
 
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -473,4 +475,350 @@ fn unknown_agents_are_usage_errors_and_pi_gets_directions() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert!(names.is_empty(), "something was written: {names:?}");
+}
+
+// ---- issue 15: the first hour ----
+
+/// `retrace ARGS` in the project with `PATH` set to `path`, and no agent override of the
+/// user directories (so `--user` writes under the isolated `HOME`).
+fn run_with_path(env: &Env, bin: &str, path: &OsStr, args: &[&str]) -> Output {
+    let root = env.root().display().to_string();
+    let mut all = vec!["-C", root.as_str()];
+    all.extend_from_slice(args);
+    env.command(bin, &all)
+        .env("PATH", path)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap()
+}
+
+/// A directory holding `retrace` as a package manager puts one on PATH (a symlink to the
+/// built binary), and the PATH that finds it first.
+fn path_with_retrace() -> (tempfile::TempDir, OsString) {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(RETRACE, dir.path().join("retrace")).unwrap();
+    let path = std::env::join_paths([dir.path(), Path::new("/usr/bin"), Path::new("/bin")]);
+    (dir, path.unwrap())
+}
+
+fn path_without_retrace() -> OsString {
+    OsString::from("/usr/bin:/bin")
+}
+
+#[test]
+fn a_project_install_names_plain_retrace_when_path_finds_this_binary() {
+    let env = Env::new();
+    let (_keep, path) = path_with_retrace();
+    let theirs = "{\n  \"model\": \"opus\"\n}\n";
+    env.write(".claude/settings.json", theirs);
+    let settings = env.path(".claude/settings.json");
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "claude-code"]),
+        "install",
+    );
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(
+        cmds.iter().all(|(_, c)| c == "retrace hook claude-code"),
+        "{cmds:?}"
+    );
+    // The committed command runs through sh on that PATH.
+    let payload = json!({"session_id": "p1", "cwd": env.root(),
+        "hook_event_name": "SessionStart", "source": "startup"});
+    let mut sh = env.command("sh", &["-c", "retrace hook claude-code"]);
+    sh.env("PATH", &path);
+    let o = output_with_input(&mut sh, payload.to_string().as_bytes());
+    assert!(
+        o.status.success() && stderr(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    // Without retrace on PATH the path goes in, replacing the plain entries; and back.
+    let o = succeeded(
+        run_with_path(
+            &env,
+            RETRACE,
+            &path_without_retrace(),
+            &["install", "claude-code"],
+        ),
+        "install without PATH",
+    );
+    assert!(stdout(&o).contains("added hooks for"), "{}", stdout(&o));
+    let exe = Path::new(RETRACE).canonicalize().unwrap();
+    let quoted = format!("'{}' hook claude-code", exe.display());
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(cmds.iter().all(|(_, c)| *c == quoted), "{cmds:?}");
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "claude-code"]),
+        "install again",
+    );
+    let cmds = commands(&settings);
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(
+        cmds.iter().all(|(_, c)| c == "retrace hook claude-code"),
+        "{cmds:?}"
+    );
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert_eq!(env.read(".claude/settings.json"), theirs);
+}
+
+/// `output()` with `input` on stdin.
+fn output_with_input(command: &mut std::process::Command, input: &[u8]) -> Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_binarys_path_goes_in_for_user_installs_and_when_path_finds_another_retrace() {
+    let (_keep, path) = path_with_retrace();
+    let exe = Path::new(RETRACE).canonicalize().unwrap();
+    let quoted = format!("'{}' hook gemini", exe.display());
+    // --user: the user's settings are not committed, and the agent's PATH may differ.
+    let env = Env::new();
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "gemini", "--user"]),
+        "install --user",
+    );
+    let cmds = commands(&env.home.path().join(".gemini/settings.json"));
+    assert!(
+        !cmds.is_empty() && cmds.iter().all(|(_, c)| *c == quoted),
+        "{cmds:?}"
+    );
+    // Another program called retrace comes first on PATH.
+    let env = Env::new();
+    let other = tempfile::tempdir().unwrap();
+    let fake = other.path().join("retrace");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut dirs = vec![other.path().to_path_buf()];
+    dirs.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(dirs).unwrap();
+    succeeded(
+        run_with_path(&env, RETRACE, &path, &["install", "gemini"]),
+        "install",
+    );
+    let cmds = commands(&env.path(".gemini/settings.json"));
+    assert!(
+        !cmds.is_empty() && cmds.iter().all(|(_, c)| *c == quoted),
+        "{cmds:?}"
+    );
+    // A hard link of the same binary is the same binary.
+    let env = Env::new();
+    let (_keep, bin) = odd_binary();
+    let (_keep2, path) = path_with_retrace();
+    succeeded(
+        run_with_path(&env, bin.to_str().unwrap(), &path, &["install", "codex"]),
+        "install from a hard link",
+    );
+    let cmds = commands(&env.path(".codex/hooks.json"));
+    assert!(
+        !cmds.is_empty() && cmds.iter().all(|(_, c)| c == "retrace hook codex"),
+        "{cmds:?}"
+    );
+}
+
+/// Every path under `root` (the root itself left out): its mode, and a file's bytes or a
+/// link's target.
+fn project_tree(root: &Path) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1) {
+        let e = e.unwrap();
+        let meta = e.path().symlink_metadata().unwrap();
+        let bytes = if meta.file_type().is_symlink() {
+            std::fs::read_link(e.path())
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
+        } else if meta.is_file() {
+            std::fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+        out.insert(rel, (meta.mode(), bytes));
+    }
+    out
+}
+
+fn config_dir_of(agent: &str) -> &'static str {
+    match agent {
+        "codex" => ".codex",
+        "gemini" => ".gemini",
+        _ => ".claude",
+    }
+}
+
+/// The projects of the round trip: none of the agent's configuration; a settings file of
+/// the user's (tabs, keys out of order, a hook of theirs) beside a `commands/undo` of their
+/// own, in a 0750 directory; and one indented by four spaces.
+fn round_trip_projects(agent: &str) -> Vec<(&'static str, Env)> {
+    let dir = config_dir_of(agent);
+    let event = if agent == "gemini" {
+        "AfterAgent"
+    } else {
+        "Stop"
+    };
+    let none = Env::new();
+    none.write("src/main.rs", "fn main() {}\n");
+    let tabs = Env::new();
+    tabs.write("src/main.rs", "fn main() {}\n");
+    tabs.write(
+        settings_of(agent),
+        format!(
+            "{{\n\t\"zeta\": 1.50,\n\t\"model\": \"opus\",\n\t\"env\": {{\"Z\": \"1\", \"A\": \"2\"}},\n\t\"hooks\": {{\n\t\t\"{event}\": [\n\t\t\t{{\"hooks\": [{{\"type\": \"command\", \"command\": \"notify-send done\"}}]}}\n\t\t]\n\t}}\n}}\n"
+        ),
+    );
+    let own = if agent == "gemini" {
+        "undo.toml"
+    } else {
+        "undo.md"
+    };
+    tabs.write(&format!("{dir}/commands/{own}"), "my own undo\n");
+    std::fs::set_permissions(
+        tabs.path(settings_of(agent)),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    std::fs::set_permissions(tabs.path(dir), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let spaces = Env::new();
+    spaces.write(
+        settings_of(agent),
+        "{\n    \"b\": true,\n    \"a\": [1, 2],\n    \"hooks\": {}\n}",
+    );
+    vec![("no config", none), ("tabs", tabs), ("four spaces", spaces)]
+}
+
+#[test]
+fn install_then_uninstall_gives_back_the_whole_project_tree() {
+    for agent in ["claude-code", "codex", "gemini"] {
+        for (case, env) in round_trip_projects(agent) {
+            let before = project_tree(env.root());
+            for installs in [1, 2] {
+                for _ in 0..installs {
+                    succeeded(run_in(&env, RETRACE, &["install", agent]), "install");
+                }
+                assert!(
+                    !commands(&env.path(settings_of(agent))).is_empty(),
+                    "{agent}, {case}"
+                );
+                let o = succeeded(run_in(&env, RETRACE, &["uninstall", agent]), "uninstall");
+                assert_eq!(
+                    project_tree(env.root()),
+                    before,
+                    "{agent}, {case}, installed {installs}x: {}",
+                    stdout(&o)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn uninstall_keeps_the_directories_and_files_the_user_had() {
+    // The user's empty .claude/commands/ stays, and so does their own `{}` settings file.
+    let env = Env::new();
+    std::fs::create_dir_all(env.path(".claude/commands")).unwrap();
+    env.write(".claude/settings.json", "{}");
+    succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    assert!(
+        env.path(".claude/commands").is_dir(),
+        "the user's directory went"
+    );
+    assert_eq!(env.read(".claude/settings.json"), "{}");
+    // A blank settings file of the user's gets its blank text back.
+    let env = Env::new();
+    env.write(".codex/hooks.json", "\n  \n");
+    succeeded(run_in(&env, RETRACE, &["install", "codex"]), "install");
+    succeeded(run_in(&env, RETRACE, &["uninstall", "codex"]), "uninstall");
+    assert_eq!(env.read(".codex/hooks.json"), "\n  \n");
+    // A file install created stays once the user added to it, and so does its directory.
+    let env = Env::new();
+    succeeded(run_in(&env, RETRACE, &["install", "gemini"]), "install");
+    let settings = env.path(".gemini/settings.json");
+    let mut v = read_json(&settings);
+    v["theme"] = json!("dark");
+    std::fs::write(&settings, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.write(".gemini/commands/mine.toml", "prompt = \"hi\"\n");
+    succeeded(run_in(&env, RETRACE, &["uninstall", "gemini"]), "uninstall");
+    assert_eq!(read_json(&settings), json!({"theme": "dark"}));
+    assert_eq!(env.read(".gemini/commands/mine.toml"), "prompt = \"hi\"\n");
+    assert!(!env.path(".gemini/commands/undo.toml").exists());
+}
+
+#[test]
+fn uninstall_says_changed_only_of_command_files_retrace_installed() {
+    let env = Env::new();
+    env.write(".claude/commands/undo.md", "my own undo\n");
+    let o = succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    assert!(
+        stdout(&o).contains("undo.md: left alone: it exists and is not retrace's"),
+        "{}",
+        stdout(&o)
+    );
+    env.write(".claude/commands/redo.md", "retrace's redo, edited\n");
+    let o = succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    let out = stdout(&o);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!("commands/{name}.md:")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line("undo").ends_with("left alone: not retrace's"), "{out}");
+    assert!(
+        line("redo").ends_with("left alone: changed since it was installed"),
+        "{out}"
+    );
+    assert!(line("checkpoint").ends_with("removed"), "{out}");
+    assert_eq!(env.read(".claude/commands/undo.md"), "my own undo\n");
+}
+
+#[test]
+fn every_install_ends_with_what_to_do_next() {
+    for agent in ["claude-code", "gemini", "codex"] {
+        let env = Env::new();
+        for round in ["first", "again"] {
+            let o = succeeded(run_in(&env, RETRACE, &["install", agent]), round);
+            let out = stdout(&o);
+            let last = out.lines().last().unwrap_or_default();
+            assert!(last.contains("new session"), "{agent} {round}: {out}");
+            if agent == "codex" {
+                assert!(last.contains("/hooks"), "the trust step: {out}");
+                assert!(last.contains("`retrace undo`"), "{agent} {round}: {out}");
+            } else {
+                assert!(
+                    last.contains("type /undo") && last.contains("/redo"),
+                    "{agent} {round}: {out}"
+                );
+            }
+        }
+        let o = succeeded(run_in(&env, RETRACE, &["uninstall", agent]), "uninstall");
+        assert!(!stdout(&o).contains("new session"), "{}", stdout(&o));
+    }
 }

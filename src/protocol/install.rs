@@ -4,17 +4,19 @@
 //!
 //! Every other hook and setting is kept; installing twice changes nothing; uninstalling
 //! removes exactly what was added (a command file only while it still holds retrace's
-//! text). The settings file is edited as text: only retrace's entries are spliced in or cut
-//! out, in the file's own indentation, so key order, number spelling and everything else
-//! stay byte for byte, and it keeps its mode and owner (a read-only one is refused).
+//! text), and the files and directories an install created once nothing else is in them.
+//! The settings file is edited as text: only retrace's entries are spliced in or cut out, in
+//! the file's own indentation, so key order, number spelling and everything else stay byte
+//! for byte, and it keeps its mode and owner (a read-only one is refused).
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs::{Metadata, OpenOptions, Permissions};
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::hooks::Agent;
@@ -26,9 +28,12 @@ pub struct Target {
     pub agent: Agent,
     /// `.claude`, `.codex` or `.gemini` in the project or in the user's home directory.
     pub dir: PathBuf,
-    /// Where to remember the user's own empty `hooks` object or event lists that an install
-    /// filled, so that uninstall gives them back empty instead of removing them (see
-    /// [`Target::remembering_in`]). `None`: not remembered.
+    /// Whether `dir` is the user's (every project's) rather than one project's.
+    pub user: bool,
+    /// Where to remember what an install found and created (the user's own empty `hooks`
+    /// object or event lists it filled, the files and directories it made), so that
+    /// uninstall gives the project back as it was (see [`Target::remembering_in`]). `None`:
+    /// not remembered.
     pub record: Option<PathBuf>,
 }
 
@@ -45,6 +50,7 @@ impl Target {
             return Target {
                 agent,
                 dir: project.join(name),
+                user,
                 record: None,
             };
         }
@@ -65,12 +71,13 @@ impl Target {
         Target {
             agent,
             dir,
+            user,
             record: None,
         }
     }
 
-    /// The same target, remembering the user's empty containers that an install fills in
-    /// `installed.json` under the retrace home `home`.
+    /// The same target, remembering what an install found and created in `installed.json`
+    /// under the retrace home `home`.
     #[must_use]
     pub fn remembering_in(self, home: &Path) -> Target {
         Target {
@@ -79,17 +86,47 @@ impl Target {
         }
     }
 
-    /// What the user must still do for the hooks to run, if anything.
+    /// What the user does next, in plain words: start a session that loads the hooks (and,
+    /// in Codex, trust them), then what to type after a turn.
     #[must_use]
-    pub fn next_step(&self) -> Option<&'static str> {
+    pub fn next_step(&self) -> &'static str {
+        // What each agent types follows from `command_files`.
         match self.agent {
-            Agent::Codex => Some(
-                "Codex runs a new or changed hook only once you trust it: start `codex`, type \
-                 /hooks and trust retrace's hooks (non-interactive `codex exec` skips untrusted \
-                 hooks). Project hooks also need the project trusted.",
-            ),
-            _ => None,
+            Agent::ClaudeCode => {
+                "Next: start a new session with `claude` (one already running does not load the \
+                 new hooks). After a turn, type /undo to put the files back as they were before \
+                 it, and /redo to re-apply it."
+            }
+            Agent::Gemini => {
+                "Next: start a new session with `gemini` (one already running does not load the \
+                 new hooks; a project's hooks run only in a folder you trust). After a turn, \
+                 type /undo to put the files back as they were before it, and /redo to \
+                 re-apply it."
+            }
+            Agent::Codex => {
+                "Next: start a new session with `codex`, type /hooks and trust retrace's hooks \
+                 (Codex runs a new or changed hook only once you trust it; non-interactive \
+                 `codex exec` skips untrusted hooks, and project hooks also need the project \
+                 trusted). After a turn, type `retrace undo` as the prompt to put the files \
+                 back as they were before it, and `retrace redo` to re-apply it: Codex rejects \
+                 slash commands it does not know."
+            }
         }
+    }
+
+    /// The hook command to install when the binary `exe` runs the install: plain `retrace
+    /// hook <agent>` in a project's settings (usually committed, so they should not hold
+    /// this machine's path) when the `retrace` that `PATH` finds is `exe`; else `exe`'s path,
+    /// as [`hook_command`] writes it.
+    ///
+    /// # Errors
+    /// As [`hook_command`].
+    pub fn hook_command(&self, exe: &Path) -> Result<String, String> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        if !self.user && found_on_path(exe, &path) {
+            return Ok(format!("retrace hook {}", self.agent.name()));
+        }
+        hook_command(exe, self.agent)
     }
 
     /// The file holding the hook entries.
@@ -210,6 +247,24 @@ pub fn hook_command(exe: &Path, agent: Agent) -> Result<String, String> {
         exe.display()
     ))?;
     Ok(format!("{} hook {}", sh_quote(exe), agent.name()))
+}
+
+/// Whether the `retrace` a shell finds on `path` (a `PATH` value) is the file `exe`: the
+/// same file once links are followed (also a hard link of it).
+fn found_on_path(exe: &Path, path: &OsStr) -> bool {
+    let Ok(ours) = std::fs::metadata(exe) else {
+        return false;
+    };
+    // As `sh` searches: the first executable file of that name (an empty entry is `.`).
+    std::env::split_paths(path)
+        .map(|dir| dir.join("retrace"))
+        .find_map(|p| {
+            let meta = std::fs::metadata(&p).ok().filter(Metadata::is_file)?;
+            rustix::fs::access(&p, rustix::fs::Access::EXEC_OK)
+                .is_ok()
+                .then_some(meta)
+        })
+        .is_some_and(|m| (m.dev(), m.ino()) == (ours.dev(), ours.ino()))
 }
 
 /// The first word of `command` as `sh` reads it (single quotes, double quotes with their
@@ -761,38 +816,91 @@ fn keep_owner_and_mode(file: &std::fs::File, old: &Metadata, real: &Path) -> Res
         .map_err(|e| format!("cannot keep the mode of {}: {e}", real.display()))
 }
 
-// ---- What an install filled that was the user's and empty ----
+// ---- What an install found and created ----
+
+/// `path` with its links followed and `.`/`..` resolved, also when its last components do
+/// not exist yet (the deepest existing ancestor is resolved, the rest kept), so that a path
+/// remembered before a file was created names it as found after.
+fn canonical(path: &Path) -> PathBuf {
+    for base in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(base) {
+            return match path.strip_prefix(base) {
+                Ok(rest) if !rest.as_os_str().is_empty() => real.join(rest),
+                _ => real,
+            };
+        }
+    }
+    path.to_path_buf()
+}
 
 /// The key of a settings file in the record: its real path.
 fn record_key(settings: &Path) -> String {
     let real = follow_links(settings).unwrap_or_else(|_| settings.to_path_buf());
-    std::fs::canonicalize(&real)
-        .unwrap_or(real)
-        .to_string_lossy()
-        .into_owned()
+    canonical(&real).to_string_lossy().into_owned()
 }
 
-/// The containers (`hooks`, or an event's name for `hooks.<event>`) of `settings` that were
-/// the user's and empty when an install filled them.
-fn kept(target: &Target) -> BTreeSet<String> {
+/// The record's name for a path install created; `None` when not UTF-8 (such a path is not
+/// remembered, so uninstall leaves it).
+fn record_name(path: &Path) -> Option<String> {
+    canonical(path).to_str().map(str::to_string)
+}
+
+/// What `installed.json` remembers of the installs into one settings file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Installed {
+    /// The containers (`hooks`, or an event's name for `hooks.<event>`) that were the
+    /// user's and empty when an install filled them.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    kept: BTreeSet<String>,
+    /// The paths an install created: the settings file (when missing), command files, and
+    /// the directories made for them.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    created: BTreeSet<String>,
+    /// The settings file's text when it held only whitespace before the install.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blank: Option<String>,
+}
+
+impl Installed {
+    fn created(&self, path: &Path) -> bool {
+        record_name(path).is_some_and(|p| self.created.contains(&p))
+    }
+
+    /// Notes that an install creates `path`, and the directories above it that are missing.
+    fn create(&mut self, path: &Path) {
+        let missing = path.ancestors().take_while(|p| {
+            !p.as_os_str().is_empty()
+                && matches!(p.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        });
+        self.created.extend(missing.filter_map(record_name));
+    }
+}
+
+/// What the record holds for the target's settings file (nothing without a record).
+fn recorded(target: &Target) -> Installed {
     let Some(record) = &target.record else {
-        return BTreeSet::new();
+        return Installed::default();
     };
-    let all: Value = std::fs::read_to_string(record)
+    let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(record)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
-    all[record_key(&target.settings())]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect()
+        .unwrap_or_default();
+    let Some(entry) = all.remove(&record_key(&target.settings())) else {
+        return Installed::default();
+    };
+    // Before `created`, an entry was the list `kept`.
+    match serde_json::from_value::<BTreeSet<String>>(entry.clone()) {
+        Ok(kept) => Installed {
+            kept,
+            ..Installed::default()
+        },
+        Err(_) => serde_json::from_value(entry).unwrap_or_default(),
+    }
 }
 
-/// Records `kept` for the target's settings file (when it changed); the record file goes
-/// once it holds nothing.
-fn remember(target: &Target, kept: &BTreeSet<String>) -> Result<(), String> {
+/// Records `installed` for the target's settings file (when it changed); the record file
+/// goes once it holds nothing.
+fn remember(target: &Target, installed: &Installed) -> Result<(), String> {
     let Some(record) = &target.record else {
         return Ok(());
     };
@@ -802,10 +910,13 @@ fn remember(target: &Target, kept: &BTreeSet<String>) -> Result<(), String> {
         .unwrap_or_default();
     let key = record_key(&target.settings());
     let before = all.get(&key).cloned();
-    if kept.is_empty() {
+    if *installed == Installed::default() {
         all.remove(&key);
     } else {
-        all.insert(key.clone(), kept.iter().cloned().collect());
+        all.insert(
+            key.clone(),
+            serde_json::to_value(installed).map_err(|e| e.to_string())?,
+        );
     }
     if all.get(&key) == before.as_ref() {
         return Ok(());
@@ -821,6 +932,14 @@ fn remember(target: &Target, kept: &BTreeSet<String>) -> Result<(), String> {
     write_atomic(record, &text, true)
 }
 
+/// Whether the settings text is an empty object: what an install into a missing file
+/// starts from.
+fn is_empty_object(text: &str) -> bool {
+    text.chars()
+        .filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r'))
+        .eq("{}".chars())
+}
+
 /// What an install or uninstall changed, one line per file.
 #[derive(Debug, Default)]
 pub struct Changes {
@@ -834,10 +953,11 @@ impl Changes {
     }
 }
 
-/// Adds retrace's hook entries (running `command`, see [`hook_command`]) for every event the
-/// agent needs, replacing older retrace entries (another binary path, however quoted) and
-/// keeping every other hook and setting as written; then writes the command files that are
-/// missing.
+/// Adds retrace's hook entries (running `command`, see [`Target::hook_command`]) for every
+/// event the agent needs, replacing older retrace entries (another binary path, however
+/// quoted, or plain `retrace`) and keeping every other hook and setting as written; then
+/// writes the command files that are missing. What it creates is remembered in the
+/// target's record, for [`uninstall`].
 ///
 /// # Errors
 /// A message naming the file when it cannot be read, parsed or written, or is read-only.
@@ -850,8 +970,9 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
     };
     let root = scan(&text, &path)?;
     let style = Style::of(&text, &root);
+    let mut record = recorded(target);
     // The user's empty containers, which uninstall gives back empty.
-    let mut kept = kept(target);
+    let kept = &mut record.kept;
     let empty_before = |n: Option<(usize, &Node)>| n.map(|(_, n)| n.len() == 0);
     let hooks_before = root.member("hooks");
     let mut note = |name: &str, before: Option<bool>| match before {
@@ -903,24 +1024,51 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
             break;
         }
     }
-    let mut changes = Changes::default();
     if !added.is_empty() {
         note("hooks", empty_before(hooks_before));
         // Refused before anything is written when the file is read-only.
-        writable(&path)?;
-        remember(target, &kept)?;
+        let (real, _) = writable(&path)?;
+        match &original {
+            None => {
+                record.create(&real);
+                record.blank = None;
+            }
+            Some(blank) if blank.trim().is_empty() => {
+                if let Some(name) = record_name(&real) {
+                    record.created.remove(&name);
+                }
+                record.blank = Some(blank.clone());
+            }
+            Some(_) => {}
+        }
+    }
+    // Each command file: whether it holds retrace's text, `None` when missing.
+    let mut files = Vec::new();
+    for (file, text) in target.command_files() {
+        let ours = match std::fs::read_to_string(&file) {
+            Ok(existing) => Some(existing == text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                record.create(&file);
+                None
+            }
+            Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+        };
+        files.push((file, text, ours));
+    }
+    remember(target, &record)?;
+    let mut changes = Changes::default();
+    if !added.is_empty() {
         write_atomic(&path, &text, false)?;
         changes.push(&path, format_args!("added hooks for {}", added.join(", ")));
     }
-    for (file, text) in target.command_files() {
-        match std::fs::read_to_string(&file) {
-            Ok(existing) if existing == text => {}
-            Ok(_) => changes.push(&file, "left alone: it exists and is not retrace's"),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    for (file, text, ours) in files {
+        match ours {
+            Some(true) => {}
+            Some(false) => changes.push(&file, "left alone: it exists and is not retrace's"),
+            None => {
                 write_atomic(&file, &text, false)?;
                 changes.push(&file, "added");
             }
-            Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
         }
     }
     Ok(changes)
@@ -928,17 +1076,23 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
 
 /// Removes retrace's hook entries, and the groups, lists and objects that become empty
 /// because of it (not the user's own empty ones, nor those an install filled), and the
-/// command files that still hold retrace's text. Everything else keeps its bytes.
+/// command files that still hold retrace's text; then what an install created (the
+/// settings file, its directories) once nothing else is in it. Everything else keeps its
+/// bytes.
 ///
 /// # Errors
 /// As [`install`].
 pub fn uninstall(target: &Target) -> Result<Changes, String> {
     let path = target.settings();
-    let mut removed = Vec::new();
-    if let Some(original) = read_text(&path)?.filter(|t| !t.trim().is_empty()) {
-        let kept = kept(target);
+    let record = recorded(target);
+    let mut changes = Changes::default();
+    if let Some(original) = read_text(&path)? {
         let mut text = original.clone();
+        let mut removed = Vec::new();
         'next: loop {
+            if text.trim().is_empty() {
+                break;
+            }
             let root = scan(&text, &path)?;
             let Some((hi, hooks)) = root.member("hooks") else {
                 break;
@@ -956,9 +1110,9 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
                 // The innermost container that stays.
                 text = if entries.len() > 1 {
                     remove(&text, entries, ei)
-                } else if groups.len() > 1 || kept.contains(*event) {
+                } else if groups.len() > 1 || record.kept.contains(*event) {
                     remove(&text, list, gi)
-                } else if hooks.len() > 1 || kept.contains("hooks") {
+                } else if hooks.len() > 1 || record.kept.contains("hooks") {
                     remove(&text, hooks, li)
                 } else {
                     remove(&text, &root, hi)
@@ -970,18 +1124,31 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
             }
             break;
         }
-        if text != original {
-            writable(&path)?;
-            write_atomic(&path, &text, false)?;
-            remember(target, &BTreeSet::new())?;
+        let mut what = Vec::new();
+        if !removed.is_empty() {
+            what.push(format!("removed hooks for {}", removed.join(", ")));
         }
-    }
-    let mut changes = Changes::default();
-    if !removed.is_empty() {
-        changes.push(
-            &path,
-            format_args!("removed hooks for {}", removed.join(", ")),
-        );
+        // Left as an install started from it: the file goes if install created it, a blank
+        // one gets its text back.
+        let real = follow_links(&path)?;
+        let start = is_empty_object(&text);
+        if start && record.created(&real) {
+            writable(&path)?;
+            std::fs::remove_file(&real)
+                .map_err(|e| format!("cannot remove {}: {e}", real.display()))?;
+            what.push("removed the file, which install created".to_string());
+        } else {
+            if start && let Some(blank) = &record.blank {
+                text.clone_from(blank);
+            }
+            if text != original {
+                writable(&path)?;
+                write_atomic(&path, &text, false)?;
+            }
+        }
+        if !what.is_empty() {
+            changes.push(&path, what.join("; "));
+        }
     }
     for (file, text) in target.command_files() {
         match std::fs::read_to_string(&file) {
@@ -989,15 +1156,22 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
                 std::fs::remove_file(&file)
                     .map_err(|e| format!("cannot remove {}: {e}", file.display()))?;
                 changes.push(&file, "removed");
-                if let Some(dir) = file.parent() {
-                    // Only succeeds once the directory is empty.
-                    let _ = std::fs::remove_dir(dir);
-                }
             }
-            Ok(_) => changes.push(&file, "left alone: changed since it was installed"),
+            Ok(_) if record.created(&file) => {
+                changes.push(&file, "left alone: changed since it was installed");
+            }
+            Ok(_) => changes.push(&file, "left alone: not retrace's"),
             Err(_) => {}
         }
     }
+    // The directories install created, deepest first (a path sorts after its parent), and
+    // only once empty: one the user put something in stays.
+    for dir in record.created.iter().rev().map(Path::new) {
+        if dir.symlink_metadata().is_ok_and(|m| m.is_dir()) && std::fs::remove_dir(dir).is_ok() {
+            changes.push(dir, "removed the directory, which install created");
+        }
+    }
+    remember(target, &Installed::default())?;
     Ok(changes)
 }
 
@@ -1031,6 +1205,25 @@ mod tests {
             let v: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
             assert_eq!(v, serde_json::json!({"model": "mine"}), "{agent:?}");
         }
+    }
+
+    #[test]
+    fn a_record_written_before_created_paths_reads_as_the_kept_containers() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = Target::new(Agent::ClaudeCode, dir.path(), false).remembering_in(dir.path());
+        let mut all = serde_json::Map::new();
+        all.insert(
+            record_key(&target.settings()),
+            serde_json::json!(["hooks", "Stop"]),
+        );
+        std::fs::write(
+            dir.path().join("installed.json"),
+            Value::from(all).to_string(),
+        )
+        .unwrap();
+        let record = recorded(&target);
+        assert_eq!(record.kept, BTreeSet::from(["Stop".into(), "hooks".into()]));
+        assert!(record.created.is_empty() && record.blank.is_none());
     }
 
     #[test]

@@ -93,7 +93,9 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
     let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
-        install::hook_command(&exe, agent).and_then(|c| install::install(&target, &c))
+        target
+            .hook_command(&exe)
+            .and_then(|c| install::install(&target, &c))
     } else {
         install::uninstall(&target)
     }
@@ -104,8 +106,8 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
     for line in changes.lines {
         println!("{line}");
     }
-    if add && let Some(step) = target.next_step() {
-        println!("{step}");
+    if add {
+        println!("{}", target.next_step());
     }
     Ok(OK)
 }
