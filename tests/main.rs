@@ -12,6 +12,7 @@ mod compat;
 mod corruption;
 mod crash;
 mod damaged;
+mod demo;
 mod dump;
 mod full_disk;
 mod fuzz_corpus;
