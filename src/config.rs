@@ -135,6 +135,27 @@ fn bytes_text(n: u64) -> String {
     format!("{n} B")
 }
 
+/// A byte count for reports, rounded to one decimal in the largest binary unit it fills
+/// (`12.3 KiB`, `2 GiB`, `999 B`). Settings use the exact `bytes_text`, which reads back.
+#[must_use]
+pub fn bytes_approx(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    // Compare the rounded value, so that 1023.96 KiB reads `1 MiB`, not `1024 KiB`.
+    while (v * 10.0).round() >= 10240.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    let text = format!("{v:.1}");
+    let text = text.strip_suffix(".0").unwrap_or(&text);
+    format!("{text} {}", UNITS[unit])
+}
+
 fn parse_bytes(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s
@@ -405,6 +426,23 @@ mod tests {
             .find(|r| r.0 == "max_store_bytes")
             .unwrap();
         assert_eq!(row.1, "2 GiB");
+    }
+
+    #[test]
+    fn byte_counts_in_reports_are_rounded_to_one_decimal() {
+        for (n, text) in [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1 KiB"),
+            (12_595, "12.3 KiB"),
+            (1_048_524, "1023.9 KiB"),
+            (1_048_575, "1 MiB"),
+            (2 << 30, "2 GiB"),
+            ((2 << 30) + 1, "2 GiB"),
+            (u64::MAX, "16 EiB"),
+        ] {
+            assert_eq!(bytes_approx(n), text, "{n}");
+        }
     }
 
     #[test]

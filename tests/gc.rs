@@ -272,3 +272,22 @@ fn recompression_beside_captures_in_other_processes_loses_nothing() {
     assert_verified(&env);
     common::restore_every_snapshot(&ws);
 }
+
+/// `retrace gc`'s text gives byte counts in binary units (`2.5 MiB`), as `--json` gives
+/// the numbers.
+#[test]
+fn gc_reports_byte_counts_in_binary_units() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    let ws = env.open();
+    ws.snapshot(None).unwrap();
+    orphans(&ws, 0..10, 256 * 1024);
+    drop(ws);
+    let o = env.run(RETRACE, &["gc", "--grace", "0"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    let freed = out.lines().find(|l| l.starts_with("freed 10 of ")).unwrap();
+    assert!(freed.contains(" MiB stored)"), "{out}");
+    assert!(out.contains(" on disk"), "{out}");
+    assert!(!out.contains(" bytes"), "{out}");
+}

@@ -12,6 +12,8 @@ mod compat;
 mod corruption;
 mod crash;
 mod damaged;
+mod demo;
+mod dump;
 mod first_hour;
 mod full_disk;
 mod fuzz_corpus;

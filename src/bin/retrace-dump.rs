@@ -185,14 +185,16 @@ fn run(cli: Cli) -> Result<bool> {
                         "objects    {} blobs, {} chunked blobs, {} trees",
                         s.blobs, s.chunked, s.trees
                     );
-                    println!("logical    {} bytes (blob content)", s.logical_bytes);
+                    println!("logical    {} (blob content)", bytes(s.logical_bytes));
                     println!(
-                        "stored     {} bytes compressed in the pack log ({} bytes framed)",
-                        s.log_bytes, s.payload_bytes
+                        "stored     {} compressed in the pack log ({} framed)",
+                        bytes(s.log_bytes),
+                        bytes(s.payload_bytes)
                     );
                     println!(
-                        "file       {} bytes on disk ({ratio:.3}x the pack log; length {})",
-                        s.disk_bytes, s.file_bytes
+                        "file       {} on disk ({ratio:.3}x the pack log; length {})",
+                        bytes(s.disk_bytes),
+                        bytes(s.file_bytes)
                     );
                     if maintained == 0 {
                         println!("maintained never");
@@ -237,21 +239,30 @@ fn run(cli: Cli) -> Result<bool> {
         Command::Sessions { json } => {
             let store = open(&stores(&cli, false)?[0])?;
             let tx = store.begin_read()?;
-            let mut rows = Vec::new();
+            let (mut rows, mut owners) = (Vec::new(), Vec::new());
             for (key, rec) in db::sessions(&tx)? {
                 let l = db::load(&tx, &key)?;
                 // A pending turn's owner: alive, dead, or why it cannot be known (kept).
-                let lease = match l.state.pending {
+                let (lease, owner) = match l.state.pending {
                     Some(n) => match db::lease(&tx, &key, n)? {
-                        Some(Ok(r)) => serde_json::json!({
-                            "pid": r.pid, "hostname": r.hostname, "heartbeat_ms": r.heartbeat_ms,
-                            "liveness": retrace::lease::liveness(&r, Config::from_env().home()),
-                        }),
-                        Some(Err(why)) => serde_json::json!({"unreadable": why}),
-                        None => serde_json::json!(null),
+                        Some(Ok(r)) => {
+                            let alive = retrace::lease::liveness(&r, Config::from_env().home());
+                            let text = owner_text(&r, &alive);
+                            let v = serde_json::json!({
+                                "pid": r.pid, "hostname": r.hostname,
+                                "heartbeat_ms": r.heartbeat_ms, "liveness": alive,
+                            });
+                            (v, Some(text))
+                        }
+                        Some(Err(why)) => {
+                            let text = format!("unreadable lease: {why}");
+                            (serde_json::json!({"unreadable": why}), Some(text))
+                        }
+                        None => (serde_json::json!(null), None),
                     },
-                    None => serde_json::json!(null),
+                    None => (serde_json::json!(null), None),
                 };
+                owners.push(owner);
                 rows.push(serde_json::json!({
                     "lease": lease,
                     "session": hex(&key), "created_ms": rec.created_ms,
@@ -266,19 +277,30 @@ fn run(cli: Cli) -> Result<bool> {
             } else if rows.is_empty() {
                 println!("no sessions");
             } else {
-                for r in &rows {
+                for (r, owner) in rows.iter().zip(&owners) {
+                    let redo: Vec<String> = r["redo"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|u| format!("turn:{}", u[0]))
+                        .collect();
                     println!(
-                        "{}  turns {:>5}  checkpoints {:>4}  ops {:>6}  cursor {}  redo {}  pending {}",
+                        "{}  turns {:>5}  checkpoints {:>4}  ops {:>6}  cursor {:<10} pending \
+                         {:<10} redo {}",
                         r["session"].as_str().unwrap_or(""),
-                        r["turns"],
-                        r["checkpoints"],
-                        r["ops"],
-                        r["cursor"],
-                        r["redo"],
-                        r["pending"]
+                        r["turns"].as_u64().unwrap_or(0),
+                        r["checkpoints"].as_u64().unwrap_or(0),
+                        r["ops"].as_u64().unwrap_or(0),
+                        turn_text(r["cursor"].as_u64()),
+                        turn_text(r["pending"].as_u64()),
+                        if redo.is_empty() {
+                            "-".to_string()
+                        } else {
+                            redo.join(", ")
+                        }
                     );
-                    if !r["lease"].is_null() {
-                        println!("    owner of the pending turn: {}", r["lease"]);
+                    if let Some(o) = owner {
+                        println!("    owner of the pending turn: {o}");
                     }
                 }
             }
@@ -313,13 +335,7 @@ fn run(cli: Cli) -> Result<bool> {
                         "turns": l.turns, "checkpoints": l.checkpoints})
                 );
             } else {
-                println!("session {}  {:?}", hex(&key), l.state);
-                for t in &l.turns {
-                    println!("{t:?}");
-                }
-                for c in &l.checkpoints {
-                    println!("{c:?}");
-                }
+                print_turns(&key, &l)?;
             }
             Ok(true)
         }
@@ -372,13 +388,121 @@ fn print_tree(r: &StoreReader, id: &ObjectId) -> Result<()> {
         println!(
             "{kind} {} {:>10} {}",
             e.id,
-            e.size,
+            bytes(e.size),
             retrace::object::show_path(&e.name)
         );
     }
     Ok(())
 }
 
+/// `turns` as text: the session's state, then every field of every turn and checkpoint
+/// record, one per line, named as in docs/format.md.
+fn print_turns(key: &SessionKey, l: &db::Loaded) -> Result<()> {
+    let st = &l.state;
+    let redo: Vec<String> = st
+        .redo
+        .iter()
+        .map(|(t, m)| Ok(format!("turn:{t} ({})", word(m)?)))
+        .collect::<Result<_>>()?;
+    println!("session {}", hex(key));
+    field("cursor", &turn_text(st.cursor));
+    field("pending", &turn_text(st.pending));
+    field("redo", &list(&redo));
+    field("last_known", &id_text(st.last_known.as_ref()));
+    field("next_turn", &st.next_turn.to_string());
+    field("next_checkpoint", &st.next_checkpoint.to_string());
+    for t in &l.turns {
+        let c = t.counts;
+        println!(
+            "\nturn {}  {}  +{} ~{} -{}",
+            t.number,
+            word(&t.state)?,
+            c.added,
+            c.modified,
+            c.deleted
+        );
+        field("version", &t.version.to_string());
+        field("parent", &turn_text(t.parent));
+        field("anchor", &text(t.anchor.as_deref()));
+        field("leaf", &text(t.leaf.as_deref()));
+        field("rounds", &list(&t.rounds));
+        field("prompt", &text(t.prompt.as_deref()));
+        field("began_ms", &t.began_ms.to_string());
+        field(
+            "ended_ms",
+            &t.ended_ms.map_or("-".into(), |m| m.to_string()),
+        );
+        field("before", &id_text(t.before.as_ref()));
+        field("after", &id_text(t.after.as_ref()));
+        field("reason", &text(t.reason.as_deref()));
+    }
+    for c in &l.checkpoints {
+        println!("\ncheckpoint {}  {}", c.number, text(c.label.as_deref()));
+        field("version", &c.version.to_string());
+        field("snapshot", &c.snapshot.to_string());
+        field("cursor", &turn_text(c.cursor));
+        field("time_ms", &c.time_ms.to_string());
+    }
+    Ok(())
+}
+
+/// One `name  value` line of a record; a value of several lines continues aligned.
+fn field(name: &str, value: &str) {
+    let mut lines = value.lines();
+    println!("  {name:<16}{}", lines.next().unwrap_or(""));
+    for l in lines {
+        println!("  {:<16}{l}", "");
+    }
+}
+
+/// An enum's name as its JSON spells it (`complete`, `conversation_only`, `both`).
+fn word<T: serde::Serialize>(v: &T) -> Result<String> {
+    Ok(serde_json::to_value(v)?
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
+}
+
+fn turn_text(t: Option<u64>) -> String {
+    t.map_or("-".into(), |t| format!("turn:{t}"))
+}
+
+fn id_text(id: Option<&ObjectId>) -> String {
+    id.map_or("-".into(), ToString::to_string)
+}
+
+fn text(s: Option<&str>) -> String {
+    s.unwrap_or("-").to_string()
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Who owns a pending turn, in words: `pid 42 on host, heartbeat 3 s ago, alive`.
+fn owner_text(r: &retrace::lease::LeaseRecord, alive: &retrace::lease::Liveness) -> String {
+    use retrace::lease::Liveness;
+    let ago = retrace::store::now_ms().saturating_sub(r.heartbeat_ms) / 1000;
+    let state = match alive {
+        Liveness::Alive => "alive".to_string(),
+        Liveness::Dead => "dead".to_string(),
+        Liveness::Uncertain(why) => format!("unknown ({why})"),
+    };
+    format!(
+        "pid {} on {}, heartbeat {ago} s ago, {state}",
+        r.pid, r.hostname
+    )
+}
+
 fn hex(key: &SessionKey) -> String {
     key.short()
+}
+
+/// A byte count as reports show it (`12.3 KiB`).
+fn bytes(n: u64) -> String {
+    retrace::config::bytes_approx(n)
 }

@@ -661,7 +661,7 @@ fn run(cli: Cli) -> Result<u8> {
         .into());
     }
     match cli.command {
-        Command::Demo => demo::run(),
+        Command::Demo => demo::run(dir),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
         Command::Hook { agent } => Ok(agents::hook(&agent)),

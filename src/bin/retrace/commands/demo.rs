@@ -1,190 +1,274 @@
-//! `retrace demo`: a self-contained walkthrough in a temporary directory.
+//! `retrace demo`: a walkthrough in a temporary directory that runs the real CLI (this very
+//! executable) and shows each command before its output, so it teaches the commands too.
 
 use std::fs;
-use std::path::Path;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
 
-use anyhow::{Context, Result, ensure};
-use retrace::{Config, Mode, Outcome, RestoreOptions, Workspace};
+use anyhow::{Context, Result, bail, ensure};
 
-fn step(n: u32, text: &str) {
-    println!("\n== {n}. {text}");
+use crate::Usage;
+
+/// The demo's project and store, and the executable that plays `retrace`.
+struct Demo {
+    exe: PathBuf,
+    root: PathBuf,
+    home: PathBuf,
 }
 
-fn show(root: &Path) -> Result<()> {
-    let mut paths = Vec::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
-        let e = e?;
-        if e.file_type().is_file() {
-            paths.push(e.path().strip_prefix(root)?.display().to_string());
+/// `out!` that fails instead of exiting on a closed pipe (`retrace demo | head`), so the
+/// demo's directory is still removed.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout(), $($arg)*).context("writing the demo's output")?
+    };
+}
+
+fn step(n: u32, text: &str) -> Result<()> {
+    out!("\n== {n}. {text}");
+    Ok(())
+}
+
+/// Prose, indented like command output but without the `$`.
+fn say(text: &str) -> Result<()> {
+    for line in text.lines() {
+        out!("  {line}");
+    }
+    Ok(())
+}
+
+/// An argument as a shell would need it typed.
+fn quoted(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("\"{arg}\"")
+    }
+}
+
+impl Demo {
+    /// Runs `retrace ARGS` in the project, prints `$ retrace ARGS` and then its output
+    /// indented; fails unless it exits with `expect` (1 for a step that shows a refusal).
+    /// Returns its standard output.
+    fn retrace(&self, args: &[&str], expect: i32) -> Result<String> {
+        let shown: Vec<String> = args.iter().map(|a| quoted(a)).collect();
+        let line = format!("retrace {}", shown.join(" "));
+        out!("$ {line}");
+        let out = Command::new(&self.exe)
+            .arg("-C")
+            .arg(&self.root)
+            .args(args)
+            .current_dir(&self.root)
+            .env("RETRACE_HOME", &self.home)
+            // The user's session would turn `log` into a session view; the demo names its own.
+            .env_remove("RETRACE_SESSION")
+            .output()
+            .with_context(|| format!("running {}", self.exe.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        for l in stdout
+            .lines()
+            .chain(String::from_utf8_lossy(&out.stderr).lines())
+        {
+            out!("    {l}");
+        }
+        match out.status.code() {
+            Some(c) if c == expect => Ok(stdout),
+            Some(c) => bail!("the demo step `{line}` exited with {c} (expected {expect})"),
+            None => bail!("the demo step `{line}` was killed by a signal"),
         }
     }
-    for p in paths {
-        println!("   {p}");
+
+    /// The project's files (ignored ones included), one a line.
+    fn files(&self) -> Result<()> {
+        for e in walkdir::WalkDir::new(&self.root)
+            .min_depth(1)
+            .sort_by_file_name()
+        {
+            let e = e?;
+            if e.file_type().is_file() {
+                out!("    {}", e.path().strip_prefix(&self.root)?.display());
+            }
+        }
+        Ok(())
     }
-    Ok(())
+
+    fn write(&self, path: &str, text: &str) -> Result<()> {
+        let p = self.root.join(path);
+        if let Some(d) = p.parent() {
+            fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        fs::write(&p, text).with_context(|| format!("writing {}", p.display()))
+    }
+
+    fn read(&self, path: &str) -> Result<String> {
+        let p = self.root.join(path);
+        fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        self.root.join(path).exists()
+    }
 }
 
-pub fn run() -> Result<u8> {
+/// `retrace demo`. It always works in a directory of its own, so `-C` is refused.
+pub fn run(dir: Option<&PathBuf>) -> Result<u8> {
+    if let Some(d) = dir {
+        bail!(Usage(format!(
+            "the demo always runs in a temporary directory of its own and removes it; run \
+             `retrace demo` without -C {}",
+            d.display()
+        )));
+    }
     let base = std::env::temp_dir().join(format!("retrace-demo-{}", std::process::id()));
-    let root = base.join("project");
-    let home = base.join("home");
-    fs::create_dir_all(root.join("src")).context("creating the demo directory")?;
-    let result = walkthrough(&root, &home);
+    let demo = Demo {
+        exe: std::env::current_exe().context("finding the retrace executable")?,
+        root: base.join("project"),
+        home: base.join("home"),
+    };
+    fs::create_dir_all(&demo.root).context("creating the demo directory")?;
+    let result = walkthrough(&demo);
     let _ = fs::remove_dir_all(&base);
-    result.map(|()| 0)
+    match result {
+        Ok(()) => {}
+        // Output closed early: exit as a process killed by SIGPIPE would, as other commands do.
+        Err(e) if broken_pipe(&e) => return Ok(141),
+        Err(e) => return Err(e),
+    }
+    out!("\nall steps passed; the demo directory is removed.");
+    Ok(0)
 }
 
-fn walkthrough(root: &Path, home: &Path) -> Result<()> {
-    println!("retrace demo in {}", root.display());
-    step(1, "a small project, with an ignored build directory");
-    fs::write(
-        root.join("src/main.rs"),
-        "fn main() {\n    println!(\"hello\");\n}\n",
-    )?;
-    fs::write(root.join("src/lib.rs"), "pub fn answer() -> u32 { 42 }\n")?;
-    fs::write(root.join("README.md"), "# demo\n")?;
-    fs::write(root.join(".gitignore"), "target/\n")?;
-    fs::create_dir_all(root.join("target"))?;
-    fs::write(root.join("target/app.bin"), "build output, ignored\n")?;
-    show(root)?;
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
-    step(2, "snapshot before the agent's turn");
-    let ws = Workspace::open(root, &Config::with_home(home))?;
-    let before = ws.snapshot(Some("before the agent".into()))?;
-    println!(
-        "   snapshot {} ({} files, {} bytes, {} stored)",
-        before.id.short(),
-        before.files,
-        before.bytes,
-        before.new_bytes
+fn walkthrough(d: &Demo) -> Result<()> {
+    out!("retrace demo: each `$ retrace …` line below is a real command, run in");
+    out!("  {}", d.root.display());
+    out!(
+        "with its history kept in {} (RETRACE_HOME),",
+        d.home.display()
     );
+    out!("so your own projects and their history are not touched.");
 
     step(
-        3,
-        "the \"agent\" edits a file, deletes one, adds one, and rebuilds",
-    );
-    fs::write(
-        root.join("src/main.rs"),
-        "fn main() {\n    panic!(\"oops\");\n}\n",
+        1,
+        "a small project; .gitignore keeps its build directory out of history",
     )?;
-    fs::remove_file(root.join("src/lib.rs"))?;
-    fs::write(root.join("notes.txt"), "scratch notes\n")?;
-    fs::write(
-        root.join("target/app.bin"),
-        "new build output, still ignored\n",
+    d.write("src/main.rs", "fn main() {\n    println!(\"helo\");\n}\n")?;
+    d.write("src/lib.rs", "pub fn answer() -> u32 { 42 }\n")?;
+    d.write("README.md", "# demo\n")?;
+    d.write(".gitignore", "target/\n")?;
+    d.write("target/app.bin", "build output\n")?;
+    say("files:")?;
+    d.files()?;
+
+    step(
+        2,
+        "a first snapshot: retrace keeps a copy of every file not ignored",
     )?;
-    let after = ws.snapshot(Some("after the agent".into()))?;
-    println!(
-        "   snapshot {} ({} new bytes stored: only what changed)",
-        after.id.short(),
-        after.new_bytes
-    );
-    let d = ws.diff(&before.id, Some(&after.id))?;
-    for p in &d.added {
-        println!("   A {p}");
-    }
-    for p in &d.modified {
-        println!("   M {p}");
-    }
-    for p in &d.deleted {
-        println!("   D {p}");
-    }
+    let out = d.retrace(&["snapshot", "--label", "before the agent"], 0)?;
+    let first = out
+        .lines()
+        .find_map(|l| l.strip_prefix("snapshot "))
+        .and_then(|id| id.get(..12))
+        .context("`retrace snapshot` printed no snapshot id")?
+        .to_string();
 
-    step(4, "restore the snapshot from before the turn");
-    let r = ws.restore(&before.id, RestoreOptions::default())?;
-    println!("   wrote {:?}, deleted {:?}", r.written, r.deleted);
-    ensure!(r.verified, "restore did not verify");
-    show(root)?;
+    step(3, "an agent turn: a snapshot before the prompt, one after")?;
+    say(
+        "An agent's host is the program the agent runs in (Claude Code, Codex, Gemini CLI);\n\
+         `retrace install` makes it call `retrace turn begin` and `turn end` around each\n\
+         prompt. An anchor is the host's name for a point in its conversation (a message\n\
+         id): undo hands it back so the host can rewind the chat along with the files.\n\
+         Here we play the host by hand, in a session named demo.",
+    )?;
+    d.retrace(
+        &[
+            "turn",
+            "begin",
+            "--session",
+            "demo",
+            "--anchor",
+            "msg-1",
+            "--prompt",
+            "fix the greeting",
+        ],
+        0,
+    )?;
+    say("the agent edits src/main.rs, deletes src/lib.rs, adds notes.txt, rebuilds target/")?;
+    d.write("src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n")?;
+    fs::remove_file(d.root.join("src/lib.rs")).context("deleting src/lib.rs")?;
+    d.write("notes.txt", "the greeting had a typo\n")?;
+    d.write("target/app.bin", "new build output\n")?;
+    d.retrace(
+        &["turn", "end", "--session", "demo", "--anchor", "msg-2"],
+        0,
+    )?;
 
-    step(5, "the ignored build output was not touched");
-    let kept = fs::read_to_string(root.join("target/app.bin"))?;
-    println!("   target/app.bin: {}", kept.trim());
-    ensure!(kept.contains("new build output"), "ignored file changed");
+    step(
+        4,
+        "what happened: the session's turns, the snapshots, and a diff",
+    )?;
+    d.retrace(&["log", "--session", "demo"], 0)?;
+    d.retrace(&["log"], 0)?;
+    say("what changed since the first snapshot (A added, M modified, D deleted):")?;
+    d.retrace(&["diff", &first], 0)?;
+
+    step(
+        5,
+        "undo the turn: its files come back, the ignored build output stays",
+    )?;
+    d.retrace(&["undo", "--session", "demo"], 0)?;
+    say("files:")?;
+    d.files()?;
+    let build = d.read("target/app.bin")?;
+    say(&format!("target/app.bin still holds: {}", build.trim()))?;
     ensure!(
-        fs::read_to_string(root.join("src/main.rs"))?.contains("hello"),
-        "main.rs not restored"
+        d.exists("src/lib.rs") && !d.exists("notes.txt"),
+        "undo did not put the files back"
     );
     ensure!(
-        root.join("src/lib.rs").exists() && !root.join("notes.txt").exists(),
-        "restore incomplete"
+        build.contains("new build output"),
+        "undo changed the ignored build output"
     );
 
-    step(6, "unsnapshotted work is protected");
-    fs::write(root.join("README.md"), "# demo\nwork in progress\n")?;
-    match ws.restore(&after.id, RestoreOptions::default()) {
-        Err(e) => println!("   refused: {e}"),
-        Ok(_) => anyhow::bail!("restore over unsnapshotted work should be refused"),
-    }
-    agent_session(root, &ws)?;
-    println!("\nall steps passed; the demo directory is removed.");
-    Ok(())
-}
+    step(6, "redo the turn")?;
+    d.retrace(&["redo", "--session", "demo"], 0)?;
+    ensure!(
+        d.exists("notes.txt") && d.read("src/main.rs")?.contains("hello"),
+        "redo did not re-apply the turn"
+    );
 
-/// Steps 7 to 10: what an agent adapter does around each prompt, and undo/redo.
-fn agent_session(root: &Path, ws: &Workspace) -> Result<()> {
     step(
         7,
-        "an agent session: checkpoint the work in progress, then one turn",
-    );
-    let session = ws.session("demo-chat");
-    println!(
-        "   {}",
-        session.checkpoint(Some("wip readme".into()))?.message()
-    );
-    let turn = session.begin_turn(Some("msg-1".into()), Some("add a test".into()))?;
-    turn.wait_before(std::time::Duration::from_secs(60))?;
-    fs::create_dir_all(root.join("tests"))?;
-    fs::write(root.join("tests/answer.rs"), "#[test] fn t() {}\n")?;
-    fs::write(root.join("src/lib.rs"), "pub fn answer() -> u32 { 41 }\n")?;
-    let sum = turn.end(Some("msg-2".into()))?;
-    println!(
-        "   turn {} recorded: +{} ~{} -{}",
-        sum.turn, sum.added, sum.modified, sum.deleted
-    );
-    fs::write(
-        root.join("README.md"),
-        "# demo\nedited by the user after the turn\n",
+        "restore any snapshot by its id (a unique prefix is enough)",
     )?;
-
-    step(
-        8,
-        "undo the turn: only its paths go back, the user's README edit stays",
-    );
-    let undone = session.undo(Mode::Both)?;
-    println!("   {}", undone.message());
-    if let Outcome::Restored { anchor, prompt, .. } = &undone {
-        println!(
-            "   the host moves its conversation to {} and puts back the prompt {:?}",
-            anchor.as_deref().unwrap_or("?"),
-            prompt.as_deref().unwrap_or("")
-        );
-    }
+    d.retrace(&["restore", &first], 0)?;
+    say("files:")?;
+    d.files()?;
     ensure!(
-        !root.join("tests/answer.rs").exists(),
-        "undo left the new test"
-    );
-    ensure!(
-        fs::read_to_string(root.join("README.md"))?.contains("edited by the user"),
-        "undo touched the user's edit"
+        d.read("src/main.rs")?.contains("helo") && !d.exists("notes.txt"),
+        "restore did not bring back the first snapshot"
     );
 
-    step(9, "redo the turn");
-    println!("   {}", session.redo()?.message());
+    step(8, "work that is in no snapshot is never overwritten")?;
+    say("you edit README.md by hand, then try to restore:")?;
+    d.write("README.md", "# demo\nwork in progress\n")?;
+    d.retrace(&["restore", &first], 1)?;
+    say("a checkpoint saves it, under a label you can navigate back to:")?;
+    d.retrace(&["checkpoint", "--session", "demo", "wip readme"], 0)?;
     ensure!(
-        root.join("tests/answer.rs").exists(),
-        "redo did not restore the test"
-    );
-
-    step(
-        10,
-        "a path edited after the turn is a conflict: nothing is written",
-    );
-    fs::write(root.join("tests/answer.rs"), "// hand-edited\n")?;
-    let refused = session.undo(Mode::Both)?;
-    println!("   {}", refused.message());
-    ensure!(
-        matches!(refused, Outcome::Conflict { .. }),
-        "undo over an edited path should be refused"
+        d.read("README.md")?.contains("work in progress"),
+        "the refused restore changed README.md"
     );
     Ok(())
 }

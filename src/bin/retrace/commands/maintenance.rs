@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use retrace::Workspace;
+use retrace::config::bytes_approx as bytes;
 use retrace::retention::{self, GcOptions};
 
 use super::print_json;
@@ -25,16 +26,16 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
     if let Some(m) = &out.retention {
         println!(
             "retention: {} session(s) expired, {} removed, {} turn(s) evicted for the byte \
-             budget, {} log record(s) pruned; {} bytes packed (budget {}){}",
+             budget, {} log record(s) pruned; {} packed (budget {}){}",
             m.expired_sessions.len(),
             m.tombstones_pruned + m.sessions_dropped,
             m.turns_evicted,
             m.snapshots_pruned,
-            m.store_bytes,
+            bytes(m.store_bytes),
             if m.max_store_bytes == 0 {
                 "none".to_string()
             } else {
-                m.max_store_bytes.to_string()
+                bytes(m.max_store_bytes)
             },
             if m.over_budget {
                 "; over budget: the rest is in use and never evicted"
@@ -45,16 +46,20 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
     }
     let verb = if dry_run { "would free" } else { "freed" };
     println!(
-        "{verb} {} of {} objects ({} stored bytes); {} reachable, {} young kept",
-        r.objects_freed, r.objects, r.stored_bytes_freed, r.reachable, r.young_kept
+        "{verb} {} of {} objects ({} stored); {} reachable, {} young kept",
+        r.objects_freed,
+        r.objects,
+        bytes(r.stored_bytes_freed),
+        r.reachable,
+        r.young_kept
     );
     if !dry_run {
         println!(
-            "rewrote {} frames, freed {} packs; store file {} -> {} bytes on disk{}",
+            "rewrote {} frames, freed {} packs; store file {} -> {} on disk{}",
             r.frames_rewritten,
             r.packs_freed,
-            r.disk_bytes_before,
-            r.disk_bytes_after,
+            bytes(r.disk_bytes_before),
+            bytes(r.disk_bytes_after),
             if r.compacted { " (compacted)" } else { "" }
         );
     }
@@ -65,8 +70,10 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         .filter(|d| d.frames > 0)
     {
         println!(
-            "recompressed {} frames at the dense level: {} -> {} stored bytes",
-            d.frames, d.bytes_before, d.bytes_after
+            "recompressed {} frames at the dense level: {} -> {} stored",
+            d.frames,
+            bytes(d.bytes_before),
+            bytes(d.bytes_after)
         );
     }
     Ok(OK)

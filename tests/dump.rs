@@ -1,0 +1,114 @@
+//! `retrace-dump`'s text output: sizes in binary units, records as plain aligned fields
+//! (never Rust debug structs); `--json` keeps the raw numbers.
+
+use crate::common::{Env, RETRACE, RETRACE_DUMP, noise, stderr, stdout};
+use serde_json::Value;
+
+fn ok(env: &Env, bin: &str, args: &[&str]) -> String {
+    let o = env.run(bin, args);
+    assert!(o.status.success(), "{args:?}: {}{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+fn assert_plain(out: &str) {
+    for debug in ["[\"", "Some(", "{ ", "Record", "null"] {
+        assert!(!out.contains(debug), "{debug:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn turns_prints_every_field_of_every_record_as_plain_text() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    let session = ["--session", "chat-7"];
+    fn with<'a>(session: &[&'a str], args: &[&'a str]) -> Vec<&'a str> {
+        [session, args].concat()
+    }
+    ok(
+        &env,
+        RETRACE,
+        &with(
+            &session,
+            &[
+                "turn",
+                "begin",
+                "--anchor",
+                "m1",
+                "--prompt",
+                "fix it\nplease",
+            ],
+        ),
+    );
+    env.write("b.txt", "two\n");
+    ok(
+        &env,
+        RETRACE,
+        &with(&session, &["turn", "end", "--anchor", "m2"]),
+    );
+    ok(&env, RETRACE, &with(&session, &["checkpoint", "by hand"]));
+    let out = ok(&env, RETRACE_DUMP, &["turns", "chat-7"]);
+    assert_plain(&out);
+    for line in [
+        "  cursor          turn:1",
+        "  redo            -",
+        "turn 1  complete  +1 ~0 -0",
+        "  anchor          m1",
+        "  leaf            m2",
+        "  prompt          fix it",
+        "                  please",
+        "checkpoint 1  by hand",
+        "  cursor          turn:1",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
+    }
+    // The JSON stays the records' fields.
+    let v: Value =
+        serde_json::from_str(ok(&env, RETRACE_DUMP, &["turns", "chat-7", "--json"]).trim())
+            .unwrap();
+    assert_eq!(v["turns"][0]["anchor"], "m1");
+    assert_eq!(v["state"]["cursor"], 1);
+}
+
+#[test]
+fn sessions_names_the_owner_of_a_pending_turn_in_words() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    ok(&env, RETRACE, &["--session", "s", "turn", "begin"]);
+    let out = ok(&env, RETRACE_DUMP, &["sessions"]);
+    assert_plain(&out);
+    assert!(
+        out.contains("cursor -") && out.contains("pending turn:1"),
+        "{out}"
+    );
+    assert!(out.contains("owner of the pending turn: pid "), "{out}");
+    let v: Value =
+        serde_json::from_str(ok(&env, RETRACE_DUMP, &["sessions", "--json"]).trim()).unwrap();
+    assert_eq!(v[0]["pending"], 1, "{v}");
+    assert!(v[0]["lease"]["pid"].is_u64(), "{v}");
+}
+
+#[test]
+fn stats_and_tree_show_sizes_in_binary_units() {
+    let env = Env::new();
+    env.write("big.bin", noise(1, 20 * 1024));
+    let id = crate::common::snapshot_id(&env);
+    let stats = ok(&env, RETRACE_DUMP, &["stats"]);
+    assert!(
+        stats
+            .lines()
+            .any(|l| l == "logical    20 KiB (blob content)"),
+        "{stats}"
+    );
+    assert!(!stats.contains(" bytes"), "{stats}");
+    let tree = ok(&env, RETRACE_DUMP, &["tree", &id[..12]]);
+    let line = tree.lines().find(|l| l.ends_with(" big.bin")).unwrap();
+    assert!(line.contains("    20 KiB big.bin"), "{tree}");
+    let v: Value = serde_json::from_str(
+        ok(&env, RETRACE_DUMP, &["stats", "--json"])
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["logical_bytes"], 20 * 1024, "{v}");
+}
