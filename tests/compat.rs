@@ -91,7 +91,13 @@ fn format_1_history_records_are_read_and_replayed() {
     );
     assert_eq!((st.turns, st.checkpoints), (2, 1));
     let log = s.log().unwrap();
-    let turns: Vec<_> = log.entries.iter().filter(|e| e.kind == "turn").collect();
+    // Oldest first, as the sample was written (the log lists the newest first).
+    let turns: Vec<_> = log
+        .entries
+        .iter()
+        .rev()
+        .filter(|e| e.kind == "turn")
+        .collect();
     assert_eq!(turns[0].text.as_deref(), Some("add b"));
     assert_eq!(turns[0].anchor.as_deref(), Some("u1"));
     assert_eq!(turns[0].counts, [1, 0, 0]);

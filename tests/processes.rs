@@ -103,7 +103,7 @@ fn a_restore_names_unreadable_and_special_files_in_its_way() {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o666) }, 0);
     fs::set_permissions(env.path("secret.txt"), fs::Permissions::from_mode(0o000)).unwrap();
     let o = as_user(&["restore", &id[..12], "--force", "--json"]);
-    // Nothing written: "nothing to do" (1), not an error.
+    // Every path left alone: refused (1), not an error.
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let reason = |path: &str| {

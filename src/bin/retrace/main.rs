@@ -595,8 +595,7 @@ impl<'a> SnapshotNames<'a> {
         }
         let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
                     --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
-        if !of_session && self.sid.is_none() && ws.sessions()?.iter().all(|s| !s.has_history())
-        {
+        if !of_session && self.sid.is_none() && ws.sessions()?.iter().all(|s| !s.has_history()) {
             return Err(Usage(format!("no snapshot {name:?}: {hint}")).into());
         }
         let session = match self.session.get() {

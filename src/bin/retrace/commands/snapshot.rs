@@ -2,6 +2,7 @@
 //! session).
 
 use anyhow::Result;
+use retrace::config::bytes_approx;
 use retrace::{ObjectId, RestoreOptions, Workspace};
 
 use super::{format_time, print_json};
@@ -23,8 +24,11 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8>
     } else {
         println!("snapshot {}", c.id);
         println!(
-            "{} files, {} bytes, {} new bytes stored ({} files read)",
-            c.files, c.bytes, c.new_bytes, c.hashed
+            "{} files, {}, {} new stored ({} files read)",
+            c.files,
+            bytes_approx(c.bytes),
+            bytes_approx(c.new_bytes),
+            c.hashed
         );
         for n in &c.nested_repos {
             println!("nested repository left alone: {n}");
@@ -171,8 +175,13 @@ pub fn restore(
             }
         }
     }
-    // Nothing to write is an answer (the files already equal the snapshot), not a refusal.
-    Ok(if refused.is_some() { REFUSED } else { OK })
+    // Nothing to write is an answer (the files already equal the snapshot), not a refusal;
+    // a path left alone (someone's edit, a file in the way) is: the disk is not the target.
+    Ok(if refused.is_some() || !r.left_alone.is_empty() {
+        REFUSED
+    } else {
+        OK
+    })
 }
 
 /// `retrace status`.
@@ -186,7 +195,11 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
         print_json(&serde_json::to_value(&s)?);
     } else {
         println!("workspace  {}", s.root.display());
-        println!("store      {} ({} bytes)", s.store.display(), s.store_bytes);
+        println!(
+            "store      {} ({})",
+            s.store.display(),
+            bytes_approx(s.store_bytes)
+        );
         println!("snapshots  {}", s.snapshots);
         println!("excluded   {}", s.exclusions.join(", "));
         for n in &s.nested_repos {
