@@ -222,3 +222,39 @@ fn mode_values_are_listed_in_help() {
     assert!(help.contains("both") && help.contains("files") && help.contains("conversation"));
     assert!(help.to_lowercase().contains("possible values"), "{help}");
 }
+
+#[test]
+fn a_dirty_refusal_names_only_the_paths_no_snapshot_holds() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["snapshot", "start"]);
+    ok(
+        &env,
+        &["--session", "chat", "turn", "begin", "--anchor", "m1"],
+    );
+    env.write("new.txt", "new\n");
+    env.write("a.txt", "changed by the turn\n");
+    ok(
+        &env,
+        &["--session", "chat", "turn", "end", "--anchor", "m2"],
+    );
+    // A restore moves the workspace's known state, not the session's.
+    ok(&env, &["restore", "start"]);
+    env.write("mine.txt", "my own edit\n");
+    let (code, out, err) = run(&env, &["--session", "chat", "navigate", "turn:1"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("mine.txt"), "{out}");
+    assert!(!out.contains("new.txt") && !out.contains("a.txt"), "{out}");
+    // Once checkpointed, the navigation runs, and the conversation moves to the turn's own
+    // end anchor (not to the name `turn:1`).
+    ok(&env, &["--session", "chat", "checkpoint"]);
+    let out = ok(&env, &["--session", "chat", "navigate", "turn:1", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["anchor"], "m2", "{v}");
+    let out = ok(
+        &env,
+        &["--session", "chat", "navigate", "turn:1:before", "--json"],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["anchor"], "m1", "{v}");
+}

@@ -264,6 +264,7 @@ fn run(cli: Cli) -> Result<bool> {
                 };
                 owners.push(owner);
                 rows.push(serde_json::json!({
+                    "name": l.name,
                     "lease": lease,
                     "session": hex(&key), "created_ms": rec.created_ms,
                     "touched_ms": rec.touched_ms, "turns": l.turns.len(),
@@ -285,9 +286,10 @@ fn run(cli: Cli) -> Result<bool> {
                         .map(|u| format!("turn:{}", u[0]))
                         .collect();
                     println!(
-                        "{}  turns {:>5}  checkpoints {:>4}  ops {:>6}  cursor {:<10} pending \
-                         {:<10} redo {}",
+                        "{}  {}  turns {:>5}  checkpoints {:>4}  ops {:>6}  cursor {:<10} \
+                         pending {:<10} redo {}",
                         r["session"].as_str().unwrap_or(""),
+                        r["name"].as_str().unwrap_or("(unnamed)"),
                         r["turns"].as_u64().unwrap_or(0),
                         r["checkpoints"].as_u64().unwrap_or(0),
                         r["ops"].as_u64().unwrap_or(0),

@@ -16,6 +16,9 @@ struct Target {
     cursor: Option<u64>,
     reason: Option<String>,
     expired: bool,
+    /// The host's conversation node there: the turn's start or end anchor, or the host
+    /// anchor named (None at a checkpoint, or where the host gave none).
+    host: Option<String>,
 }
 
 impl Session {
@@ -38,6 +41,11 @@ impl Session {
                         .unwrap_or_else(|| format!("turn {} has no such snapshot", t.number))
                 }),
                 expired: t.state == TurnState::Expired,
+                host: if after {
+                    t.leaf.clone()
+                } else {
+                    t.anchor.clone()
+                },
             }
         };
         let of_checkpoint = |c: &CheckpointRecord| Target {
@@ -45,6 +53,7 @@ impl Session {
             cursor: c.cursor,
             reason: None,
             expired: false,
+            host: None,
         };
         if let Some(rest) = anchor.strip_prefix("turn:") {
             let (num, after) = match rest.strip_suffix(":before") {
@@ -170,7 +179,7 @@ impl Session {
             Err(refusal) => return Ok(refusal),
         };
         let target = Self::resolve(&l, anchor)?;
-        let host_anchor = Some(anchor.to_string()).filter(|_| mode.conversation());
+        let host_anchor = target.host.clone().filter(|_| mode.conversation());
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {
             if target.cursor == l.state.cursor {
                 // Files stay and the cursor does not move: nothing happens, redo is kept.
@@ -227,16 +236,21 @@ impl Session {
         let known = [l.state.last_known, reader.last_known()?];
         let mut safety = None;
         if !known.contains(&Some(disk.id)) {
-            let base = l.state.last_known.or(known[1]);
-            let changed = match base {
-                Some(k) => {
-                    let (old, same_dirs) = flatten_changed(&reader, &k, &disk.entries)?;
-                    let mut now = disk.entries.clone();
-                    now.retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
-                    crate::diff::diff(&old, &now).paths()
+            // What is in no snapshot: the changes since the nearer of the two known states
+            // (the session's, and the workspace's, which a restore or another session's
+            // capture may have moved), so that paths a snapshot holds are never named.
+            let mut changed: Option<Vec<String>> = None;
+            for k in known.iter().flatten() {
+                let (old, same_dirs) = flatten_changed(&reader, k, &disk.entries)?;
+                let mut now = disk.entries.clone();
+                now.retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
+                let paths = crate::diff::diff(&old, &now).paths();
+                if changed.as_ref().is_none_or(|c| paths.len() < c.len()) {
+                    changed = Some(paths);
                 }
-                None => disk.entries.iter().map(|e| e.path.show()).collect(),
-            };
+            }
+            let changed =
+                changed.unwrap_or_else(|| disk.entries.iter().map(|e| e.path.show()).collect());
             if !changed.is_empty() {
                 if !opts.force {
                     return Ok(Outcome::Dirty {

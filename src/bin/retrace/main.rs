@@ -376,7 +376,7 @@ fn main() -> ExitCode {
 }
 
 fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
-    open_with(dir, Config::from_env())
+    open_with(dir, Config::from_env(), false)
 }
 
 /// For the commands that only read (`status`, `log`, `diff`, `sessions`): they answer at
@@ -394,7 +394,7 @@ fn open_reading(dir: Option<&PathBuf>) -> Result<Result<Workspace, NoStore>> {
             refused: root.refused,
         }));
     }
-    open_with(dir, config).map(Ok)
+    open_with(dir, config, true).map(Ok)
 }
 
 /// A workspace with no store yet: what a read-only command answers from.
@@ -407,10 +407,18 @@ pub struct NoStore {
     pub refused: Option<String>,
 }
 
-fn open_with(dir: Option<&PathBuf>, config: Config) -> Result<Workspace> {
+/// Opens the workspace and prints its warnings; with `says_refusal`, not the one that files
+/// are never snapshotted here, which the command's own answer says (status, log, a refused
+/// snapshot): once is enough.
+fn open_with(dir: Option<&PathBuf>, config: Config, says_refusal: bool) -> Result<Workspace> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
     let ws = Workspace::open(&dir, &config)?;
-    print_warnings(&ws);
+    let refused = ws.conversation_only().map(|why| format!("{why}:"));
+    for w in ws.warnings() {
+        if !says_refusal || refused.as_ref().is_none_or(|r| !w.starts_with(r.as_str())) {
+            eprintln!("retrace: warning: {w}");
+        }
+    }
     Ok(ws)
 }
 
@@ -624,20 +632,15 @@ fn maintain_later(ws: &retrace::WorkingCopy) {
     }
 }
 
-/// Prints the workspace's warnings, each one line on stderr (see [`print_warnings_from`]).
+/// Prints the workspace's warnings, each one line on stderr.
 fn print_warnings(ws: &Workspace) {
     print_warnings_from(ws, 0);
 }
 
-/// Prints the workspace's warnings from the `skip`th on, each one line on stderr. Not the
-/// one that files are never snapshotted here: every answer there says so itself (status,
-/// log, a refused snapshot, a conversation-only turn), and once is enough.
+/// Prints the workspace's warnings from the `skip`th on, each one line on stderr.
 fn print_warnings_from(ws: &Workspace, skip: usize) {
-    let refused = ws.conversation_only().map(|why| format!("{why}:"));
     for w in ws.warnings().iter().skip(skip) {
-        if refused.as_ref().is_none_or(|r| !w.starts_with(r.as_str())) {
-            eprintln!("retrace: warning: {w}");
-        }
+        eprintln!("retrace: warning: {w}");
     }
 }
 
@@ -742,7 +745,11 @@ fn run(cli: Cli) -> Result<u8> {
             label,
             label_opt,
             json,
-        } => snapshot::snapshot(&open(dir)?, label.or(label_opt), json),
+        } => snapshot::snapshot(
+            &open_with(dir, Config::from_env(), true)?,
+            label.or(label_opt),
+            json,
+        ),
         Command::Log {
             snapshots,
             max,

@@ -166,7 +166,13 @@ pub fn restore(
             r.deleted.len()
         );
         if let Some(f) = &refused {
-            println!("the restore would be refused: {}", f.message);
+            // The paths once, one per line (the message names some inline).
+            println!(
+                "the restore would be refused: the workspace has {} change(s) not in any \
+                 snapshot; snapshot them first or pass --force (a safety snapshot is taken \
+                 before forcing):",
+                f.count
+            );
             for p in &f.paths {
                 println!("  {p}");
             }
