@@ -200,3 +200,34 @@ fn the_agent_that_opened_a_session_is_kept_with_its_name() {
     ws.session("pi-7f3a").checkpoint(None).unwrap();
     assert_eq!(ws.sessions().unwrap()[0].agent.as_deref(), Some("pi"));
 }
+
+#[test]
+fn serve_and_hooks_keep_the_agent_with_the_session() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let root = env.root().display().to_string();
+    let open = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "open",
+        "params": {"workspace": root, "session": "pi-7f3a", "agent": "pi"}});
+    let checkpoint = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "checkpoint",
+        "params": {"label": "x"}});
+    let input = format!("{open}\n{checkpoint}\n");
+    let o = env.run_with_input(RETRACE, &["serve"], input.as_bytes());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("error"), "{}", stdout(&o));
+    // A hook session names its agent too.
+    let event = serde_json::json!({"hook_event_name": "UserPromptSubmit",
+        "session_id": "claude-1", "cwd": root, "prompt": "hi"});
+    let o = env.run_with_input(RETRACE, &["hook", "claude-code"], event.to_string().as_bytes());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, out, _) = run(&env, &["sessions", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let agent = |name: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["agent"].clone())
+    };
+    assert_eq!(agent("pi-7f3a"), Some(Value::from("pi")), "{v}");
+    assert_eq!(agent("claude-1"), Some(Value::from("claude-code")), "{v}");
+}

@@ -227,7 +227,7 @@ export default function retrace(pi: Host): void {
 			}
 			server = new RetraceServer(bin);
 			try {
-				const opened = await server.call("open", { workspace: ctx.cwd, session: ctx.sessionManager.getSessionId() });
+				const opened = await server.call("open", { workspace: ctx.cwd, session: ctx.sessionManager.getSessionId(), agent: "pi" });
 				session = opened.session;
 				for (const w of opened.warnings ?? []) notify(ctx, `retrace: ${w}`, "warning");
 				return session;

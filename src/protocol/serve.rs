@@ -654,6 +654,7 @@ impl Server {
             workspace,
             session: id,
             subagent,
+            agent,
         } = Params::<ops::OpenRequest>::of(raw, ops::OpenRequest::METHOD, &[])?.request;
         let dir = PathBuf::from(workspace);
         let subagent = subagent.unwrap_or(false);
@@ -687,7 +688,10 @@ impl Server {
         let session = if subagent {
             ws.subagent_session(&id)
         } else {
-            ws.session(&id)
+            match agent.as_deref() {
+                Some(agent) => ws.session(&id).for_agent(agent),
+                None => ws.session(&id),
+            }
         };
         let handle = format!("s{}", self.next);
         self.next += 1;

@@ -17,6 +17,9 @@ pub struct OpenRequest {
     /// Whether it is a subagent's session (it captures nothing and keeps no history).
     #[serde(default)]
     pub subagent: Option<bool>,
+    /// The agent (`pi`, `omp`, …), kept with the session's name for `retrace sessions`.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 impl OpenRequest {
