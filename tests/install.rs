@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::{Env, RETRACE, is_root, stderr, stdout, succeeded};
+use crate::common::{Env, RETRACE, is_root, output_with_input, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
 fn run_in(env: &Env, bin: &str, args: &[&str]) -> Output {
@@ -565,20 +565,6 @@ fn a_project_install_names_plain_retrace_when_path_finds_this_binary() {
         "uninstall",
     );
     assert_eq!(env.read(".claude/settings.json"), theirs);
-}
-
-/// `output()` with `input` on stdin.
-fn output_with_input(command: &mut std::process::Command, input: &[u8]) -> Output {
-    use std::io::Write as _;
-    use std::process::Stdio;
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(input);
-    child.wait_with_output().unwrap()
 }
 
 #[test]

@@ -217,7 +217,11 @@ fn serve_and_hooks_keep_the_agent_with_the_session() {
     // A hook session names its agent too.
     let event = serde_json::json!({"hook_event_name": "UserPromptSubmit",
         "session_id": "claude-1", "cwd": root, "prompt": "hi"});
-    let o = env.run_with_input(RETRACE, &["hook", "claude-code"], event.to_string().as_bytes());
+    let o = env.run_with_input(
+        RETRACE,
+        &["hook", "claude-code"],
+        event.to_string().as_bytes(),
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let (_, out, _) = run(&env, &["sessions", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();

@@ -54,18 +54,7 @@ impl Env {
 
     /// Runs `bin` with `input` on its stdin.
     pub fn run_with_input(&self, bin: &str, args: &[&str], input: &[u8]) -> Output {
-        use std::io::Write;
-        use std::process::Stdio;
-        let mut child = self
-            .command(bin, args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // A program that exits without reading all of it is not an error here.
-        let _ = child.stdin.take().unwrap().write_all(input);
-        child.wait_with_output().unwrap()
+        output_with_input(&mut self.command(bin, args), input)
     }
 
     /// The workspace lock file (to hold it as another process would).
@@ -99,6 +88,21 @@ impl Env {
 }
 
 pub const RETRACE: &str = env!("CARGO_BIN_EXE_retrace");
+
+/// `command.output()` with `input` on its stdin.
+pub fn output_with_input(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A program that exits without reading all of it is not an error here.
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
+}
 
 /// Runs `retrace snapshot --json` in the workspace; returns the snapshot id.
 pub fn snapshot_id(env: &Env) -> String {

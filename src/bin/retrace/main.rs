@@ -303,31 +303,17 @@ const USAGE: u8 = 2;
 /// Exit code of a repair after which some snapshots stay broken.
 const STILL_BROKEN: u8 = 4;
 
-/// The `result` of `--json` and the exit code of a command that failed with `e`.
 /// A mistake in how a command was called (an unknown name, a malformed argument): exit 2.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 struct Usage(String);
 
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
 /// A refusal that is not a library outcome (nothing to act on): exit 1.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 struct Refused(String);
 
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refused {}
-
+/// The `result` of `--json` and the exit code of a command that failed with `e`.
 fn classify(e: &anyhow::Error) -> (&'static str, u8) {
     if e.downcast_ref::<Usage>().is_some() {
         return ("usage", USAGE);
