@@ -475,8 +475,8 @@ fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
                 let all = ws.sessions()?;
                 if pick != Pick::Create && !all.is_empty() {
                     eprintln!(
-                        "retrace: note: no session {id:?} has history here; the sessions with \
-                         history (name one with --session, or a unique prefix of its key):{}",
+                        "retrace: note: there is no session {id:?} here; the sessions (name one \
+                         with --session, or a unique prefix of its key):{}",
                         session_lines(&all)
                     );
                 }
