@@ -15,6 +15,7 @@ mod damaged;
 mod demo;
 mod dump;
 mod first_hour;
+mod format_reader;
 mod full_disk;
 mod fuzz_corpus;
 mod gc;
