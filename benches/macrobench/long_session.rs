@@ -30,6 +30,8 @@ use super::Rng;
 
 const FILES: usize = 12;
 const SESSION: &str = "long";
+/// How often each restore (undo, navigate) is timed.
+const REPS: usize = 9;
 
 impl Rng {
     fn range(&mut self, lo: u64, hi_incl: u64) -> u64 {
@@ -176,6 +178,10 @@ struct Ran {
     stdout: String,
 }
 
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also gives its rusage"
+)]
 fn run(mut cmd: Command) -> Ran {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -350,8 +356,8 @@ pub fn main(args: &[String]) {
         .arg(&t.git_dir)
         .status();
     assert!(init.is_ok_and(|s| s.success()), "git init");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-q", "--no-verify", "-m", "cold"]);
+    let git_cold =
+        t.git(&["add", "-A"]).time + t.git(&["commit", "-q", "--no-verify", "-m", "cold"]).time;
 
     let (mut begin, mut end, mut ret_turn) = (Vec::new(), Vec::new(), Vec::new());
     let (mut add, mut commit, mut git_turn) = (Vec::new(), Vec::new(), Vec::new());
@@ -396,14 +402,31 @@ pub fn main(args: &[String]) {
     let git_gc = t.git(&["gc", "-q"]);
     let git_after = tree_bytes(&objects);
 
-    // Let the last turn's files leave the stat cache's racy window (2 s), as between turns
-    // of a real session.
-    std::thread::sleep(Duration::from_millis(2500));
-    let undo = t.retrace(&["undo"]);
-    let git_undo = t.git(&["read-tree", "-u", "--reset", "HEAD~1"]);
-    let navigate = t.retrace(&["navigate", "turn:1:before"]);
-    let root_commit = t.git(&["rev-list", "--max-parents=0", "HEAD"]);
-    let git_navigate = t.git(&["read-tree", "-u", "--reset", root_commit.stdout.trim()]);
+    // Each restore is timed REPS times and the median kept; before each timed pair the
+    // files last written leave the stat cache's racy window (2 s), as between the turns of
+    // a real session. The two tools share the work tree, so each sees the other's writes
+    // (same content, new mtimes) and re-hashes those files: a millisecond at this size.
+    let root_commit = t.git(&["rev-list", "--max-parents=0", "HEAD"]).stdout;
+    let root_commit = root_commit.trim();
+    let last = format!("turn:{turns}");
+    let (mut undo, mut git_undo, mut navigate, mut git_navigate) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..REPS {
+        std::thread::sleep(Duration::from_millis(2500));
+        undo.push(t.retrace(&["undo"]));
+        git_undo.push(t.git(&["read-tree", "-u", "--reset", "HEAD~1"]));
+        t.retrace(&["redo"]);
+        t.git(&["read-tree", "-u", "--reset", "HEAD"]);
+    }
+    for _ in 0..REPS {
+        std::thread::sleep(Duration::from_millis(2500));
+        navigate.push(t.retrace(&["navigate", "turn:1:before"]));
+        git_navigate.push(t.git(&["read-tree", "-u", "--reset", root_commit]));
+        t.retrace(&["navigate", &last]);
+        t.git(&["read-tree", "-u", "--reset", "HEAD"]);
+    }
+    let times = |v: &[Ran]| v.iter().map(|r| r.time).collect::<Vec<_>>();
+    let rss = |v: &[Ran]| v.iter().map(|r| r.rss).max().unwrap_or(0);
     let total_t = started.elapsed();
 
     let mb = |b: u64| b as f64 / 1e6;
@@ -461,15 +484,14 @@ pub fn main(args: &[String]) {
     time_row("  begin / add, median", median(&begin), median(&add));
     time_row("  end / commit, median", median(&end), median(&commit));
     time_row(
-        "undo newest turn / read-tree HEAD~1",
-        undo.time,
-        git_undo.time,
+        "turn 1 (cold capture) / cold add+commit",
+        ret_turn[0],
+        git_cold,
     );
-    time_row(
-        "navigate turn:1:before / read-tree root",
-        navigate.time,
-        git_navigate.time,
-    );
+    let (undo_t, git_undo_t) = (median(&times(&undo)), median(&times(&git_undo)));
+    let (nav_t, git_nav_t) = (median(&times(&navigate)), median(&times(&git_navigate)));
+    time_row("undo newest turn / read-tree HEAD~1", undo_t, git_undo_t);
+    time_row("navigate turn:1:before / read-tree root", nav_t, git_nav_t);
     let rss_row = |name: &str, r: u64, g: u64| {
         println!(
             "| {name:<40} | {:>12.1} MB | {:>12.1} MB | {:>6.2}x |",
@@ -484,17 +506,25 @@ pub fn main(args: &[String]) {
         median_u64(&git_rss),
     );
     rss_row("peak RSS, gc", ret_gc.rss, git_gc.rss);
-    rss_row("peak RSS, undo newest", undo.rss, git_undo.rss);
+    rss_row("peak RSS, undo newest", rss(&undo), rss(&git_undo));
     rss_row(
         "peak RSS, navigate turn:1:before",
-        navigate.rss,
-        git_navigate.rss,
+        rss(&navigate),
+        rss(&git_navigate),
+    );
+    println!(
+        "(retrace before any gc / git after git gc: {:.2}x in disk blocks)",
+        store_before.0 as f64 / git_after.0 as f64
+    );
+    println!(
+        "(turns: median of {turns}; undo and navigate: median of {REPS}, each after the racy \
+         window; peak RSS: the largest of a command's runs)"
     );
     println!(
         "(navigate turn:1:before / undo newest: {:.2}x for retrace, {:.2}x for git; \
-         navigating {turns} turns back is a restore to the cold state, not {turns} undos)",
-        ms(navigate.time) / ms(undo.time),
-        ms(git_navigate.time) / ms(git_undo.time)
+         navigating {turns} turns back is one restore to the cold state, not {turns} undos)",
+        ms(nav_t) / ms(undo_t),
+        ms(git_nav_t) / ms(git_undo_t)
     );
     println!("(retrace gc: {})", ret_gc.stdout.trim().replace('\n', "; "));
     println!(
