@@ -402,10 +402,14 @@ pub fn main(args: &[String]) {
     let git_gc = t.git(&["gc", "-q"]);
     let git_after = tree_bytes(&objects);
 
-    // Each restore is timed REPS times and the median kept; before each timed pair the
-    // files last written leave the stat cache's racy window (2 s), as between the turns of
-    // a real session. The two tools share the work tree, so each sees the other's writes
-    // (same content, new mtimes) and re-hashes those files: a millisecond at this size.
+    // Each restore is timed REPS times and the median kept, undo and navigate in turn so
+    // that both meet the same load (the machine is shared). The gcs' writes are flushed
+    // first, and before each timed pair the files last written leave the stat cache's racy
+    // window (2 s), as between the turns of a real session. The two tools share the work
+    // tree, so each sees the other's writes (same content, new mtimes) and re-hashes those
+    // files: a millisecond at this size.
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
     let root_commit = t.git(&["rev-list", "--max-parents=0", "HEAD"]).stdout;
     let root_commit = root_commit.trim();
     let last = format!("turn:{turns}");
@@ -417,8 +421,6 @@ pub fn main(args: &[String]) {
         git_undo.push(t.git(&["read-tree", "-u", "--reset", "HEAD~1"]));
         t.retrace(&["redo"]);
         t.git(&["read-tree", "-u", "--reset", "HEAD"]);
-    }
-    for _ in 0..REPS {
         std::thread::sleep(Duration::from_millis(2500));
         navigate.push(t.retrace(&["navigate", "turn:1:before"]));
         git_navigate.push(t.git(&["read-tree", "-u", "--reset", root_commit]));
@@ -519,6 +521,21 @@ pub fn main(args: &[String]) {
     println!(
         "(turns: median of {turns}; undo and navigate: median of {REPS}, each after the racy \
          window; peak RSS: the largest of a command's runs)"
+    );
+    let spread = |v: &[Ran]| {
+        let t = times(v);
+        format!(
+            "{:.0}-{:.0} ms",
+            ms(*t.iter().min().unwrap()),
+            ms(*t.iter().max().unwrap())
+        )
+    };
+    println!(
+        "(range of the {REPS} runs: undo {}, navigate {}; git {}, {})",
+        spread(&undo),
+        spread(&navigate),
+        spread(&git_undo),
+        spread(&git_navigate)
     );
     println!(
         "(navigate turn:1:before / undo newest: {:.2}x for retrace, {:.2}x for git; \
