@@ -4,6 +4,9 @@
 //!
 //! `cargo bench --bench macrobench -- [--files N] [--dir PATH] [--turns N] [--reuse]`
 //!
+//! `cargo bench --bench macrobench -- --profile long-session [--turns N] [--dir PATH]` runs
+//! the long-session workload of issue 16 instead, through the CLI (see `long_session.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -15,6 +18,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use retrace::{Config, RestoreOptions, Workspace};
+
+#[path = "macrobench/long_session.rs"]
+mod long_session;
 
 struct Rng(u64);
 
@@ -262,6 +268,15 @@ fn dir_size(p: &Path) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    match args
+        .iter()
+        .position(|a| a == "--profile")
+        .map(|i| args.get(i + 1).map(String::as_str))
+    {
+        None => {}
+        Some(Some("long-session")) => return long_session::main(&args),
+        Some(p) => panic!("unknown --profile {p:?} (known: long-session)"),
+    }
     let arg = |name: &str| {
         args.iter()
             .position(|a| a == name)
