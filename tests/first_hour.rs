@@ -56,10 +56,18 @@ fn in_a_refused_place_the_refusal_is_said_once_and_no_refused_command_is_suggest
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("retrace snapshot"), "{out}");
     assert!(out.contains("home directory"), "{out}");
-    // Refused, said once.
-    let (_, out, err) = run(&env, &["-C", &home, "snapshot"]);
-    let said = format!("{out}{err}").matches("home directory").count();
-    assert_eq!(said, 1, "{out}{err}");
+    // Refused (exit 1), said once; a checkpoint too.
+    for args in [
+        &["snapshot"][..],
+        &["--session", "s", "checkpoint", "x"][..],
+    ] {
+        let mut all = vec!["-C", home.as_str()];
+        all.extend_from_slice(args);
+        let (code, out, err) = run(&env, &all);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        let said = format!("{out}{err}").matches("home directory").count();
+        assert_eq!(said, 1, "{args:?}: {out}{err}");
+    }
     let (code, out, err) = run(&env, &["-C", &home, "status"]);
     assert_eq!(code, 0, "{err}");
     let said = format!("{out}{err}").matches("home directory").count();
@@ -257,4 +265,70 @@ fn a_dirty_refusal_names_only_the_paths_no_snapshot_holds() {
     );
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["anchor"], "m1", "{v}");
+}
+
+#[test]
+fn labels_name_one_snapshot_the_session_s_own_first_and_never_a_session_name() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    // Two sessions label their checkpoints alike (as the hooks label every turn's).
+    ok(&env, &["--session", "A", "checkpoint", "mine"]);
+    env.write("b.txt", "only in B's\n");
+    ok(&env, &["--session", "B", "checkpoint", "mine"]);
+    env.write("c.txt", "c\n");
+    let a = ok(&env, &["--session", "A", "diff", "mine"]);
+    assert!(a.contains("A b.txt") && a.contains("A c.txt"), "{a}");
+    let b = ok(&env, &["--session", "B", "diff", "mine"]);
+    assert_eq!(b.trim(), "A c.txt");
+    // A workspace snapshot label that two snapshots share is refused, naming both.
+    ok(&env, &["snapshot", "dup"]);
+    env.write("d.txt", "d\n");
+    ok(&env, &["snapshot", "dup"]);
+    let (code, _, err) = run(&env, &["diff", "dup"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("names 2 snapshots"), "{err}");
+    // A hex-looking label still names its snapshot; a label like a session name is refused.
+    ok(&env, &["snapshot", "deadbeef"]);
+    assert_eq!(ok(&env, &["diff", "deadbeef"]).trim(), "");
+    let (code, _, err) = run(&env, &["snapshot", "turn:5"]);
+    assert_eq!(code, 2, "{err}");
+    // `log -n 0` is an empty answer, not "no snapshots yet".
+    let out = ok(&env, &["log", "-n", "0"]);
+    assert!(!out.contains("no snapshots"), "{out}");
+}
+
+#[test]
+fn a_new_session_whose_name_looks_like_a_key_prefix_is_its_own() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["--session", "my-chat", "turn", "begin"]);
+    ok(&env, &["--session", "my-chat", "turn", "end"]);
+    let prefix = retrace::history::db::SessionKey::of("my-chat").short()[..4].to_string();
+    ok(&env, &["--session", &prefix, "turn", "begin"]);
+    ok(&env, &["--session", &prefix, "turn", "end"]);
+    let v: Value = serde_json::from_str(&ok(&env, &["sessions", "--json"])).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"my-chat") && names.contains(&prefix.as_str()),
+        "{v}"
+    );
+    assert!(v.as_array().unwrap().iter().all(|s| s["turns"] == 1), "{v}");
+}
+
+#[test]
+fn a_session_name_without_sessions_and_a_parse_error_with_json_are_usage_errors() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["snapshot"]);
+    let (code, _, err) = run(&env, &["diff", "turn:1"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, out, _) = run(&env, &["log", "-n", "x", "--json"]);
+    assert_eq!(code, 2);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["result"], "usage");
 }

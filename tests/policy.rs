@@ -45,7 +45,7 @@ fn the_home_directory_keeps_conversation_history_only() {
     let h = Home::new();
     let home = h.home.path();
     let o = h.run(home, &["snapshot"]);
-    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(o.status.code(), Some(1), "a refused place refuses (exit 1)");
     assert!(stderr(&o).contains("home directory"), "{}", stderr(&o));
     // A session still works, conversation-only, with a warning; nothing is captured.
     let o = h.run(home, &["--session", "s", "turn", "begin", "--json"]);
@@ -80,7 +80,7 @@ fn a_filesystem_root_and_the_temp_directory_are_refused() {
     let h = Home::new();
     for dir in [std::path::PathBuf::from("/"), std::env::temp_dir()] {
         let o = h.run(&dir, &["snapshot"]);
-        assert_eq!(o.status.code(), Some(3), "{}", dir.display());
+        assert_eq!(o.status.code(), Some(1), "{}", dir.display());
         assert!(
             stderr(&o).contains("filesystem root") || stderr(&o).contains("temporary directory"),
             "{}",

@@ -138,7 +138,6 @@ fn a_sessions_status_and_log_keep_the_workspace_views() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let said = stdout(&o);
-    assert!(said.contains("retrace log --snapshots"), "{said}");
     let safety = said
         .split("kept in snapshot ")
         .nth(1)
@@ -234,4 +233,24 @@ fn serve_and_hooks_keep_the_agent_with_the_session() {
     };
     assert_eq!(agent("pi-7f3a"), Some(Value::from("pi")), "{v}");
     assert_eq!(agent("claude-1"), Some(Value::from("claude-code")), "{v}");
+}
+
+#[test]
+fn odd_session_names_keep_the_sessions_table_one_row_each() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let long = "x".repeat(300);
+    for name in ["line\nbreak", "\u{1b}[31mred", long.as_str()] {
+        let (code, _, err) = run(&env, &["--session", name, "checkpoint"]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = run(&env, &["sessions"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(
+        out.contains("line?break") && out.contains("?[31mred"),
+        "{out}"
+    );
+    assert!(!out.contains('\u{1b}'), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() < 140), "{out}");
 }

@@ -63,9 +63,13 @@ impl Session {
             let n: u64 = num
                 .parse()
                 .map_err(|_| unknown("write turn:N or turn:N:before".into()))?;
-            let t = l
-                .turn(n)
-                .ok_or_else(|| unknown(format!("turn {n} is not kept")))?;
+            let t = l.turn(n).ok_or_else(|| {
+                unknown(if n == 0 || n >= l.state.next_turn {
+                    format!("the session has no turn {n}")
+                } else {
+                    format!("turn {n} is no longer kept (retention or the turn cap removed it)")
+                })
+            })?;
             if t.state == TurnState::Pending {
                 return Err(unknown(format!("turn {n} is still in progress")));
             }

@@ -337,7 +337,20 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
 
 fn main() -> ExitCode {
     retrace::error::install_panic_hook();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // With --json a caller gets one JSON object for a usage error too.
+            if e.use_stderr() && std::env::args().any(|a| a == "--json") {
+                let message = e.kind().as_str().unwrap_or("invalid arguments");
+                println!(
+                    "{}",
+                    serde_json::json!({"result": "usage", "ok": false, "message": message})
+                );
+            }
+            e.exit()
+        }
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -413,12 +426,13 @@ fn open_with(dir: Option<&PathBuf>, config: Config, says_refusal: bool) -> Resul
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pick {
     /// `undo`, `redo`, `navigate`, and `log`/`status` of a named session: a session with
-    /// history; an unknown name is a usage error.
+    /// history; an unknown name answers as a session without history does (and the
+    /// sessions there are listed on stderr).
     History,
     /// `turn end`, `turn round`: the one session with a turn open, else as `History`.
     Open,
-    /// `checkpoint`, `turn begin`, `mcp`: as `History`, but a new name starts a session and,
-    /// with no session yet, the default one is used.
+    /// `checkpoint`, `turn begin`, `mcp`: as `History` without a name, but with no session
+    /// yet the default one is used; a name is the session's exact name (a new one starts).
     Create,
 }
 
@@ -443,10 +457,13 @@ fn session_lines(list: &[retrace::SessionInfo]) -> String {
     list.iter()
         .map(|s| {
             format!(
-                "\n  {}  ({} turn{}, last active {}{})",
-                s.shown(),
+                "\n  {}  (key {}; {} turn{}, {} checkpoint{}, last active {}{})",
+                commands::history::shown_name(s),
+                s.id,
                 s.turns,
                 if s.turns == 1 { "" } else { "s" },
+                s.checkpoints,
+                if s.checkpoints == 1 { "" } else { "s" },
                 commands::format_time(s.touched_ms),
                 s.pending
                     .map_or(String::new(), |n| format!(", turn {n} open"))
@@ -467,6 +484,11 @@ fn session_of(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
 fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
     use retrace::Lookup;
     if let Some(id) = id {
+        // A name that starts a session, a key prefix never: `--session 2026` of a new
+        // session must not add its turns to one whose key begins with those digits.
+        if pick == Pick::Create {
+            return Ok(ws.session(id));
+        }
         return match ws.find_session(id)? {
             Lookup::Found(info) => Ok(ws.session_of(&info)),
             Lookup::Missing => {
@@ -573,38 +595,105 @@ impl<'a> SnapshotNames<'a> {
         }
     }
 
-    fn resolve(&self, name: &str) -> Result<retrace::ObjectId> {
-        let ws = self.ws;
-        if name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok(ws.resolve(name)?);
+    /// The session names are looked up in: the one `--session` names, or the one history
+    /// implies (None when no single one is implied; then `Err` of `needed` says why).
+    fn session(&self, needed: bool) -> Result<Option<&Session>> {
+        if let Some(s) = self.session.get() {
+            return Ok(Some(s));
         }
-        let of_session = name.starts_with("turn:") || name.starts_with("checkpoint:");
-        if !of_session
-            && let Some(s) = ws
-                .log()?
-                .into_iter()
-                .find(|s| s.label.as_deref() == Some(name))
-        {
-            return Ok(s.root);
-        }
-        let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
-                    --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
-        if !of_session && self.sid.is_none() && ws.sessions()?.iter().all(|s| !s.has_history()) {
-            return Err(Usage(format!("no snapshot {name:?}: {hint}")).into());
-        }
-        let session = match self.session.get() {
-            Some(s) => s,
-            None => {
-                let s = choose(ws, self.sid, Pick::History)?;
-                self.session.get_or_init(|| s)
+        let s = if self.sid.is_some() || needed {
+            match choose(self.ws, self.sid, Pick::History) {
+                Ok(s) => s,
+                // Nothing to name a turn in: the name is the mistake (exit 2).
+                Err(e) if e.downcast_ref::<Refused>().is_some() => {
+                    return Err(Usage(e.to_string()).into());
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            let all = self.ws.sessions()?;
+            match implied(&all, Pick::History) {
+                Implied::One(info, _) => self.ws.session_of(info),
+                _ => return Ok(None),
             }
         };
-        match session.snapshot_at(name) {
-            Err(Error::Anchor { reason, .. }) => {
-                Err(Usage(format!("no snapshot {name:?}: {reason}; {hint}")).into())
-            }
-            r => Ok(r?),
+        Ok(Some(self.session.get_or_init(|| s)))
+    }
+
+    fn resolve(&self, name: &str) -> Result<retrace::ObjectId> {
+        let ws = self.ws;
+        let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
+                    --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
+        let hex = name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit());
+        let by_id = if hex { Some(ws.resolve(name)) } else { None };
+        if let Some(Ok(id)) = by_id {
+            return Ok(id);
         }
+        let of_session = name.starts_with("turn:") || name.starts_with("checkpoint:");
+        // The session's own names first (its turns, checkpoint labels, host anchors): the
+        // hooks label every session's snapshots alike ("before turn 1").
+        if !hex && let Some(session) = self.session(of_session)? {
+            match session.snapshot_at(name) {
+                Ok(id) => return Ok(id),
+                Err(Error::Anchor { reason, .. }) if of_session => {
+                    return Err(Usage(format!("no snapshot {name:?}: {reason}; {hint}")).into());
+                }
+                Err(Error::Anchor { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // Then the workspace's snapshot labels: one snapshot, or the choice is refused.
+        let mut roots: Vec<retrace::ObjectId> = Vec::new();
+        for s in ws.log()? {
+            if s.label.as_deref() == Some(name) && !roots.contains(&s.root) {
+                roots.push(s.root);
+            }
+        }
+        match roots[..] {
+            [one] => Ok(one),
+            [] => match by_id {
+                Some(Err(e)) => Err(e.into()),
+                _ => Err(Usage(format!("no snapshot {name:?}: {hint}")).into()),
+            },
+            _ => Err(Usage(format!(
+                "the label {name:?} names {} snapshots (newest first: {}); give the id, or \
+                 --session to look in one session",
+                roots.len(),
+                roots
+                    .iter()
+                    .map(retrace::ObjectId::short)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .into()),
+        }
+    }
+}
+
+/// A label as `snapshot` and `checkpoint` take it: empty means none; one that reads as a
+/// session's snapshot name (`turn:3`) could never be named back, so it is refused.
+fn label_of(label: Option<String>) -> Result<Option<String>> {
+    match label {
+        Some(l) if l.is_empty() => Ok(None),
+        Some(l) if l.starts_with("turn:") || l.starts_with("checkpoint:") => Err(Usage(format!(
+            "the label {l:?} reads as a session's snapshot name (turn:N, checkpoint:N); choose \
+             another"
+        ))
+        .into()),
+        l => Ok(l),
+    }
+}
+
+/// Where files are never snapshotted (home, `/`, the temp directory), a snapshot or a
+/// checkpoint is refused (exit 1), said once.
+fn refuse_in_refused_place(ws: &Workspace) -> Result<()> {
+    match ws.conversation_only() {
+        Some(why) => Err(Refused(format!(
+            "{why}: retrace keeps conversation history here but never snapshots files; run it \
+             in a project folder"
+        ))
+        .into()),
+        None => Ok(()),
     }
 }
 
@@ -643,8 +732,13 @@ fn run(cli: Cli) -> Result<u8> {
         && !matches!(cli.command, Command::Hook { .. })
     {
         return Err(Usage(format!(
-            "-C {}: no such directory; pass an existing workspace directory",
-            d.display()
+            "-C {}: {}; pass an existing workspace directory",
+            d.display(),
+            if d.exists() {
+                "not a directory"
+            } else {
+                "no such directory"
+            }
         ))
         .into());
     }
@@ -708,8 +802,10 @@ fn run(cli: Cli) -> Result<u8> {
             label_opt,
             json,
         } => {
-            let label = label.or(label_opt);
-            let s = session(dir, sid, Pick::Create)?;
+            let label = label_of(label.or(label_opt))?;
+            let ws = open_with(dir, Config::from_env(), true)?;
+            refuse_in_refused_place(&ws)?;
+            let s = session_of(&ws, sid, Pick::Create)?;
             let code = history::checkpoint(&s, label, json)?;
             maintain_later(s.workspace());
             Ok(code)
@@ -731,11 +827,11 @@ fn run(cli: Cli) -> Result<u8> {
             label,
             label_opt,
             json,
-        } => snapshot::snapshot(
-            &open_with(dir, Config::from_env(), true)?,
-            label.or(label_opt),
-            json,
-        ),
+        } => {
+            let ws = open_with(dir, Config::from_env(), true)?;
+            refuse_in_refused_place(&ws)?;
+            snapshot::snapshot(&ws, label_of(label.or(label_opt))?, json)
+        }
         Command::Log {
             snapshots,
             max,

@@ -61,8 +61,9 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             }
             if let Some(s) = safety_snapshot {
                 println!(
-                    "  your overwritten edits are kept in snapshot {0} (`retrace restore \
-                     {0}` brings them back; `retrace log --snapshots` lists it)",
+                    "  the workspace as it was before, your edits included, is kept in snapshot \
+                     {0} (`retrace diff {0}` shows what differs now; `retrace restore {0}` goes \
+                     back to it)",
                     s.short()
                 );
             }
@@ -107,12 +108,11 @@ pub fn begin(
             .into_iter()
             .find(|e| e.kind == "turn" && e.number == open);
         let how = match old {
-            Some(e) if e.state == Some(retrace::TurnState::Complete) => format!(
-                "it was ended where this one began ({})",
-                e.reason.as_deref().unwrap_or("no `turn end` came")
-            ),
+            Some(e) if e.state == Some(retrace::TurnState::Complete) => {
+                "it now ends where this one began".to_string()
+            }
             Some(e) => format!(
-                "it is now conversation-only: undo of it moves only the conversation ({})",
+                "it is now conversation-only, so undo of it moves only the conversation: {}",
                 e.reason.as_deref().unwrap_or("it never ended")
             ),
             None => "it is no longer kept".into(),
@@ -253,13 +253,14 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
         return Ok(OK);
     };
     let mut log: SessionLog = s.log()?;
+    let empty = log.entries.is_empty();
     log.entries.truncate(max.unwrap_or(usize::MAX));
     if json {
         println!("{}", serde_json::to_string(&log)?);
         return Ok(OK);
     }
     let name = log.status.name.as_deref().unwrap_or(&log.status.session);
-    if log.entries.is_empty() {
+    if empty {
         println!("session {name} has no turns yet");
         return Ok(OK);
     }
@@ -302,7 +303,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
     for [mark, id, time, what, text] in &rows {
         println!("{mark} {id:<w1$}  {time}  {what:<w3$}  {text}");
     }
-    println!("(@ cursor, * applied, u undone: redo re-applies the newest)");
+    println!("(@ cursor, * applied, u undone: redo re-applies the most recently undone)");
     println!("(the workspace's snapshots, safety snapshots too: `retrace log --snapshots`)");
     Ok(OK)
 }
@@ -332,7 +333,12 @@ pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
                 .map_or(st.session.clone(), |n| format!("{n} ({})", st.session)),
             if st.subagent { " (subagent)" } else { "" }
         );
-        println!("turns      {} ({} checkpoints)", st.turns, st.checkpoints);
+        println!(
+            "turns      {} ({} checkpoint{})",
+            st.turns,
+            st.checkpoints,
+            if st.checkpoints == 1 { "" } else { "s" }
+        );
         match st.cursor {
             Some(c) => println!("cursor     turn:{c}"),
             None => println!("cursor     before the first turn"),
@@ -356,6 +362,21 @@ pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
     Ok(OK)
 }
 
+/// A session's name as a table or a message shows it: control characters (a newline, an
+/// escape sequence) as `?`, at most 40 characters.
+pub fn shown_name(s: &retrace::SessionInfo) -> String {
+    let clean: String = s
+        .shown()
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if clean.chars().count() > 40 {
+        format!("{}…", clean.chars().take(39).collect::<String>())
+    } else {
+        clean
+    }
+}
+
 /// `retrace sessions`.
 pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
     let all = match ws {
@@ -370,9 +391,10 @@ pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
         println!("no sessions yet: an agent's session appears once its hooks record a turn");
         return Ok(OK);
     }
-    let width = all
+    let names: Vec<String> = all.iter().map(shown_name).collect();
+    let width = names
         .iter()
-        .map(|s| s.shown().chars().count())
+        .map(|n| n.chars().count())
         .max()
         .unwrap_or(0)
         .max(4);
@@ -386,10 +408,10 @@ pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
         "{:<width$}  {:<agent$}  {:<16}  TURNS  CHECKPOINTS  {:<19}  OPEN",
         "NAME", "AGENT", "KEY", "LAST ACTIVE"
     );
-    for s in &all {
+    for (s, name) in all.iter().zip(&names) {
         println!(
             "{:<width$}  {:<agent$}  {:<16}  {:>5}  {:>11}  {}  {}",
-            s.shown(),
+            name,
             s.agent.as_deref().unwrap_or("-"),
             s.id,
             s.turns,

@@ -49,6 +49,7 @@ pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> 
         Ok(ws) => ws.log()?,
         Err(_) => Vec::new(),
     };
+    let empty = log.is_empty();
     log.truncate(max.unwrap_or(usize::MAX));
     if json {
         let rows: Vec<_> = log
@@ -59,7 +60,7 @@ pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> 
             })
             .collect();
         print_json(&serde_json::Value::Array(rows));
-    } else if log.is_empty() {
+    } else if empty {
         // An empty answer is a success (as `--json`'s `[]` is). Where files are never
         // snapshotted, no snapshot command is suggested.
         let refused = match ws {
