@@ -280,7 +280,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
             let what = if e.kind == "turn" {
                 let state = match e.state {
                     Some(retrace::TurnState::Complete) | None => String::new(),
-                    Some(st) => format!(" [{}]", st.name()),
+                    Some(st) => format!(" [{}]", st.name().replace('_', " ")),
                 };
                 format!(
                     "+{} ~{} -{}{state}",
