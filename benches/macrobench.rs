@@ -217,18 +217,25 @@ struct Git {
     head: Option<String>,
 }
 
+/// `git` on a private `GIT_DIR` and index with `root` as its work tree, as shadow-git
+/// checkpoint tools run it.
+fn shadow_git(git_dir: &Path, root: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.env("GIT_DIR", git_dir)
+        .env("GIT_WORK_TREE", root)
+        .env("GIT_INDEX_FILE", git_dir.join("shadow-index"))
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@b")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@b")
+        .current_dir(root);
+    c
+}
+
 impl Git {
     fn cmd(&self, args: &[&str]) -> String {
-        let o = Command::new("git")
+        let o = shadow_git(&self.git_dir, &self.root)
             .args(args)
-            .env("GIT_DIR", &self.git_dir)
-            .env("GIT_WORK_TREE", &self.root)
-            .env("GIT_INDEX_FILE", self.git_dir.join("shadow-index"))
-            .env("GIT_AUTHOR_NAME", "b")
-            .env("GIT_AUTHOR_EMAIL", "b@b")
-            .env("GIT_COMMITTER_NAME", "b")
-            .env("GIT_COMMITTER_EMAIL", "b@b")
-            .current_dir(&self.root)
             .output()
             .expect("git runs");
         assert!(

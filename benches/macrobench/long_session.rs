@@ -246,7 +246,7 @@ impl Tools {
     }
 
     fn git(&self, args: &[&str]) -> Ran {
-        let mut c = Command::new("git");
+        let mut c = super::shadow_git(&self.git_dir, &self.root);
         c.args([
             "-c",
             "gc.auto=0",
@@ -255,15 +255,7 @@ impl Tools {
             "-c",
             "core.hooksPath=/dev/null",
         ])
-        .args(args)
-        .env("GIT_DIR", &self.git_dir)
-        .env("GIT_WORK_TREE", &self.root)
-        .env("GIT_INDEX_FILE", self.git_dir.join("shadow-index"))
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .current_dir(&self.root);
+        .args(args);
         run(c)
     }
 }
