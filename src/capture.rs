@@ -379,7 +379,8 @@ impl Hasher<'_> {
                     version: crate::object::record::RECORD_VERSION,
                     chunks,
                 }
-                .encode();
+                .encode()
+                .map_err(std::io::Error::other)?;
                 objects.push((id, ObjectKind::ChunkedBlob, total, list));
             }
             id

@@ -143,6 +143,17 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
+    /// A record could not be encoded (postcard refused it: a bug in retrace, never the
+    /// user's data). Nothing was written.
+    #[error(
+        "a record for store {path} could not be encoded ({detail}); nothing was written; please report this"
+    )]
+    Encode {
+        /// The store file.
+        path: PathBuf,
+        /// postcard's error.
+        detail: String,
+    },
     /// A session, turn or op record does not decode (or has a future version).
     #[error("history in store {path} is unreadable ({detail}); run `retrace-dump verify`")]
     History {

@@ -215,17 +215,20 @@ pub struct GcOptions {
 /// `retention` and `home` beside them when those ran (`retrace gc --json`).
 ///
 /// ```
+/// # fn main() -> Result<(), serde_json::Error> {
 /// use retrace::retention::{GcOutcome, HomeReport, MaintenanceReport};
 /// let dry = GcOutcome { gc: Default::default(), retention: None, home: None };
-/// let v = serde_json::to_value(&dry).unwrap();
+/// let v = serde_json::to_value(&dry)?;
 /// assert!(v["objects_freed"].is_u64() && v.get("retention").is_none());
 /// let real = GcOutcome {
 ///     retention: Some(MaintenanceReport::default()),
 ///     home: Some(HomeReport::default()),
 ///     ..dry
 /// };
-/// let v = serde_json::to_value(&real).unwrap();
+/// let v = serde_json::to_value(&real)?;
 /// assert!(v["retention"]["gc"].is_object() && v["home"]["total_bytes"].is_u64());
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone, Debug, Serialize)]
 pub struct GcOutcome {

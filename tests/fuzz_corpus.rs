@@ -12,12 +12,16 @@ use std::path::{Path, PathBuf};
 
 use retrace::history::record::{
     CheckpointRecord, HISTORY_VERSION, Mode, Op, OpRecord, SessionRecord, TurnRecord, TurnState,
-    encode,
 };
 use retrace::lease::{LEASE_VERSION, LeaseRecord};
 use retrace::object::TreeEntry;
 use retrace::object::record::compress;
 use retrace::object::{ChunkList, Codec, EntryKind, ObjectId, ObjectKind, ObjectRecord, Tree};
+
+/// A record's bytes as the store writes them.
+fn encode<T: serde::Serialize>(rec: &T) -> Vec<u8> {
+    retrace::history::record::encode(rec).unwrap()
+}
 use retrace::restore::journal::JournalRecord;
 use retrace::scan::{ScanEntry, ScanKind};
 use retrace::statcache::{CacheEntry, RACY_MARGIN_NS, StatCache};
@@ -245,12 +249,12 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         len: 5,
         written: 1_700_000_000,
     };
-    add("decode", "seed-object-record", rec.encode());
+    add("decode", "seed-object-record", rec.encode().unwrap());
     let list = ChunkList {
         version: 1,
         chunks: vec![(ID, 65_536), (ObjectId([8; 32]), 1_000)],
     };
-    add("decode", "seed-chunk-list", list.encode());
+    add("decode", "seed-chunk-list", list.encode().unwrap());
     let (codec, frame) = compress(&b"retrace ".repeat(128));
     assert_eq!(codec, Codec::Zstd);
     add("decode", "seed-zstd-frame", [&[1][..], &frame].concat());

@@ -149,7 +149,7 @@ fn a_foreign_hosts_turn_is_kept_and_reported() {
         let mut rec: LeaseRecord = retrace::history::record::decode(&old).unwrap();
         rec.host_id = "0123456789abcdef0123456789abcdef".into();
         rec.hostname = "build-server-7".into();
-        retrace::history::record::encode(&rec)
+        retrace::history::record::encode(&rec).unwrap()
     });
     // Even with its pid gone, a lease from another machine proves nothing here.
     owner.kill().unwrap();

@@ -40,6 +40,14 @@ pub fn session_key(id: &str) -> SessionKey {
     SessionKey::of(id)
 }
 
+/// A record's bytes, or [`StoreError::Encode`] naming the store.
+fn encoded<T: serde::Serialize>(path: &Path, rec: &T) -> Result<Vec<u8>, StoreError> {
+    encode(rec).map_err(|detail| StoreError::Encode {
+        path: path.into(),
+        detail,
+    })
+}
+
 fn bad(path: &Path) -> impl Fn(String) -> StoreError + '_ {
     move |detail| StoreError::History {
         path: path.into(),
@@ -195,7 +203,7 @@ impl<'a> Writer<'a> {
             created_ms: created,
             touched_ms: now,
         };
-        tx.put_session(&key.0, &encode(&rec))?;
+        tx.put_session(&key.0, &encoded(tx.path(), &rec)?)?;
         Ok(Writer { tx, key })
     }
 
@@ -230,7 +238,8 @@ impl<'a> Writer<'a> {
             name: name.to_string(),
             agent: agent.or_else(|| old.and_then(|o| o.agent)),
         };
-        self.tx.put_row(Rows::Names, &self.key.0, 0, &encode(&rec))
+        self.tx
+            .put_row(Rows::Names, &self.key.0, 0, &encoded(self.tx.path(), &rec)?)
     }
 
     /// Re-reads the session inside this transaction (the truth for a check-then-write).
@@ -273,8 +282,12 @@ impl<'a> Writer<'a> {
             time_ms: now_ms(),
             op,
         };
-        self.tx
-            .put_row(Rows::Oplog, &self.key.0, next, &encode(&rec))
+        self.tx.put_row(
+            Rows::Oplog,
+            &self.key.0,
+            next,
+            &encoded(self.tx.path(), &rec)?,
+        )
     }
 
     /// Writes (or replaces) a turn record.
@@ -282,8 +295,12 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn turn(&self, rec: &TurnRecord) -> Result<(), StoreError> {
-        self.tx
-            .put_row(Rows::Turns, &self.key.0, rec.number, &encode(rec))
+        self.tx.put_row(
+            Rows::Turns,
+            &self.key.0,
+            rec.number,
+            &encoded(self.tx.path(), rec)?,
+        )
     }
 
     /// Reads a turn record.
@@ -303,8 +320,12 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn put_lease(&self, turn: u64, rec: &LeaseRecord) -> Result<(), StoreError> {
-        self.tx
-            .put_row(Rows::Leases, &self.key.0, turn, &encode(rec))
+        self.tx.put_row(
+            Rows::Leases,
+            &self.key.0,
+            turn,
+            &encoded(self.tx.path(), rec)?,
+        )
     }
 
     /// Removes the lease of a turn (it ended or was closed).
@@ -320,8 +341,12 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn checkpoint(&self, rec: &CheckpointRecord) -> Result<(), StoreError> {
-        self.tx
-            .put_row(Rows::Checkpoints, &self.key.0, rec.number, &encode(rec))
+        self.tx.put_row(
+            Rows::Checkpoints,
+            &self.key.0,
+            rec.number,
+            &encoded(self.tx.path(), rec)?,
+        )
     }
 
     /// Expires turns: their snapshots stop being kept (state [`TurnState::Expired`], ids
@@ -384,8 +409,12 @@ impl<'a> Writer<'a> {
             time_ms: now_ms(),
             op: state.base(),
         };
-        self.tx
-            .put_row(Rows::Oplog, &self.key.0, last + 1, &encode(&rec))
+        self.tx.put_row(
+            Rows::Oplog,
+            &self.key.0,
+            last + 1,
+            &encoded(self.tx.path(), &rec)?,
+        )
     }
 
     /// Replaces the op log by one [`Op::Base`] holding `state`.

@@ -317,11 +317,10 @@ pub struct OpRecord {
 
 /// Encodes a history record.
 ///
-/// # Panics
-/// Never: encoding plain data into memory cannot fail.
-#[must_use]
-pub fn encode<T: Serialize>(rec: &T) -> Vec<u8> {
-    postcard::to_allocvec(rec).expect("encoding plain data into memory cannot fail")
+/// # Errors
+/// As [`crate::object::record::to_bytes`].
+pub fn encode<T: Serialize>(rec: &T) -> Result<Vec<u8>, String> {
+    crate::object::record::to_bytes(rec)
 }
 
 /// Decodes a history record, refusing unknown versions and trailing bytes (a record longer
@@ -349,7 +348,7 @@ mod tests {
                 snapshot: Some(ObjectId([7; 32])),
             },
         };
-        let bytes = encode(&op);
+        let bytes = encode(&op).unwrap();
         assert_eq!(decode::<OpRecord>(&bytes).unwrap(), op);
         let mut future = bytes.clone();
         future[0] = 2;

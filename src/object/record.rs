@@ -119,14 +119,22 @@ fn strict<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, RecordError> {
     }
 }
 
+/// The postcard bytes of a record. postcard fails only on what records never hold
+/// (sequences of unknown length, a full fixed buffer); that is still an error, not a panic.
+///
+/// # Errors
+/// postcard's message.
+pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, String> {
+    postcard::to_allocvec(value).map_err(|e| e.to_string())
+}
+
 impl ObjectRecord {
     /// postcard encoding.
     ///
-    /// # Panics
-    /// Never: encoding plain data into memory cannot fail.
-    #[must_use]
-    pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("encoding plain data into a Vec cannot fail")
+    /// # Errors
+    /// As [`to_bytes`].
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        to_bytes(self)
     }
 
     /// Decodes a record, refusing unknown versions and payloads outside their frame.
@@ -157,11 +165,10 @@ pub struct ChunkList {
 impl ChunkList {
     /// postcard encoding.
     ///
-    /// # Panics
-    /// Never: encoding plain data into memory cannot fail.
-    #[must_use]
-    pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("encoding plain data into a Vec cannot fail")
+    /// # Errors
+    /// As [`to_bytes`].
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        to_bytes(self)
     }
 
     /// Decodes a chunk list, refusing unknown versions.
@@ -404,22 +411,22 @@ mod tests {
             len: 6,
             written: 4,
         };
-        assert_eq!(ObjectRecord::decode(&r.encode()).unwrap(), r);
+        assert_eq!(ObjectRecord::decode(&r.encode().unwrap()).unwrap(), r);
         r.len = 7;
         assert_eq!(
-            ObjectRecord::decode(&r.encode()),
+            ObjectRecord::decode(&r.encode().unwrap()),
             Err(RecordError::OutOfFrame)
         );
         r.len = 6;
         r.frame_len = MAX_FRAME_BYTES + 1;
         assert_eq!(
-            ObjectRecord::decode(&r.encode()),
+            ObjectRecord::decode(&r.encode().unwrap()),
             Err(RecordError::OutOfFrame)
         );
         r.frame_len = 10;
         r.version = 9;
         assert_eq!(
-            ObjectRecord::decode(&r.encode()),
+            ObjectRecord::decode(&r.encode().unwrap()),
             Err(RecordError::UnknownVersion(9))
         );
     }

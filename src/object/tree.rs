@@ -60,14 +60,7 @@ pub struct Tree {
     pub entries: Vec<TreeEntry>,
 }
 
-/// The encoding borrowed, so that encoding does not copy the entries (postcard writes a
-/// slice exactly as a `Vec`).
-#[derive(Serialize)]
-struct TreeRecordRef<'a> {
-    version: u8,
-    entries: &'a [TreeEntry],
-}
-
+/// The encoding, as decoded (and, in the tests, as postcard encodes it).
 #[derive(Serialize, Deserialize)]
 struct TreeRecord {
     version: u8,
@@ -99,17 +92,33 @@ pub fn is_safe_name(name: &[u8]) -> bool {
 }
 
 impl Tree {
-    /// Encodes the tree; entries must already be sorted (capture builds them sorted).
-    ///
-    /// # Panics
-    /// Never: encoding plain data into memory cannot fail.
+    /// Encodes the tree; entries must already be sorted (capture builds them sorted). The
+    /// bytes are postcard's encoding of `{ version: u8, entries: [TreeEntry] }` (docs/format.md),
+    /// written out here so that encoding cannot fail: the version byte, a varint count, then
+    /// per entry a varint name length, the name, the kind's varint index, the 32 id bytes
+    /// and the varint size.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        let record = TreeRecordRef {
-            version: TREE_VERSION,
-            entries: &self.entries,
-        };
-        postcard::to_allocvec(&record).expect("encoding plain data into a Vec cannot fail")
+        // Each byte is the value's low 7 bits, so the casts keep exactly what they mean to.
+        #[allow(clippy::cast_possible_truncation)]
+        fn varint(out: &mut Vec<u8>, mut v: u64) {
+            while v >= 0x80 {
+                out.push((v & 0x7f) as u8 | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        }
+        let mut out = Vec::with_capacity(2 + self.entries.len() * 56);
+        out.push(TREE_VERSION);
+        varint(&mut out, self.entries.len() as u64);
+        for e in &self.entries {
+            varint(&mut out, e.name.len() as u64);
+            out.extend_from_slice(&e.name);
+            varint(&mut out, e.kind as u64);
+            out.extend_from_slice(&e.id.0);
+            varint(&mut out, e.size);
+        }
+        out
     }
 
     /// The id of this tree's encoding.
@@ -154,6 +163,34 @@ impl Tree {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_written_out_encoding_is_postcards() {
+        let kinds = [
+            EntryKind::File,
+            EntryKind::Executable,
+            EntryKind::Symlink,
+            EntryKind::Dir,
+            EntryKind::NestedRepo,
+        ];
+        for n in [0usize, 1, 5, 200] {
+            let entries: Vec<TreeEntry> = (0..n)
+                .map(|i| TreeEntry {
+                    name: format!("entry-{i:04}-{}", "x".repeat(i % 150)).into_bytes(),
+                    kind: kinds[i % kinds.len()],
+                    id: ObjectId([u8::try_from(i % 251).unwrap(); 32]),
+                    size: (i as u64) << (i % 60),
+                })
+                .collect();
+            let t = Tree { entries };
+            let postcard = postcard::to_allocvec(&TreeRecord {
+                version: TREE_VERSION,
+                entries: t.entries.clone(),
+            })
+            .unwrap();
+            assert_eq!(t.encode(), postcard, "{n} entries");
+        }
+    }
+
     use super::*;
 
     fn entry(name: &[u8]) -> TreeEntry {

@@ -74,13 +74,12 @@ impl<T> JournalRecord<T> {
 ///
 /// # Errors
 /// [`StoreError::Db`].
-///
-/// # Panics
-/// Never: encoding a plain record into memory cannot fail.
 pub fn put<T: Serialize>(tx: &WriteTx<'_>, rec: &JournalRecord<T>) -> Result<(), StoreError> {
-    tx.put_journal(
-        &postcard::to_allocvec(rec).expect("encoding plain data into memory cannot fail"),
-    )
+    let bytes = crate::object::record::to_bytes(rec).map_err(|detail| StoreError::Encode {
+        path: tx.path().into(),
+        detail,
+    })?;
+    tx.put_journal(&bytes)
 }
 
 /// Removes the journal inside `tx`.

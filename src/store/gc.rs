@@ -199,8 +199,12 @@ impl Store {
                 for m in &f.members {
                     let when = written.get(&m.id).copied().unwrap_or_else(now_secs);
                     let rec = f.record(m, offset, stored_len, when);
+                    let bytes = rec.encode().map_err(|detail| StoreError::Encode {
+                        path: path.clone(),
+                        detail,
+                    })?;
                     index
-                        .insert(&m.id.0, rec.encode().as_slice())
+                        .insert(&m.id.0, bytes.as_slice())
                         .map_err(|x| e(x.into()))?;
                 }
             }

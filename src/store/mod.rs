@@ -585,8 +585,12 @@ impl Store {
             // Sorted keys insert about twice as fast into redb's B-tree.
             records.sort_unstable_by_key(|r| r.0);
             for (id, rec) in &records {
+                let bytes = rec.encode().map_err(|detail| StoreError::Encode {
+                    path: self.path.clone(),
+                    detail,
+                })?;
                 index
-                    .insert(&id.0, rec.encode().as_slice())
+                    .insert(&id.0, bytes.as_slice())
                     .map_err(|x| e(x.into()))?;
             }
             stats.objects = records.len() as u64;
@@ -605,8 +609,12 @@ impl Store {
                 // log lists what changed, not every time someone asked.
                 if !last.is_some_and(|(_, same)| same) {
                     let next = last.map_or(1, |(k, _)| k + 1);
-                    let bytes =
-                        postcard::to_allocvec(rec).expect("encoding plain data cannot fail");
+                    let bytes = crate::object::record::to_bytes(rec).map_err(|detail| {
+                        StoreError::Encode {
+                            path: self.path.clone(),
+                            detail,
+                        }
+                    })?;
                     snaps
                         .insert(next, bytes.as_slice())
                         .map_err(|x| e(x.into()))?;
