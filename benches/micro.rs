@@ -7,7 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, Tree, TreeEntry};
+use retrace::object::{
+    EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, Tree, TreeEntry, delta,
+};
 use retrace::scan::{ScanEntry, ScanKind};
 use retrace::statcache::{CacheEntry, StatCache};
 
@@ -60,7 +62,7 @@ fn frames(c: &mut Criterion) {
                 .map(|l| format!("let value_{} = compute({l}, {i});\n", l % 17))
                 .collect();
             let bytes = body.into_bytes();
-            (
+            PendingObject::whole(
                 ObjectId::of_blob(&bytes),
                 ObjectKind::Blob,
                 bytes.len() as u64,
@@ -68,11 +70,29 @@ fn frames(c: &mut Criterion) {
             )
         })
         .collect();
-    let total: usize = text.iter().map(|o| o.3.len()).sum();
+    let total: usize = text.iter().map(|o| o.payload.len()).sum();
     let mut g = c.benchmark_group("frame");
     g.throughput(Throughput::Bytes(total as u64));
     g.bench_function("pack 100 source files", |b| {
         b.iter(|| NewFrame::pack(black_box(&text)))
+    });
+    g.finish();
+    // A 200 KB source file with one line changed, as a delta against its previous version.
+    let old: Vec<u8> = text
+        .iter()
+        .flat_map(|o| o.payload.clone())
+        .take(200_000)
+        .collect();
+    let mut new = old.clone();
+    new.splice(100_000..100_000, b"let inserted = 1;\n".iter().copied());
+    let d = delta::encode(&old, &new).unwrap();
+    let mut g = c.benchmark_group("delta");
+    g.throughput(Throughput::Bytes(new.len() as u64));
+    g.bench_function("encode 200 KB, one line changed", |b| {
+        b.iter(|| delta::encode(black_box(&old), black_box(&new)))
+    });
+    g.bench_function("decode 200 KB, one line changed", |b| {
+        b.iter(|| delta::decode(black_box(&old), black_box(&d), new.len()))
     });
     g.finish();
 }

@@ -22,10 +22,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{CaptureError, StoreError};
-use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT};
+use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, compress};
 use crate::object::{
-    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, EntryKind, NewFrame, ObjectId,
-    ObjectKind, PendingObject, RelPath, Tree, TreeEntry,
+    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, DeltaBase, EntryKind, NewFrame,
+    ObjectId, ObjectKind, PendingObject, RelPath, Tree, TreeEntry,
 };
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
@@ -38,6 +38,10 @@ const LOOK_BLOCK: usize = 256;
 
 /// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
 const BATCH_BYTES: usize = 64 * 1024 * 1024;
+
+/// Objects smaller than this are stored whole (in a shared frame they compress to a few
+/// hundred bytes, about what a delta object's index record costs).
+const DELTA_MIN_BYTES: usize = 1024;
 
 /// One path of a snapshot, flattened.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,15 +193,20 @@ impl Hasher<'_> {
                 let Ok(mut p) = self.pending.lock() else {
                     return;
                 };
-                if !p.queued.insert(o.0) {
+                if !p.queued.insert(o.id) {
                     continue;
                 }
-                if o.3.len() >= SOLID_MAX_OBJECT {
+                if o.delta.is_some() {
+                    drop(p);
+                    self.push_frame(NewFrame::raw(&[o]));
+                    continue;
+                }
+                if o.payload.len() >= SOLID_MAX_OBJECT {
                     drop(p);
                     self.push_frame(NewFrame::pack(&[o]));
                     continue;
                 }
-                p.solid_bytes += o.3.len();
+                p.solid_bytes += o.payload.len();
                 p.solid.push(o);
                 if p.solid_bytes < FRAME_RAW_BYTES {
                     continue;
@@ -247,16 +256,67 @@ impl Hasher<'_> {
         }
     }
 
-    /// The object for `data`, unless the store already has it or nothing is stored.
-    fn blob(&self, data: Vec<u8>, id: ObjectId) -> Option<PendingObject> {
+    /// The object for `data`, unless the store already has it or nothing is stored: a
+    /// delta against `previous` (the version it replaces) when that pays, else whole.
+    fn object(
+        &self,
+        kind: ObjectKind,
+        data: Vec<u8>,
+        id: ObjectId,
+        previous: Option<ObjectId>,
+    ) -> Option<PendingObject> {
         if !self.store_objects || self.known(&id) {
             return None;
         }
-        Some((id, ObjectKind::Blob, data.len() as u64, data))
+        let size = data.len() as u64;
+        if let Some(previous) = previous.filter(|p| *p != id)
+            && let Some((base, delta)) = self.delta(kind, &data, &previous)
+        {
+            return Some(PendingObject {
+                id,
+                kind,
+                size,
+                payload: delta,
+                delta: Some(base),
+            });
+        }
+        Some(PendingObject::whole(id, kind, size, data))
+    }
+
+    /// `data` as a delta against `previous` (or its chain's root), when it is clearly
+    /// smaller than `data` stored whole: at most a sixteenth of its size, or else at most
+    /// half of what compressing it whole gives.
+    fn delta(
+        &self,
+        kind: ObjectKind,
+        data: &[u8],
+        previous: &ObjectId,
+    ) -> Option<(DeltaBase, Vec<u8>)> {
+        if data.len() < DELTA_MIN_BYTES {
+            return None;
+        }
+        let (base, bytes) = match self.reader.delta_base(previous, kind) {
+            Ok(found) => found?,
+            Err(e) => {
+                self.fail(e);
+                return None;
+            }
+        };
+        let delta = crate::object::delta::encode(&bytes, data).ok()?;
+        if delta.len() * 16 <= data.len() || delta.len() * 2 <= compress(data).1.len() {
+            return Some((base, delta));
+        }
+        None
     }
 
     /// Looks at one scanned path: a stat cache hit, or (files, symlinks) a read.
-    fn look(&self, e: &ScanEntry, cached: Option<(ObjectId, u64)>) -> Looked {
+    /// `previous`: the id the stat cache held for the path on a miss (a delta base).
+    fn look(
+        &self,
+        e: &ScanEntry,
+        cached: Option<(ObjectId, u64)>,
+        previous: Option<ObjectId>,
+    ) -> Looked {
         // A cache hit is trusted without asking the store: the cache is written only after
         // its objects committed, and it names the store (id) it vouches for.
         if let Some((id, size)) = cached {
@@ -282,7 +342,8 @@ impl Hasher<'_> {
                 Ok(target) => {
                     let bytes = target.as_os_str().as_bytes();
                     let id = ObjectId::of_blob(bytes);
-                    self.queue(self.blob(bytes.to_vec(), id).into_iter().collect());
+                    let blob = self.object(ObjectKind::Blob, bytes.to_vec(), id, None);
+                    self.queue(blob.into_iter().collect());
                     Looked::Done {
                         id,
                         size: e.size,
@@ -299,7 +360,7 @@ impl Hasher<'_> {
                     let allowed = self
                         .allow_secrets
                         .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&e.path)));
-                    match self.read_file(&path, !allowed) {
+                    match self.read_file(&path, !allowed, previous) {
                         Err(err)
                             if err.get_ref().is_some_and(
                                 <dyn std::error::Error + Send + Sync>::is::<SecretFound>,
@@ -332,11 +393,31 @@ impl Hasher<'_> {
         }
     }
 
-    /// Reads and hashes one file. `Ok(None)` when it changed while being read.
+    /// The chunks of `previous` when it is a chunked blob in the store, for delta bases.
+    fn old_chunks(&self, previous: Option<ObjectId>) -> OldChunks {
+        let list =
+            previous
+                .filter(|_| self.store_objects)
+                .and_then(|p| match self.reader.record(&p) {
+                    Ok(r) if r.kind == ObjectKind::ChunkedBlob => self.reader.chunk_list(&p).ok(),
+                    _ => None,
+                });
+        let mut starts = Vec::new();
+        let mut at = 0u64;
+        for (id, len) in list.map(|l| l.chunks).unwrap_or_default() {
+            starts.push((at, id));
+            at += u64::from(len);
+        }
+        OldChunks(starts)
+    }
+
+    /// Reads and hashes one file. `Ok(None)` when it changed while being read. New content
+    /// is stored as deltas against `previous`, the version it replaces, where that pays.
     fn read_file(
         &self,
         path: &Path,
         check_secret: bool,
+        previous: Option<ObjectId>,
     ) -> std::io::Result<Option<(ObjectId, Stat, Vec<PendingObject>)>> {
         let mut f = File::open(path)?;
         let before = f.metadata()?;
@@ -352,12 +433,13 @@ impl Hasher<'_> {
                 return Err(std::io::Error::other(SecretFound));
             }
             let id = ObjectId::of_blob(&data);
-            objects.extend(self.blob(data, id));
+            objects.extend(self.object(ObjectKind::Blob, data, id, previous));
             id
         } else {
             let mut whole = blake3::Hasher::new();
             let mut chunks = Vec::new();
             let mut total = 0u64;
+            let old = self.old_chunks(previous);
             let stream = fastcdc::v2020::StreamCDC::new(&mut f, CHUNK_MIN, CHUNK_AVG, CHUNK_MAX);
             for chunk in stream {
                 let chunk = chunk.map_err(std::io::Error::other)?;
@@ -368,7 +450,12 @@ impl Hasher<'_> {
                 // Queued as it is read (framed, compressed, written with the next batch): a
                 // big file never sits whole in memory (tests/memory.rs). Chunks of a file that
                 // then turns out unstable are unreferenced and GC takes them after the grace.
-                self.queue(self.blob(chunk.data, cid).into_iter().collect());
+                let base = old.base_at(total - chunk.data.len() as u64);
+                self.queue(
+                    self.object(ObjectKind::Blob, chunk.data, cid, base)
+                        .into_iter()
+                        .collect(),
+                );
             }
             if total != before.len() {
                 return Ok(None);
@@ -381,7 +468,12 @@ impl Hasher<'_> {
                 }
                 .encode()
                 .map_err(std::io::Error::other)?;
-                objects.push((id, ObjectKind::ChunkedBlob, total, list));
+                objects.push(PendingObject::whole(
+                    id,
+                    ObjectKind::ChunkedBlob,
+                    total,
+                    list,
+                ));
             }
             id
         };
@@ -415,6 +507,18 @@ impl Hasher<'_> {
     }
 }
 
+/// A big file's previous chunks by start offset: the base for a new chunk is the old chunk
+/// that covered the same offset (an edit changes the chunk around it and FastCDC realigns
+/// right after, so that is the chunk it replaced).
+struct OldChunks(Vec<(u64, ObjectId)>);
+
+impl OldChunks {
+    fn base_at(&self, offset: u64) -> Option<ObjectId> {
+        let i = self.0.partition_point(|(start, _)| *start <= offset);
+        i.checked_sub(1).map(|i| self.0[i].1)
+    }
+}
+
 fn kind_of(e: &ScanEntry) -> EntryKind {
     match e.kind {
         ScanKind::File if e.mode & 0o100 != 0 => EntryKind::Executable,
@@ -424,6 +528,9 @@ fn kind_of(e: &ScanEntry) -> EntryKind {
         ScanKind::NestedRepo => EntryKind::NestedRepo,
     }
 }
+
+/// Receives each tree built: its id, its encoding, and the id of the tree it replaces.
+pub(crate) type Emit<'a> = dyn FnMut(ObjectId, Vec<u8>, Option<ObjectId>) + 'a;
 
 /// Builds trees over the sorted flat entries, reusing the stat cache's tree id for every
 /// directory it proves unchanged: the directory itself was listed, every path below it hit,
@@ -493,13 +600,15 @@ impl<'a> TreeBuilder<'a> {
     }
 
     /// The tree of the directory `prefix` (empty for the root, else ending in `/`) whose
-    /// descendants are `entries[lo..hi]`.
+    /// descendants are `entries[lo..hi]`; `previous` is the directory's tree id before (zero
+    /// for a new one), handed to `emit` with the new tree.
     fn build(
         &mut self,
         prefix: &[u8],
         lo: usize,
         hi: usize,
-        emit: &mut dyn FnMut(ObjectId, Vec<u8>),
+        previous: ObjectId,
+        emit: &mut Emit<'_>,
     ) -> (ObjectId, u64) {
         let mut tree = Tree::default();
         let mut i = lo;
@@ -517,7 +626,7 @@ impl<'a> TreeBuilder<'a> {
                 if self.keeps(i, &sub, slo, shi) {
                     (e.id, e.size)
                 } else {
-                    let built = self.build(&sub, slo, shi, emit);
+                    let built = self.build(&sub, slo, shi, e.id, emit);
                     self.built.push((i, built.0, built.1));
                     built
                 }
@@ -536,24 +645,21 @@ impl<'a> TreeBuilder<'a> {
         let size = tree.entries.iter().map(|t| t.size).sum();
         let bytes = tree.encode();
         let id = ObjectId::of_tree(&bytes);
-        emit(id, bytes);
+        emit(id, bytes, (previous != ObjectId::ZERO).then_some(previous));
         (id, size)
     }
 
     /// The root tree id; fills in every rebuilt directory's id and size in `entries`.
-    fn root(
-        mut self,
-        emit: &mut dyn FnMut(ObjectId, Vec<u8>),
-    ) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
+    fn root(mut self, emit: &mut Emit<'_>) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
         let n = self.entries.len();
-        if let Reuse::Cache { misses, cache, .. } = &self.reuse
-            && cache.root() != ObjectId::ZERO
-            && misses[n] == 0
-            && cache.len() == n
-        {
-            return (cache.root(), Vec::new());
+        let mut previous = ObjectId::ZERO;
+        if let Reuse::Cache { misses, cache, .. } = &self.reuse {
+            if cache.root() != ObjectId::ZERO && misses[n] == 0 && cache.len() == n {
+                return (cache.root(), Vec::new());
+            }
+            previous = cache.root();
         }
-        let (id, _) = self.build(&[], 0, n, emit);
+        let (id, _) = self.build(&[], 0, n, previous, emit);
         (id, self.built)
     }
 }
@@ -614,9 +720,11 @@ pub(crate) fn capture(
             // Progress is reported per block: a bar's lock per file would cost more than a hit.
             opts.progress.advance(files.count() as u64);
             let (cache, hasher) = (&cache, &hasher);
-            block
-                .iter()
-                .map(move |e| hasher.look(e, cache.lookup_at(e, &mut pos)))
+            block.iter().map(move |e| {
+                let hit = cache.lookup_at(e, &mut pos);
+                let previous = hit.is_none().then(|| cache.previous_at(e, pos)).flatten();
+                hasher.look(e, hit, previous)
+            })
         })
         .collect();
     opts.progress.finish();
@@ -668,11 +776,18 @@ pub(crate) fn capture(
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     secrets.sort();
     let mut trees = Vec::new();
-    let (root, built) = TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes| {
-        if opts.store_objects && !hasher.known(&id) {
-            trees.push((id, ObjectKind::Tree, bytes.len() as u64, bytes));
-        }
-    });
+    let (root, built) =
+        TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes, previous| {
+            if opts.store_objects && !hasher.known(&id) {
+                trees.push((id, bytes, previous));
+            }
+        });
+    // Deltas against the trees they replace, made in parallel (a checkout may change
+    // thousands of directories at once).
+    let trees: Vec<PendingObject> = trees
+        .into_par_iter()
+        .filter_map(|(id, bytes, previous)| hasher.object(ObjectKind::Tree, bytes, id, previous))
+        .collect();
     for (i, id, size) in built {
         entries[i].id = id;
         entries[i].size = size;
@@ -757,7 +872,7 @@ pub(crate) fn capture(
 pub(crate) fn tree_of_list(
     entries: &mut [FlatEntry],
     dirty: &HashSet<RelPath>,
-    emit: &mut dyn FnMut(ObjectId, Vec<u8>),
+    emit: &mut Emit<'_>,
 ) -> ObjectId {
     let (root, built) = TreeBuilder {
         entries,

@@ -54,6 +54,7 @@ pub mod scan;
 pub mod statcache;
 pub mod store;
 mod trace;
+pub use trace::report_peak_memory;
 pub mod verify;
 pub mod working_copy;
 mod workspace;

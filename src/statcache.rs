@@ -336,6 +336,18 @@ impl StatCache {
         (fresh && settled).then_some((id, size))
     }
 
+    /// The id the cache holds for `e`'s path when `e` is a file or symlink of the same kind,
+    /// fresh or not: the previous version of a changed file, which capture stores its new
+    /// version as a delta against. `pos` is where [`StatCache::lookup_at`] left it.
+    #[must_use]
+    pub fn previous_at(&self, e: &ScanEntry, pos: usize) -> Option<ObjectId> {
+        let (path, rec) = self.record(pos)?;
+        if path != e.path.as_slice() || rec[80] != kind_byte(e.kind) {
+            return None;
+        }
+        Some(ObjectId(rec[48..80].try_into().ok()?))
+    }
+
     /// Writes `entries` (any order) as the new cache at `path`, atomically: a temp file in
     /// the same directory, then rename. `written_ns` is the current time (injected for tests).
     ///

@@ -40,3 +40,21 @@ impl Phases {
         }
     }
 }
+
+/// With `RETRACE_TRACE=1`, prints this program's peak resident memory on stderr
+/// (`retrace trace: peak RSS <n> KiB`). It is the kernel's high-water mark of this program's
+/// own memory (`VmHWM`), unlike `wait4`'s `ru_maxrss`, which also counts what the parent
+/// process held when it started this one.
+pub fn report_peak_memory() {
+    if enabled()
+        && let Some(kib) = peak_rss_kib()
+    {
+        eprintln!("retrace trace: peak RSS {kib} KiB");
+    }
+}
+
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}

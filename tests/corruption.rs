@@ -4,7 +4,7 @@ use std::fs;
 
 use crate::common::{Env, RETRACE, RETRACE_DUMP, flip_byte, open_raw, stderr, stdout};
 use redb::ReadableTable;
-use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, Tree, TreeEntry};
+use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, Tree, TreeEntry};
 use retrace::store::schema::{META, PACKS};
 use retrace::store::{SnapshotRecord, Store};
 use retrace::{Error, RestoreOptions, StoreError};
@@ -75,8 +75,8 @@ fn hostile_tree_entries_are_rejected_before_any_write() {
         let store = Store::open(ws.store_path(), env.root()).unwrap();
         let tree_len = bytes.len() as u64;
         let frame = NewFrame::pack(&[
-            (blob_id, ObjectKind::Blob, 5, blob),
-            (tree_id, ObjectKind::Tree, tree_len, bytes),
+            PendingObject::whole(blob_id, ObjectKind::Blob, 5, blob),
+            PendingObject::whole(tree_id, ObjectKind::Tree, tree_len, bytes),
         ]);
         let rec = SnapshotRecord {
             version: 1,

@@ -64,6 +64,12 @@ impl<'a> Dec<'a> {
     fn version(&mut self) {
         assert_eq!(self.byte(), 1, "record version");
     }
+    /// An `ObjectRecord`'s version byte: 1, or 2 for a delta.
+    fn object_version(&mut self) -> u8 {
+        let v = self.byte();
+        assert!(v == 1 || v == 2, "object record version {v}");
+        v
+    }
     /// Nothing may follow the last field.
     fn end(&self) {
         assert!(self.0.is_empty(), "{} trailing bytes", self.0.len());
@@ -80,12 +86,15 @@ struct Found {
     states: Vec<BTreeMap<PathBuf, Node>>,
     codecs: BTreeSet<u64>,
     pack_keys: Vec<u64>,
+    /// Delta objects read, by depth.
+    deltas: BTreeMap<u8, u64>,
 }
 
 struct Reader {
     objects: redb::ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
     packs: redb::ReadOnlyTable<u64, &'static [u8]>,
     codecs: BTreeSet<u64>,
+    deltas: BTreeMap<u8, u64>,
 }
 
 impl Reader {
@@ -93,11 +102,14 @@ impl Reader {
     fn object(&mut self, id: &[u8; 32]) -> (u64, u64, Vec<u8>) {
         let rec = self.objects.get(id).unwrap().expect("object missing");
         let mut d = Dec(rec.value());
-        d.version();
+        let version = d.object_version();
         let (kind, size, offset) = (d.varint(), d.varint(), d.varint());
         let (stored_len, codec, frame_len) = (d.varint(), d.varint(), d.varint());
         let (within, len, _written) = (d.varint(), d.varint(), d.varint());
+        // Version 2: a delta against `base`, `depth` steps from an object stored whole.
+        let delta = (version == 2).then(|| (d.id(), d.byte()));
         d.end();
+        drop(rec);
         let mut stored = Vec::new();
         let (mut at, end) = (offset, offset + stored_len);
         while at < end {
@@ -117,7 +129,19 @@ impl Reader {
         self.codecs.insert(codec);
         let within = usize::try_from(within).unwrap();
         let payload = frame[within..within + usize::try_from(len).unwrap()].to_vec();
-        (kind, size, payload)
+        let Some((base, depth)) = delta else {
+            return (kind, size, payload);
+        };
+        // "Delta objects": one zstd frame made with the base's payload as reference prefix.
+        *self.deltas.entry(depth).or_default() += 1;
+        let (base_kind, _, base_payload) = self.object(&base);
+        assert_eq!(base_kind, kind, "a delta's base has its kind");
+        let mut dctx = zstd::zstd_safe::DCtx::create();
+        dctx.ref_prefix(&base_payload[..]).unwrap();
+        let mut out = Vec::with_capacity(usize::try_from(size).unwrap());
+        let n = dctx.decompress(&mut out, &payload[..]).unwrap();
+        assert_eq!(n as u64, size, "a delta rebuilds `size` bytes");
+        (kind, size, out)
     }
 
     /// A file's (or symlink target's) bytes: a blob, or a chunked blob's chunks.
@@ -208,11 +232,13 @@ fn read(db: &redb::ReadOnlyDatabase) -> Found {
     let tx = db.begin_read().unwrap();
     let meta = tx.open_table(META).unwrap();
     let meta = |k| meta.get(k).unwrap().expect("meta key").value().to_vec();
-    assert_eq!(meta("format"), 1u32.to_le_bytes(), "store format");
+    let format = u32::from_le_bytes(meta("format").try_into().unwrap());
+    assert!(format == 1 || format == 2, "store format {format}");
     let mut r = Reader {
         objects: tx.open_table(OBJECTS).unwrap(),
         packs: tx.open_table(PACKS).unwrap(),
         codecs: BTreeSet::new(),
+        deltas: BTreeMap::new(),
     };
     let mut snaps = Vec::new();
     let mut states = Vec::new();
@@ -239,11 +265,19 @@ fn read(db: &redb::ReadOnlyDatabase) -> Found {
     let log_end = u64::from_le_bytes(meta("log_end").try_into().unwrap());
     let pack_keys: Vec<u64> = (r.packs.iter().unwrap().map(|p| p.unwrap().0.value())).collect();
     assert_eq!(pack_keys.last(), Some(&((log_end - 1) / PACK_BYTES)));
+    // Format 2 exactly when some object is a delta.
+    assert_eq!(
+        format == 2,
+        !r.deltas.is_empty(),
+        "format {format}, {:?}",
+        r.deltas
+    );
     Found {
         snaps,
         states,
         codecs: r.codecs,
         pack_keys,
+        deltas: r.deltas,
     }
 }
 
@@ -282,6 +316,7 @@ fn a_reader_written_from_the_format_document_reads_every_snapshot() {
         ("README.md", "# demo\n"),
         ("src/main.rs", "fn main() {}\n"),
         ("src/deep/mod.rs", &"pub mod deep;\n".repeat(50)),
+        ("src/lib.rs", &text[..30_000]),
         ("empty", ""),
         ("run.sh", "#!/bin/sh\necho run\n"),
         ("vendor/lib/.git/HEAD", "ref: refs/heads/main\n"),
@@ -315,8 +350,14 @@ fn a_reader_written_from_the_format_document_reads_every_snapshot() {
         "first use recompresses: {:?}",
         found.codecs
     );
+    assert!(found.deltas.is_empty(), "a first capture has no deltas");
 
     env.write("src/main.rs", "fn main() { edited() }\n");
+    // A small edit of a text file and of a big file's chunk: stored as deltas.
+    env.write(
+        "src/lib.rs",
+        format!("{}// edited\n{}", &text[..15_000], &text[15_000..30_000]),
+    );
     env.write("src/new.txt", "a new line\n".repeat(2000));
     std::fs::remove_file(env.path("README.md")).unwrap();
     set_mode(&env, "run.sh", 0o644);
@@ -346,6 +387,11 @@ fn a_reader_written_from_the_format_document_reads_every_snapshot() {
     let found = read(&db);
     check(&found);
     assert!(found.codecs.contains(&1), "a new frame: {:?}", found.codecs);
+    assert!(
+        found.deltas.get(&1).is_some_and(|n| *n >= 2),
+        "src/lib.rs and big.bin's changed chunk as deltas: {:?}",
+        found.deltas
+    );
 
     // A whole maintenance pass: every zstd frame recompressed, the packs it used freed.
     let o = env.run(RETRACE, &["gc"]);

@@ -16,7 +16,9 @@ use retrace::history::record::{
 use retrace::lease::{LEASE_VERSION, LeaseRecord};
 use retrace::object::TreeEntry;
 use retrace::object::record::compress;
-use retrace::object::{ChunkList, Codec, EntryKind, ObjectId, ObjectKind, ObjectRecord, Tree};
+use retrace::object::{
+    ChunkList, Codec, DeltaBase, EntryKind, ObjectId, ObjectKind, ObjectRecord, Tree,
+};
 
 /// A record's bytes as the store writes them.
 fn encode<T: serde::Serialize>(rec: &T) -> Vec<u8> {
@@ -237,8 +239,7 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         ],
     };
     add("decode", "seed-tree", tree.encode());
-    let rec = ObjectRecord {
-        version: 1,
+    let mut rec = ObjectRecord {
         kind: ObjectKind::Blob,
         size: 5,
         offset: 100,
@@ -248,8 +249,15 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         within: 10,
         len: 5,
         written: 1_700_000_000,
+        delta: None,
     };
     add("decode", "seed-object-record", rec.encode().unwrap());
+    rec.codec = Codec::Raw;
+    rec.delta = Some(DeltaBase {
+        base: ObjectId([9; 32]),
+        depth: 3,
+    });
+    add("decode", "seed-delta-record", rec.encode().unwrap());
     let list = ChunkList {
         version: 1,
         chunks: vec![(ID, 65_536), (ObjectId([8; 32]), 1_000)],

@@ -3,7 +3,7 @@
 //! and a collection running beside captures in other processes never frees what they use.
 
 use crate::common::{self, Env, RETRACE, assert_verified, noise, stderr, stdout};
-use retrace::object::{NewFrame, ObjectKind};
+use retrace::object::{NewFrame, ObjectKind, PendingObject};
 use retrace::store::Store;
 use retrace::{ObjectId, RestoreOptions};
 use serde_json::Value;
@@ -17,7 +17,7 @@ fn orphans(ws: &retrace::Workspace, seeds: std::ops::Range<u64>, len: usize) -> 
         let data = noise(s, len);
         let id = ObjectId::of_blob(&data);
         ids.push(id);
-        frames.push(NewFrame::pack(&[(
+        frames.push(NewFrame::pack(&[PendingObject::whole(
             id,
             ObjectKind::Blob,
             data.len() as u64,
@@ -102,10 +102,20 @@ fn a_mostly_dead_frame_is_rewritten_and_its_live_object_kept() {
     let store = Store::open(ws.store_path(), ws.root()).unwrap();
     let live = b"shared small file\n".to_vec();
     let live_id = ObjectId::of_blob(&live);
-    let mut members = vec![(live_id, ObjectKind::Blob, live.len() as u64, live.clone())];
+    let mut members = vec![PendingObject::whole(
+        live_id,
+        ObjectKind::Blob,
+        live.len() as u64,
+        live.clone(),
+    )];
     for s in 0..20 {
         let d = noise(s, 2000);
-        members.push((ObjectId::of_blob(&d), ObjectKind::Blob, d.len() as u64, d));
+        members.push(PendingObject::whole(
+            ObjectId::of_blob(&d),
+            ObjectKind::Blob,
+            d.len() as u64,
+            d,
+        ));
     }
     store
         .write(vec![NewFrame::pack(&members)], None, None)

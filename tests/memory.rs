@@ -1,8 +1,9 @@
 //! Capture and restore memory do not grow with file size: `retrace snapshot` (and `retrace
-//! restore`) of one file several times larger than the bound runs in a child process whose peak RSS (`wait4`'s `ru_maxrss`,
-//! this child alone) must stay under it. A memory bound, not a timing: no clock involved.
+//! restore`) of one file several times larger than the bound runs in a child process whose
+//! peak RSS (the kernel's high-water mark of that program alone) must stay under it. A memory
+//! bound, not a timing: no clock involved.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::Stdio;
 
 use crate::common::{self, Env, RETRACE, noise};
@@ -18,35 +19,26 @@ fn snapshot_peak_rss(env: &Env) -> (String, i64) {
     peak_rss(env, &["snapshot"])
 }
 
-/// Runs retrace with `args` in the workspace; returns its stdout and its peak RSS in KiB.
-#[allow(clippy::zombie_processes)] // reaped by `wait4`, which also reports its usage
+/// Runs retrace with `args` in the workspace; returns its stdout and its peak RSS in KiB, as
+/// retrace reports it with `RETRACE_TRACE=1` (the kernel's `VmHWM` of the program itself:
+/// `wait4`'s `ru_maxrss` would also count the test process's memory at the spawn, which
+/// depends on what the other tests running beside it hold).
 fn peak_rss(env: &Env, args: &[&str]) -> (String, i64) {
-    let mut child = env
+    let out = env
         .command(RETRACE, args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
+        .env("RETRACE_TRACE", "1")
+        .stdin(Stdio::null())
+        .output()
         .unwrap();
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    let mut status = 0;
-    // SAFETY: plain out-parameters; the child is ours and not waited for elsewhere.
-    let (waited, usage) = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        (libc::wait4(pid, &raw mut status, 0, &raw mut usage), usage)
-    };
-    assert_eq!(waited, pid, "wait4: {}", std::io::Error::last_os_error());
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "retrace {args:?} failed: status {status}"
-    );
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    (out, usage.ru_maxrss)
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "retrace {args:?} failed: {stderr}");
+    let peak = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("retrace trace: peak RSS "))
+        .and_then(|l| l.strip_suffix(" KiB"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS reported: {stderr}"));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), peak)
 }
 
 fn assert_bounded(env: &Env, what: &str, file_bytes: u64) {

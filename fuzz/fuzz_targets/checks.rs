@@ -43,6 +43,11 @@ pub fn decode(data: &[u8]) {
     }
     if let Some((&len, rest)) = data.split_first() {
         let _ = decompress(Codec::Zstd, rest, u32::from(len) * 1024);
+        // A delta payload against a base: refused or decoded to exactly the size asked for.
+        let base = b"fn main() { println!(\"the base a delta is read against\"); }\n";
+        if let Ok(out) = retrace::object::delta::decode(base, rest, usize::from(len) * 64) {
+            assert_eq!(out.len(), usize::from(len) * 64);
+        }
     }
 }
 

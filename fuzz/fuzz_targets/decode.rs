@@ -1,5 +1,6 @@
 //! Arbitrary bytes decoded as every record retrace reads from a store: a tree, an object
-//! record, a chunk list, a compressed frame (see `checks::decode`).
+//! record (whole or delta), a chunk list, a compressed frame, a delta payload (see
+//! `checks::decode`).
 #![no_main]
 
 #[allow(dead_code)] // each target uses one of the shared checks

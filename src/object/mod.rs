@@ -1,5 +1,6 @@
 //! Objects of the content-addressed store: ids, trees, index records and payload codecs.
 
+pub mod delta;
 mod id;
 mod path;
 pub mod record;
@@ -8,7 +9,7 @@ pub mod tree;
 pub use id::ObjectId;
 pub use path::RelPath;
 pub use record::{
-    ChunkList, Codec, FrameMember, NewFrame, ObjectKind, ObjectRecord, PendingObject,
+    ChunkList, Codec, DeltaBase, FrameMember, NewFrame, ObjectKind, ObjectRecord, PendingObject,
 };
 pub use tree::{EntryKind, Tree, TreeEntry};
 

@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use super::ObjectId;
 
-/// Record version written today.
+/// Record version of objects stored whole (and of chunk lists).
 pub const RECORD_VERSION: u8 = 1;
+
+/// Record version of delta objects: version 1's fields, then the base id and the depth.
+pub const DELTA_RECORD_VERSION: u8 = 2;
 
 /// zstd level. Measured on source-like text (docs/benchmarks.md): level 3 compresses shared
 /// frames within 10% of level 6 at a fifth of the time.
@@ -60,11 +63,20 @@ pub enum Codec {
     ZstdDense,
 }
 
+/// What a delta object is against: the object whose payload its payload was compressed
+/// against, and how many deltas lie between it and an object stored whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeltaBase {
+    /// The base object (of the same kind).
+    pub base: ObjectId,
+    /// 1 when the base is stored whole, else the base's depth + 1; at most
+    /// [`super::delta::MAX_DEPTH`].
+    pub depth: u8,
+}
+
 /// Index entry of one object: which frame holds it, where, and what it is.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectRecord {
-    /// Always [`RECORD_VERSION`] when written by this retrace.
-    pub version: u8,
     /// Blob, chunked blob or tree.
     pub kind: ObjectKind,
     /// Content size: the file size for blobs and chunked blobs, the encoding's length for
@@ -80,11 +92,30 @@ pub struct ObjectRecord {
     pub frame_len: u32,
     /// Where this object's payload starts in the decompressed frame.
     pub within: u32,
-    /// Length of this object's payload (differs from `size` for chunked blobs, whose
-    /// payload is their chunk list).
+    /// Length of this object's payload as stored (differs from `size` for chunked blobs,
+    /// whose payload is their chunk list, and for deltas).
     pub len: u32,
     /// Unix seconds when the object was written (GC grace period).
     pub written: u64,
+    /// `Some` for a delta object: its payload is a [`super::delta`] frame against this base
+    /// (record version 2); `None`: the payload is the object itself (version 1).
+    pub delta: Option<DeltaBase>,
+}
+
+/// The fields of a record as postcard writes them, in order (version 1; version 2 appends
+/// the base id and the depth).
+#[derive(Serialize, Deserialize)]
+struct WireRecord {
+    version: u8,
+    kind: ObjectKind,
+    size: u64,
+    offset: u64,
+    stored_len: u32,
+    codec: Codec,
+    frame_len: u32,
+    within: u32,
+    len: u32,
+    written: u64,
 }
 
 /// Why a record does not decode.
@@ -97,6 +128,9 @@ pub enum RecordError {
     /// A newer retrace wrote this record.
     #[error("record version {0} is newer than this retrace understands; upgrade retrace")]
     UnknownVersion(u8),
+    /// A delta record whose depth, kind or size cannot be.
+    #[error("delta record is impossible: {0}")]
+    BadDelta(&'static str),
     /// The payload lies outside its frame, or the frame is impossibly large.
     #[error("record points outside its frame")]
     OutOfFrame,
@@ -129,25 +163,82 @@ pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, String> {
 }
 
 impl ObjectRecord {
-    /// postcard encoding.
+    fn wire(&self) -> WireRecord {
+        WireRecord {
+            version: if self.delta.is_some() {
+                DELTA_RECORD_VERSION
+            } else {
+                RECORD_VERSION
+            },
+            kind: self.kind,
+            size: self.size,
+            offset: self.offset,
+            stored_len: self.stored_len,
+            codec: self.codec,
+            frame_len: self.frame_len,
+            within: self.within,
+            len: self.len,
+            written: self.written,
+        }
+    }
+
+    /// postcard encoding: version 1 for objects stored whole (byte for byte what format 1
+    /// wrote), version 2 for deltas.
     ///
     /// # Errors
     /// As [`to_bytes`].
     pub fn encode(&self) -> Result<Vec<u8>, String> {
-        to_bytes(self)
+        match self.delta {
+            None => to_bytes(&self.wire()),
+            Some(d) => to_bytes(&(self.wire(), d.base, d.depth)),
+        }
     }
 
-    /// Decodes a record, refusing unknown versions and payloads outside their frame.
+    /// Decodes a record, refusing unknown versions, payloads outside their frame and
+    /// impossible deltas.
     ///
     /// # Errors
     /// [`RecordError`] on bytes that are not a valid record of a known version.
     pub fn decode(bytes: &[u8]) -> Result<ObjectRecord, RecordError> {
-        check_version(bytes)?;
-        let r: ObjectRecord = strict(bytes)?;
+        let (w, delta) = match bytes.first() {
+            Some(&RECORD_VERSION) => (strict::<WireRecord>(bytes)?, None),
+            Some(&DELTA_RECORD_VERSION) => {
+                let (w, base, depth): (WireRecord, ObjectId, u8) = strict(bytes)?;
+                (w, Some(DeltaBase { base, depth }))
+            }
+            Some(&v) => return Err(RecordError::UnknownVersion(v)),
+            None => return Err(RecordError::Decode("empty".into())),
+        };
+        let r = ObjectRecord {
+            kind: w.kind,
+            size: w.size,
+            offset: w.offset,
+            stored_len: w.stored_len,
+            codec: w.codec,
+            frame_len: w.frame_len,
+            within: w.within,
+            len: w.len,
+            written: w.written,
+            delta,
+        };
         if u64::from(r.within) + u64::from(r.len) > u64::from(r.frame_len)
             || r.frame_len > MAX_FRAME_BYTES
         {
             return Err(RecordError::OutOfFrame);
+        }
+        if let Some(d) = r.delta {
+            if d.depth == 0 || d.depth > super::delta::MAX_DEPTH {
+                return Err(RecordError::BadDelta("depth out of range"));
+            }
+            if r.kind == ObjectKind::ChunkedBlob {
+                return Err(RecordError::BadDelta("chunk lists are never deltas"));
+            }
+            if r.size > u64::from(MAX_FRAME_BYTES) {
+                return Err(RecordError::BadDelta("content too large"));
+            }
+            if d.base == ObjectId::ZERO {
+                return Err(RecordError::BadDelta("no base"));
+            }
         }
         Ok(r)
     }
@@ -194,6 +285,8 @@ pub struct FrameMember {
     pub within: u32,
     /// Payload length.
     pub len: u32,
+    /// Its base when the payload is a delta.
+    pub delta: Option<DeltaBase>,
 }
 
 /// A frame ready to be appended to the pack log.
@@ -209,8 +302,34 @@ pub struct NewFrame {
     pub members: Vec<FrameMember>,
 }
 
-/// One object waiting for a frame: id, kind, content size and payload bytes.
-pub type PendingObject = (ObjectId, ObjectKind, u64, Vec<u8>);
+/// One object waiting for a frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingObject {
+    /// Its id.
+    pub id: ObjectId,
+    /// Its kind.
+    pub kind: ObjectKind,
+    /// Content size (see [`ObjectRecord::size`]).
+    pub size: u64,
+    /// The payload to store: the object's bytes, or a delta against `delta`'s base.
+    pub payload: Vec<u8>,
+    /// Its base when `payload` is a delta.
+    pub delta: Option<DeltaBase>,
+}
+
+impl PendingObject {
+    /// An object stored whole.
+    #[must_use]
+    pub fn whole(id: ObjectId, kind: ObjectKind, size: u64, payload: Vec<u8>) -> PendingObject {
+        PendingObject {
+            id,
+            kind,
+            size,
+            payload,
+            delta: None,
+        }
+    }
+}
 
 impl NewFrame {
     /// The index record of `member` once this frame sits at `offset` in the pack log,
@@ -224,7 +343,6 @@ impl NewFrame {
         written: u64,
     ) -> ObjectRecord {
         ObjectRecord {
-            version: RECORD_VERSION,
             kind: member.kind,
             size: member.size,
             offset,
@@ -234,25 +352,14 @@ impl NewFrame {
             within: member.within,
             len: member.len,
             written,
+            delta: member.delta,
         }
     }
 
     /// Compresses `objects` together into one frame. Payloads must total under 4 GiB.
     #[must_use]
     pub fn pack(objects: &[PendingObject]) -> NewFrame {
-        let total: usize = objects.iter().map(|o| o.3.len()).sum();
-        let mut raw = Vec::with_capacity(total);
-        let mut members = Vec::with_capacity(objects.len());
-        for (id, kind, size, payload) in objects {
-            members.push(FrameMember {
-                id: *id,
-                kind: *kind,
-                size: *size,
-                within: u32::try_from(raw.len()).unwrap_or(u32::MAX),
-                len: u32::try_from(payload.len()).unwrap_or(u32::MAX),
-            });
-            raw.extend_from_slice(payload);
-        }
+        let (raw, members) = NewFrame::join(objects);
         let (codec, stored) = compress(&raw);
         NewFrame {
             codec,
@@ -260,6 +367,38 @@ impl NewFrame {
             raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
             members,
         }
+    }
+
+    /// `objects` end to end in one frame stored as is: delta payloads, which are zstd
+    /// frames already (compressing them again gains nothing, and a shared compressed
+    /// frame would cost a decompression per step of a chain read).
+    #[must_use]
+    pub fn raw(objects: &[PendingObject]) -> NewFrame {
+        let (raw, members) = NewFrame::join(objects);
+        NewFrame {
+            codec: Codec::Raw,
+            raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+            stored: raw,
+            members,
+        }
+    }
+
+    fn join(objects: &[PendingObject]) -> (Vec<u8>, Vec<FrameMember>) {
+        let total: usize = objects.iter().map(|o| o.payload.len()).sum();
+        let mut raw = Vec::with_capacity(total);
+        let mut members = Vec::with_capacity(objects.len());
+        for o in objects {
+            members.push(FrameMember {
+                id: o.id,
+                kind: o.kind,
+                size: o.size,
+                within: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+                len: u32::try_from(o.payload.len()).unwrap_or(u32::MAX),
+                delta: o.delta,
+            });
+            raw.extend_from_slice(&o.payload);
+        }
+        (raw, members)
     }
 }
 
@@ -378,18 +517,13 @@ mod tests {
 
     #[test]
     fn frames_place_members_end_to_end() {
-        let a = (
+        let a = PendingObject::whole(
             ObjectId::of_blob(b"aaa"),
             ObjectKind::Blob,
             3,
-            b"aaa".to_vec(),
+            b"aaa".into(),
         );
-        let b = (
-            ObjectId::of_blob(b"bb"),
-            ObjectKind::Blob,
-            2,
-            b"bb".to_vec(),
-        );
+        let b = PendingObject::whole(ObjectId::of_blob(b"bb"), ObjectKind::Blob, 2, b"bb".into());
         let f = NewFrame::pack(&[a, b]);
         assert_eq!(f.raw_len, 5);
         assert_eq!((f.members[1].within, f.members[1].len), (3, 2));
@@ -400,7 +534,6 @@ mod tests {
     #[test]
     fn records_refuse_future_versions_and_out_of_frame_payloads() {
         let mut r = ObjectRecord {
-            version: RECORD_VERSION,
             kind: ObjectKind::Blob,
             size: 1,
             offset: 2,
@@ -410,6 +543,7 @@ mod tests {
             within: 4,
             len: 6,
             written: 4,
+            delta: None,
         };
         assert_eq!(ObjectRecord::decode(&r.encode().unwrap()).unwrap(), r);
         r.len = 7;
@@ -424,10 +558,104 @@ mod tests {
             Err(RecordError::OutOfFrame)
         );
         r.frame_len = 10;
-        r.version = 9;
+        let mut future = r.encode().unwrap();
+        future[0] = 9;
         assert_eq!(
-            ObjectRecord::decode(&r.encode().unwrap()),
+            ObjectRecord::decode(&future),
             Err(RecordError::UnknownVersion(9))
         );
+    }
+
+    fn sample() -> ObjectRecord {
+        ObjectRecord {
+            kind: ObjectKind::Blob,
+            size: 1000,
+            offset: 70_000,
+            stored_len: 120,
+            codec: Codec::Raw,
+            frame_len: 120,
+            within: 0,
+            len: 120,
+            written: 1_700_000_000,
+            delta: None,
+        }
+    }
+
+    #[test]
+    fn whole_records_keep_version_1_bytes_and_deltas_append_base_and_depth() {
+        let whole = sample();
+        let v1 = whole.encode().unwrap();
+        // Format 1's bytes: version, kind, varints, codec, varints (docs/format.md).
+        assert_eq!(
+            v1,
+            [
+                1, 0, 0xE8, 0x07, 0xF0, 0xA2, 0x04, 120, 0, 120, 0, 120, 0x80, 0xE2, 0xCF, 0xAA,
+                0x06
+            ]
+        );
+        let mut delta = sample();
+        delta.delta = Some(DeltaBase {
+            base: ObjectId([7; 32]),
+            depth: 3,
+        });
+        let v2 = delta.encode().unwrap();
+        assert_eq!(v2[0], DELTA_RECORD_VERSION);
+        assert_eq!(&v2[1..v1.len()], &v1[1..]);
+        assert_eq!(&v2[v1.len()..v1.len() + 32], &[7; 32]);
+        assert_eq!(v2[v1.len() + 32..], [3]);
+        assert_eq!(ObjectRecord::decode(&v2).unwrap(), delta);
+        assert_eq!(ObjectRecord::decode(&v1).unwrap(), whole);
+        // A version-1 record with a base's bytes after it, or a version-2 one without: refused.
+        let mut long = v2.clone();
+        long[0] = RECORD_VERSION;
+        assert!(matches!(
+            ObjectRecord::decode(&long),
+            Err(RecordError::Decode(_))
+        ));
+        let mut short = v1.clone();
+        short[0] = DELTA_RECORD_VERSION;
+        assert!(matches!(
+            ObjectRecord::decode(&short),
+            Err(RecordError::Decode(_))
+        ));
+    }
+
+    #[test]
+    fn impossible_deltas_are_refused() {
+        for (depth, kind, size, base) in [
+            (0, ObjectKind::Blob, 10, ObjectId([1; 32])),
+            (
+                crate::object::delta::MAX_DEPTH + 1,
+                ObjectKind::Blob,
+                10,
+                ObjectId([1; 32]),
+            ),
+            (1, ObjectKind::ChunkedBlob, 10, ObjectId([1; 32])),
+            (
+                1,
+                ObjectKind::Blob,
+                u64::from(MAX_FRAME_BYTES) + 1,
+                ObjectId([1; 32]),
+            ),
+            (1, ObjectKind::Tree, 10, ObjectId::ZERO),
+        ] {
+            let mut r = sample();
+            r.kind = kind;
+            r.size = size;
+            r.delta = Some(DeltaBase { base, depth });
+            assert!(
+                matches!(
+                    ObjectRecord::decode(&r.encode().unwrap()),
+                    Err(RecordError::BadDelta(_))
+                ),
+                "{depth} {kind:?} {size}"
+            );
+        }
+        let mut r = sample();
+        r.delta = Some(DeltaBase {
+            base: ObjectId([1; 32]),
+            depth: crate::object::delta::MAX_DEPTH,
+        });
+        assert!(ObjectRecord::decode(&r.encode().unwrap()).is_ok());
     }
 }

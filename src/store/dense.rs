@@ -99,6 +99,7 @@ impl Store {
                             size: r.size,
                             within: r.within,
                             len: r.len,
+                            delta: r.delta,
                         }
                     })
                     .collect(),

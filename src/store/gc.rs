@@ -90,9 +90,22 @@ impl Store {
             ..GcReport::default()
         };
         let reader = self.reader()?;
-        let live = mark(&reader, roots)?;
+        let mut live = mark(&reader, roots)?;
+        let objects = reader.objects()?;
+        // An object kept for its age keeps its delta bases too (a delta cannot be read
+        // without them).
+        let young: Vec<ObjectId> = objects
+            .iter()
+            .filter_map(|(id, rec)| match rec {
+                Ok(rec) if !live.contains(id) && rec.written.saturating_add(grace_secs) > now => {
+                    rec.delta.map(|d| d.base)
+                }
+                _ => None,
+            })
+            .collect();
+        keep_bases(&reader, young, &mut live)?;
         let mut frames: HashMap<u64, Frame> = HashMap::new();
-        for (id, rec) in reader.objects()? {
+        for (id, rec) in objects {
             report.objects += 1;
             // A record that does not decode is kept: it cannot be placed, so it is not ours
             // to judge (`retrace-dump verify` reports it).
@@ -129,7 +142,13 @@ impl Store {
                 report.frames_rewritten += 1;
                 report.stored_bytes_freed += u64::from(f.stored_len);
                 for (id, rec) in &f.live {
-                    rewrite.push((*id, rec.kind, rec.size, reader.payload_of(id, rec)?));
+                    rewrite.push(PendingObject {
+                        id: *id,
+                        kind: rec.kind,
+                        size: rec.size,
+                        payload: reader.payload_of(id, rec)?,
+                        delta: rec.delta,
+                    });
                     rewritten_written.insert(*id, rec.written);
                 }
             }
@@ -144,7 +163,12 @@ impl Store {
         let mut batch: Vec<PendingObject> = Vec::new();
         let mut batch_bytes = 0;
         for o in rewrite {
-            batch_bytes += o.3.len();
+            // Deltas move as they are, each in a raw frame of its own as capture writes them.
+            if o.delta.is_some() {
+                new_frames.push(NewFrame::raw(&[o]));
+                continue;
+            }
+            batch_bytes += o.payload.len();
             batch.push(o);
             if batch_bytes >= crate::object::record::FRAME_RAW_BYTES {
                 new_frames.push(NewFrame::pack(&batch));
@@ -187,6 +211,12 @@ impl Store {
                 .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
                 .unwrap_or(0);
             let mut tail = None;
+            if frames
+                .iter()
+                .any(|f| f.members.iter().any(|m| m.delta.is_some()))
+            {
+                super::mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
+            }
             for f in &frames {
                 let stored_len =
                     u32::try_from(f.stored.len()).map_err(|_| StoreError::Corrupt {
@@ -231,9 +261,31 @@ impl Store {
     }
 }
 
-/// Every object reachable from `roots`: trees, their entries, chunked blobs' chunks.
+/// Adds `bases` and the delta bases below them to `live` (their bytes only: a base tree
+/// keeps no entries alive). An id already in `live` has had its own base listed.
+fn keep_bases(
+    reader: &super::StoreReader,
+    mut bases: Vec<ObjectId>,
+    live: &mut HashSet<ObjectId>,
+) -> Result<(), StoreError> {
+    while let Some(id) = bases.pop() {
+        if !live.insert(id) {
+            continue;
+        }
+        match reader.record(&id) {
+            Ok(rec) => bases.extend(rec.delta.map(|d| d.base)),
+            Err(StoreError::Missing { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Every object reachable from `roots`: trees, their entries, chunked blobs' chunks, and the
+/// delta bases of each.
 fn mark(reader: &super::StoreReader, roots: &[ObjectId]) -> Result<HashSet<ObjectId>, StoreError> {
     let mut live = HashSet::new();
+    let mut bases = Vec::new();
     let mut stack: Vec<ObjectId> = roots.to_vec();
     while let Some(id) = stack.pop() {
         if !live.insert(id) {
@@ -244,6 +296,7 @@ fn mark(reader: &super::StoreReader, roots: &[ObjectId]) -> Result<HashSet<Objec
             Err(StoreError::Missing { .. }) => continue,
             Err(e) => return Err(e),
         };
+        bases.extend(rec.delta.map(|d| d.base));
         match rec.kind {
             ObjectKind::Blob => {}
             ObjectKind::ChunkedBlob => {
@@ -258,5 +311,6 @@ fn mark(reader: &super::StoreReader, roots: &[ObjectId]) -> Result<HashSet<Objec
             }
         }
     }
+    keep_bases(reader, bases, &mut live)?;
     Ok(live)
 }

@@ -25,7 +25,7 @@ use serde::Serialize;
 use super::schema::{META, META_FORGOTTEN, OBJECTS};
 use super::{SharedDb, Store, StoreReader};
 use crate::error::StoreError;
-use crate::object::{ChunkList, ObjectId, ObjectKind};
+use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord};
 
 /// Damaged objects waiting to be forgotten: id and the index record found with it.
 #[derive(Default)]
@@ -87,6 +87,27 @@ fn forget_in(
         }
     }
     if !gone.is_empty() {
+        // A delta whose base is forgotten cannot be read: forget it too (the next capture
+        // that meets its content stores it again, whole or against a sound base).
+        let mut dependents: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
+        for item in objects.iter().map_err(|x| e(x.into()))? {
+            let (k, v) = item.map_err(|x| e(x.into()))?;
+            if let Ok(ObjectRecord { delta: Some(d), .. }) = ObjectRecord::decode(v.value()) {
+                dependents
+                    .entry(d.base)
+                    .or_default()
+                    .push(ObjectId(*k.value()));
+            }
+        }
+        let mut stack = gone.clone();
+        while let Some(base) = stack.pop() {
+            for dep in dependents.remove(&base).unwrap_or_default() {
+                if objects.remove(&dep.0).map_err(|x| e(x.into()))?.is_some() {
+                    gone.push(dep);
+                    stack.push(dep);
+                }
+            }
+        }
         let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
         let n = meta
             .get(META_FORGOTTEN)
@@ -175,7 +196,7 @@ impl StoreReader {
                 .payload(chunk, &rec)
                 .is_ok_and(|bytes| ObjectId::of_blob(&bytes) == *chunk);
             if !whole {
-                let _ = self.damaged(chunk, "chunk does not hash to its id".into());
+                let _ = self.content_damage(chunk, &rec, "chunk does not hash to its id".into());
                 bad += 1;
             }
         }
@@ -245,6 +266,19 @@ impl StoreReader {
         Ok(scan)
     }
 
+    /// Whether the delta chain below `id` is indexed down to an object stored whole.
+    fn bases_present(&self, id: &ObjectId) -> bool {
+        let mut at = *id;
+        for _ in 0..=crate::object::delta::MAX_DEPTH {
+            match self.record(&at) {
+                Ok(ObjectRecord { delta: None, .. }) => return true,
+                Ok(ObjectRecord { delta: Some(d), .. }) => at = d.base,
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
     /// Whether every object below `root` is present (trees verified as they are read).
     /// `memo` remembers the answer per tree and chunked blob across calls.
     #[must_use]
@@ -256,11 +290,12 @@ impl StoreReader {
         let whole = match kind {
             None => false,
             Some(kind) => match kind {
-                ObjectKind::Blob => true,
+                ObjectKind::Blob => self.bases_present(root),
                 ObjectKind::ChunkedBlob => self.chunk_list(root).is_ok_and(|l| {
-                    l.chunks
-                        .iter()
-                        .all(|(c, _)| self.record(c).is_ok_and(|r| r.kind == ObjectKind::Blob))
+                    l.chunks.iter().all(|(c, _)| {
+                        self.record(c).is_ok_and(|r| r.kind == ObjectKind::Blob)
+                            && self.bases_present(c)
+                    })
                 }),
                 ObjectKind::Tree => self.read_tree(root).is_ok_and(|t| {
                     t.entries.iter().all(|e| {

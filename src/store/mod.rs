@@ -36,14 +36,25 @@ use crate::object::NewFrame;
 use crate::object::record::decompress;
 use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord, Tree};
 use schema::{
-    CHECKPOINTS, FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END, META_STORE_ID,
-    META_WORKSPACE, OBJECTS, OPLOG, PACKS, SESSIONS, SNAPSHOTS, TURNS,
+    CHECKPOINTS, FORMAT_DELTAS, FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END,
+    META_STORE_ID, META_WORKSPACE, OBJECTS, OPLOG, PACKS, SESSIONS, SNAPSHOTS, TURNS,
 };
 
 /// Stores smaller than this are never compacted (redb's own metadata dominates them).
 const COMPACT_MIN_FILE: u64 = 8 * 1024 * 1024;
 /// Compact when the disk blocks in use exceed this percentage of the pack log.
 const COMPACT_RATIO_PERCENT: u64 = 130;
+
+/// Records in `meta` that the store holds delta objects (format [`FORMAT_DELTAS`]).
+fn mark_deltas(meta: &mut redb::Table<'_, &str, &[u8]>) -> Result<(), redb::StorageError> {
+    let format = meta
+        .get(META_FORMAT)?
+        .and_then(|g| g.value().try_into().ok().map(u32::from_le_bytes));
+    if format != Some(FORMAT_DELTAS) {
+        meta.insert(META_FORMAT, FORMAT_DELTAS.to_le_bytes().as_slice())?;
+    }
+    Ok(())
+}
 
 /// Bytes of disk a file occupies (its blocks), which for redb's sparse growth is less than
 /// its length.
@@ -584,6 +595,9 @@ impl Store {
             }
             // Sorted keys insert about twice as fast into redb's B-tree.
             records.sort_unstable_by_key(|r| r.0);
+            if records.iter().any(|(_, r)| r.delta.is_some()) {
+                mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
+            }
             for (id, rec) in &records {
                 let bytes = rec.encode().map_err(|detail| StoreError::Encode {
                     path: self.path.clone(),
@@ -728,6 +742,8 @@ pub struct StoreReader {
     packs: Option<ReadOnlyTable<u64, &'static [u8]>>,
     snapshots: Option<ReadOnlyTable<u64, &'static [u8]>>,
     frames: Mutex<Vec<(u64, Arc<Vec<u8>>)>>,
+    /// Payloads of deltas rebuilt recently (see [`StoreReader::payload`]).
+    rebuilt: Mutex<Vec<(ObjectId, Arc<Vec<u8>>)>>,
     /// Damaged objects this reader found (handed to the store when it is dropped).
     found: Mutex<Vec<(ObjectId, Vec<u8>)>>,
     /// How to make a read-write store forget what it found (`None`: read-only store).
@@ -737,6 +753,28 @@ pub struct StoreReader {
 
 /// Decompressed frames a reader keeps (each at most about 1 MiB).
 const FRAME_CACHE: usize = 8;
+
+/// Rebuilt delta payloads a reader keeps, and the largest it keeps.
+const REBUILT_CACHE: usize = 8;
+const REBUILT_MAX_BYTES: usize = 4 << 20;
+
+/// Where a delta chain's rebuilding starts.
+enum Start {
+    /// From an object stored whole.
+    Whole(ObjectId, ObjectRecord),
+    /// From a payload rebuilt recently.
+    Cached(Arc<Vec<u8>>),
+}
+
+/// Whether `bytes` are the payload of object `id` of `kind` (a chunk list's id is its
+/// file's, so it cannot be checked alone; chunk lists are never deltas or bases).
+fn hashes_to(kind: ObjectKind, bytes: &[u8], id: &ObjectId) -> bool {
+    match kind {
+        ObjectKind::Blob => ObjectId::of_blob(bytes) == *id,
+        ObjectKind::Tree => ObjectId::of_tree(bytes) == *id,
+        ObjectKind::ChunkedBlob => false,
+    }
+}
 
 fn open_opt<K: redb::Key + 'static, V: redb::Value + 'static>(
     tx: &ReadTransaction,
@@ -763,6 +801,7 @@ impl StoreReader {
             packs: open_opt(&tx, PACKS).map_err(e)?,
             snapshots: open_opt(&tx, SNAPSHOTS).map_err(e)?,
             frames: Mutex::new(Vec::with_capacity(FRAME_CACHE)),
+            rebuilt: Mutex::new(Vec::with_capacity(REBUILT_CACHE)),
             found: Mutex::new(Vec::new()),
             heal: None,
             _tx: tx,
@@ -794,7 +833,7 @@ impl StoreReader {
 
     fn check_format(&self) -> Result<(), StoreError> {
         match self.format()? {
-            Some(FORMAT_VERSION) => Ok(()),
+            Some(FORMAT_VERSION | FORMAT_DELTAS) => Ok(()),
             // The creating process has not committed its first transaction yet.
             None => Err(StoreError::BeingCreated {
                 path: self.path.clone(),
@@ -802,7 +841,7 @@ impl StoreReader {
             Some(found) => Err(StoreError::UnknownFormat {
                 path: self.path.clone(),
                 found,
-                expected: FORMAT_VERSION,
+                expected: FORMAT_DELTAS,
             }),
         }
     }
@@ -875,15 +914,202 @@ impl StoreReader {
         }
     }
 
-    /// The payload of an object (unverified), through a small cache of decompressed frames:
-    /// neighbours in a restore or a tree walk usually share a frame.
-    fn payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
+    /// The payload of an object as stored in its frame (unverified; a delta's is its delta
+    /// frame), through a small cache of decompressed frames: neighbours in a restore or a
+    /// tree walk usually share a frame.
+    fn stored_payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
         let frame = self.frame(id, rec)?;
         let start = rec.within as usize;
         frame
             .get(start..start + rec.len as usize)
             .map(<[u8]>::to_vec)
             .ok_or_else(|| self.damaged(id, "payload outside its frame".into()))
+    }
+
+    /// The payload of an object (unverified): for a delta, rebuilt from its chain of bases.
+    /// Callers verify the result's id; on a mismatch [`StoreReader::chain_damage`] names the
+    /// object in the chain that is damaged.
+    fn payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
+        if rec.delta.is_none() {
+            return self.stored_payload(id, rec);
+        }
+        if let Some(bytes) = self.rebuilt(id) {
+            return Ok(bytes.as_ref().clone());
+        }
+        let (start, chain) = self.chain(id, rec)?;
+        let mut bytes = match start {
+            Start::Cached(bytes) => bytes.as_ref().clone(),
+            Start::Whole(root, root_rec) => self.stored_payload(&root, &root_rec)?,
+        };
+        for (step, step_rec) in chain.iter().rev() {
+            let delta = self.stored_payload(step, step_rec)?;
+            let size = usize::try_from(step_rec.size).unwrap_or(usize::MAX);
+            bytes = crate::object::delta::decode(&bytes, &delta, size)
+                .map_err(|x| self.damaged(step, x))?;
+            self.remember_rebuilt(step, &bytes);
+        }
+        Ok(bytes)
+    }
+
+    /// The deltas from `id` down to the first object stored whole (or rebuilt recently),
+    /// newest first, checking that each step can be: bases of the same kind and strictly
+    /// smaller depth, so a damaged record can never make a loop.
+    fn chain(
+        &self,
+        id: &ObjectId,
+        rec: &ObjectRecord,
+    ) -> Result<(Start, Vec<(ObjectId, ObjectRecord)>), StoreError> {
+        let mut chain = vec![(*id, rec.clone())];
+        loop {
+            let (top, top_rec) = &chain[chain.len() - 1];
+            let Some(d) = top_rec.delta else {
+                let (root, root_rec) = chain
+                    .pop()
+                    .ok_or_else(|| self.corrupt(id, "empty chain".into()))?;
+                return Ok((Start::Whole(root, root_rec), chain));
+            };
+            if let Some(bytes) = self.rebuilt(&d.base) {
+                return Ok((Start::Cached(bytes), chain));
+            }
+            let base_rec = match self.record(&d.base) {
+                Ok(r) => r,
+                Err(StoreError::Missing { .. }) => {
+                    return Err(self.damaged(
+                        top,
+                        format!("its delta base {} is missing", d.base.to_hex()),
+                    ));
+                }
+                Err(e) => return Err(e),
+            };
+            let base_depth = base_rec.delta.map_or(0, |b| b.depth);
+            if base_rec.kind != top_rec.kind || base_depth >= d.depth {
+                return Err(self.damaged(
+                    top,
+                    format!("its delta base {} cannot be its base", d.base.to_hex()),
+                ));
+            }
+            chain.push((d.base, base_rec));
+        }
+    }
+
+    fn rebuilt(&self, id: &ObjectId) -> Option<Arc<Vec<u8>>> {
+        let cache = self.rebuilt.lock().ok()?;
+        cache
+            .iter()
+            .find(|(o, _)| o == id)
+            .map(|(_, b)| Arc::clone(b))
+    }
+
+    /// Keeps a rebuilt payload for the next delta against it (versions of one file are
+    /// often read in a row: verification, a walk of every snapshot, a capture's base).
+    fn remember_rebuilt(&self, id: &ObjectId, bytes: &[u8]) {
+        if bytes.len() > REBUILT_MAX_BYTES {
+            return;
+        }
+        if let Ok(mut cache) = self.rebuilt.lock() {
+            if cache.iter().any(|(o, _)| o == id) {
+                return;
+            }
+            if cache.len() >= REBUILT_CACHE {
+                cache.remove(0);
+            }
+            cache.push((*id, Arc::new(bytes.to_vec())));
+        }
+    }
+
+    /// What a new version of object `previous` (of `kind`) can be stored as a delta against,
+    /// with that base's payload (verified): `previous` itself, or, when its chain is at
+    /// [`MAX_DEPTH`](crate::object::delta::MAX_DEPTH), the object its chain starts from.
+    /// `None` when `previous` is not stored, not of `kind`, a chunk list, or damaged (the
+    /// damage is recorded, and the new version is stored whole).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn delta_base(
+        &self,
+        previous: &ObjectId,
+        kind: ObjectKind,
+    ) -> Result<Option<(crate::object::DeltaBase, Vec<u8>)>, StoreError> {
+        let rec = match self.record(previous) {
+            Ok(rec) => rec,
+            Err(StoreError::Db { path, source }) => return Err(StoreError::Db { path, source }),
+            Err(_) => return Ok(None),
+        };
+        if rec.kind != kind || kind == ObjectKind::ChunkedBlob {
+            return Ok(None);
+        }
+        let (mut base, mut base_rec) = (*previous, rec);
+        if base_rec
+            .delta
+            .is_some_and(|d| d.depth >= crate::object::delta::MAX_DEPTH)
+        {
+            // Re-base on the chain's root: depth 1 again, and reads stay bounded.
+            while let Some(d) = base_rec.delta {
+                match self.record(&d.base) {
+                    Ok(r) if r.delta.map_or(0, |b| b.depth) < d.depth => {
+                        (base, base_rec) = (d.base, r);
+                    }
+                    _ => return Ok(None),
+                }
+            }
+        }
+        let Ok(bytes) = self.payload(&base, &base_rec) else {
+            return Ok(None);
+        };
+        if !hashes_to(kind, &bytes, &base) {
+            let _ = self.content_damage(&base, &base_rec, "content does not hash to its id".into());
+            return Ok(None);
+        }
+        let depth = base_rec.delta.map_or(0, |d| d.depth) + 1;
+        Ok(Some((crate::object::DeltaBase { base, depth }, bytes)))
+    }
+
+    /// The error for object `id` whose payload does not hash to it: the object is damaged,
+    /// or (a delta) the object of its chain that [`StoreReader::chain_damage`] finds.
+    fn content_damage(&self, id: &ObjectId, rec: &ObjectRecord, detail: String) -> StoreError {
+        if rec.delta.is_none() {
+            return self.damaged(id, detail);
+        }
+        match self.chain_damage(id, rec) {
+            Some(bad) if bad != *id => self.corrupt(
+                id,
+                format!("{detail}: its delta base {} is damaged", bad.to_hex()),
+            ),
+            Some(_) => self.corrupt(id, detail),
+            None => self.damaged(id, detail),
+        }
+    }
+
+    /// After a delta object failed verification: walks its chain from the whole root up,
+    /// verifying each step, and records the first that does not hash to its id as damaged
+    /// (everything above it depends on it and is forgotten with it). Returns that object.
+    fn chain_damage(&self, id: &ObjectId, rec: &ObjectRecord) -> Option<ObjectId> {
+        if let Ok(mut cache) = self.rebuilt.lock() {
+            cache.clear();
+        }
+        let Ok((Start::Whole(root, root_rec), chain)) = self.chain(id, rec) else {
+            return None;
+        };
+        let mut bytes = self.stored_payload(&root, &root_rec).ok()?;
+        if !hashes_to(root_rec.kind, &bytes, &root) {
+            let _ = self.damaged(&root, "content does not hash to its id".into());
+            return Some(root);
+        }
+        for (step, step_rec) in chain.iter().rev() {
+            let size = usize::try_from(step_rec.size).unwrap_or(usize::MAX);
+            let next = self
+                .stored_payload(step, step_rec)
+                .ok()
+                .and_then(|delta| crate::object::delta::decode(&bytes, &delta, size).ok());
+            match next {
+                Some(b) if hashes_to(step_rec.kind, &b, step) => bytes = b,
+                _ => {
+                    let _ = self.damaged(step, "delta does not rebuild its content".into());
+                    return Some(*step);
+                }
+            }
+        }
+        None
     }
 
     fn frame(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Arc<Vec<u8>>, StoreError> {
@@ -912,13 +1138,13 @@ impl StoreReader {
     }
 
     /// The payload of an object as stored (unverified: the collector moves bytes it does not
-    /// interpret; readers verify on use).
+    /// interpret, deltas as deltas; readers verify on use).
     pub(crate) fn payload_of(
         &self,
         id: &ObjectId,
         rec: &ObjectRecord,
     ) -> Result<Vec<u8>, StoreError> {
-        self.payload(id, rec)
+        self.stored_payload(id, rec)
     }
 
     /// The verified content of a blob or chunked blob.
@@ -989,14 +1215,15 @@ impl StoreReader {
         }
         if ObjectId(*hasher.finalize().as_bytes()) != *id {
             // Forget what is damaged: the chunks that do not hash to their ids, else the
-            // chunk list (or the blob) itself.
+            // chunk list (or the blob, or the object of its delta chain that is) itself.
             let bad_chunks = chunks.map_or(0, |list| self.damaged_chunks(&list));
             let detail = "content does not hash to its id".to_string();
-            return Err(Ok(if bad_chunks == 0 {
-                self.damaged(id, detail)
-            } else {
-                self.corrupt(id, format!("{detail}: {bad_chunks} chunk(s) damaged"))
-            }));
+            if bad_chunks > 0 {
+                return Err(Ok(
+                    self.corrupt(id, format!("{detail}: {bad_chunks} chunk(s) damaged"))
+                ));
+            }
+            return Err(Ok(self.content_damage(id, rec, detail)));
         }
         Ok(())
     }
@@ -1024,7 +1251,7 @@ impl StoreReader {
         }
         let bytes = self.payload(id, &rec)?;
         if ObjectId::of_tree(&bytes) != *id {
-            return Err(self.damaged(id, "tree does not hash to its id".into()));
+            return Err(self.content_damage(id, &rec, "tree does not hash to its id".into()));
         }
         Tree::decode(&bytes).map_err(|x| self.corrupt(id, x.to_string()))
     }

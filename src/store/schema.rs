@@ -3,8 +3,13 @@
 
 use redb::TableDefinition;
 
-/// Store format version written today; a store with another version is refused.
+/// Store format version a new store is created with, and keeps until it holds a delta.
 pub const FORMAT_VERSION: u32 = 1;
+/// Store format version of a store holding delta objects (version-2 object records),
+/// recorded in the transaction that writes the first one, so a retrace that reads only
+/// format 1 refuses the store instead of misreading it. A store of another version is
+/// refused.
+pub const FORMAT_DELTAS: u32 = 2;
 
 /// `meta`: small named values. Keys: [`META_FORMAT`], [`META_WORKSPACE`], [`META_STORE_ID`],
 /// [`META_LOG_END`], [`META_MAINTAINED`], [`META_OVER_BUDGET`], [`META_LAST_KNOWN`].

@@ -861,11 +861,11 @@ impl Shared<'_> {
         let reader = self.store.reader()?;
         let mut trees = Vec::new();
         let mut fault = None;
-        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes| match reader
+        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes, _| match reader
             .contains(&id)
         {
             Ok(true) => {}
-            Ok(false) => trees.push((
+            Ok(false) => trees.push(crate::object::PendingObject::whole(
                 id,
                 crate::object::ObjectKind::Tree,
                 bytes.len() as u64,

@@ -351,7 +351,9 @@ fn main() -> ExitCode {
             e.exit()
         }
     };
-    match run(cli) {
+    let outcome = run(cli);
+    retrace::report_peak_memory();
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             let (result, code) = classify(&e);
