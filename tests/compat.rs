@@ -1,5 +1,6 @@
 //! Backward compatibility: a store written by retrace format 1 (the first release) stays
-//! readable and restorable. `tests/data/store-format-1.redb` was made by `retrace snapshot
+//! readable and restorable, and so does one of format 2 (delta objects); a format-1 store
+//! takes deltas and becomes format 2. `tests/data/store-format-1.redb` was made by `retrace snapshot
 //! --label golden` over the workspace that `golden_workspace` describes; never regenerate it
 //! (a format change needs a new version and a new sample, and this test must keep passing).
 
@@ -113,4 +114,141 @@ fn format_1_history_records_are_read_and_replayed() {
     s.navigate("cp one", retrace::Mode::Both).unwrap();
     assert!(!env.path("a.txt").exists());
     assert_eq!(env.read("b.txt"), "beta\n");
+}
+
+/// The workspace of `tests/data/store-format-2.redb` at its snapshot `n` (1 to 3).
+fn format_2_workspace(env: &Env, n: usize) {
+    env.write("src/main.rs", "fn main() {}\n");
+    env.write("README.md", "# golden\n");
+    env.write("run.sh", "#!/bin/sh\necho hi\n");
+    fs::set_permissions(env.path("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let _ = fs::remove_file(env.path("link"));
+    symlink("README.md", env.path("link")).unwrap();
+    for name in ["alpha", "beta", "gamma", "delta"] {
+        env.write(&format!("{name}.txt"), format!("{name}\n"));
+    }
+    let mut big: Vec<String> = (0..48_000)
+        .map(|i| format!("line {} of a big text file", i % 5000))
+        .collect();
+    let mut lib: Vec<String> = (0..400)
+        .map(|i| format!("pub fn item_{i}() -> u32 {{ {i} * 7 }}"))
+        .collect();
+    if n >= 2 {
+        big[25_000] = "an edited line of the big file".into();
+        lib[200] = "pub fn edited() -> u32 { 0 }".into();
+        env.write("alpha.txt", "alpha two\n");
+    }
+    if n >= 3 {
+        lib[300] = "pub fn edited_again() -> u32 { 1 }".into();
+        env.write("beta.txt", "beta three\n");
+    }
+    env.write("big.txt", big.join("\n") + "\n");
+    env.write("src/lib.rs", lib.join("\n") + "\n");
+}
+
+const FORMAT_2_SNAPSHOTS: [&str; 3] = [
+    "80a724383ba8bd6c74a19b18f94b9fa48fb0691f025f3875baf8c9a0f2bd7f28",
+    "d592e0f4e20fd586149198e510ea730436c2f19533a7ae30ac39dcd2f0c9775d",
+    "1a452e51601e3fcd511990fb58cd0f4b9a773663ab4fd1aa133e1597b37231bd",
+];
+
+/// `tests/data/store-format-2.redb` was made by `retrace snapshot --label one`, `two` and
+/// `three` over the states `format_2_workspace` describes (the first format-2 build,
+/// 2026-12-01): `src/lib.rs` is a chain of two deltas, `big.txt`'s edited chunk and the root
+/// trees are deltas. Never regenerate it.
+#[test]
+fn a_format_2_store_with_deltas_is_read_and_restored_exactly() {
+    let env = Env::new();
+    let store_path =
+        Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(store_path.parent().unwrap()).unwrap();
+    fs::copy("tests/data/store-format-2.redb", &store_path).unwrap();
+    {
+        let store = Store::open_read_only(&store_path).unwrap();
+        let reader = store.reader().unwrap();
+        let log = reader.snapshots().unwrap();
+        let labels: Vec<_> = log.iter().map(|s| s.label.as_deref()).collect();
+        assert_eq!(labels, [Some("one"), Some("two"), Some("three")]);
+        let stats = reader.stats().unwrap();
+        assert_eq!(stats.deltas, 5, "{stats:?}");
+        assert_eq!(stats.depths.get(&2), Some(&2), "{stats:?}");
+    }
+    let ws = env.open();
+    for (n, hex) in FORMAT_2_SNAPSHOTS.iter().enumerate().rev() {
+        let out = ws
+            .restore(
+                &ObjectId::from_hex(hex).unwrap(),
+                RestoreOptions {
+                    force: true,
+                    dry_run: false,
+                },
+            )
+            .unwrap();
+        assert!(out.verified, "{:?}", out.verify_diff);
+        let expected = Env::new();
+        format_2_workspace(&expected, n + 1);
+        assert!(
+            tree_of(env.root()) == tree_of(expected.root()),
+            "snapshot {} differs",
+            n + 1
+        );
+        // The same state captured today has the same id.
+        assert_eq!(expected.open().snapshot(None).unwrap().id.to_hex(), *hex);
+    }
+}
+
+/// A format-1 store takes deltas: its first one makes it format 2, and both the old snapshot
+/// and the new ones read back exactly.
+#[test]
+fn a_format_1_store_extended_with_deltas_reads_back_old_and_new() {
+    let env = Env::new();
+    let store_path =
+        Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(store_path.parent().unwrap()).unwrap();
+    fs::copy("tests/data/store-format-1.redb", &store_path).unwrap();
+    golden_workspace(&env);
+    let ws = env.open();
+    assert_eq!(ws.snapshot(None).unwrap().id.to_hex(), SNAPSHOT);
+    let big: String = (0..48_000)
+        .map(|i| {
+            if i == 20_000 {
+                "an edited line\n".to_string()
+            } else {
+                format!("line {} of a big text file\n", i % 5000)
+            }
+        })
+        .collect();
+    env.write("big.txt", &big);
+    let edited = ws.snapshot(Some("edited".into())).unwrap();
+    assert!(edited.new_bytes < 4096, "{} bytes", edited.new_bytes);
+    drop(ws);
+    {
+        let store = Store::open_read_only(&store_path).unwrap();
+        let stats = store.reader().unwrap().stats().unwrap();
+        assert!(stats.deltas >= 1, "{stats:?}");
+    }
+    let mut b = redb::Database::builder();
+    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    {
+        use redb::ReadableDatabase;
+        let db = b.open_read_only(&store_path).unwrap();
+        let tx = db.begin_read().unwrap();
+        let meta = tx.open_table(retrace::store::schema::META).unwrap();
+        assert_eq!(
+            meta.get("format").unwrap().unwrap().value(),
+            2u32.to_le_bytes()
+        );
+    }
+    let ws = env.open();
+    let force = RestoreOptions {
+        force: true,
+        dry_run: false,
+    };
+    ws.restore(&ObjectId::from_hex(SNAPSHOT).unwrap(), force)
+        .unwrap();
+    let expected = Env::new();
+    golden_workspace(&expected);
+    assert!(tree_of(env.root()) == tree_of(expected.root()));
+    ws.restore(&edited.id, force).unwrap();
+    assert_eq!(env.read("big.txt"), big);
 }

@@ -12,6 +12,7 @@ mod compat;
 mod corruption;
 mod crash;
 mod damaged;
+mod deltas;
 mod demo;
 mod dump;
 mod first_hour;

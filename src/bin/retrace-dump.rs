@@ -174,6 +174,7 @@ fn run(cli: Cli) -> Result<bool> {
                     v["workspace"] =
                         serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
                     v["disk_to_log_ratio"] = serde_json::json!(ratio);
+                    v["tables"] = serde_json::to_value(r.table_bytes()?)?;
                     println!("{v}");
                 } else {
                     println!("store      {}", path.display());
@@ -192,10 +193,28 @@ fn run(cli: Cli) -> Result<bool> {
                         bytes(s.payload_bytes)
                     );
                     println!(
+                        "deltas     {} of {} objects stored as deltas, saving {} before \
+                         compression; by chain depth: {}",
+                        s.deltas,
+                        s.deltas + s.whole,
+                        bytes(s.delta_saved_bytes),
+                        depth_histogram(&s.depths)
+                    );
+                    println!(
                         "file       {} on disk ({ratio:.3}x the pack log; length {})",
                         bytes(s.disk_bytes),
                         bytes(s.file_bytes)
                     );
+                    for t in r.table_bytes()? {
+                        println!(
+                            "  table {:<14} {:>8} entries, {} stored, {} metadata, {} unused",
+                            t.table,
+                            t.entries,
+                            bytes(t.stored),
+                            bytes(t.metadata),
+                            bytes(t.fragmented)
+                        );
+                    }
                     if maintained == 0 {
                         println!("maintained never");
                     } else {
@@ -505,6 +524,22 @@ fn hex(key: &SessionKey) -> String {
 }
 
 /// A byte count as reports show it (`12.3 KiB`).
+/// `1-10: 40, 11-20: 3, ...`: deltas per band of ten depths (`none` without deltas).
+fn depth_histogram(depths: &std::collections::BTreeMap<u8, u64>) -> String {
+    let mut bands = std::collections::BTreeMap::<u8, u64>::new();
+    for (d, n) in depths {
+        *bands.entry(d.saturating_sub(1) / 10).or_default() += n;
+    }
+    if bands.is_empty() {
+        return "none".into();
+    }
+    bands
+        .iter()
+        .map(|(b, n)| format!("{}-{}: {n}", b * 10 + 1, b * 10 + 10))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn bytes(n: u64) -> String {
     retrace::config::bytes_approx(n)
 }

@@ -36,6 +36,9 @@ pub struct GcReport {
     pub objects_freed: u64,
     /// Frames whose live objects were copied into new frames.
     pub frames_rewritten: u64,
+    /// Deltas stored whole again because their base was not kept (the chain below them
+    /// freed).
+    pub materialised: u64,
     /// Compressed bytes of the pack log no longer referenced.
     pub stored_bytes_freed: u64,
     /// Pack values deleted.
@@ -92,18 +95,51 @@ impl Store {
         let reader = self.reader()?;
         let mut live = mark(&reader, roots)?;
         let objects = reader.objects()?;
-        // An object kept for its age keeps its delta bases too (a delta cannot be read
-        // without them).
-        let young: Vec<ObjectId> = objects
+        let young = |rec: &ObjectRecord| rec.written.saturating_add(grace_secs) > now;
+        // An object kept for its age keeps its delta base, and so what the base references
+        // (a young tree's base must stay a whole tree).
+        let young_bases: Vec<ObjectId> = objects
             .iter()
             .filter_map(|(id, rec)| match rec {
-                Ok(rec) if !live.contains(id) && rec.written.saturating_add(grace_secs) > now => {
-                    rec.delta.map(|d| d.base)
+                Ok(rec) if !live.contains(id) && young(rec) => {
+                    rec.delta.map(|d| d.base).filter(|b| !live.contains(b))
                 }
                 _ => None,
             })
             .collect();
-        keep_bases(&reader, young, &mut live)?;
+        if !young_bases.is_empty() {
+            live.extend(mark(&reader, &young_bases)?);
+        }
+        // A live delta whose base is not live is stored whole again, so that the dead part
+        // of its chain can go: one whole version per chain where old turns were evicted
+        // (the whole version they started from goes with them). Those it cannot rebuild
+        // keep their chain, bytes only.
+        let mut materialised: HashMap<ObjectId, (PendingObject, u64)> = HashMap::new();
+        let mut unrebuilt = Vec::new();
+        for (id, rec) in &objects {
+            let Ok(rec) = rec else { continue };
+            let Some(d) = rec
+                .delta
+                .filter(|d| live.contains(id) && !live.contains(&d.base))
+            else {
+                continue;
+            };
+            match reader.payload(id, rec) {
+                Ok(payload) if super::hashes_to(rec.kind, &payload, id) => {
+                    report.stored_bytes_freed += u64::from(rec.stored_len);
+                    materialised.insert(
+                        *id,
+                        (
+                            PendingObject::whole(*id, rec.kind, rec.size, payload),
+                            rec.written,
+                        ),
+                    );
+                }
+                _ => unrebuilt.push(d.base),
+            }
+        }
+        keep_bases(&reader, unrebuilt, &mut live)?;
+        report.materialised = materialised.len() as u64;
         let mut frames: HashMap<u64, Frame> = HashMap::new();
         for (id, rec) in objects {
             report.objects += 1;
@@ -141,7 +177,11 @@ impl Store {
             } else if f.dead_bytes * 100 >= u64::from(f.raw_len) * REWRITE_DEAD_PERCENT {
                 report.frames_rewritten += 1;
                 report.stored_bytes_freed += u64::from(f.stored_len);
-                for (id, rec) in &f.live {
+                for (id, rec) in f
+                    .live
+                    .iter()
+                    .filter(|(id, _)| !materialised.contains_key(id))
+                {
                     rewrite.push(PendingObject {
                         id: *id,
                         kind: rec.kind,
@@ -154,6 +194,10 @@ impl Store {
             }
         }
         report.objects_freed = removed.len() as u64;
+        for (id, (o, written)) in materialised {
+            rewritten_written.insert(id, written);
+            rewrite.push(o);
+        }
         if dry_run || (removed.is_empty() && rewrite.is_empty()) {
             report.disk_bytes_after = report.disk_bytes_before;
             return Ok(report);
@@ -281,11 +325,10 @@ fn keep_bases(
     Ok(())
 }
 
-/// Every object reachable from `roots`: trees, their entries, chunked blobs' chunks, and the
-/// delta bases of each.
+/// Every object reachable from `roots`: trees, their entries, chunked blobs' chunks (not
+/// delta bases: see [`Store::collect_at`]).
 fn mark(reader: &super::StoreReader, roots: &[ObjectId]) -> Result<HashSet<ObjectId>, StoreError> {
     let mut live = HashSet::new();
-    let mut bases = Vec::new();
     let mut stack: Vec<ObjectId> = roots.to_vec();
     while let Some(id) = stack.pop() {
         if !live.insert(id) {
@@ -296,7 +339,6 @@ fn mark(reader: &super::StoreReader, roots: &[ObjectId]) -> Result<HashSet<Objec
             Err(StoreError::Missing { .. }) => continue,
             Err(e) => return Err(e),
         };
-        bases.extend(rec.delta.map(|d| d.base));
         match rec.kind {
             ObjectKind::Blob => {}
             ObjectKind::ChunkedBlob => {
@@ -311,6 +353,5 @@ fn mark(reader: &super::StoreReader, roots: &[ObjectId]) -> Result<HashSet<Objec
             }
         }
     }
-    keep_bases(reader, bases, &mut live)?;
     Ok(live)
 }

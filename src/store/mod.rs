@@ -204,6 +204,31 @@ pub struct StoreStats {
     pub disk_bytes: u64,
     /// Snapshots recorded.
     pub snapshots: u64,
+    /// Objects stored whole (their payload is their content, or a chunk list).
+    pub whole: u64,
+    /// Objects stored as deltas against a base.
+    pub deltas: u64,
+    /// Deltas by chain depth (1: against an object stored whole).
+    pub depths: std::collections::BTreeMap<u8, u64>,
+    /// Content bytes the deltas stand for, less the bytes their payloads take: what storing
+    /// them as deltas saved before compression.
+    pub delta_saved_bytes: u64,
+}
+
+/// The bytes one redb table takes: its entries, its B-tree's metadata and the free space
+/// inside its pages (`retrace-dump stats`).
+#[derive(Debug, Clone, Serialize)]
+pub struct TableBytes {
+    /// Table name (`docs/format.md`, "redb tables").
+    pub table: String,
+    /// Entries.
+    pub entries: u64,
+    /// Key and value bytes.
+    pub stored: u64,
+    /// B-tree metadata bytes.
+    pub metadata: u64,
+    /// Unused bytes inside its pages.
+    pub fragmented: u64,
 }
 
 /// One row of [`StoreReader::objects`]: an id and its record (or why it does not decode).
@@ -748,7 +773,8 @@ pub struct StoreReader {
     found: Mutex<Vec<(ObjectId, Vec<u8>)>>,
     /// How to make a read-write store forget what it found (`None`: read-only store).
     heal: Option<heal::Heal>,
-    _tx: ReadTransaction,
+    /// The read transaction every table above belongs to.
+    tx: ReadTransaction,
 }
 
 /// Decompressed frames a reader keeps (each at most about 1 MiB).
@@ -804,7 +830,7 @@ impl StoreReader {
             rebuilt: Mutex::new(Vec::with_capacity(REBUILT_CACHE)),
             found: Mutex::new(Vec::new()),
             heal: None,
-            _tx: tx,
+            tx,
         })
     }
 
@@ -1402,6 +1428,14 @@ impl StoreReader {
         let mut s = StoreStats::default();
         for (_, rec) in self.objects()? {
             let Ok(rec) = rec else { continue };
+            match rec.delta {
+                Some(d) => {
+                    s.deltas += 1;
+                    *s.depths.entry(d.depth).or_default() += 1;
+                    s.delta_saved_bytes += rec.size.saturating_sub(u64::from(rec.len));
+                }
+                None => s.whole += 1,
+            }
             match rec.kind {
                 ObjectKind::Blob => {
                     s.blobs += 1;
@@ -1417,6 +1451,51 @@ impl StoreReader {
         s.disk_bytes = disk_bytes(&self.path);
         s.snapshots = self.snapshot_count()?;
         Ok(s)
+    }
+}
+
+impl StoreReader {
+    /// What each table of the store takes (see [`TableBytes`]).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn table_bytes(&self) -> Result<Vec<TableBytes>, StoreError> {
+        use redb::TableHandle;
+        fn one<K: redb::Key + 'static>(
+            tx: &ReadTransaction,
+            def: redb::TableDefinition<K, &'static [u8]>,
+        ) -> Result<Option<TableBytes>, redb::Error> {
+            let Some(t) = open_opt(tx, def)? else {
+                return Ok(None);
+            };
+            let st = t.stats()?;
+            Ok(Some(TableBytes {
+                table: def.name().to_string(),
+                entries: t.len()?,
+                stored: st.stored_bytes(),
+                metadata: st.metadata_bytes(),
+                fragmented: st.fragmented_bytes(),
+            }))
+        }
+        let tx = &self.tx;
+        let all = [
+            one(tx, META),
+            one(tx, OBJECTS),
+            one(tx, PACKS),
+            one(tx, SNAPSHOTS),
+            one(tx, SESSIONS),
+            one(tx, TURNS),
+            one(tx, CHECKPOINTS),
+            one(tx, OPLOG),
+            one(tx, schema::SESSION_NAMES),
+            one(tx, schema::LEASES),
+            one(tx, schema::JOURNAL),
+        ];
+        let mut out = Vec::new();
+        for t in all {
+            out.extend(t.map_err(|x| self.db_err(x))?);
+        }
+        Ok(out)
     }
 }
 

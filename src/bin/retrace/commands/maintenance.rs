@@ -54,8 +54,12 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         r.young_kept
     );
     if !dry_run {
+        let whole_again = match r.materialised {
+            0 => String::new(),
+            n => format!(" and stored {n} delta(s) whole (their bases were freed)"),
+        };
         println!(
-            "rewrote {} frames, freed {} packs; store file {} -> {} on disk{}",
+            "rewrote {} frames{whole_again}, freed {} packs; store file {} -> {} on disk{}",
             r.frames_rewritten,
             r.packs_freed,
             bytes(r.disk_bytes_before),
