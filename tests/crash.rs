@@ -2,7 +2,9 @@
 //! the next command without overwriting later edits, and a loop SIGKILLs undo, redo,
 //! navigation, restore, capture and garbage collection at random moments, checking after
 //! each kill that the next command works, the store verifies, and the workspace is the state
-//! before or after the interrupted operation (never a mix) with a history that agrees.
+//! before or after the interrupted operation (never a mix) with a history that agrees. A
+//! second loop kills captures that write deltas and collections that evict turns for a byte
+//! budget and store deltas whole again, checking the store and every turn left.
 //! `RETRACE_KILL_ITERATIONS` sets the loop's length (default 200). The aborted restore uses
 //! the hook `RETRACE_FAULT_ABORT_AFTER_WRITES`: it needs the cargo feature `fault-injection`
 //! and is ignored without it.
@@ -300,4 +302,153 @@ fn sigkill_at_random_moments_never_leaves_a_mix() {
         interrupted > 0 || iterations < 50,
         "no kill landed inside a restore (seed {seed}); the timing window is wrong"
     );
+}
+
+/// A line-oriented text file of about 40 KB (version `v` differs in one line per step).
+fn delta_file(n: usize, v: usize) -> String {
+    (0..1500)
+        .map(|l| {
+            if l == (v * 53 + n * 7) % 1500 {
+                format!("file {n} edited at step {v}\n")
+            } else {
+                format!("file {n} line {l}: let value_{l} = compute({n}, {l});\n")
+            }
+        })
+        .collect()
+}
+
+/// Captures that write deltas, and collections that evict turns for a byte budget and store
+/// the deltas left without their base whole again, SIGKILLed at random moments: after each
+/// kill the store verifies, the newest turn undoes and redoes exactly, and at the end every
+/// turn still in the history navigates to exactly the files it recorded.
+#[test]
+fn sigkill_during_delta_captures_and_rebasing_gc_loses_nothing() {
+    let iterations: usize = std::env::var("RETRACE_KILL_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(45, |n| n / 4);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut rng = Lcg(seed);
+    let env = Env::new();
+    let mut version = [0usize; 6];
+    for (n, v) in version.iter().enumerate() {
+        env.write(&format!("src/f{n}.rs"), delta_file(n, *v));
+    }
+    run_ok(&env, &["snapshot"]);
+    let timed = |op: &[&str]| {
+        let t = Instant::now();
+        run_ok(&env, op);
+        t.elapsed().as_micros() as u64 * 3 / 2
+    };
+    let budget = ("RETRACE_MAX_STORE_BYTES", "400KiB");
+    let (mut states, mut failures, mut killed) = (Vec::new(), Vec::new(), 0);
+    for i in 0..iterations {
+        run_ok(&env, &["turn", "begin", "--prompt", &format!("step {i}")]);
+        let before = tree_of(env.root());
+        for n in [i % 6, (i + 2) % 6] {
+            version[n] += 1;
+            env.write(&format!("src/f{n}.rs"), delta_file(n, version[n]));
+        }
+        // And 20 KB that does not compress, so the byte budget below evicts old turns.
+        env.write("noise.bin", common::noise(i as u64, 20_000));
+        let after = tree_of(env.root());
+        // A capture of the new versions (deltas), killed somewhere; the turn's end then
+        // captures whatever it did not commit.
+        let span = if i == 0 {
+            200_000
+        } else {
+            timed(&["status"]) * 4
+        };
+        let mut child = env
+            .command(RETRACE, &args(&["snapshot"]))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.below(span)));
+        let _ = child.kill();
+        killed += usize::from(!child.wait().unwrap().success());
+        run_ok(&env, &["turn", "end"]);
+        states.push((i + 1, before.clone(), after.clone()));
+        if i % 3 == 2 {
+            // A collection over a small budget: old turns go, deltas become whole.
+            let mut child = env
+                .command(RETRACE, &args(&["gc", "--grace", "0"]))
+                .env(budget.0, budget.1)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_micros(rng.below(span * 3)));
+            let _ = child.kill();
+            killed += usize::from(!child.wait().unwrap().success());
+        }
+        // The next command repairs what a kill left (the read-only verifier cannot).
+        run_ok(&env, &["status"]);
+        if let Err(e) = verify(&env) {
+            failures.push(format!("{i}: verify: {e}"));
+            break;
+        }
+        run_ok(&env, &["undo"]);
+        if tree_of(env.root()) != before {
+            failures.push(format!("{i}: undo did not give the turn's before-state"));
+            break;
+        }
+        run_ok(&env, &["redo"]);
+        if tree_of(env.root()) != after {
+            failures.push(format!("{i}: redo did not give the turn's after-state"));
+            break;
+        }
+    }
+    // One last collection, run to its end, then every turn that is left, both ways.
+    let o = env
+        .command(RETRACE, &args(&["gc", "--grace", "0"]))
+        .env(budget.0, budget.1)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log: Value =
+        serde_json::from_str(run_ok(&env, &["log", "--json"]).lines().next().unwrap()).unwrap();
+    let kept: Vec<u64> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "turn" && e["state"] == "complete")
+        .filter_map(|e| e["number"].as_u64())
+        .collect();
+    for (n, before, after) in &states {
+        if !kept.contains(&(*n as u64)) {
+            continue;
+        }
+        let turn = format!("turn:{n}");
+        for (target, want) in [(format!("{turn}:before"), before), (turn.clone(), after)] {
+            let o = env.run(RETRACE, &args(&["navigate", &target]));
+            let now = tree_of(env.root());
+            if o.status.success() && now != *want {
+                let odd: Vec<_> = want
+                    .iter()
+                    .filter(|(p, n)| now.get(*p) != Some(n))
+                    .map(|(p, _)| p.display().to_string())
+                    .collect();
+                failures.push(format!("{target} differs at {odd:?}: {}", stdout(&o)));
+            }
+        }
+    }
+    println!(
+        "delta kill loop (seed {seed}): {iterations} turns, {killed} commands killed, {} turns \
+         kept, {} failures; the last collection: {}",
+        kept.len(),
+        failures.len(),
+        stdout(&o).trim()
+    );
+    assert!(
+        kept.len() >= 2 && kept.len() < iterations,
+        "the budget evicted old turns but not all: {} kept",
+        kept.len()
+    );
+    assert!(failures.is_empty(), "seed {seed}: {failures:#?}");
+    assert!(verify(&env).is_ok());
 }
