@@ -239,10 +239,15 @@ fn a_missing_base_is_named_and_the_next_capture_stores_the_file_again() {
         common::stdout(&o)
     );
     // The delta is forgotten with its base; the file, back on disk, is stored again whole.
-    env.write("f.rs", &content);
+    heals_from_disk(&env, &ws, &second, &content);
+}
+
+/// With `content` back on disk, a capture stores it again and snapshot `second` restores.
+fn heals_from_disk(env: &Env, ws: &Workspace, second: &ObjectId, content: &str) {
+    env.write("f.rs", content);
     ws.snapshot(None).unwrap();
     env.write("f.rs", "something else\n");
-    ws.restore(&second, FORCE).unwrap();
+    ws.restore(second, FORCE).unwrap();
     assert_eq!(env.read("f.rs"), content);
 }
 
@@ -266,11 +271,8 @@ fn a_damaged_base_is_named_forgotten_with_its_deltas_and_healed_by_the_next_capt
     let o = env.run(common::RETRACE, &["repair"]);
     let ws = env.open();
     let reader = ws.working_copy().store().reader().unwrap();
-    let (id, _) = {
-        let tree = reader.read_tree(&second).unwrap();
-        let e = tree.entries.iter().find(|e| e.name == b"f.rs").unwrap();
-        (e.id, ())
-    };
+    let tree = reader.read_tree(&second).unwrap();
+    let id = tree.entries.iter().find(|e| e.name == b"f.rs").unwrap().id;
     assert!(
         !reader.contains(&base).unwrap() && !reader.contains(&id).unwrap(),
         "base and delta forgotten: {}{}",
@@ -278,11 +280,7 @@ fn a_damaged_base_is_named_forgotten_with_its_deltas_and_healed_by_the_next_capt
         common::stderr(&o)
     );
     drop(reader);
-    env.write("f.rs", &content);
-    ws.snapshot(None).unwrap();
-    env.write("f.rs", "something else\n");
-    ws.restore(&second, FORCE).unwrap();
-    assert_eq!(env.read("f.rs"), content);
+    heals_from_disk(&env, &ws, &second, &content);
 }
 
 #[test]

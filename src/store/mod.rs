@@ -621,6 +621,25 @@ impl Store {
             // Sorted keys insert about twice as fast into redb's B-tree.
             records.sort_unstable_by_key(|r| r.0);
             if records.iter().any(|(_, r)| r.delta.is_some()) {
+                // A base forgotten (found damaged by another process) since the capture
+                // chose it would leave the new delta unreadable: fail the capture instead,
+                // and the next one stores the file whole (forgetting reset the stat cache).
+                for (id, r) in &records {
+                    let Some(d) = r.delta else { continue };
+                    let present = seen.contains(&d.base)
+                        || index.get(&d.base.0).map_err(|x| e(x.into()))?.is_some();
+                    if !present {
+                        return Err(StoreError::Corrupt {
+                            path: self.path.clone(),
+                            id: *id,
+                            detail: format!(
+                                "its delta base {} was forgotten while it was written; \
+                                 capture again",
+                                d.base.to_hex()
+                            ),
+                        });
+                    }
+                }
                 mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
             }
             for (id, rec) in &records {
@@ -779,6 +798,10 @@ pub struct StoreReader {
 
 /// Decompressed frames a reader keeps (each at most about 1 MiB).
 const FRAME_CACHE: usize = 8;
+
+/// A version in a shared frame larger than this is not used as a delta base (see
+/// [`StoreReader::delta_base`]).
+const MAX_SHARED_BASE_FRAME: u32 = 256 * 1024;
 
 /// Rebuilt delta payloads a reader keeps, and the largest it keeps.
 const REBUILT_CACHE: usize = 8;
@@ -1065,6 +1088,13 @@ impl StoreReader {
             return Ok(None);
         }
         let (mut base, mut base_rec) = (*previous, rec);
+        // A version sharing a big frame with others (a cold capture packs small files into
+        // 1 MiB frames) costs that whole frame's decompression to read: about 1.5 ms for a
+        // few KB of base, per changed file of every turn. Its next version is stored whole
+        // (in the turn's own small frame), and the versions after it are deltas.
+        if base_rec.len < base_rec.frame_len && base_rec.frame_len > MAX_SHARED_BASE_FRAME {
+            return Ok(None);
+        }
         if base_rec
             .delta
             .is_some_and(|d| d.depth >= crate::object::delta::MAX_DEPTH)
