@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{CaptureError, StoreError};
-use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, compress};
+use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT};
 use crate::object::{
     CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, DeltaBase, EntryKind, NewFrame,
     ObjectId, ObjectKind, PendingObject, RelPath, Tree, TreeEntry,
@@ -168,8 +168,11 @@ enum Looked {
 }
 
 impl Hasher<'_> {
+    /// Whether the store holds `id` readably: a delta whose base was forgotten is not
+    /// known, so the capture stores it again (whole, or against a sound base).
     fn known(&self, id: &ObjectId) -> bool {
         match self.reader.contains(id) {
+            Ok(true) => self.reader.bases_present(id),
             Ok(b) => b,
             Err(e) => {
                 self.fail(e);
@@ -286,8 +289,7 @@ impl Hasher<'_> {
     }
 
     /// `data` as a delta against `previous` (or its chain's root), when it is clearly
-    /// smaller than `data` stored whole: at most a sixteenth of its size, or else at most
-    /// half of what compressing it whole gives.
+    /// smaller than `data` stored whole ([`crate::object::delta::pays`]).
     fn delta(
         &self,
         kind: ObjectKind,
@@ -305,10 +307,7 @@ impl Hasher<'_> {
             }
         };
         let delta = crate::object::delta::encode(&bytes, data).ok()?;
-        if delta.len() * 16 <= data.len() || delta.len() * 2 <= compress(data).1.len() {
-            return Some((base, delta));
-        }
-        None
+        crate::object::delta::pays(delta.len(), data).then_some((base, delta))
     }
 
     /// Looks at one scanned path: a stat cache hit, or (files, symlinks) a read.

@@ -1,7 +1,7 @@
 //! Delta objects (issue 16): new versions of a file are stored as deltas against the version
 //! they replace, and every version reads back byte for byte — through chains up to the cap,
 //! after GC evicts half the snapshots, and with a damaged or missing base named in the error
-//! and healed by the next capture.
+//! and healed by the next capture that meets either version.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -163,6 +163,48 @@ fn chains_stop_at_the_cap_and_start_again_from_their_root() {
         assert_eq!(&env.read("f.rs"), content);
     }
     assert_verified(&env);
+
+    // Keep only versions 1 and 51, both deltas against the root: GC stores one of them
+    // whole and re-bases the other on it, instead of storing both whole.
+    let keep = [versions[1].0, versions[cap + 1].0];
+    ws.restore(&keep[1], FORCE).unwrap();
+    // The stat cache's snapshot is a GC root too: make it version 51's.
+    assert_eq!(ws.snapshot(None).unwrap().id, keep[1]);
+    drop(ws);
+    keep_snapshots(&env, &keep);
+    let ws = env.open();
+    let report = ws.gc(0, false).unwrap();
+    assert_eq!(report.materialised, 2, "{report:?}");
+    let recs: Vec<ObjectRecord> = keep.iter().map(|s| record_at(&ws, s, "f.rs").1).collect();
+    let whole: Vec<bool> = recs.iter().map(|r| r.delta.is_none()).collect();
+    assert!(whole.contains(&true) && whole.contains(&false), "{recs:?}");
+    for (i, r) in recs.iter().enumerate() {
+        if let Some(d) = r.delta {
+            assert_eq!(
+                (d.base, d.depth),
+                (record_at(&ws, &keep[1 - i], "f.rs").0, 1)
+            );
+        }
+    }
+    for (snap, i) in keep.iter().zip([1, cap + 1]) {
+        ws.restore(snap, FORCE).unwrap();
+        assert_eq!(env.read("f.rs"), versions[i].3);
+    }
+    assert_verified(&env);
+}
+
+/// Keeps only the snapshot-log rows of `roots`, behind retrace's back.
+fn keep_snapshots(env: &Env, roots: &[ObjectId]) {
+    let db = common::open_raw(env);
+    let tx = db.begin_write().unwrap();
+    tx.open_table(SNAPSHOTS)
+        .unwrap()
+        .retain(|_, v| {
+            postcard::from_bytes::<retrace::store::SnapshotRecord>(v)
+                .is_ok_and(|r| roots.contains(&r.root))
+        })
+        .unwrap();
+    tx.commit().unwrap();
 }
 
 #[test]
@@ -238,7 +280,7 @@ fn a_missing_base_is_named_and_the_next_capture_stores_the_file_again() {
         "verify reports the missing base: {}",
         common::stdout(&o)
     );
-    // The delta is forgotten with its base; the file, back on disk, is stored again whole.
+    // The file, back on disk, is stored again whole.
     heals_from_disk(&env, &ws, &second, &content);
 }
 
@@ -251,36 +293,55 @@ fn heals_from_disk(env: &Env, ws: &Workspace, second: &ObjectId, content: &str) 
     assert_eq!(env.read("f.rs"), content);
 }
 
-#[test]
-fn a_damaged_base_is_named_forgotten_with_its_deltas_and_healed_by_the_next_capture() {
-    let env = Env::new();
-    let (_, second, base, content) = two_versions(&env);
+/// Flips a byte in the middle of object `id`'s frame, behind retrace's back.
+fn damage(env: &Env, id: &ObjectId) {
     let offset = {
         let ws = env.open();
         let reader = ws.working_copy().store().reader().unwrap();
-        let rec = reader.record(&base).unwrap();
+        let rec = reader.record(id).unwrap();
         rec.offset + u64::from(rec.stored_len) / 2
     };
-    common::flip_byte(&env, offset);
-    let ws = env.open();
-    env.write("f.rs", "something else\n");
-    let err = ws.restore(&second, FORCE).unwrap_err().to_string();
-    assert!(err.contains("damaged") || err.contains("corrupt"), "{err}");
-    drop(ws);
-    // Repair forgets what is damaged; the delta goes with its base.
-    let o = env.run(common::RETRACE, &["repair"]);
-    let ws = env.open();
-    let reader = ws.working_copy().store().reader().unwrap();
-    let tree = reader.read_tree(&second).unwrap();
-    let id = tree.entries.iter().find(|e| e.name == b"f.rs").unwrap().id;
-    assert!(
-        !reader.contains(&base).unwrap() && !reader.contains(&id).unwrap(),
-        "base and delta forgotten: {}{}",
-        common::stdout(&o),
-        common::stderr(&o)
-    );
-    drop(reader);
-    heals_from_disk(&env, &ws, &second, &content);
+    common::flip_byte(env, offset);
+}
+
+#[test]
+fn a_damaged_base_is_named_and_forgotten_and_its_delta_heals_from_either_version() {
+    for back_on_disk in ["the delta's version", "the base's version"] {
+        let env = Env::new();
+        let (first, second, base, content) = two_versions(&env);
+        damage(&env, &base);
+        let ws = env.open();
+        env.write("f.rs", "something else\n");
+        let err = ws.restore(&second, FORCE).unwrap_err().to_string();
+        assert!(err.contains("damaged") || err.contains("corrupt"), "{err}");
+        drop(ws);
+        // Repair forgets the damaged base; the delta, sound itself, stays.
+        let o = env.run(common::RETRACE, &["repair"]);
+        let ws = env.open();
+        let reader = ws.working_copy().store().reader().unwrap();
+        let tree = reader.read_tree(&second).unwrap();
+        let id = tree.entries.iter().find(|e| e.name == b"f.rs").unwrap().id;
+        assert!(
+            !reader.contains(&base).unwrap() && reader.contains(&id).unwrap(),
+            "base forgotten, delta kept: {}{}",
+            common::stdout(&o),
+            common::stderr(&o)
+        );
+        drop(reader);
+        if back_on_disk == "the delta's version" {
+            // Its content is captured again, whole: the delta's record is replaced.
+            heals_from_disk(&env, &ws, &second, &content);
+        } else {
+            // The base comes back from the disk: the delta reads again, although its own
+            // version is on no disk.
+            ws.restore(&first, FORCE).unwrap_err();
+            env.write("f.rs", text(4, 3000).concat());
+            ws.snapshot(None).unwrap();
+            env.write("f.rs", "something else\n");
+            ws.restore(&second, FORCE).unwrap();
+            assert_eq!(env.read("f.rs"), content, "{back_on_disk}");
+        }
+    }
 }
 
 #[test]

@@ -63,6 +63,14 @@ pub fn encode(base: &[u8], new: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Whether a delta of `delta_len` bytes is worth storing instead of `data` whole: at most a
+/// sixteenth of it, or else at most half of what compressing it alone gives.
+#[must_use]
+pub fn pays(delta_len: usize, data: &[u8]) -> bool {
+    delta_len.saturating_mul(16) <= data.len()
+        || delta_len.saturating_mul(2) <= super::record::compress(data).1.len()
+}
+
 /// Reverses [`encode`]: the `size` bytes that `delta` encodes against `base`. `size` (the
 /// recorded size) bounds the output, so a hostile frame cannot make it balloon.
 ///

@@ -15,7 +15,9 @@ use serde::Serialize;
 use super::schema::{META, META_LOG_END, OBJECTS, PACK_BYTES, PACKS};
 use super::{Store, disk_bytes, now_secs, pack};
 use crate::error::StoreError;
-use crate::object::{EntryKind, NewFrame, ObjectId, ObjectKind, ObjectRecord, PendingObject};
+use crate::object::{
+    DeltaBase, EntryKind, NewFrame, ObjectId, ObjectKind, ObjectRecord, PendingObject,
+};
 
 /// A frame is rewritten when at least this share (percent) of its payload is dead; below it,
 /// only the dead records go and their bytes wait for a later collection.
@@ -36,8 +38,8 @@ pub struct GcReport {
     pub objects_freed: u64,
     /// Frames whose live objects were copied into new frames.
     pub frames_rewritten: u64,
-    /// Deltas stored whole again because their base was not kept (the chain below them
-    /// freed).
+    /// Deltas whose base was not kept, stored whole again or re-based on one of them that
+    /// was (the chain below them freed).
     pub materialised: u64,
     /// Compressed bytes of the pack log no longer referenced.
     pub stored_bytes_freed: u64,
@@ -110,32 +112,56 @@ impl Store {
         if !young_bases.is_empty() {
             live.extend(mark(&reader, &young_bases)?);
         }
-        // A live delta whose base is not live is stored whole again, so that the dead part
-        // of its chain can go: one whole version per chain where old turns were evicted
-        // (the whole version they started from goes with them). Those it cannot rebuild
-        // keep their chain, bytes only.
+        // Live deltas whose base is not live: for each such base, the first of them is
+        // stored whole and the others re-based on it (as deltas of depth 1 where that pays),
+        // so that the dead part of their chains can go. One whole version per chain where
+        // old turns were evicted, whatever the number of chains that shared the dead base
+        // (a chain re-based on its root at the depth cap). Those it cannot rebuild keep
+        // their chain, bytes only.
+        let mut orphans: HashMap<ObjectId, Vec<(ObjectId, &ObjectRecord)>> = HashMap::new();
+        for (id, rec) in &objects {
+            if let Ok(rec) = rec
+                && let Some(d) = rec.delta
+                && live.contains(id)
+                && !live.contains(&d.base)
+            {
+                orphans.entry(d.base).or_default().push((*id, rec));
+            }
+        }
         let mut materialised: HashMap<ObjectId, (PendingObject, u64)> = HashMap::new();
         let mut unrebuilt = Vec::new();
-        for (id, rec) in &objects {
-            let Ok(rec) = rec else { continue };
-            let Some(d) = rec
-                .delta
-                .filter(|d| live.contains(id) && !live.contains(&d.base))
-            else {
-                continue;
-            };
-            match reader.payload(id, rec) {
-                Ok(payload) if super::hashes_to(rec.kind, &payload, id) => {
-                    report.stored_bytes_freed += u64::from(rec.stored_len);
-                    materialised.insert(
-                        *id,
-                        (
-                            PendingObject::whole(*id, rec.kind, rec.size, payload),
-                            rec.written,
-                        ),
-                    );
-                }
-                _ => unrebuilt.push(d.base),
+        for (dead, mut deps) in orphans {
+            deps.sort_unstable_by_key(|(id, _)| *id);
+            let mut first: Option<(ObjectId, Vec<u8>)> = None;
+            for (id, rec) in deps {
+                let payload = match reader.payload(&id, rec) {
+                    Ok(p) if super::hashes_to(rec.kind, &p, &id) => p,
+                    _ => {
+                        unrebuilt.push(dead);
+                        continue;
+                    }
+                };
+                report.stored_bytes_freed += u64::from(rec.stored_len);
+                let rebased = first.as_ref().and_then(|(fid, fbytes)| {
+                    let d = crate::object::delta::encode(fbytes, &payload).ok()?;
+                    crate::object::delta::pays(d.len(), &payload).then_some(PendingObject {
+                        id,
+                        kind: rec.kind,
+                        size: rec.size,
+                        payload: d,
+                        delta: Some(DeltaBase {
+                            base: *fid,
+                            depth: 1,
+                        }),
+                    })
+                });
+                let o = rebased.unwrap_or_else(|| {
+                    if first.is_none() {
+                        first = Some((id, payload.clone()));
+                    }
+                    PendingObject::whole(id, rec.kind, rec.size, payload)
+                });
+                materialised.insert(id, (o, rec.written));
             }
         }
         keep_bases(&reader, unrebuilt, &mut live)?;
@@ -194,34 +220,51 @@ impl Store {
             }
         }
         report.objects_freed = removed.len() as u64;
+        let mut made_whole = Vec::new();
         for (id, (o, written)) in materialised {
             rewritten_written.insert(id, written);
-            rewrite.push(o);
+            if o.delta.is_some() {
+                rewrite.push(o);
+            } else {
+                made_whole.push(o);
+            }
         }
-        if dry_run || (removed.is_empty() && rewrite.is_empty()) {
+        if dry_run || (removed.is_empty() && rewrite.is_empty() && made_whole.is_empty()) {
             report.disk_bytes_after = report.disk_bytes_before;
             return Ok(report);
         }
-        // New frames for the survivors of rewritten frames, about 1 MiB each like capture's.
+        // New frames for the survivors of rewritten frames, about 1 MiB each like capture's;
+        // versions stored whole again in small frames of their own, so that their next
+        // versions can be deltas against them (see `StoreReader::delta_base`).
         let mut new_frames = Vec::new();
-        let mut batch: Vec<PendingObject> = Vec::new();
-        let mut batch_bytes = 0;
-        for o in rewrite {
-            // Deltas move as they are, each in a raw frame of its own as capture writes them.
-            if o.delta.is_some() {
-                new_frames.push(NewFrame::raw(&[o]));
-                continue;
+        for (objects, cap) in [
+            (rewrite, crate::object::record::FRAME_RAW_BYTES),
+            (made_whole, super::MAX_SHARED_BASE_FRAME as usize / 2),
+        ] {
+            let mut batch: Vec<PendingObject> = Vec::new();
+            let mut batch_bytes = 0;
+            for o in objects {
+                // Deltas move as they are, each in a raw frame of its own as capture writes
+                // them.
+                if o.delta.is_some() {
+                    new_frames.push(NewFrame::raw(&[o]));
+                    continue;
+                }
+                if o.payload.len() >= crate::object::record::SOLID_MAX_OBJECT {
+                    new_frames.push(NewFrame::pack(&[o]));
+                    continue;
+                }
+                batch_bytes += o.payload.len();
+                batch.push(o);
+                if batch_bytes >= cap {
+                    new_frames.push(NewFrame::pack(&batch));
+                    batch.clear();
+                    batch_bytes = 0;
+                }
             }
-            batch_bytes += o.payload.len();
-            batch.push(o);
-            if batch_bytes >= crate::object::record::FRAME_RAW_BYTES {
+            if !batch.is_empty() {
                 new_frames.push(NewFrame::pack(&batch));
-                batch.clear();
-                batch_bytes = 0;
             }
-        }
-        if !batch.is_empty() {
-            new_frames.push(NewFrame::pack(&batch));
         }
         drop(reader);
         let moved_bytes: u64 = new_frames.iter().map(|f| f.stored.len() as u64).sum();

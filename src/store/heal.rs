@@ -87,27 +87,6 @@ fn forget_in(
         }
     }
     if !gone.is_empty() {
-        // A delta whose base is forgotten cannot be read: forget it too (the next capture
-        // that meets its content stores it again, whole or against a sound base).
-        let mut dependents: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
-        for item in objects.iter().map_err(|x| e(x.into()))? {
-            let (k, v) = item.map_err(|x| e(x.into()))?;
-            if let Ok(ObjectRecord { delta: Some(d), .. }) = ObjectRecord::decode(v.value()) {
-                dependents
-                    .entry(d.base)
-                    .or_default()
-                    .push(ObjectId(*k.value()));
-            }
-        }
-        let mut stack = gone.clone();
-        while let Some(base) = stack.pop() {
-            for dep in dependents.remove(&base).unwrap_or_default() {
-                if objects.remove(&dep.0).map_err(|x| e(x.into()))?.is_some() {
-                    gone.push(dep);
-                    stack.push(dep);
-                }
-            }
-        }
         let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
         let n = meta
             .get(META_FORGOTTEN)
@@ -266,8 +245,10 @@ impl StoreReader {
         Ok(scan)
     }
 
-    /// Whether the delta chain below `id` is indexed down to an object stored whole.
-    fn bases_present(&self, id: &ObjectId) -> bool {
+    /// Whether the delta chain below `id` is indexed down to an object stored whole (a
+    /// capture stores again, whole, an object whose chain is broken: see
+    /// `Hasher::known`).
+    pub(crate) fn bases_present(&self, id: &ObjectId) -> bool {
         let mut at = *id;
         for _ in 0..=crate::object::delta::MAX_DEPTH {
             match self.record(&at) {

@@ -45,6 +45,26 @@ const COMPACT_MIN_FILE: u64 = 8 * 1024 * 1024;
 /// Compact when the disk blocks in use exceed this percentage of the pack log.
 const COMPACT_RATIO_PERCENT: u64 = 130;
 
+/// Whether `objects` holds a record for `id` that can be read: stored whole, or a delta whose
+/// chain of bases is indexed (an object whose base was forgotten is written again).
+fn readable_in(
+    objects: &redb::Table<'_, &[u8; 32], &[u8]>,
+    id: &ObjectId,
+) -> Result<bool, redb::Error> {
+    let mut at = *id;
+    for _ in 0..=crate::object::delta::MAX_DEPTH {
+        let Some(g) = objects.get(&at.0)? else {
+            return Ok(false);
+        };
+        match ObjectRecord::decode(g.value()) {
+            Ok(ObjectRecord { delta: Some(d), .. }) => at = d.base,
+            // A record that does not decode is damage the readers deal with.
+            _ => return Ok(true),
+        }
+    }
+    Ok(false)
+}
+
 /// Records in `meta` that the store holds delta objects (format [`FORMAT_DELTAS`]).
 fn mark_deltas(meta: &mut redb::Table<'_, &str, &[u8]>) -> Result<(), redb::StorageError> {
     let format = meta
@@ -594,9 +614,7 @@ impl Store {
             for f in &frames {
                 let mut fresh = Vec::new();
                 for m in &f.members {
-                    if seen.contains(&m.id)
-                        || index.get(&m.id.0).map_err(|x| e(x.into()))?.is_some()
-                    {
+                    if seen.contains(&m.id) || readable_in(&index, &m.id).map_err(&e)? {
                         continue;
                     }
                     seen.insert(m.id);
@@ -1022,10 +1040,17 @@ impl StoreReader {
             }
             let base_rec = match self.record(&d.base) {
                 Ok(r) => r,
+                // Not damage of the delta itself: it is kept, and reads again once its base
+                // is stored again (a capture or `retrace repair` that meets the base's
+                // content); a capture that meets the delta's own content stores it whole.
                 Err(StoreError::Missing { .. }) => {
-                    return Err(self.damaged(
+                    return Err(self.corrupt(
                         top,
-                        format!("its delta base {} is missing", d.base.to_hex()),
+                        format!(
+                            "its delta base {} is missing (capture the file again, or run \
+                             `retrace repair`)",
+                            d.base.to_hex()
+                        ),
                     ));
                 }
                 Err(e) => return Err(e),
