@@ -40,9 +40,7 @@ const LOOK_BLOCK: usize = 256;
 const BATCH_BYTES: usize = 64 * 1024 * 1024;
 
 /// Objects smaller than this are stored whole: in a shared frame they compress to about what
-/// a delta's extra 33 record bytes and its frame header cost. Above it a delta wins even for
-/// small trees (a tree of 12 entries is 600 bytes, its delta after 3 changed files about 110:
-/// 32-byte ids do not compress).
+/// a delta's extra 33 record bytes and its frame header cost.
 const DELTA_MIN_BYTES: usize = 256;
 
 /// One path of a snapshot, flattened.
@@ -530,8 +528,8 @@ fn kind_of(e: &ScanEntry) -> EntryKind {
     }
 }
 
-/// Receives each tree built: its id, its encoding, and the id of the tree it replaces.
-pub(crate) type Emit<'a> = dyn FnMut(ObjectId, Vec<u8>, Option<ObjectId>) + 'a;
+/// Receives each tree built: its id and its encoding.
+pub(crate) type Emit<'a> = dyn FnMut(ObjectId, Vec<u8>) + 'a;
 
 /// Builds trees over the sorted flat entries, reusing the stat cache's tree id for every
 /// directory it proves unchanged: the directory itself was listed, every path below it hit,
@@ -601,14 +599,12 @@ impl<'a> TreeBuilder<'a> {
     }
 
     /// The tree of the directory `prefix` (empty for the root, else ending in `/`) whose
-    /// descendants are `entries[lo..hi]`; `previous` is the directory's tree id before (zero
-    /// for a new one), handed to `emit` with the new tree.
+    /// descendants are `entries[lo..hi]`.
     fn build(
         &mut self,
         prefix: &[u8],
         lo: usize,
         hi: usize,
-        previous: ObjectId,
         emit: &mut Emit<'_>,
     ) -> (ObjectId, u64) {
         let mut tree = Tree::default();
@@ -627,7 +623,7 @@ impl<'a> TreeBuilder<'a> {
                 if self.keeps(i, &sub, slo, shi) {
                     (e.id, e.size)
                 } else {
-                    let built = self.build(&sub, slo, shi, e.id, emit);
+                    let built = self.build(&sub, slo, shi, emit);
                     self.built.push((i, built.0, built.1));
                     built
                 }
@@ -646,21 +642,21 @@ impl<'a> TreeBuilder<'a> {
         let size = tree.entries.iter().map(|t| t.size).sum();
         let bytes = tree.encode();
         let id = ObjectId::of_tree(&bytes);
-        emit(id, bytes, (previous != ObjectId::ZERO).then_some(previous));
+        emit(id, bytes);
         (id, size)
     }
 
     /// The root tree id; fills in every rebuilt directory's id and size in `entries`.
     fn root(mut self, emit: &mut Emit<'_>) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
         let n = self.entries.len();
-        let mut previous = ObjectId::ZERO;
-        if let Reuse::Cache { misses, cache, .. } = &self.reuse {
-            if cache.root() != ObjectId::ZERO && misses[n] == 0 && cache.len() == n {
-                return (cache.root(), Vec::new());
-            }
-            previous = cache.root();
+        if let Reuse::Cache { misses, cache, .. } = &self.reuse
+            && cache.root() != ObjectId::ZERO
+            && misses[n] == 0
+            && cache.len() == n
+        {
+            return (cache.root(), Vec::new());
         }
-        let (id, _) = self.build(&[], 0, n, previous, emit);
+        let (id, _) = self.build(&[], 0, n, emit);
         (id, self.built)
     }
 }
@@ -776,19 +772,21 @@ pub(crate) fn capture(
     }
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     secrets.sort();
+    // Trees are stored whole, never as deltas: a damaged tree would make every tree whose
+    // chain runs through it unreadable, and with it every file of those snapshots (a
+    // hostile review lost 8 snapshots to one flipped byte). Damage to a tree costs one
+    // snapshot, as before deltas.
     let mut trees = Vec::new();
-    let (root, built) =
-        TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes, previous| {
-            if opts.store_objects && !hasher.known(&id) {
-                trees.push((id, bytes, previous));
-            }
-        });
-    // Deltas against the trees they replace, made in parallel (a checkout may change
-    // thousands of directories at once).
-    let trees: Vec<PendingObject> = trees
-        .into_par_iter()
-        .filter_map(|(id, bytes, previous)| hasher.object(ObjectKind::Tree, bytes, id, previous))
-        .collect();
+    let (root, built) = TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes| {
+        if opts.store_objects && !hasher.known(&id) {
+            trees.push(PendingObject::whole(
+                id,
+                ObjectKind::Tree,
+                bytes.len() as u64,
+                bytes,
+            ));
+        }
+    });
     for (i, id, size) in built {
         entries[i].id = id;
         entries[i].size = size;

@@ -477,7 +477,7 @@ fn evict_to_budget(
         if evictable.is_empty() {
             // Only what is in use is left: the budget cannot be met without losing it.
             // The log keeps its newest record (`prune_snapshots` never removes it).
-            let _ = wc.store().prune_snapshots(now_ms);
+            report.snapshots_pruned += wc.store().prune_snapshots(now_ms).unwrap_or(0);
             report.gc = wc
                 .store()
                 .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;

@@ -510,3 +510,102 @@ proptest! {
         assert_verified(&env);
     }
 }
+
+/// Ten versions of `f.rs` (each one line more edited), a snapshot of each.
+fn ten_versions(env: &Env, ws: &Workspace) -> Vec<(ObjectId, String)> {
+    let mut lines = text(6, 3000);
+    let mut snaps = Vec::new();
+    for v in 0..10 {
+        lines[v * 200] = format!("    version = {v};\n");
+        env.write("f.rs", lines.concat());
+        snaps.push((ws.snapshot(None).unwrap().id, lines.concat()));
+    }
+    snaps
+}
+
+#[test]
+fn thinning_a_chain_re_bases_the_survivors_instead_of_storing_them_whole() {
+    let env = Env::new();
+    let ws = env.open();
+    let snaps = ten_versions(&env, &ws);
+    let packed = |ws: &Workspace| {
+        ws.working_copy()
+            .store()
+            .reader()
+            .unwrap()
+            .stats()
+            .unwrap()
+            .payload_bytes
+    };
+    let before = packed(&ws);
+    drop(ws);
+    let keep: Vec<ObjectId> = snaps.iter().step_by(2).map(|s| s.0).collect();
+    keep_snapshots(&env, &keep);
+    let ws = env.open();
+    let report = ws.gc(0, false).unwrap();
+    // Versions 2, 4, 6 and 8 lost their base; each is re-based on the version before it.
+    assert_eq!(report.materialised, 4, "{report:?}");
+    for (i, s) in snaps.iter().enumerate().step_by(2).skip(1) {
+        let (_, rec) = record_at(&ws, &s.0, "f.rs");
+        let prev = record_at(&ws, &snaps[i - 2].0, "f.rs").0;
+        assert_eq!(rec.delta.map(|d| d.base), Some(prev), "version {i}");
+    }
+    assert!(packed(&ws) <= before, "{} > {before}", packed(&ws));
+    for (id, content) in snaps.iter().step_by(2) {
+        ws.restore(id, FORCE).unwrap();
+        assert_eq!(&env.read("f.rs"), content);
+    }
+    assert_verified(&env);
+}
+
+#[test]
+fn a_delta_whose_base_is_young_is_left_alone() {
+    let env = Env::new();
+    let ws = env.open();
+    let snaps = ten_versions(&env, &ws);
+    drop(ws);
+    keep_snapshots(&env, &[snaps[9].0]);
+    let ws = env.open();
+    // Everything was written just now: the old versions are young and stay, bases included.
+    let report = ws.gc(3600, false).unwrap();
+    assert_eq!(
+        (report.materialised, report.objects_freed),
+        (0, 0),
+        "{report:?}"
+    );
+    let (_, rec) = record_at(&ws, &snaps[9].0, "f.rs");
+    assert_eq!(rec.delta.map(|d| d.depth), Some(9));
+}
+
+#[test]
+fn a_damaged_tree_costs_its_snapshot_only() {
+    let env = Env::new();
+    let ws = env.open();
+    let snaps = ten_versions(&env, &ws);
+    let tree = snaps[2].0;
+    assert_eq!(
+        ws.working_copy()
+            .store()
+            .reader()
+            .unwrap()
+            .record(&tree)
+            .unwrap()
+            .delta,
+        None,
+        "trees are stored whole"
+    );
+    drop(ws);
+    damage(&env, &tree);
+    env.run(common::RETRACE, &["repair"]);
+    let ws = env.open();
+    let restorable: Vec<bool> = snaps
+        .iter()
+        .map(|(id, content)| {
+            env.write("f.rs", "x\n");
+            ws.restore(id, FORCE).is_ok() && env.read("f.rs") == *content
+        })
+        .collect();
+    let mut want = vec![true; 10];
+    want[2] = false;
+    assert_eq!(restorable, want);
+}

@@ -71,13 +71,29 @@ pub fn pays(delta_len: usize, data: &[u8]) -> bool {
         || delta_len.saturating_mul(2) <= super::record::compress(data).1.len()
 }
 
+/// The largest content a delta rebuilds (what a record may claim, see
+/// [`super::record::MAX_FRAME_BYTES`]).
+const MAX_SIZE: usize = super::record::MAX_FRAME_BYTES as usize;
+
 /// Reverses [`encode`]: the `size` bytes that `delta` encodes against `base`. `size` (the
-/// recorded size) bounds the output, so a hostile frame cannot make it balloon.
+/// recorded size, at most 256 MiB) bounds the output, so a hostile frame cannot make it
+/// balloon.
 ///
 /// # Errors
-/// A message when `delta` is not a zstd frame, needs a window over [`MAX_WINDOW_LOG`], or
-/// does not decode to exactly `size` bytes.
+/// A message when `size` is over 256 MiB, `delta` is not one zstd frame declaring `size`
+/// bytes of content, or it does not decode to exactly them.
 pub fn decode(base: &[u8], delta: &[u8], size: usize) -> Result<Vec<u8>, String> {
+    if size > MAX_SIZE {
+        return Err(format!(
+            "a delta of {size} bytes is more than any object holds"
+        ));
+    }
+    match zstd_safe::get_frame_content_size(delta) {
+        Ok(Some(n)) if n == size as u64 => {}
+        Ok(Some(n)) => return Err(format!("delta declares {n} bytes, not the recorded {size}")),
+        Ok(None) => return Err("delta declares no content size".into()),
+        Err(_) => return Err("delta is not a zstd frame".into()),
+    }
     let mut d = DCtx::try_create().ok_or("cannot create a zstd context")?;
     d.set_parameter(DParameter::WindowLogMax(MAX_WINDOW_LOG))
         .map_err(|e| zstd_err("window", e))?;
@@ -150,6 +166,14 @@ mod tests {
         new.extend_from_slice(b"one more line\n");
         let d = encode(&base, &new).unwrap();
         assert_eq!(decode(&base, &d, new.len()).unwrap(), new);
+    }
+
+    #[test]
+    fn impossible_sizes_are_refused_before_allocating() {
+        let d = encode(b"base", b"content").unwrap();
+        assert!(decode(b"base", &d, usize::MAX).is_err());
+        assert!(decode(b"base", &d, MAX_SIZE + 1).is_err());
+        assert!(decode(b"base", &d, 1 << 20).is_err());
     }
 
     #[test]

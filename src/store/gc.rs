@@ -112,19 +112,31 @@ impl Store {
         if !young_bases.is_empty() {
             live.extend(mark(&reader, &young_bases)?);
         }
-        // Live deltas whose base is not live: for each such base, the first of them is
-        // stored whole and the others re-based on it (as deltas of depth 1 where that pays),
-        // so that the dead part of their chains can go. One whole version per chain where
-        // old turns were evicted, whatever the number of chains that shared the dead base
-        // (a chain re-based on its root at the depth cap). Those it cannot rebuild keep
-        // their chain, bytes only.
+        // Live deltas whose base goes: each is re-based on its nearest ancestor that stays
+        // (thinning a chain), or, when none does, the first of those sharing the dead base is
+        // stored whole and the others re-based on it (a file's versions re-based on their
+        // root at the depth cap share it). So the dead part of a chain is freed at the cost
+        // of at most one whole version per chain whose start was evicted. Those it cannot
+        // rebuild keep their chain, bytes only.
+        let young_ids: HashSet<ObjectId> = objects
+            .iter()
+            .filter_map(|(id, rec)| match rec {
+                Ok(rec) if !live.contains(id) && young(rec) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        let kept = |id: &ObjectId| live.contains(id) || young_ids.contains(id);
         let mut orphans: HashMap<ObjectId, Vec<(ObjectId, &ObjectRecord)>> = HashMap::new();
+        let mut ancestors: HashMap<ObjectId, Option<(ObjectId, u8)>> = HashMap::new();
         for (id, rec) in &objects {
             if let Ok(rec) = rec
                 && let Some(d) = rec.delta
                 && live.contains(id)
-                && !live.contains(&d.base)
+                && !kept(&d.base)
             {
+                ancestors
+                    .entry(d.base)
+                    .or_insert_with(|| kept_ancestor(&reader, d.base, &kept));
                 orphans.entry(d.base).or_default().push((*id, rec));
             }
         }
@@ -132,7 +144,17 @@ impl Store {
         let mut unrebuilt = Vec::new();
         for (dead, mut deps) in orphans {
             deps.sort_unstable_by_key(|(id, _)| *id);
-            let mut first: Option<(ObjectId, Vec<u8>)> = None;
+            // What the others are re-based on: the kept ancestor, else the first stored whole.
+            let mut base: Option<(ObjectId, u8, Vec<u8>)> = ancestors
+                .get(&dead)
+                .copied()
+                .flatten()
+                .filter(|(_, depth)| *depth < crate::object::delta::MAX_DEPTH)
+                .and_then(|(a, depth)| {
+                    let rec = reader.record(&a).ok()?;
+                    let bytes = reader.payload(&a, &rec).ok()?;
+                    super::hashes_to(rec.kind, &bytes, &a).then_some((a, depth, bytes))
+                });
             for (id, rec) in deps {
                 let payload = match reader.payload(&id, rec) {
                     Ok(p) if super::hashes_to(rec.kind, &p, &id) => p,
@@ -142,22 +164,22 @@ impl Store {
                     }
                 };
                 report.stored_bytes_freed += u64::from(rec.stored_len);
-                let rebased = first.as_ref().and_then(|(fid, fbytes)| {
-                    let d = crate::object::delta::encode(fbytes, &payload).ok()?;
+                let rebased = base.as_ref().and_then(|(b, depth, bytes)| {
+                    let d = crate::object::delta::encode(bytes, &payload).ok()?;
                     crate::object::delta::pays(d.len(), &payload).then_some(PendingObject {
                         id,
                         kind: rec.kind,
                         size: rec.size,
                         payload: d,
                         delta: Some(DeltaBase {
-                            base: *fid,
-                            depth: 1,
+                            base: *b,
+                            depth: depth + 1,
                         }),
                     })
                 });
                 let o = rebased.unwrap_or_else(|| {
-                    if first.is_none() {
-                        first = Some((id, payload.clone()));
+                    if base.is_none() {
+                        base = Some((id, 0, payload.clone()));
                     }
                     PendingObject::whole(id, rec.kind, rec.size, payload)
                 });
@@ -346,6 +368,25 @@ impl Store {
             Ok(total - packs.len().map_err(|x| e(x.into()))?)
         })
     }
+}
+
+/// The nearest object below `dead` in its delta chain that `kept` keeps, with its depth
+/// (0: stored whole); `None` when the chain's start goes too, or cannot be read.
+fn kept_ancestor(
+    reader: &super::StoreReader,
+    dead: ObjectId,
+    kept: &dyn Fn(&ObjectId) -> bool,
+) -> Option<(ObjectId, u8)> {
+    let mut at = dead;
+    for _ in 0..=crate::object::delta::MAX_DEPTH {
+        let base = reader.record(&at).ok()?.delta?.base;
+        if kept(&base) {
+            let depth = reader.record(&base).ok()?.delta.map_or(0, |d| d.depth);
+            return Some((base, depth));
+        }
+        at = base;
+    }
+    None
 }
 
 /// Adds `bases` and the delta bases below them to `live` (their bytes only: a base tree

@@ -861,7 +861,7 @@ impl Shared<'_> {
         let reader = self.store.reader()?;
         let mut trees = Vec::new();
         let mut fault = None;
-        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes, _| match reader
+        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes| match reader
             .contains(&id)
         {
             Ok(true) => {}
