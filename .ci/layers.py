@@ -17,7 +17,7 @@ LAYERS = [
     ["error", "object", "progress", "trace", "config", "home", "lock"],
     ["scan", "statcache"],
     ["store"],
-    ["capture", "diff", "inverse"],
+    ["capture", "diff", "inverse", "patch"],
     ["restore"],
     ["working_copy"],
     ["lease", "history"],

@@ -173,7 +173,63 @@ pub struct Diff {
     pub deleted: Vec<String>,
 }
 
+/// Whether `path` is one of `only` or below one of them (everything when `only` is empty).
+/// Paths are workspace-relative, `/`-separated, as the lists of a [`Diff`] show them.
+#[must_use]
+pub fn selected(path: &str, only: &[String]) -> bool {
+    only.is_empty()
+        || only.iter().any(|p| {
+            let p = p.trim_end_matches('/');
+            p.is_empty() || path == p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/'))
+        })
+}
+
+/// Each leaf path whose entry differs between two sorted flat lists: its entry on each side.
+pub(crate) fn changed_pairs<'a>(
+    from: &'a [FlatEntry],
+    to: &'a [FlatEntry],
+) -> Vec<(Option<&'a FlatEntry>, Option<&'a FlatEntry>)> {
+    let leaf = |e: &&FlatEntry| e.kind != EntryKind::Dir;
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < from.len() || j < to.len() {
+        match (from.get(i), to.get(j)) {
+            (Some(a), Some(b)) if a.path == b.path => {
+                if a.kind != b.kind || a.id != b.id {
+                    out.push((Some(a).filter(leaf), Some(b).filter(leaf)));
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(a), Some(b)) if a.path < b.path => {
+                out.push((Some(a).filter(leaf), None));
+                i += 1;
+            }
+            (Some(a), None) => {
+                out.push((Some(a).filter(leaf), None));
+                i += 1;
+            }
+            (_, Some(b)) => {
+                out.push((None, Some(b).filter(leaf)));
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    out.retain(|(a, b)| a.is_some() || b.is_some());
+    out
+}
+
 impl Diff {
+    /// The paths of this diff that [`selected`] keeps.
+    #[must_use]
+    pub fn restricted_to(mut self, only: &[String]) -> Diff {
+        for list in [&mut self.added, &mut self.modified, &mut self.deleted] {
+            list.retain(|p| selected(p, only));
+        }
+        self
+    }
+
     /// Whether nothing differs.
     #[must_use]
     pub fn is_empty(&self) -> bool {

@@ -45,6 +45,7 @@ pub mod lease;
 pub mod lock;
 pub mod maintainer;
 pub mod object;
+pub mod patch;
 pub mod progress;
 pub mod protocol;
 pub mod repair;

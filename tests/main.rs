@@ -31,6 +31,7 @@ mod install;
 mod leases;
 mod mcp;
 mod memory;
+mod patch;
 mod pi_e2e;
 mod policy;
 mod processes;

@@ -576,6 +576,38 @@ impl WorkingCopy {
         Ok(diff(&from, &to))
     }
 
+    /// The unified diffs ([`crate::patch`]) from snapshot `a` to snapshot `b` (or the disk)
+    /// of the changed files that [`crate::diff::selected`] keeps of `only`, sorted by path.
+    ///
+    /// # Errors
+    /// [`Error::Store`] for a damaged snapshot tree; a file whose content cannot be read is
+    /// named in its patch instead.
+    pub fn patches(
+        &self,
+        a: &ObjectId,
+        b: Option<&ObjectId>,
+        only: &[String],
+    ) -> Result<Vec<crate::patch::FilePatch>, Error> {
+        let reader = self.store.reader()?;
+        let from = flatten(&reader, a)?;
+        let to = match b {
+            Some(b) => flatten(&reader, b)?,
+            None => self.scan_disk(&NoProgress)?.entries,
+        };
+        let sides = crate::patch::Sides {
+            reader: &reader,
+            disk: b.is_none().then_some(self.root()),
+        };
+        let mut out = Vec::new();
+        for (old, new) in crate::diff::changed_pairs(&from, &to) {
+            let path = old.or(new).map(|e| e.path.show()).unwrap_or_default();
+            if crate::diff::selected(&path, only) {
+                out.extend(crate::patch::patches(sides, old, new));
+            }
+        }
+        Ok(out)
+    }
+
     /// A restore, or with `dry_run` its plan plus the refusal a real restore would meet
     /// (journals record a `T`).
     pub(crate) fn restore_or_plan<T: Then>(

@@ -64,9 +64,21 @@ enum Command {
         a: String,
         /// To this snapshot, named the same ways (default: the disk).
         b: Option<String>,
+        /// Print unified diffs of the changed files (3 lines of context), as `git diff`.
+        #[arg(short = 'p', long)]
+        patch: bool,
+        /// Print lines added and removed per file, as `git diff --stat`.
+        #[arg(long, conflicts_with = "patch")]
+        stat: bool,
+        /// Colour the output: on a terminal (auto, unless NO_COLOR is set), always or never.
+        #[arg(long, value_enum, default_value_t = ColorArg::Auto)]
+        color: ColorArg,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Only these files or directories (relative to the workspace root), after `--`.
+        #[arg(last = true)]
+        paths: Vec<String>,
     },
     /// Make the workspace's files equal to a snapshot.
     Restore {
@@ -281,6 +293,30 @@ impl From<ModeArg> for Mode {
             ModeArg::Both => Mode::Both,
             ModeArg::Files => Mode::Files,
             ModeArg::Conversation => Mode::Conversation,
+        }
+    }
+}
+
+/// `--color` of `diff`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ColorArg {
+    /// On a terminal, unless `NO_COLOR` is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl ColorArg {
+    fn colour(self) -> bool {
+        match self {
+            ColorArg::Always => true,
+            ColorArg::Never => false,
+            ColorArg::Auto => commands::snapshot::use_colour(
+                std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ),
         }
     }
 }
@@ -844,7 +880,15 @@ fn run(cli: Cli) -> Result<u8> {
             }
             _ => snapshot::log(open_reading(dir)?.as_ref(), max, json),
         },
-        Command::Diff { a, b, json } => {
+        Command::Diff {
+            a,
+            b,
+            patch,
+            stat,
+            color,
+            json,
+            paths,
+        } => {
             let ws = match open_reading(dir)? {
                 Ok(ws) => ws,
                 Err(none) => {
@@ -858,7 +902,13 @@ fn run(cli: Cli) -> Result<u8> {
             let names = SnapshotNames::new(&ws, sid);
             let a = names.resolve(&a)?;
             let b = b.map(|b| names.resolve(&b)).transpose()?;
-            snapshot::diff(&ws, &a, b.as_ref(), json)
+            let show = snapshot::DiffShow {
+                patch,
+                stat,
+                colour: color.colour(),
+                json,
+            };
+            snapshot::diff(&ws, &a, b.as_ref(), &paths, show)
         }
         Command::Restore {
             id,

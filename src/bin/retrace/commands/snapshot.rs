@@ -86,23 +86,148 @@ pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> 
 }
 
 /// `retrace diff A [B]`: to the disk when `b` is absent.
-pub fn diff(ws: &Workspace, a: &ObjectId, b: Option<&ObjectId>, json: bool) -> Result<u8> {
-    let d = ws.diff(a, b)?;
-    if json {
-        print_json(&serde_json::to_value(&d)?);
+/// How `retrace diff` shows its answer.
+#[derive(Clone, Copy)]
+pub struct DiffShow {
+    /// Unified diffs.
+    pub patch: bool,
+    /// Lines added and removed per file.
+    pub stat: bool,
+    /// ANSI colours.
+    pub colour: bool,
+    /// One JSON object.
+    pub json: bool,
+}
+
+/// `retrace diff`: the changed paths (below `paths`, when given), with `-p` their unified
+/// diffs, with `--stat` their line counts.
+pub fn diff(
+    ws: &Workspace,
+    a: &ObjectId,
+    b: Option<&ObjectId>,
+    paths: &[String],
+    show: DiffShow,
+) -> Result<u8> {
+    let d = ws.diff(a, b)?.restricted_to(paths);
+    let patches = if show.patch || show.stat {
+        Some(ws.patches(a, b, paths)?)
     } else {
-        let colour = use_colour(
-            std::io::IsTerminal::is_terminal(&std::io::stdout()),
-            std::env::var_os("NO_COLOR").as_deref(),
-        );
+        None
+    };
+    if show.json {
+        let mut v = serde_json::to_value(&d)?;
+        if let Some(p) = &patches {
+            v["patches"] = serde_json::to_value(p)?;
+        }
+        print_json(&v);
+    } else if let Some(p) = &patches {
+        if show.patch {
+            for f in p {
+                print!("{}", patch_text(&f.text, show.colour));
+            }
+        } else {
+            print!("{}", stat_text(p, show.colour));
+        }
+    } else {
         for (mark, paths) in [('A', &d.added), ('M', &d.modified), ('D', &d.deleted)] {
             for p in paths {
-                println!("{}", change_line(mark, p, colour));
+                println!("{}", change_line(mark, p, show.colour));
             }
         }
     }
     // No differences is an answer, not a refusal.
     Ok(OK)
+}
+
+/// A patch's text, coloured as `git diff` colours it: headers bold, hunk heads cyan, added
+/// lines green, removed lines red.
+fn patch_text(text: &str, colour: bool) -> String {
+    if !colour {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut in_hunk = false;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches('\n');
+        let code = if line.starts_with("@@") {
+            in_hunk = true;
+            "36"
+        } else if line.starts_with("diff --git") {
+            in_hunk = false;
+            "1"
+        } else if !in_hunk {
+            "1"
+        } else if line.starts_with('+') {
+            "32"
+        } else if line.starts_with('-') {
+            "31"
+        } else {
+            ""
+        };
+        if code.is_empty() {
+            out.push_str(line);
+        } else {
+            out.push_str(&format!("\x1b[{code}m{body}\x1b[0m\n"));
+        }
+    }
+    out
+}
+
+/// `git diff --stat`'s table: each file with its changed lines and a bar of `+` and `-`,
+/// then the totals.
+fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
+    const BAR: u64 = 40;
+    if patches.is_empty() {
+        return String::new();
+    }
+    let width = patches
+        .iter()
+        .map(|p| p.path.chars().count())
+        .max()
+        .unwrap_or(0);
+    let most = patches
+        .iter()
+        .map(|p| p.added + p.removed)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let (green, red, end) = if colour {
+        ("\x1b[32m", "\x1b[31m", "\x1b[0m")
+    } else {
+        ("", "", "")
+    };
+    let mut out = String::new();
+    for p in patches {
+        let n = p.added + p.removed;
+        let scale = |k: u64| {
+            if most > BAR {
+                (k * BAR).div_ceil(most)
+            } else {
+                k
+            }
+        };
+        let bar = if p.binary {
+            "Bin".to_string()
+        } else {
+            format!(
+                "{n} {green}{}{end}{red}{}{end}",
+                "+".repeat(usize::try_from(scale(p.added)).unwrap_or(0)),
+                "-".repeat(usize::try_from(scale(p.removed)).unwrap_or(0))
+            )
+        };
+        out.push_str(&format!(" {:<width$} | {bar}\n", p.path));
+    }
+    let (added, removed): (u64, u64) = patches
+        .iter()
+        .fold((0, 0), |(a, r), p| (a + p.added, r + p.removed));
+    out.push_str(&format!(
+        " {} file{} changed, {added} insertion{}(+), {removed} deletion{}(-)\n",
+        patches.len(),
+        if patches.len() == 1 { "" } else { "s" },
+        if added == 1 { "" } else { "s" },
+        if removed == 1 { "" } else { "s" },
+    ));
+    out
 }
 
 /// `retrace restore`.
