@@ -534,3 +534,31 @@ fn opening_a_session_twice_shares_it_and_a_turn_ends_once() {
     assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
     assert!(c.child.wait().unwrap().success());
 }
+
+/// `diff` with `patch` and `paths` (issue 17): unified diffs of the files changed on disk.
+#[test]
+fn diff_answers_unified_patches_of_the_paths_asked_for() {
+    let env = Env::new();
+    let (mut c, s) = one_turn_done(&env);
+    env.write("a.txt", "agent\nand more\n");
+    env.write("b.txt", "other\n");
+    let d = c.ok(
+        "diff",
+        json!({"session": s, "patch": true, "paths": ["a.txt"]}),
+    );
+    assert_eq!(
+        (d["modified"].clone(), d["added"].clone()),
+        (json!(["a.txt"]), json!([]))
+    );
+    let patches = d["patches"].as_array().unwrap();
+    assert_eq!(patches.len(), 1, "{d}");
+    let text = patches[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1,2 @@\n-agent\n\\ No newline at end of file\n+agent\n+and more\n"),
+        "{text}"
+    );
+    // Without `patch`, no patches key, as before.
+    let plain = c.ok("diff", json!({"session": s}));
+    assert!(plain.get("patches").is_none(), "{plain}");
+    assert_eq!(plain["added"], json!(["b.txt"]));
+}

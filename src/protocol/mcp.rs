@@ -107,7 +107,7 @@ impl McpServer {
 
     /// Paths changed between two snapshots, or since the last known state.
     #[tool(
-        description = "Paths added (A), modified (M) and deleted (D) since the last known state, or between two snapshots."
+        description = "Paths added (A), modified (M) and deleted (D) since the last known state, or between two snapshots; `paths` limits it to files or directories, `patch: true` adds unified diffs (cut at 64 KiB)."
     )]
     async fn diff(
         &self,
@@ -118,14 +118,19 @@ impl McpServer {
             Err(OpError::NoSnapshot) => return Ok("no snapshot yet".into()),
             Err(e) => return Err(failed(&e)),
         };
-        let mut lines: Vec<String> = d.added.iter().map(|p| format!("A {p}")).collect();
-        lines.extend(d.modified.iter().map(|p| format!("M {p}")));
-        lines.extend(d.deleted.iter().map(|p| format!("D {p}")));
-        Ok(if lines.is_empty() {
-            "no changes".into()
-        } else {
-            lines.join("\n")
-        })
+        let mut lines: Vec<String> = d.diff.added.iter().map(|p| format!("A {p}")).collect();
+        lines.extend(d.diff.modified.iter().map(|p| format!("M {p}")));
+        lines.extend(d.diff.deleted.iter().map(|p| format!("D {p}")));
+        if lines.is_empty() {
+            return Ok("no changes".into());
+        }
+        let mut out = lines.join("\n");
+        if let Some(patches) = d.patches {
+            out.push('\n');
+            let text: String = patches.iter().map(|p| p.text.as_str()).collect();
+            out.push_str(&cap_patch(&text, PATCH_CAP));
+        }
+        Ok(out)
     }
 
     /// Whether undo and redo are possible.
@@ -142,6 +147,25 @@ impl McpServer {
                 .map_or_else(String::new, |p| format!("; turn {p} in progress"))
         ))
     }
+}
+
+/// The most patch text a `diff` tool answer carries.
+const PATCH_CAP: usize = 64 * 1024;
+
+/// `text` cut at a line boundary under `cap` bytes, saying how much was left out.
+fn cap_patch(text: &str, cap: usize) -> String {
+    if text.len() <= cap {
+        return text.to_string();
+    }
+    let cut = text[..text.floor_char_boundary(cap)]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    format!(
+        "{}[patch cut at {} KiB: {} more bytes; give `paths` to see the rest]",
+        &text[..cut],
+        cap / 1024,
+        text.len() - cut
+    )
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -247,4 +271,23 @@ fn screened_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream, Screen
         }
     });
     (sdk_in, sdk_out, Screen { input, output })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cap_patch;
+
+    #[test]
+    fn long_patches_are_cut_at_a_line_and_say_so() {
+        let text = "+line é\n".repeat(100);
+        assert_eq!(cap_patch(&text, 10_000), text);
+        let cut = cap_patch(&text, 100);
+        assert!(cut.starts_with("+line é\n"), "{cut}");
+        let kept = cut.find('[').unwrap();
+        assert!(kept <= 100 && cut[..kept].ends_with('\n'), "{cut}");
+        assert!(
+            cut.ends_with("more bytes; give `paths` to see the rest]"),
+            "{cut}"
+        );
+    }
 }

@@ -1,11 +1,12 @@
 //! Reading the session: status, log, diff.
 
 use rmcp::schemars::{self, JsonSchema};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Context, OpError, Operation};
 use crate::diff::Diff;
 use crate::history::{SessionLog, SessionStatus};
+use crate::patch::FilePatch;
 
 /// The session's state: whether undo and redo are possible, which turn is applied.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -45,13 +46,30 @@ pub struct DiffRequest {
     /// Snapshot id or prefix to compare to (default: the files on disk now).
     #[serde(default)]
     pub to: Option<String>,
+    /// Only these files or directories (workspace-relative); all when empty.
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Also the unified diff of each changed file (`patches`).
+    #[serde(default)]
+    pub patch: bool,
+}
+
+/// What `diff` answers: the changed paths, and with `patch` each file's unified diff.
+#[derive(Debug, Serialize)]
+pub struct DiffResponse {
+    /// Added, modified and deleted paths.
+    #[serde(flatten)]
+    pub diff: Diff,
+    /// The unified diffs, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patches: Option<Vec<FilePatch>>,
 }
 
 impl Operation for DiffRequest {
     const METHOD: &'static str = "diff";
-    type Response = Diff;
+    type Response = DiffResponse;
 
-    fn run(self, cx: &mut Context<'_>) -> Result<Diff, OpError> {
+    fn run(self, cx: &mut Context<'_>) -> Result<DiffResponse, OpError> {
         let ws = cx.session.workspace();
         let from = match &self.from {
             Some(f) => crate::retention::resolve_snapshot(ws, f)?,
@@ -62,6 +80,12 @@ impl Operation for DiffRequest {
             .as_deref()
             .map(|t| crate::retention::resolve_snapshot(ws, t))
             .transpose()?;
-        Ok(ws.diff(&from, to.as_ref())?)
+        let diff = ws.diff(&from, to.as_ref())?.restricted_to(&self.paths);
+        let patches = if self.patch {
+            Some(ws.patches(&from, to.as_ref(), &self.paths)?)
+        } else {
+            None
+        };
+        Ok(DiffResponse { diff, patches })
     }
 }
