@@ -1,0 +1,164 @@
+//! Unit tests of `record.rs`.
+
+use super::*;
+
+#[test]
+fn compression_round_trips_and_skips_incompressible() {
+    let text = b"fn main() { println!(\"hello\"); }\n".repeat(100);
+    let (c, z) = compress(&text);
+    assert_eq!(c, Codec::Zstd);
+    assert_eq!(
+        decompress(c, &z, u32::try_from(text.len()).unwrap()).unwrap(),
+        text
+    );
+    let mut noise = vec![0u8; 4096];
+    blake3::Hasher::new()
+        .update(b"seed")
+        .finalize_xof()
+        .fill(&mut noise);
+    let (c, _) = compress(&noise);
+    assert_eq!(c, Codec::Raw);
+}
+
+#[test]
+fn frames_place_members_end_to_end() {
+    let a = PendingObject::whole(
+        ObjectId::of_blob(b"aaa"),
+        ObjectKind::Blob,
+        3,
+        b"aaa".into(),
+    );
+    let b = PendingObject::whole(ObjectId::of_blob(b"bb"), ObjectKind::Blob, 2, b"bb".into());
+    let f = NewFrame::pack(&[a, b]);
+    assert_eq!(f.raw_len, 5);
+    assert_eq!((f.members[1].within, f.members[1].len), (3, 2));
+    let raw = decompress(f.codec, &f.stored, f.raw_len).unwrap();
+    assert_eq!(&raw[3..5], b"bb");
+}
+
+#[test]
+fn records_refuse_future_versions_and_out_of_frame_payloads() {
+    let mut r = ObjectRecord {
+        kind: ObjectKind::Blob,
+        size: 1,
+        offset: 2,
+        stored_len: 3,
+        codec: Codec::Raw,
+        frame_len: 10,
+        within: 4,
+        len: 6,
+        written: 4,
+        delta: None,
+    };
+    assert_eq!(ObjectRecord::decode(&r.encode().unwrap()).unwrap(), r);
+    r.len = 7;
+    assert_eq!(
+        ObjectRecord::decode(&r.encode().unwrap()),
+        Err(RecordError::OutOfFrame)
+    );
+    r.len = 6;
+    r.frame_len = MAX_FRAME_BYTES + 1;
+    assert_eq!(
+        ObjectRecord::decode(&r.encode().unwrap()),
+        Err(RecordError::OutOfFrame)
+    );
+    r.frame_len = 10;
+    let mut future = r.encode().unwrap();
+    future[0] = 9;
+    assert_eq!(
+        ObjectRecord::decode(&future),
+        Err(RecordError::UnknownVersion(9))
+    );
+}
+
+fn sample() -> ObjectRecord {
+    ObjectRecord {
+        kind: ObjectKind::Blob,
+        size: 1000,
+        offset: 70_000,
+        stored_len: 120,
+        codec: Codec::Raw,
+        frame_len: 120,
+        within: 0,
+        len: 120,
+        written: 1_700_000_000,
+        delta: None,
+    }
+}
+
+#[test]
+fn whole_records_keep_version_1_bytes_and_deltas_append_base_and_depth() {
+    let whole = sample();
+    let v1 = whole.encode().unwrap();
+    // Format 1's bytes: version, kind, varints, codec, varints (docs/format.md).
+    assert_eq!(
+        v1,
+        [
+            1, 0, 0xE8, 0x07, 0xF0, 0xA2, 0x04, 120, 0, 120, 0, 120, 0x80, 0xE2, 0xCF, 0xAA, 0x06
+        ]
+    );
+    let mut delta = sample();
+    delta.delta = Some(DeltaBase {
+        base: ObjectId([7; 32]),
+        depth: 3,
+    });
+    let v2 = delta.encode().unwrap();
+    assert_eq!(v2[0], DELTA_RECORD_VERSION);
+    assert_eq!(&v2[1..v1.len()], &v1[1..]);
+    assert_eq!(&v2[v1.len()..v1.len() + 32], &[7; 32]);
+    assert_eq!(v2[v1.len() + 32..], [3]);
+    assert_eq!(ObjectRecord::decode(&v2).unwrap(), delta);
+    assert_eq!(ObjectRecord::decode(&v1).unwrap(), whole);
+    // A version-1 record with a base's bytes after it, or a version-2 one without: refused.
+    let mut long = v2.clone();
+    long[0] = RECORD_VERSION;
+    assert!(matches!(
+        ObjectRecord::decode(&long),
+        Err(RecordError::Decode(_))
+    ));
+    let mut short = v1.clone();
+    short[0] = DELTA_RECORD_VERSION;
+    assert!(matches!(
+        ObjectRecord::decode(&short),
+        Err(RecordError::Decode(_))
+    ));
+}
+
+#[test]
+fn impossible_deltas_are_refused() {
+    for (depth, kind, size, base) in [
+        (0, ObjectKind::Blob, 10, ObjectId([1; 32])),
+        (
+            crate::object::delta::MAX_DEPTH + 1,
+            ObjectKind::Blob,
+            10,
+            ObjectId([1; 32]),
+        ),
+        (1, ObjectKind::ChunkedBlob, 10, ObjectId([1; 32])),
+        (
+            1,
+            ObjectKind::Blob,
+            u64::from(MAX_FRAME_BYTES) + 1,
+            ObjectId([1; 32]),
+        ),
+        (1, ObjectKind::Tree, 10, ObjectId::ZERO),
+    ] {
+        let mut r = sample();
+        r.kind = kind;
+        r.size = size;
+        r.delta = Some(DeltaBase { base, depth });
+        assert!(
+            matches!(
+                ObjectRecord::decode(&r.encode().unwrap()),
+                Err(RecordError::BadDelta(_))
+            ),
+            "{depth} {kind:?} {size}"
+        );
+    }
+    let mut r = sample();
+    r.delta = Some(DeltaBase {
+        base: ObjectId([1; 32]),
+        depth: crate::object::delta::MAX_DEPTH,
+    });
+    assert!(ObjectRecord::decode(&r.encode().unwrap()).is_ok());
+}
