@@ -253,6 +253,15 @@ pub enum RestoreError {
         /// Why.
         reason: String,
     },
+    /// A path given to restore names nothing restorable (outside the workspace, or in
+    /// neither the snapshot nor the workspace).
+    #[error("cannot restore {path:?}: {reason}")]
+    Path {
+        /// The path as given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// Writing a file failed midway.
     #[error("cannot write {path}: {source}")]
     Io {

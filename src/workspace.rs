@@ -160,6 +160,61 @@ impl Workspace {
         Ok(DryRun { outcome, refused })
     }
 
+    /// Makes only the files and directories `paths` (relative to the workspace root; see
+    /// [`crate::working_copy::normalize_paths`]) equal to what snapshot `id` holds there;
+    /// everything else on disk is untouched. The dirty guard covers only those paths. With
+    /// `dry_run`, as [`Workspace::restore_paths_dry_run`] without the plan: refused or not.
+    /// An empty `paths` restores the whole workspace ([`Workspace::restore_with`]).
+    ///
+    /// # Errors
+    /// As [`Workspace::restore`]; [`RestoreError::Path`] for a path that leaves the
+    /// workspace or that neither the snapshot nor the disk has.
+    pub fn restore_paths(
+        &self,
+        id: &ObjectId,
+        paths: &[String],
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<RestoreOutcome, Error> {
+        if paths.is_empty() {
+            return self.restore_with(id, opts, progress);
+        }
+        let only = crate::working_copy::normalize_paths(self.root(), paths)?;
+        match self
+            .wc
+            .restore_paths_or_plan::<SessionOp>(id, &only, opts, progress)?
+        {
+            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (outcome, None) => Ok(outcome),
+        }
+    }
+
+    /// What [`Workspace::restore_paths`] would write, delete and leave alone, and whether it
+    /// would be refused. Writes nothing.
+    ///
+    /// # Errors
+    /// As [`Workspace::restore_paths`], apart from the refusal.
+    pub fn restore_paths_dry_run(
+        &self,
+        id: &ObjectId,
+        paths: &[String],
+        force: bool,
+        progress: &dyn Progress,
+    ) -> Result<DryRun, Error> {
+        if paths.is_empty() {
+            return self.restore_dry_run(id, force, progress);
+        }
+        let only = crate::working_copy::normalize_paths(self.root(), paths)?;
+        let opts = RestoreOptions {
+            force,
+            dry_run: true,
+        };
+        let (outcome, refused) = self
+            .wc
+            .restore_paths_or_plan::<SessionOp>(id, &only, opts, progress)?;
+        Ok(DryRun { outcome, refused })
+    }
+
     /// Root, store, counts, exclusions and whether the disk differs from the last known state.
     ///
     /// # Errors

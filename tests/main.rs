@@ -45,6 +45,7 @@ mod runtime_state;
 mod secrets;
 mod serve;
 mod sessions;
+mod surgical;
 mod unstable;
 mod vanish;
 mod verify;

@@ -21,6 +21,8 @@ use crate::scan::Skipped;
 pub struct RestoreOutcome {
     /// The snapshot restored.
     pub target: Option<ObjectId>,
+    /// The paths restored (relative to the workspace root); empty: the whole workspace.
+    pub paths: Vec<String>,
     /// Paths written (created or replaced).
     pub written: Vec<String>,
     /// Paths deleted.

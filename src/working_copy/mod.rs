@@ -5,6 +5,9 @@
 //! is the facade over all of them.
 
 pub(crate) mod journaled;
+mod paths;
+
+pub use paths::normalize_paths;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

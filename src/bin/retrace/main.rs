@@ -80,7 +80,8 @@ enum Command {
         #[arg(last = true)]
         paths: Vec<String>,
     },
-    /// Make the workspace's files equal to a snapshot.
+    /// Make the workspace's files equal to a snapshot; with paths, only those files and
+    /// directories (everything else on disk is untouched).
     Restore {
         /// The snapshot: id or unique prefix (8+ hex digits), label, or `turn:N`,
         /// `turn:N:before`, `checkpoint:N` of the session.
@@ -94,6 +95,9 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Only these files or directories (relative to the workspace root), after `--`.
+        #[arg(last = true)]
+        paths: Vec<String>,
     },
     /// Workspace root, store, snapshot count, exclusions and unsnapshotted changes; with a
     /// session, its cursor, undo and redo first.
@@ -367,6 +371,7 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
             | Error::NoSuchOwner { .. }
             | Error::Anchor { .. },
         ) => ("usage", USAGE),
+        Some(Error::Restore(r)) if matches!(**r, RestoreError::Path { .. }) => ("usage", USAGE),
         _ => ("error", FAILED),
     }
 }
@@ -915,10 +920,11 @@ fn run(cli: Cli) -> Result<u8> {
             force,
             dry_run,
             json,
+            paths,
         } => {
             let ws = open(dir)?;
             let id = SnapshotNames::new(&ws, sid).resolve(&id)?;
-            snapshot::restore(&ws, &id, force, dry_run, json)
+            snapshot::restore(&ws, &id, &paths, force, dry_run, json)
         }
         Command::Status { json } => match (open_reading(dir)?, sid) {
             (Ok(ws), Some(id)) => {

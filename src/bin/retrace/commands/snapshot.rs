@@ -234,6 +234,7 @@ fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
 pub fn restore(
     ws: &Workspace,
     id: &ObjectId,
+    paths: &[String],
     force: bool,
     dry_run: bool,
     json: bool,
@@ -241,7 +242,7 @@ pub fn restore(
     let bar = Bar::new();
     // A dry run shows the plan even when the restore would be refused, and says so.
     let (r, refused, v) = if dry_run {
-        let d = ws.restore_dry_run(id, force, &bar)?;
+        let d = ws.restore_paths_dry_run(id, paths, force, &bar)?;
         let v = serde_json::to_value(&d)?;
         (d.outcome, d.refused, v)
     } else {
@@ -249,7 +250,7 @@ pub fn restore(
             force,
             dry_run: false,
         };
-        let r = ws.restore_with(id, opts, &bar)?;
+        let r = ws.restore_paths(id, paths, opts, &bar)?;
         let v = serde_json::to_value(&r)?;
         (r, None, v)
     };
@@ -280,13 +281,14 @@ pub fn restore(
                 r.verify_diff.join(", ")
             );
         }
+        let what = match (dry_run, r.paths.is_empty()) {
+            (true, true) => "dry run of restore to".to_string(),
+            (false, true) => "restored".to_string(),
+            (true, false) => format!("dry run of restore of {} from", r.paths.join(", ")),
+            (false, false) => format!("restored {} from", r.paths.join(", ")),
+        };
         println!(
-            "{} {}: {} written, {} deleted",
-            if dry_run {
-                "dry run of restore to"
-            } else {
-                "restored"
-            },
+            "{what} {}: {} written, {} deleted",
             id.short(),
             r.written.len(),
             r.deleted.len()
