@@ -17,7 +17,7 @@ LAYERS = [
     ["error", "object", "progress", "trace", "config", "home", "lock"],
     ["scan", "statcache"],
     ["store"],
-    ["capture", "diff", "inverse", "patch"],
+    ["capture", "diff", "inverse", "patch", "merge"],
     ["restore"],
     ["working_copy"],
     ["lease", "history"],

@@ -44,6 +44,7 @@ mod inverse;
 pub mod lease;
 pub mod lock;
 pub mod maintainer;
+pub mod merge;
 pub mod object;
 pub mod patch;
 pub mod progress;

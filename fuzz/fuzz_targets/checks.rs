@@ -153,6 +153,7 @@ pub fn history(data: &[u8]) {
         ops: ops.len() as u64,
         exists: true,
         name: None,
+        reverts: Vec::new(),
     };
     let applied = loaded.applied();
     assert!(applied.len() <= loaded.turns.len() + 1);

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use super::record::{
-    CheckpointRecord, HISTORY_VERSION, Op, OpRecord, SessionName, SessionRecord, TurnRecord,
-    TurnState, decode, encode,
+    CheckpointRecord, HISTORY_VERSION, Op, OpRecord, RevertRecord, SessionName, SessionRecord,
+    TurnRecord, TurnState, decode, encode,
 };
 use super::state::SessionState;
 use crate::error::StoreError;
@@ -70,6 +70,8 @@ pub struct Loaded {
     pub exists: bool,
     /// The host's name of the session, when kept.
     pub name: Option<String>,
+    /// Its turns that revert an earlier turn, by number.
+    pub reverts: Vec<RevertRecord>,
 }
 
 impl Loaded {
@@ -80,6 +82,15 @@ impl Loaded {
             .binary_search_by_key(&n, |t| t.number)
             .ok()
             .map(|i| &self.turns[i])
+    }
+
+    /// The turn that turn `n` reverted, when `n` is a revert.
+    #[must_use]
+    pub fn reverts(&self, n: u64) -> Option<&RevertRecord> {
+        self.reverts
+            .binary_search_by_key(&n, |r| r.number)
+            .ok()
+            .map(|i| &self.reverts[i])
     }
 
     /// The turns applied at the cursor, newest first (the cursor's chain of parents).
@@ -111,6 +122,7 @@ pub fn load(tx: &ReadTx, key: &SessionKey) -> Result<Loaded, StoreError> {
         ops: ops.len() as u64,
         exists: tx.session(&key.0)?.is_some(),
         name: name(tx, key).ok().flatten().map(|n| n.name),
+        reverts: of_session(tx, Rows::Reverts, key)?,
     })
 }
 
@@ -290,6 +302,19 @@ impl<'a> Writer<'a> {
         )
     }
 
+    /// Records that turn `rec.number` is a revert.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn revert(&self, rec: &RevertRecord) -> Result<(), StoreError> {
+        self.tx.put_row(
+            Rows::Reverts,
+            &self.key.0,
+            rec.number,
+            &encoded(self.tx.path(), rec)?,
+        )
+    }
+
     /// Writes (or replaces) a turn record.
     ///
     /// # Errors
@@ -394,6 +419,7 @@ impl<'a> Writer<'a> {
             Rows::Oplog,
             Rows::Leases,
             Rows::Names,
+            Rows::Reverts,
         ] {
             self.tx.remove_rows_through(table, &self.key.0, u64::MAX)?;
         }
@@ -452,6 +478,7 @@ impl<'a> Writer<'a> {
             })?;
             for n in &victims {
                 self.tx.remove_row(Rows::Turns, &self.key.0, *n)?;
+                self.tx.remove_row(Rows::Reverts, &self.key.0, *n)?;
             }
             dropped = victims.len() as u64;
         }

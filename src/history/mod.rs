@@ -35,6 +35,7 @@ pub mod liveness;
 mod navigate;
 mod outcome;
 pub mod record;
+mod revert;
 pub mod runtime;
 pub mod state;
 mod turn;
@@ -58,6 +59,7 @@ pub use list::{Lookup, SessionInfo};
 pub use outcome::{Outcome, Report};
 use record::{CheckpointRecord, HISTORY_VERSION, MAX_ANCHOR_BYTES, Op, truncate};
 pub use record::{Mode, TurnState};
+pub use revert::RevertPreview;
 pub use turn::{BeforeStatus, Turn, TurnSummary};
 
 /// In-process state of one session: captures running now (for `capture_in_flight`).
@@ -131,7 +133,7 @@ pub struct Session {
 /// One line of a session's log.
 #[derive(Clone, Debug, Serialize)]
 pub struct LogEntry {
-    /// `turn` or `checkpoint`.
+    /// `turn`, `revert` (a turn that reverted an earlier one) or `checkpoint`.
     pub kind: &'static str,
     /// Number within its kind (anchors `turn:N`, `checkpoint:N`).
     pub number: u64,
@@ -158,6 +160,10 @@ pub struct LogEntry {
     pub applied: bool,
     /// On the redo stack.
     pub undone: bool,
+    /// The turn a revert reverted.
+    pub reverts: Option<u64>,
+    /// Paths a revert merged.
+    pub merged: Vec<String>,
 }
 
 /// A session's state as a host shows it.
@@ -210,7 +216,11 @@ impl Then for SessionOp {
                 detail: "injected write failure".into(),
             });
         }
-        Writer::new(tx, self.0)?.op(self.1.with_snapshot(snapshot))
+        let w = Writer::new(tx, self.0)?;
+        match self.1.with_snapshot(snapshot) {
+            op @ Op::Revert { .. } => revert::record(&w, op),
+            op => w.op(op),
+        }
     }
 }
 
@@ -558,20 +568,28 @@ impl Session {
         let mut entries: Vec<LogEntry> = l
             .turns
             .iter()
-            .map(|t| LogEntry {
-                kind: "turn",
-                number: t.number,
-                time_ms: t.began_ms,
-                state: Some(t.state),
-                reason: t.reason.clone(),
-                text: t.prompt.clone(),
-                anchor: t.anchor.clone(),
-                leaf: t.leaf.clone(),
-                before: t.before,
-                after: t.after,
-                counts: t.counts,
-                applied: applied.contains(&t.number),
-                undone: undone.contains(&t.number),
+            .map(|t| {
+                let revert = l.reverts(t.number);
+                LogEntry {
+                    kind: if revert.is_some() { "revert" } else { "turn" },
+                    number: t.number,
+                    time_ms: t.began_ms,
+                    state: Some(t.state),
+                    reason: t.reason.clone(),
+                    text: match revert {
+                        Some(r) => Some(format!("revert of turn {}", r.reverts)),
+                        None => t.prompt.clone(),
+                    },
+                    anchor: t.anchor.clone(),
+                    leaf: t.leaf.clone(),
+                    before: t.before,
+                    after: t.after,
+                    counts: t.counts,
+                    applied: applied.contains(&t.number),
+                    undone: undone.contains(&t.number),
+                    reverts: revert.map(|r| r.reverts),
+                    merged: revert.map(|r| r.merged.clone()).unwrap_or_default(),
+                }
             })
             .chain(l.checkpoints.iter().map(|c| LogEntry {
                 kind: "checkpoint",
@@ -587,6 +605,8 @@ impl Session {
                 counts: record::Counts::default(),
                 applied: false,
                 undone: false,
+                reverts: None,
+                merged: Vec::new(),
             }))
             .collect();
         entries.sort_by_key(|e| std::cmp::Reverse(e.time_ms));

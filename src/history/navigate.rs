@@ -235,6 +235,7 @@ impl Session {
                 prompt: None,
                 snapshot: Some(snapshot),
                 safety_snapshot: None,
+                merged: Vec::new(),
             });
         }
         let known = [l.state.last_known, reader.last_known()?];
@@ -330,6 +331,7 @@ impl Session {
             prompt: None,
             snapshot: Some(now),
             safety_snapshot: safety,
+            merged: Vec::new(),
         })
     }
 }

@@ -34,6 +34,9 @@ pub enum Outcome {
         snapshot: Option<ObjectId>,
         /// A snapshot of edits overwritten by `force`.
         safety_snapshot: Option<ObjectId>,
+        /// Paths of a revert written as a three-way merge: the turn's change taken out, the
+        /// changes made since kept.
+        merged: Vec<String>,
     },
     /// None of the turn's files could be restored: every path it changed belongs to
     /// another session (a turn of it still running, or one that ran at the same time).
@@ -177,6 +180,7 @@ impl Outcome {
                 files_written,
                 files_deleted,
                 skipped,
+                merged,
                 ..
             } => {
                 let mut m = format!(
@@ -185,6 +189,9 @@ impl Outcome {
                     files_written.len(),
                     files_deleted.len()
                 );
+                if !merged.is_empty() {
+                    let _ = write!(m, ", {} merged", merged.len());
+                }
                 if !skipped.is_empty() {
                     let _ = write!(m, ", {} left alone", skipped.len());
                 }

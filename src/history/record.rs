@@ -277,6 +277,26 @@ pub enum Op {
         /// Its snapshot.
         snapshot: ObjectId,
     },
+    /// An earlier turn was reverted (`retrace revert`): the revert is a turn of its own,
+    /// `as_turn`, applied on top of the cursor (undo undoes it, redo redoes it). Written
+    /// when the revert's files are on disk; its turn record and [`RevertRecord`] are
+    /// written with it, from these fields.
+    Revert {
+        /// The turn reverted.
+        turn: u64,
+        /// The revert's own turn number (the session's next one when it was recorded).
+        as_turn: u64,
+        /// The disk before the revert (the revert turn's before-snapshot).
+        before: ObjectId,
+        /// Unix milliseconds when it began.
+        began_ms: u64,
+        /// Paths it added, modified and deleted.
+        counts: Counts,
+        /// Paths it merged (their change since the turn kept).
+        merged: Vec<String>,
+        /// The disk afterwards.
+        snapshot: Option<ObjectId>,
+    },
 }
 
 impl Op {
@@ -299,9 +319,40 @@ impl Op {
                 to,
                 snapshot: Some(id),
             },
+            Op::Revert {
+                turn,
+                as_turn,
+                before,
+                began_ms,
+                counts,
+                merged,
+                ..
+            } => Op::Revert {
+                turn,
+                as_turn,
+                before,
+                began_ms,
+                counts,
+                merged,
+                snapshot: Some(id),
+            },
             other => other,
         }
     }
+}
+
+/// What a turn that reverted another turn reverted (kept beside its turn record, so that
+/// it outlives the op log's compaction).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevertRecord {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// The revert's own turn number.
+    pub number: u64,
+    /// The turn reverted.
+    pub reverts: u64,
+    /// Paths merged (their change since the turn kept).
+    pub merged: Vec<String>,
 }
 
 /// An op with its time.

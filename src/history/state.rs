@@ -101,6 +101,16 @@ impl SessionState {
                     self.last_known = *snapshot;
                 }
             }
+            Op::Revert {
+                as_turn, snapshot, ..
+            } => {
+                self.cursor = Some(*as_turn);
+                self.redo.clear();
+                self.next_turn = self.next_turn.max(as_turn.saturating_add(1));
+                if snapshot.is_some() {
+                    self.last_known = *snapshot;
+                }
+            }
             Op::Checkpoint { number, snapshot } => {
                 self.last_known = Some(*snapshot);
                 self.next_checkpoint = self.next_checkpoint.max(number.saturating_add(1));

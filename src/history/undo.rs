@@ -142,6 +142,7 @@ impl Session {
             prompt: if mode.conversation() { t.prompt } else { None },
             snapshot: Some(applied.snapshot),
             safety_snapshot: applied.safety,
+            merged: Vec::new(),
         })
     }
 
@@ -234,6 +235,7 @@ impl Session {
             prompt: None,
             snapshot: Some(applied.snapshot),
             safety_snapshot: Some(safety),
+            merged: Vec::new(),
         })
     }
 
@@ -315,6 +317,7 @@ impl Session {
             prompt: None,
             snapshot: Some(applied.snapshot),
             safety_snapshot: applied.safety,
+            merged: Vec::new(),
         })
     }
 

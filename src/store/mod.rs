@@ -1544,6 +1544,7 @@ impl StoreReader {
             one(tx, OPLOG),
             one(tx, schema::SESSION_NAMES),
             one(tx, schema::LEASES),
+            one(tx, schema::REVERTS),
             one(tx, schema::JOURNAL),
         ];
         let mut out = Vec::new();

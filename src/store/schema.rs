@@ -40,6 +40,10 @@ pub const SESSION_NAMES: TableDefinition<(&[u8; 32], u64), &[u8]> =
 /// `leases`: (session key, turn number) → postcard [`crate::lease::LeaseRecord`]: the owner of
 /// a pending turn.
 pub const LEASES: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("leases");
+/// `reverts`: (session key, turn number) → postcard
+/// [`crate::history::record::RevertRecord`]: the turn is a revert of an earlier turn
+/// (`retrace revert`), not an agent's.
+pub const REVERTS: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("reverts");
 /// `journal`: at most one entry, key `"restore"` → postcard
 /// [`crate::restore::journal::JournalRecord`]: a restore that has begun writing files and
 /// not finished.

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use redb::{ReadableTable, TableDefinition, TableError};
 
-use super::schema::{CHECKPOINTS, JOURNAL, LEASES, OPLOG, SESSION_NAMES, SESSIONS, TURNS};
+use super::schema::{CHECKPOINTS, JOURNAL, LEASES, OPLOG, REVERTS, SESSION_NAMES, SESSIONS, TURNS};
 use crate::error::StoreError;
 
 /// A session's key in the store (see [`crate::history::db::SessionKey`]).
@@ -28,6 +28,8 @@ pub enum Rows {
     Leases,
     /// `session_names`: 0 → the session's name record.
     Names,
+    /// `reverts`: turn number → revert record of a turn that reverted another.
+    Reverts,
 }
 
 type RowsDef = TableDefinition<'static, (&'static Key, u64), &'static [u8]>;
@@ -40,6 +42,7 @@ impl Rows {
             Rows::Oplog => OPLOG,
             Rows::Leases => LEASES,
             Rows::Names => SESSION_NAMES,
+            Rows::Reverts => REVERTS,
         }
     }
 }

@@ -139,6 +139,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Revert one past turn of the session (not only the newest), keeping every later
+    /// change: paths changed since are merged when the changes touch other lines, else the
+    /// revert is refused as a conflict. Undo undoes the revert; redo redoes it.
+    Revert {
+        /// The turn: `turn:N` (or N).
+        turn: String,
+        /// Take the turn's before-version where a path conflicts (a safety snapshot keeps
+        /// the disk first).
+        #[arg(long)]
+        force: bool,
+        /// Only list what would change, and what conflicts and why.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Capture the workspace now as a labelled checkpoint of the session.
     Checkpoint {
         /// Label (usable as an anchor for `navigate`, and where a snapshot id is).
@@ -836,6 +853,23 @@ fn run(cli: Cli) -> Result<u8> {
         } => history::round(&session(dir, sid, Pick::Open)?, anchor),
         Command::Undo { mode, force, json } => {
             history::undo(&session(dir, sid, Pick::History)?, mode.into(), force, json)
+        }
+        Command::Revert {
+            turn,
+            force,
+            dry_run,
+            json,
+        } => {
+            let n = turn
+                .strip_prefix("turn:")
+                .unwrap_or(&turn)
+                .parse::<u64>()
+                .map_err(|_| {
+                    Usage(format!(
+                        "revert takes a turn as turn:N (see `retrace log`), not {turn:?}"
+                    ))
+                })?;
+            history::revert(&session(dir, sid, Pick::History)?, n, force, dry_run, json)
         }
         Command::Redo { force, json } => {
             history::redo(&session(dir, sid, Pick::History)?, force, json)

@@ -218,6 +218,74 @@ pub fn navigate(s: &Session, anchor: &str, mode: Mode, force: bool, json: bool) 
     report_at(&o, Some(anchor), json)
 }
 
+/// `retrace revert turn:N`.
+pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) -> Result<u8> {
+    let bar = Bar::new();
+    let opts = OpOptions {
+        force,
+        progress: &bar,
+    };
+    if dry_run {
+        let p = s.revert_dry_run(turn, opts)?;
+        drop(bar);
+        if json {
+            println!("{}", serde_json::to_string(&p)?);
+        } else {
+            for path in &p.would_write {
+                let merged = if p.merged.contains(path) {
+                    " (merged)"
+                } else {
+                    ""
+                };
+                println!("would write {path}{merged}");
+            }
+            for path in &p.would_delete {
+                println!("would delete {path}");
+            }
+            for c in &p.conflicts {
+                let then = if force {
+                    "would take the turn's before-version"
+                } else {
+                    "conflict"
+                };
+                println!("{then} {}: {}", c.path, c.reason);
+            }
+            for c in &p.skipped {
+                println!("would leave alone {}: {}", c.path, c.reason);
+            }
+            match &p.refused {
+                Some(o) => println!("dry run of revert of turn {turn}: {}", o.message()),
+                None => println!(
+                    "dry run of revert of turn {turn}: {} to write ({} merged), {} to delete",
+                    p.would_write.len(),
+                    p.merged.len(),
+                    p.would_delete.len()
+                ),
+            }
+        }
+        return Ok(match &p.refused {
+            None => OK,
+            Some(Outcome::Busy { .. } | Outcome::CaptureInFlight) => BUSY,
+            Some(_) => REFUSED,
+        });
+    }
+    let o = s.revert(turn, opts)?;
+    drop(bar);
+    if !json && let Outcome::Restored { merged, .. } = &o {
+        for p in merged {
+            println!("  merged {p} (the changes made since the turn kept)");
+        }
+    }
+    let code = report_at(&o, Some(&format!("revert of turn {turn}")), json)?;
+    if !json && matches!(o, Outcome::Conflict { .. }) {
+        println!(
+            "(`retrace revert turn:{turn} --dry-run` says why each path conflicts; `retrace \
+             diff turn:{turn} -p` shows what the turn changed)"
+        );
+    }
+    Ok(code)
+}
+
 /// Runs an operation that writes files with a progress bar, then prints its outcome.
 fn with_bar(
     force: bool,

@@ -1,0 +1,516 @@
+//! Reverting one past turn, not only the newest, keeping every later change (the user's and
+//! other turns'). Per path the turn changed: if the disk still holds the turn's
+//! after-version, its before-version is written; if the disk already holds the
+//! before-version, nothing is; otherwise a three-way text merge (base: the turn's
+//! after-version, ours: the disk, theirs: the turn's before-version) is written when it is
+//! clean ([`crate::merge`]), and anything else is a conflict: nothing is written for any
+//! path unless forced (a safety snapshot first, then the before-version). The revert is a
+//! turn of its own on top of the cursor ([`Op::Revert`]), so undo undoes it and redo redoes
+//! it.
+
+use serde::Serialize;
+
+use super::db::Loaded;
+use super::record::{Counts, HISTORY_VERSION, Mode, Op, RevertRecord, TurnRecord, TurnState};
+use super::{OpOptions, Outcome, Session, SessionOp};
+use crate::capture::FlatEntry;
+use crate::diff::{Change, changes};
+use crate::error::{Error, StoreError};
+use crate::inverse::{conflicts, find, is_nested, same, target_of};
+use crate::merge::three_way;
+use crate::object::{EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, RelPath};
+use crate::scan::Skipped;
+use crate::store::{SnapshotRecord, StoreReader, now_ms};
+use crate::working_copy::journaled::{JournaledRestore, dirty_dirs, totals};
+use crate::working_copy::{Exclusive, MAX_LISTED};
+
+/// What a revert would do (`retrace revert --dry-run`): nothing is written.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RevertPreview {
+    /// The turn that would be reverted.
+    pub turn: u64,
+    /// Paths that would be written (created or replaced), merged ones included.
+    pub would_write: Vec<String>,
+    /// Paths that would be deleted.
+    pub would_delete: Vec<String>,
+    /// Paths that would be written as a clean three-way merge.
+    pub merged: Vec<String>,
+    /// Paths that conflict, with why: the revert would be refused (without `force`), or
+    /// would take the turn's before-version there (with it).
+    pub conflicts: Vec<Skipped>,
+    /// Paths left as they are (another session's turn is changing them).
+    pub skipped: Vec<Skipped>,
+    /// Set when the revert would be refused for another reason (nothing to revert, busy):
+    /// the outcome it would answer.
+    pub refused: Option<Outcome>,
+}
+
+/// A revert planned against the disk.
+struct Plan {
+    /// Per path: the disk's entry (`old`) and what it becomes (`new`).
+    change: Vec<Change>,
+    /// Merged contents, to be stored before the restore.
+    merged: Vec<(RelPath, Vec<u8>)>,
+    /// Conflicting paths with why, and the change a forced revert makes there.
+    conflicts: Vec<(Skipped, Change)>,
+    /// Paths another session's running turn is changing.
+    skipped: Vec<Skipped>,
+}
+
+/// The turn's before-version for a conflict of the disk entry `d`.
+fn take_before(c: &Change, d: Option<&FlatEntry>) -> Change {
+    Change {
+        path: c.path.clone(),
+        old: d.cloned(),
+        new: c.old.clone(),
+    }
+}
+
+/// Why the disk entry `d` conflicts with reverting change `c` (when it is not a merge).
+fn why(c: &Change, d: Option<&FlatEntry>) -> &'static str {
+    match (c.new.as_ref(), d) {
+        (Some(_), None) => "deleted since the turn",
+        (None, Some(_)) => "created again since the turn deleted it",
+        _ => "changed since the turn",
+    }
+}
+
+/// Whether an entry is a regular file (a merge candidate).
+fn is_file(e: Option<&FlatEntry>) -> bool {
+    e.is_some_and(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable))
+}
+
+/// The executable bit of a merge: a side that changed it wins.
+fn merged_kind(base: EntryKind, ours: EntryKind, theirs: EntryKind) -> EntryKind {
+    if ours == base { theirs } else { ours }
+}
+
+fn counts_of(change: &[Change]) -> Counts {
+    let mut c = Counts::default();
+    for ch in change {
+        let leaf = |e: &Option<FlatEntry>| e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
+        match (leaf(&ch.old), leaf(&ch.new)) {
+            (false, true) => c.added += 1,
+            (true, false) => c.deleted += 1,
+            (true, true) => c.modified += 1,
+            (false, false) => {}
+        }
+    }
+    c
+}
+
+/// Writes the turn record and revert record of [`Op::Revert`] `op`, then the op itself
+/// with its turn number: the session's next (so a turn begun meanwhile never shares it).
+pub(super) fn record(w: &super::db::Writer<'_>, op: Op) -> Result<(), StoreError> {
+    let Op::Revert {
+        turn,
+        before,
+        began_ms,
+        counts,
+        merged,
+        snapshot,
+        ..
+    } = op
+    else {
+        return w.op(op);
+    };
+    let s = w.state()?;
+    let as_turn = s.next_turn;
+    w.turn(&TurnRecord {
+        version: HISTORY_VERSION,
+        number: as_turn,
+        parent: s.cursor,
+        anchor: None,
+        leaf: None,
+        rounds: Vec::new(),
+        prompt: None,
+        began_ms,
+        ended_ms: Some(now_ms()),
+        before: Some(before),
+        after: snapshot,
+        state: TurnState::Complete,
+        reason: None,
+        counts,
+    })?;
+    w.revert(&RevertRecord {
+        version: HISTORY_VERSION,
+        number: as_turn,
+        reverts: turn,
+        merged: merged.clone(),
+    })?;
+    w.op(Op::Revert {
+        turn,
+        as_turn,
+        before,
+        began_ms,
+        counts,
+        merged,
+        snapshot,
+    })
+}
+
+impl Session {
+    /// Reverts turn `n` of this session (see the module docs). `opts.force` takes the
+    /// turn's before-version where a path conflicts, after a safety snapshot. The result is
+    /// [`Outcome::Restored`] (its `merged` lists the merged paths), a refusal
+    /// ([`Outcome::Conflict`], [`Outcome::NothingToUndo`] for a turn that is not applied or
+    /// has no file snapshots, …), and is published for external clients.
+    ///
+    /// # Errors
+    /// [`Error`] for store, capture or I/O failures.
+    pub fn revert(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        let o = self.revert_unpublished(n, opts)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
+    /// What [`Session::revert`] would do; writes no file (the disk's new contents are
+    /// stored, as any capture stores them).
+    ///
+    /// # Errors
+    /// As [`Session::revert`].
+    pub fn revert_dry_run(&self, n: u64, opts: OpOptions<'_>) -> Result<RevertPreview, Error> {
+        let mut preview = RevertPreview {
+            turn: n,
+            ..RevertPreview::default()
+        };
+        let (lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => {
+                preview.refused = Some(refusal);
+                return Ok(preview);
+            }
+        };
+        let (before, after) = match Self::revertible(&l, n) {
+            Ok(sides) => sides,
+            Err(refusal) => {
+                preview.refused = Some(refusal);
+                return Ok(preview);
+            }
+        };
+        let disk = lock.store_disk(opts.progress)?;
+        let reader = self.ws.store().reader()?;
+        let plan = self.plan(&reader, &disk.entries, &disk.id, before, after)?;
+        let mut change = plan.change;
+        if opts.force {
+            change.extend(plan.conflicts.iter().map(|(_, c)| c.clone()));
+        } else if !plan.conflicts.is_empty() {
+            preview.refused = Some(Outcome::Conflict {
+                count: plan.conflicts.len(),
+                paths: plan
+                    .conflicts
+                    .iter()
+                    .take(MAX_LISTED)
+                    .map(|(s, _)| s.path.clone())
+                    .collect(),
+            });
+        }
+        for c in &change {
+            if c.new.as_ref().is_some_and(|e| e.kind.is_content()) {
+                preview.would_write.push(c.path.show());
+            } else if c.old.as_ref().is_some_and(|e| e.kind.is_content()) {
+                preview.would_delete.push(c.path.show());
+            }
+        }
+        preview.merged = plan.merged.iter().map(|(p, _)| p.show()).collect();
+        preview.conflicts = plan.conflicts.into_iter().map(|(s, _)| s).collect();
+        preview.skipped = plan.skipped;
+        Ok(preview)
+    }
+
+    /// Turn `n`'s before and after snapshots, or why it cannot be reverted.
+    fn revertible(l: &Loaded, n: u64) -> Result<(ObjectId, ObjectId), Outcome> {
+        let nothing = |detail: String| Outcome::NothingToUndo { detail };
+        let Some(t) = l.turn(n) else {
+            return Err(nothing(format!(
+                "turn {n} is not in this session's history (see `retrace log`)"
+            )));
+        };
+        let (Some(before), Some(after)) = (t.before, t.after) else {
+            return Err(nothing(format!("turn {n} has no file snapshots")));
+        };
+        if t.state != TurnState::Complete {
+            return Err(nothing(format!(
+                "turn {n} has no file history ({}): there are no files of it to revert",
+                t.reason.as_deref().unwrap_or(t.state.name())
+            )));
+        }
+        let applied = l.applied();
+        if !applied.contains(&n) {
+            return Err(nothing(format!(
+                "turn {n} is not applied (it was undone, or lies on another branch): its \
+                 changes are not in the workspace; `retrace redo` or `retrace navigate` bring \
+                 them back"
+            )));
+        }
+        if let Some(r) = l
+            .reverts
+            .iter()
+            .find(|r| r.reverts == n && applied.contains(&r.number))
+        {
+            return Err(nothing(format!(
+                "turn {n} is already reverted (by turn {}); `retrace undo` takes the revert \
+                 back",
+                r.number
+            )));
+        }
+        Ok((before, after))
+    }
+
+    /// Plans reverting the change `before` → `after` over the disk `disk` (stored as
+    /// `disk_id`).
+    fn plan(
+        &self,
+        reader: &StoreReader,
+        disk: &[FlatEntry],
+        disk_id: &ObjectId,
+        before: ObjectId,
+        after: ObjectId,
+    ) -> Result<Plan, Error> {
+        let mut turn = changes(reader, &before, &after)?;
+        turn.retain(|c| !is_nested(c));
+        let theirs = self.open_turn_paths(reader, disk_id)?;
+        let mut plan = Plan {
+            change: Vec::new(),
+            merged: Vec::new(),
+            conflicts: Vec::new(),
+            skipped: Vec::new(),
+        };
+        for c in &turn {
+            if let Some(reason) = theirs.get(&c.path) {
+                plan.skipped.push(Skipped {
+                    path: c.path.show(),
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+            let d = find(disk, &c.path);
+            if same(d, c.new.as_ref()) {
+                if !same(d, c.old.as_ref()) {
+                    plan.change.push(take_before(c, d));
+                }
+                continue;
+            }
+            if same(d, c.old.as_ref()) {
+                continue; // already as before the turn
+            }
+            let conflict = |reason: &str| {
+                (
+                    Skipped {
+                        path: c.path.show(),
+                        reason: reason.to_string(),
+                    },
+                    take_before(c, d),
+                )
+            };
+            let (Some(base), Some(ours), Some(back)) = (c.new.as_ref(), d, c.old.as_ref()) else {
+                plan.conflicts.push(conflict(why(c, d)));
+                continue;
+            };
+            if !is_file(Some(base)) || !is_file(Some(ours)) || !is_file(Some(back)) {
+                plan.conflicts.push(conflict(why(c, d)));
+                continue;
+            }
+            let read = |id: &ObjectId| reader.read_blob(id);
+            match three_way(&read(&base.id)?, &read(&ours.id)?, &read(&back.id)?) {
+                Ok(bytes) => {
+                    let kind = merged_kind(base.kind, ours.kind, back.kind);
+                    let id = ObjectId::of_blob(&bytes);
+                    if id == ours.id && kind == ours.kind {
+                        continue; // the disk already holds the merge
+                    }
+                    plan.change.push(Change {
+                        path: c.path.clone(),
+                        old: Some(ours.clone()),
+                        new: Some(FlatEntry {
+                            path: c.path.clone(),
+                            kind,
+                            id,
+                            size: bytes.len() as u64,
+                        }),
+                    });
+                    plan.merged.push((c.path.clone(), bytes));
+                }
+                Err(u) => plan.conflicts.push(conflict(u.reason())),
+            }
+        }
+        // A path that becomes a file where the disk's directory holds paths the turn never
+        // knew would lose them: a conflict too.
+        for path in conflicts(disk, &plan.change) {
+            if let Some(i) = plan.change.iter().position(|c| c.path.show() == path) {
+                let c = plan.change.remove(i);
+                plan.conflicts.push((
+                    Skipped {
+                        path,
+                        reason: "a directory holding files the turn did not create".into(),
+                    },
+                    c,
+                ));
+            }
+        }
+        Ok(plan)
+    }
+
+    fn revert_unpublished(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        let (lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(refusal),
+        };
+        let (before, after) = match Self::revertible(&l, n) {
+            Ok(sides) => sides,
+            Err(refusal) => return Ok(refusal),
+        };
+        let mut disk = lock.store_disk(opts.progress)?;
+        let reader = self.ws.store().reader()?;
+        let plan = self.plan(&reader, &disk.entries, &disk.id, before, after)?;
+        let mut change = plan.change;
+        let mut safety = None;
+        if !plan.conflicts.is_empty() {
+            if !opts.force {
+                return Ok(Outcome::Conflict {
+                    count: plan.conflicts.len(),
+                    paths: plan
+                        .conflicts
+                        .into_iter()
+                        .take(MAX_LISTED)
+                        .map(|(s, _)| s.path)
+                        .collect(),
+                });
+            }
+            let label = format!("safety: before forced revert of turn {n}");
+            disk = lock.record(Some(label), opts.progress)?;
+            safety = Some(disk.id);
+            change.extend(plan.conflicts.into_iter().map(|(_, c)| c));
+            change.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        if change.is_empty() {
+            if !plan.skipped.is_empty() {
+                return Ok(Outcome::NothingRestored {
+                    turn: n,
+                    count: plan.skipped.len(),
+                    paths: plan.skipped.into_iter().take(MAX_LISTED).collect(),
+                });
+            }
+            return Ok(Outcome::NothingToUndo {
+                detail: format!(
+                    "the workspace already holds none of turn {n}'s changes: nothing to revert"
+                ),
+            });
+        }
+        self.store_merged(&plan.merged)?;
+        drop(reader);
+        let reader = self.ws.store().reader()?;
+        let op = Op::Revert {
+            turn: n,
+            as_turn: 0,
+            before: disk.id,
+            began_ms: now_ms(),
+            counts: counts_of(&change),
+            merged: plan.merged.iter().map(|(p, _)| p.show()).collect(),
+            snapshot: None,
+        };
+        let mut o = match self.apply_revert(&lock, &reader, &disk, &change, n, op, opts)? {
+            Ok(o) | Err(o) => o,
+        };
+        if let Outcome::Restored {
+            skipped,
+            safety_snapshot,
+            merged,
+            ..
+        } = &mut o
+        {
+            skipped.extend(plan.skipped);
+            skipped.sort_by(|a, b| a.path.cmp(&b.path));
+            *safety_snapshot = safety;
+            *merged = plan.merged.iter().map(|(p, _)| p.show()).collect();
+        }
+        Ok(o)
+    }
+
+    /// Stores merged contents as blobs, so the restore can write them.
+    fn store_merged(&self, merged: &[(RelPath, Vec<u8>)]) -> Result<(), Error> {
+        if merged.is_empty() {
+            return Ok(());
+        }
+        let objects: Vec<PendingObject> = merged
+            .iter()
+            .map(|(_, bytes)| {
+                PendingObject::whole(
+                    ObjectId::of_blob(bytes),
+                    ObjectKind::Blob,
+                    bytes.len() as u64,
+                    bytes.clone(),
+                )
+            })
+            .collect();
+        self.ws
+            .store()
+            .write(vec![NewFrame::pack(&objects)], None, None)?;
+        Ok(())
+    }
+
+    /// Journals and applies `change` over the stored disk `disk`, recording `op`.
+    #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
+    fn apply_revert(
+        &self,
+        ex: &Exclusive<'_>,
+        reader: &StoreReader,
+        disk: &crate::capture::Capture,
+        change: &[Change],
+        n: u64,
+        op: Op,
+        opts: OpOptions<'_>,
+    ) -> Result<Result<Outcome, Outcome>, Error> {
+        let mut target = target_of(&disk.entries, change);
+        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
+        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
+        let (files, bytes) = totals(&target);
+        let what = format!("revert of turn {n}");
+        let fin = ex.journaled_apply(
+            reader,
+            JournaledRestore {
+                what: what.clone(),
+                source: disk.id,
+                target: root,
+                frames,
+                then: Some(SessionOp(self.key, op)),
+                record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
+            },
+            &disk.entries,
+            &target,
+            opts.progress,
+        )?;
+        if let Err(e) = fin.recorded {
+            return Ok(Err(Outcome::PersistenceUncertain {
+                detail: e.to_string(),
+            }));
+        }
+        let mut skipped = fin.applied.left_alone;
+        if let Some(after) = &fin.capture {
+            for c in change {
+                if !same(find(&after.entries, &c.path), find(&target, &c.path))
+                    && !skipped
+                        .iter()
+                        .any(|s| s.path.as_bytes() == c.path.as_bytes())
+                {
+                    skipped.push(Skipped {
+                        path: c.path.show(),
+                        reason: "changed while it was being reverted".into(),
+                    });
+                }
+            }
+        }
+        Ok(Ok(Outcome::Restored {
+            turn: Some(n),
+            mode: Mode::Files,
+            files_written: fin.applied.written,
+            files_deleted: fin.applied.deleted,
+            skipped,
+            anchor: None,
+            prompt: None,
+            snapshot: Some(fin.snapshot),
+            safety_snapshot: None,
+            merged: Vec::new(),
+        }))
+    }
+}
