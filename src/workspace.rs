@@ -179,14 +179,8 @@ impl Workspace {
         if paths.is_empty() {
             return self.restore_with(id, opts, progress);
         }
-        let only = crate::working_copy::normalize_paths(self.root(), paths)?;
-        match self
-            .wc
-            .restore_paths_or_plan::<SessionOp>(id, &only, opts, progress)?
-        {
-            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
-            (outcome, None) => Ok(outcome),
-        }
+        crate::history::paths::restore_paths(&self.wc, id, paths, opts, progress)
+            .and_then(crate::history::paths::outcome_of)
     }
 
     /// What [`Workspace::restore_paths`] would write, delete and leave alone, and whether it
@@ -204,15 +198,11 @@ impl Workspace {
         if paths.is_empty() {
             return self.restore_dry_run(id, force, progress);
         }
-        let only = crate::working_copy::normalize_paths(self.root(), paths)?;
         let opts = RestoreOptions {
             force,
             dry_run: true,
         };
-        let (outcome, refused) = self
-            .wc
-            .restore_paths_or_plan::<SessionOp>(id, &only, opts, progress)?;
-        Ok(DryRun { outcome, refused })
+        crate::history::paths::restore_paths(&self.wc, id, paths, opts, progress)
     }
 
     /// Root, store, counts, exclusions and whether the disk differs from the last known state.

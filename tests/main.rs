@@ -41,6 +41,7 @@ mod racy;
 mod readme;
 mod restore;
 mod retention;
+mod revert_model;
 mod runtime_state;
 mod secrets;
 mod serve;

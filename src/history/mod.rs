@@ -34,6 +34,7 @@ pub mod list;
 pub mod liveness;
 mod navigate;
 mod outcome;
+pub(crate) mod paths;
 pub mod record;
 mod revert;
 pub mod runtime;

@@ -351,12 +351,58 @@ impl Session {
         Ok(plan)
     }
 
+    /// [`Session::revert`] as the model asks for it during its own turn (MCP's `revert`
+    /// tool is called while the turn runs): the revert's changes become part of the running
+    /// turn (undoing that turn undoes them too) instead of a turn of their own. With no turn
+    /// of this session running it is [`Session::revert`].
+    ///
+    /// # Errors
+    /// As [`Session::revert`].
+    pub fn revert_in_running_turn(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        if self.subagent {
+            return Ok(Outcome::Subagent);
+        }
+        let lock = match self.lock_or_busy()? {
+            Ok(l) => l,
+            Err(o) => return Ok(o),
+        };
+        if let Some(report) = lock.recover::<SessionOp>(opts.progress)? {
+            self.ws.warn(report);
+        }
+        let l = self.load()?;
+        let l = if self.pending_refusal(&l).is_none() {
+            self.clean_dead_turn(&lock, l, opts.progress)?
+        } else {
+            l
+        };
+        if l.state.pending.is_none() {
+            drop(lock);
+            return self.revert(n, opts);
+        }
+        let o = self.revert_locked(&lock, &l, n, opts, true)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
     fn revert_unpublished(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
         let (lock, l) = match self.prepare(opts.progress)? {
             Ok(ready) => ready,
             Err(refusal) => return Ok(refusal),
         };
-        let (before, after) = match Self::revertible(&l, n) {
+        self.revert_locked(&lock, &l, n, opts, false)
+    }
+
+    /// The revert under the exclusive lock, the session loaded; `in_turn`: as part of the
+    /// running turn.
+    fn revert_locked(
+        &self,
+        lock: &Exclusive<'_>,
+        l: &Loaded,
+        n: u64,
+        opts: OpOptions<'_>,
+        in_turn: bool,
+    ) -> Result<Outcome, Error> {
+        let (before, after) = match Self::revertible(l, n) {
             Ok(sides) => sides,
             Err(refusal) => return Ok(refusal),
         };
@@ -400,16 +446,24 @@ impl Session {
         self.store_merged(&plan.merged)?;
         drop(reader);
         let reader = self.ws.store().reader()?;
-        let op = Op::Revert {
-            turn: n,
-            as_turn: 0,
-            before: disk.id,
-            began_ms: now_ms(),
-            counts: counts_of(&change),
-            merged: plan.merged.iter().map(|(p, _)| p.show()).collect(),
-            snapshot: None,
+        let op = if in_turn {
+            // Part of the running turn: the cursor stays; the turn's end records the result.
+            Op::Navigate {
+                to: l.state.cursor,
+                snapshot: None,
+            }
+        } else {
+            Op::Revert {
+                turn: n,
+                as_turn: 0,
+                before: disk.id,
+                began_ms: now_ms(),
+                counts: counts_of(&change),
+                merged: plan.merged.iter().map(|(p, _)| p.show()).collect(),
+                snapshot: None,
+            }
         };
-        let mut o = match self.apply_revert(&lock, &reader, &disk, &change, n, op, opts)? {
+        let mut o = match self.apply_revert(lock, &reader, &disk, &change, n, op, opts)? {
             Ok(o) | Err(o) => o,
         };
         if let Outcome::Restored {

@@ -76,6 +76,17 @@ impl McpServer {
         outcome(self.run(ops::RedoRequest::default()))
     }
 
+    /// Revert one past turn, keeping every later change.
+    #[tool(
+        description = "Revert one earlier turn (its number from `log`), keeping every later change: files changed since are merged when the changes touch other lines, otherwise nothing is written and the conflicting files are named. Called while your turn runs, the revert becomes part of this turn. The user can undo it."
+    )]
+    async fn revert(
+        &self,
+        Parameters(request): Parameters<ops::RevertInRunningTurnRequest>,
+    ) -> Result<String, String> {
+        outcome(self.run(request))
+    }
+
     /// Save the workspace's files now, outside any turn.
     #[tool(description = "Save the workspace's files now as a labelled checkpoint.")]
     async fn checkpoint(

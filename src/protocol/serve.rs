@@ -174,6 +174,8 @@ const METHODS: &[(&str, Handler)] = &[
     method::<ops::RedoRequest>(),
     method::<ops::CheckpointRequest>(),
     method::<ops::NavigateRequest>(),
+    method::<ops::RevertRequest>(),
+    method::<ops::RestorePathsRequest>(),
     method::<ops::StatusRequest>(),
     method::<ops::LogRequest>(),
     method::<ops::DiffRequest>(),

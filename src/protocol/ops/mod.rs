@@ -23,6 +23,9 @@
 //! | redo | [`RedoRequest`] | [`OutcomeReport`] | `redo` | `redo` | `/redo` |
 //! | checkpoint | [`CheckpointRequest`] | [`OutcomeReport`] | `checkpoint` | `checkpoint` | `/checkpoint` |
 //! | navigate | [`NavigateRequest`] | [`OutcomeReport`] | `navigate` | | |
+//! | revert a past turn | [`RevertRequest`] | [`RevertResponse`] | `revert` | | `/revert N` |
+//! | revert, within the running turn | [`RevertInRunningTurnRequest`] | [`OutcomeReport`] | | `revert` | |
+//! | restore some paths | [`RestorePathsRequest`] | [`crate::working_copy::DryRun`] | `restore_paths` | | |
 //! | status | [`StatusRequest`] | [`SessionStatus`] | `status` | `status` | |
 //! | log | [`LogRequest`] | [`SessionLog`] | `log` | `log` | `/retrace-log` |
 //! | diff | [`DiffRequest`] | [`Diff`] | `diff` | `diff` | |
@@ -59,7 +62,8 @@ use rmcp::schemars::{self, JsonSchema};
 use serde::{Deserialize, Serialize};
 
 pub use history::{
-    CheckpointRequest, NavigateRequest, RedoRequest, UndoRequest, UndoRunningTurnRequest,
+    CheckpointRequest, NavigateRequest, RedoRequest, RestorePathsRequest,
+    RevertInRunningTurnRequest, RevertRequest, RevertResponse, UndoRequest, UndoRunningTurnRequest,
 };
 pub use read::{DiffRequest, LogRequest, StatusRequest};
 pub use server::{OpenRequest, Opened, ShutdownRequest};

@@ -1,0 +1,84 @@
+//! Restoring some paths of a snapshot ([`crate::working_copy`] does the work), reached from
+//! the facade and from a session alike: its journal records a [`SessionOp`], as every
+//! restore's does, so whichever process recovers an interrupted one reads it.
+
+use super::{Session, SessionOp};
+use crate::error::{Error, RestoreError};
+use crate::object::ObjectId;
+use crate::progress::Progress;
+use crate::restore::RestoreOutcome;
+use crate::working_copy::{DryRun, RestoreOptions, WorkingCopy, normalize_paths};
+
+/// Restores the files and directories `paths` of snapshot `id` in `wc`, or with
+/// `opts.dry_run` plans it: the outcome and the refusal a real restore would meet (a real
+/// restore answers its refusal as [`RestoreError::Dirty`]).
+///
+/// # Errors
+/// As [`crate::Workspace::restore_paths`].
+pub fn restore_paths(
+    wc: &WorkingCopy,
+    id: &ObjectId,
+    paths: &[String],
+    opts: RestoreOptions,
+    progress: &dyn Progress,
+) -> Result<DryRun, Error> {
+    if paths.is_empty() {
+        return Err(RestoreError::Path {
+            path: String::new(),
+            reason: "no paths given: name the files or directories to restore".into(),
+        }
+        .into());
+    }
+    let only = normalize_paths(wc.root(), paths)?;
+    let (outcome, refused) = wc.restore_paths_or_plan::<SessionOp>(id, &only, opts, progress)?;
+    match refused {
+        Some(r) if !opts.dry_run => Err(RestoreError::Dirty { paths: r.paths }.into()),
+        refused => Ok(DryRun { outcome, refused }),
+    }
+}
+
+/// The outcome of a restore [`restore_paths`] ran or planned; a refusal is an error, as a
+/// restore answers it.
+///
+/// # Errors
+/// [`RestoreError::Dirty`] when the plan says the restore would be refused.
+pub fn outcome_of(d: DryRun) -> Result<RestoreOutcome, Error> {
+    match d.refused {
+        Some(r) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+        None => Ok(d.outcome),
+    }
+}
+
+impl Session {
+    /// [`crate::Workspace::restore_paths`] from a session (`serve`'s `restore_paths`).
+    ///
+    /// # Errors
+    /// As [`crate::Workspace::restore_paths`].
+    pub fn restore_paths(
+        &self,
+        id: &ObjectId,
+        paths: &[String],
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<RestoreOutcome, Error> {
+        restore_paths(&self.ws, id, paths, opts, progress).and_then(outcome_of)
+    }
+
+    /// [`crate::Workspace::restore_paths_dry_run`] from a session.
+    ///
+    /// # Errors
+    /// As [`crate::Workspace::restore_paths`], apart from the refusal.
+    pub fn restore_paths_dry_run(
+        &self,
+        id: &ObjectId,
+        paths: &[String],
+        force: bool,
+        progress: &dyn Progress,
+    ) -> Result<DryRun, Error> {
+        let opts = RestoreOptions {
+            force,
+            dry_run: true,
+        };
+        restore_paths(&self.ws, id, paths, opts, progress)
+    }
+}
