@@ -52,7 +52,15 @@ fn the_mcp_tools_over_stdio() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["checkpoint", "diff", "log", "redo", "status", "undo"]
+        [
+            "checkpoint",
+            "diff",
+            "log",
+            "redo",
+            "revert",
+            "status",
+            "undo"
+        ]
     );
     let undo_tool = &list["result"]["tools"]
         .as_array()
@@ -283,4 +291,52 @@ fn requests_sent_all_at_once_are_all_answered_before_the_server_exits() {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, [1, 2, 3, 4], "{}", common::stdout(&o));
+}
+
+/// MCP's `revert` (issue 17): called while the model's turn runs, an earlier turn's change
+/// is taken back as part of the running turn; undoing that turn brings it back.
+#[test]
+fn the_models_revert_during_its_turn_becomes_part_of_the_turn() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    let agent = common::LiveOwner::start();
+    let run = |args: &[&str]| {
+        let o = env.run(RETRACE, args);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+    };
+    let pid = agent.pid();
+    let begin = [
+        "--session",
+        "m",
+        "turn",
+        "begin",
+        "--owner-pid",
+        pid.as_str(),
+    ];
+    run(&begin);
+    env.write("a.txt", "two\n");
+    env.write("t1.txt", "turn 1\n");
+    run(&["--session", "m", "turn", "end"]);
+    run(&begin);
+    env.write("t2.txt", "turn 2\n");
+    let mut m = Mcp::start(&env, "m");
+    let (t, err) = m.call("revert", json!({"turn": 1}));
+    assert!(!err, "{t}");
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert!(!env.path("t1.txt").exists());
+    assert_eq!(env.read("t2.txt"), "turn 2\n");
+    let (t, _) = m.call("status", json!({}));
+    assert!(t.contains("turn 2 in progress"), "{t}");
+    run(&["--session", "m", "turn", "end"]);
+    // Undoing turn 2 undoes its own file and the revert made in it.
+    let (t, err) = m.call("undo", json!({}));
+    assert!(!err, "{t}");
+    assert_eq!(env.read("a.txt"), "two\n");
+    assert_eq!(env.read("t1.txt"), "turn 1\n");
+    assert!(!env.path("t2.txt").exists());
+    // A turn that is not applied cannot be reverted: an error result.
+    let (t, err) = m.call("revert", json!({"turn": 2}));
+    assert!(err && t.contains("not applied"), "{t}");
+    m.close();
+    drop(agent);
 }

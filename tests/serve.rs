@@ -562,3 +562,35 @@ fn diff_answers_unified_patches_of_the_paths_asked_for() {
     assert!(plain.get("patches").is_none(), "{plain}");
     assert_eq!(plain["added"], json!(["b.txt"]));
 }
+
+/// `revert` and `restore_paths` (issue 17): a past turn reverted with later changes kept,
+/// a dry run first; some paths of a snapshot restored, the others untouched.
+#[test]
+fn revert_and_restore_paths_over_serve() {
+    let env = Env::new();
+    let (mut c, s) = one_turn_done(&env);
+    env.write("b.txt", "one\n");
+    c.ok("begin_turn", json!({"session": s, "anchor": "n3"}));
+    c.ok("wait_before", json!({"session": s}));
+    env.write("b.txt", "two\n");
+    c.ok("end_turn", json!({"session": s, "anchor": "n4"}));
+
+    let p = c.ok("revert", json!({"session": s, "turn": 1, "dry_run": true}));
+    assert_eq!(p["would_write"], json!(["a.txt"]), "{p}");
+    assert_eq!(env.read("a.txt"), "agent");
+    let r = c.ok("revert", json!({"session": s, "turn": 1}));
+    assert_eq!(r["result"], "restored", "{r}");
+    assert_eq!(env.read("a.txt"), "original");
+    assert_eq!(env.read("b.txt"), "two\n");
+    let log = c.ok("log", json!({"session": s}));
+    assert_eq!(log["entries"][0]["kind"], "revert", "{log}");
+
+    // Some paths: b.txt as turn 2 found it; a.txt stays as the revert left it.
+    let r = c.ok(
+        "restore_paths",
+        json!({"session": s, "snapshot": "turn:2:before", "paths": ["b.txt"]}),
+    );
+    assert_eq!(r["written"], json!(["b.txt"]), "{r}");
+    assert_eq!(env.read("b.txt"), "one\n");
+    assert_eq!(env.read("a.txt"), "original");
+}
