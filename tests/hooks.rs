@@ -644,3 +644,47 @@ fn a_hook_whose_cwd_moved_into_a_subfolder_still_ends_the_turn_in_its_workspace(
         a.send(&env, "SessionEnd", &sub, json!({"reason": "exit"}));
     }
 }
+
+/// `/revert N` and `/diff [N]` (issue 17), answered by the prompt hook.
+#[test]
+fn revert_and_diff_are_answered_by_the_hook() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    let stop = |env: &Env| {
+        let o = hook(
+            env,
+            &json!({"session_id": "c0ffee", "cwd": env.root(), "hook_event_name": "Stop",
+                "stop_hook_active": false}),
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    assert!(prompt(&env, "change a").status.success());
+    env.write("a.txt", "two\nmore\n");
+    stop(&env);
+    assert!(prompt(&env, "add b").status.success());
+    env.write("b.txt", "b\n");
+    stop(&env);
+    let d = decision(&prompt(&env, "/diff 1"));
+    let reason = d["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("turn 1 changed 1 file(s): +2 -1"),
+        "{reason}"
+    );
+    assert!(reason.contains("M a.txt  +2 -1"), "{reason}");
+    let d = decision(&prompt(&env, "/diff"));
+    assert!(
+        d["reason"].as_str().unwrap().contains("A b.txt  +1 -0"),
+        "{d}"
+    );
+    let d = decision(&prompt(&env, "/revert 1"));
+    let reason = d["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("revert of turn 1: restored files"),
+        "{reason}"
+    );
+    assert_eq!(env.read("a.txt"), "one\n");
+    assert_eq!(env.read("b.txt"), "b\n");
+    // Then /undo takes the revert back.
+    decision(&prompt(&env, "/undo"));
+    assert_eq!(env.read("a.txt"), "two\nmore\n");
+}

@@ -2,8 +2,9 @@
 //! from Claude Code, Codex CLI or Gemini CLI.
 //!
 //! - The prompt event (`UserPromptSubmit`; Gemini's `BeforeAgent`) begins a turn: the
-//!   before-snapshot, within a deadline. The commands `/undo`, `/redo`, `/checkpoint
-//!   [label]` and `/retrace-log` (or `retrace undo|redo|checkpoint [label]|log`, for agents
+//!   before-snapshot, within a deadline. The commands `/undo`, `/redo`, `/revert N`, `/diff
+//!   [N]`, `/checkpoint [label]` and `/retrace-log` (or `retrace undo|redo|revert
+//!   N|diff [N]|checkpoint [label]|log`, for agents
 //!   whose interface keeps `/` to itself) are handled right here and answered with a block
 //!   decision, so no model call happens.
 //! - The stop event (`Stop`; Gemini's `AfterAgent`) and `SessionEnd` end the turn.
@@ -22,8 +23,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ops::{
-    BeginTurnRequest, CheckpointRequest, Context, EndTurnRequest, LogRequest, OpError, Operation,
-    OutcomeReport, RedoRequest, UndoMode, UndoRequest, WaitBeforeRequest,
+    BeginTurnRequest, CheckpointRequest, Context, DiffRequest, EndTurnRequest, LogRequest, OpError,
+    Operation, OutcomeReport, RedoRequest, RevertInRunningTurnRequest, UndoMode, UndoRequest,
+    WaitBeforeRequest,
 };
 use crate::history::Outcome;
 use crate::{Config, Workspace};
@@ -158,12 +160,22 @@ pub enum PromptCommand {
     Checkpoint(Option<String>),
     /// `/retrace-log`: the session's recent turns.
     Log,
+    /// `/revert N`: turn N's file changes taken back, later changes kept.
+    Revert(u64),
+    /// `/diff [N]`: what turn N (default: the applied turn) changed, per file.
+    Diff(Option<u64>),
+}
+
+/// A turn number as typed: `3` or `turn:3`.
+fn turn_number(s: &str) -> Option<u64> {
+    s.strip_prefix("turn:").unwrap_or(s).parse().ok()
 }
 
 impl PromptCommand {
-    /// The command a prompt is, if it is one: exactly `/undo`, `/redo`, `/checkpoint
-    /// [label]` or `/retrace-log` (the slash word in any case), or an exact command line
-    /// `retrace undo|redo|log|checkpoint [label]` (lowercase `retrace`, as in a shell, and a
+    /// The command a prompt is, if it is one: exactly `/undo`, `/redo`, `/revert N`, `/diff
+    /// [N]`, `/checkpoint [label]` or `/retrace-log` (the slash word in any case), or an
+    /// exact command line `retrace undo|redo|log|revert N|diff [N]|checkpoint [label]`
+    /// (lowercase `retrace`, as in a shell, and a
     /// label of one word or in quotes, as the CLI takes it). Ordinary sentences are never
     /// commands: "Retrace checkpoint creation in mod.rs and explain it" reaches the model.
     #[must_use]
@@ -178,6 +190,9 @@ impl PromptCommand {
                 ("undo", true) => Some(PromptCommand::Undo),
                 ("redo", true) => Some(PromptCommand::Redo),
                 ("log", true) => Some(PromptCommand::Log),
+                ("revert", false) => turn_number(label).map(PromptCommand::Revert),
+                ("diff", true) => Some(PromptCommand::Diff(None)),
+                ("diff", false) => turn_number(label).map(|n| PromptCommand::Diff(Some(n))),
                 ("checkpoint", true) => Some(PromptCommand::Checkpoint(None)),
                 ("checkpoint", false) => shell_word(label)
                     .map(|l| PromptCommand::Checkpoint(Some(l).filter(|l| !l.is_empty()))),
@@ -191,6 +206,9 @@ impl PromptCommand {
             ("/undo", true) => Some(PromptCommand::Undo),
             ("/redo", true) => Some(PromptCommand::Redo),
             ("/retrace-log", true) => Some(PromptCommand::Log),
+            ("/revert", false) => turn_number(rest).map(PromptCommand::Revert),
+            ("/diff", true) => Some(PromptCommand::Diff(None)),
+            ("/diff", false) => turn_number(rest).map(|n| PromptCommand::Diff(Some(n))),
             ("/checkpoint", _) => Some(PromptCommand::Checkpoint(
                 Some(rest.to_string()).filter(|l| !l.is_empty()),
             )),
@@ -382,9 +400,25 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         }
         .run(&mut cx),
         PromptCommand::Log => return log(agent, &mut cx),
+        PromptCommand::Diff(n) => return diff(agent, &mut cx, *n),
+        // Between turns (a prompt that is a command begins none): a revert of its own.
+        PromptCommand::Revert(n) => RevertInRunningTurnRequest { turn: *n }.run(&mut cx),
     };
     let OutcomeReport(outcome) = done.map_err(|e| e.to_string())?;
-    let mut reason = format!("retrace: {}", outcome.message());
+    let mut reason = match &command {
+        PromptCommand::Revert(n) => {
+            format!(
+                "retrace: {}",
+                outcome.message_at(Some(&format!("revert of turn {n}")))
+            )
+        }
+        _ => format!("retrace: {}", outcome.message()),
+    };
+    if let (PromptCommand::Revert(n), Outcome::Conflict { .. }) = (&command, &outcome) {
+        reason.push_str(&format!(
+            " (`retrace revert turn:{n} --dry-run` in a shell says why each conflicts)"
+        ));
+    }
     if matches!(outcome, Outcome::Restored { .. })
         && matches!(command, PromptCommand::Undo | PromptCommand::Redo)
     {
@@ -392,6 +426,64 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         reason.push_str(agent.conversation_note(command == PromptCommand::Redo));
     }
     Ok(agent.block(&reason))
+}
+
+/// Most files `/diff` lists.
+const DIFF_LINES: usize = 40;
+
+/// `/diff [N]`: the files turn N (default: the applied turn) changed, with lines added and
+/// removed, as `retrace diff --stat` prints them.
+fn diff(agent: Agent, cx: &mut Context<'_>, n: Option<u64>) -> Result<HookOutput, String> {
+    let log = LogRequest {}.run(cx).map_err(|e| e.to_string())?;
+    let Some(n) = n.or(log.status.cursor) else {
+        return Ok(agent.block("retrace: no turn is applied in this session: nothing to show"));
+    };
+    let entry = log
+        .entries
+        .iter()
+        .find(|e| e.kind != "checkpoint" && e.number == n);
+    let (Some(before), Some(after)) = (entry.and_then(|e| e.before), entry.and_then(|e| e.after))
+    else {
+        return Ok(agent.block(&format!(
+            "retrace: turn {n} has no file snapshots in this session (see /retrace-log)"
+        )));
+    };
+    let request = DiffRequest {
+        from: Some(before.to_hex()),
+        to: Some(after.to_hex()),
+        paths: Vec::new(),
+        patch: true,
+    };
+    let d = request.run(cx).map_err(|e| e.to_string())?;
+    let patches = d.patches.unwrap_or_default();
+    let mut lines = vec![format!(
+        "retrace: turn {n} changed {} file(s): +{} -{} lines",
+        patches.len(),
+        patches.iter().map(|p| p.added).sum::<u64>(),
+        patches.iter().map(|p| p.removed).sum::<u64>()
+    )];
+    for p in patches.iter().take(DIFF_LINES) {
+        let mark = if d.diff.added.contains(&p.path) {
+            "A"
+        } else if d.diff.deleted.contains(&p.path) {
+            "D"
+        } else {
+            "M"
+        };
+        let change = if p.binary {
+            "binary".to_string()
+        } else {
+            format!("+{} -{}", p.added, p.removed)
+        };
+        lines.push(format!("{mark} {}  {change}", p.path));
+    }
+    if patches.len() > DIFF_LINES {
+        lines.push(format!(
+            "... and {} more (`retrace diff turn:{n}:before turn:{n} -p` in a shell shows all)",
+            patches.len() - DIFF_LINES
+        ));
+    }
+    Ok(agent.block(&lines.join("\n")))
 }
 
 fn log(agent: Agent, cx: &mut Context<'_>) -> Result<HookOutput, String> {

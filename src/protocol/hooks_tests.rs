@@ -2,7 +2,7 @@ use super::*;
 
 #[test]
 fn retrace_commands_are_recognised_exactly() {
-    use PromptCommand::{Checkpoint, Log, Redo, Undo};
+    use PromptCommand::{Checkpoint, Diff, Log, Redo, Revert, Undo};
     let cases = [
         ("/undo", Some(Undo)),
         ("  /undo \n", Some(Undo)),
@@ -13,6 +13,16 @@ fn retrace_commands_are_recognised_exactly() {
         ("/redo", Some(Redo)),
         ("/retrace-log", Some(Log)),
         ("retrace log", Some(Log)),
+        ("/revert 3", Some(Revert(3))),
+        ("/revert turn:3", Some(Revert(3))),
+        ("retrace revert 2", Some(Revert(2))),
+        ("/revert", None),
+        ("/revert the last change", None),
+        ("/diff", Some(Diff(None))),
+        ("/diff 4", Some(Diff(Some(4)))),
+        ("retrace diff turn:4", Some(Diff(Some(4)))),
+        ("retrace diff", Some(Diff(None))),
+        ("/diff of main.rs please", None),
         ("/checkpoint", Some(Checkpoint(None))),
         ("/checkpoint ", Some(Checkpoint(None))),
         (

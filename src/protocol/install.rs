@@ -171,6 +171,16 @@ impl Target {
                 "",
             ),
             ("redo", "re-apply the last undone turn's file changes", ""),
+            (
+                "revert",
+                "take back one earlier turn's file changes, keeping later ones",
+                "N",
+            ),
+            (
+                "diff",
+                "list the files a turn changed (default: the last)",
+                "[N]",
+            ),
             ("checkpoint", "mark the workspace as it is now", "[label]"),
             (
                 "retrace-log",
