@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::Session;
 use super::db::SessionKey;
-use super::inspect::{first_line, time_text, timeline};
+use super::inspect::{Among, first_line, time_text, timeline};
 use crate::error::{Error, StoreError};
 use crate::object::{EntryKind, ObjectId};
 use crate::store::StoreReader;
@@ -422,12 +422,13 @@ pub fn blame(wc: &WorkingCopy, only: Option<SessionKey>, path: &str) -> Result<B
 }
 
 impl Session {
-    /// Blames `path` (workspace-relative) through this session's turns only ([`blame`]):
-    /// other sessions' edits count as made between turns.
+    /// Blames `path` (workspace-relative) through this session's turns, or every session's
+    /// ([`blame`]); with this session's only, other sessions' edits count as made between
+    /// turns.
     ///
     /// # Errors
     /// As [`blame`].
-    pub fn blame(&self, path: &str) -> Result<Blame, Error> {
-        blame(&self.ws, Some(self.key), path)
+    pub fn blame(&self, path: &str, among: Among) -> Result<Blame, Error> {
+        blame(&self.ws, self.among(among), path)
     }
 }

@@ -571,14 +571,29 @@ fn resolve(l: &Loaded, reference: &str) -> Result<(&'static str, u64), Error> {
     ))
 }
 
+/// Whose turns a file's history or a blame looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Among {
+    /// Only the session asked.
+    ThisSession,
+    /// Every session of its workspace.
+    AllSessions,
+}
+
 impl Session {
-    /// The turns and checkpoints of this session that changed a path below one of `paths`
-    /// (workspace-relative), newest first ([`file_log`]).
+    /// The session key `among` limits a walk to.
+    pub(crate) fn among(&self, among: Among) -> Option<SessionKey> {
+        (among == Among::ThisSession).then_some(self.key)
+    }
+
+    /// The turns and checkpoints of this session (or of every session of its workspace)
+    /// that changed a path below one of `paths` (workspace-relative), newest first
+    /// ([`file_log`]).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or a snapshot tree is damaged.
-    pub fn file_log(&self, paths: &[String]) -> Result<Vec<FileLogEntry>, Error> {
-        file_log(&self.ws, Some(self.key), paths)
+    pub fn file_log(&self, paths: &[String], among: Among) -> Result<Vec<FileLogEntry>, Error> {
+        file_log(&self.ws, self.among(among), paths)
     }
 
     /// One turn or checkpoint in full: `reference` is `turn:N` (`turn:N:before` names the
