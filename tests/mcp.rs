@@ -52,7 +52,16 @@ fn the_mcp_tools_over_stdio() {
     names.sort_unstable();
     assert_eq!(
         names,
-        ["checkpoint", "diff", "log", "redo", "status", "undo"]
+        [
+            "blame",
+            "checkpoint",
+            "diff",
+            "file_history",
+            "log",
+            "redo",
+            "status",
+            "undo"
+        ]
     );
     let undo_tool = &list["result"]["tools"]
         .as_array()

@@ -6,11 +6,13 @@
 //!
 //! - a turn: its before-snapshot to its after-snapshot (a turn without both changed nothing
 //!   that can be named: conversation-only, expired, pending);
-//! - a checkpoint: the session's last known state when it was taken (what the op log replays
-//!   to just before the checkpoint: the previous turn's after, an undo's or a navigation's
-//!   result, the previous checkpoint) to the checkpoint's snapshot; when the log no longer
-//!   holds it (the turn cap replaced it), the end of the session's previous entry; a
-//!   checkpoint with nothing before it in its session changed nothing;
+//! - a checkpoint: the snapshot the workspace recorded just before it (in the workspace's
+//!   snapshot log, whoever took it: a turn of any session, a `retrace snapshot`) to the
+//!   checkpoint's snapshot, so a checkpoint is credited with exactly the edits it was the
+//!   first to capture, and an edit another session's turn made is that turn's alone (the
+//!   workspace's first snapshot is from nothing). When retention pruned that record: the
+//!   session's last known state when it was taken (what its op log replays to just before
+//!   the checkpoint), else the end of the session's previous entry, else nothing changed;
 //! - a workspace snapshot (`retrace log --snapshots`): the previous snapshot to it, the
 //!   first one from nothing (everything in it is added).
 //!
@@ -140,6 +142,7 @@ pub(crate) struct Item {
 fn entries(
     l: &Loaded,
     ops: &[crate::history::record::OpRecord],
+    snapshots: &[SnapshotRecord],
 ) -> Vec<(LogEntry, Span, Option<u64>)> {
     let applied: HashSet<u64> = l.applied().into_iter().collect();
     let undone: HashSet<u64> = l.state.redo.iter().map(|r| r.0).collect();
@@ -181,11 +184,19 @@ fn entries(
             (e, span, t.ended_ms)
         })
         .chain(l.checkpoints.iter().map(|c| {
-            let span = baseline
-                .get(&c.number)
-                .copied()
-                .flatten()
-                .map(|b| (Some(b), c.snapshot));
+            // Its own record is the newest of its root up to its time (recorded just before).
+            let recorded = snapshots
+                .iter()
+                .rposition(|s| s.root == c.snapshot && s.time_ms <= c.time_ms);
+            let span = match recorded {
+                Some(0) => Some((None, c.snapshot)),
+                Some(i) => Some((Some(snapshots[i - 1].root), c.snapshot)),
+                None => baseline
+                    .get(&c.number)
+                    .copied()
+                    .flatten()
+                    .map(|b| (Some(b), c.snapshot)),
+            };
             let e = LogEntry {
                 kind: "checkpoint",
                 number: c.number,
@@ -225,7 +236,11 @@ fn entries(
 
 /// The items of the sessions `keys` (every session when None), oldest first, without their
 /// changes; with the `Loaded` of each session read.
-fn collect(tx: &ReadTx, keys: Option<&[SessionKey]>) -> Result<(Vec<Item>, Vec<Loaded>), Error> {
+fn collect(
+    tx: &ReadTx,
+    snapshots: &[SnapshotRecord],
+    keys: Option<&[SessionKey]>,
+) -> Result<(Vec<Item>, Vec<Loaded>), Error> {
     let keys: Vec<SessionKey> = match keys {
         Some(k) => k.to_vec(),
         None => db::sessions(tx)?.into_iter().map(|(k, _)| k).collect(),
@@ -237,7 +252,7 @@ fn collect(tx: &ReadTx, keys: Option<&[SessionKey]>) -> Result<(Vec<Item>, Vec<L
         let ops = db::ops(tx, &key)?;
         let name = db::name(tx, &key)?.map(|n| n.name);
         // Newest first within the session; reversed below with the others.
-        for (entry, span, ended_ms) in entries(&l, &ops).into_iter().rev() {
+        for (entry, span, ended_ms) in entries(&l, &ops, snapshots).into_iter().rev() {
             items.push(Item {
                 key,
                 name: name.clone(),
@@ -261,9 +276,10 @@ fn collect(tx: &ReadTx, keys: Option<&[SessionKey]>) -> Result<(Vec<Item>, Vec<L
 
 /// The timeline of turns (for blame): every session's items, or one session's, oldest first.
 pub(crate) fn timeline(wc: &WorkingCopy, only: Option<SessionKey>) -> Result<Vec<Item>, Error> {
+    let snapshots = wc.store().reader()?.snapshots()?;
     let tx = wc.store().begin_read()?;
     let keys = only.map(|k| vec![k]);
-    Ok(collect(&tx, keys.as_deref())?.0)
+    Ok(collect(&tx, &snapshots, keys.as_deref())?.0)
 }
 
 /// The leaf paths `span` changes, sorted.
@@ -426,14 +442,12 @@ fn normalized(paths: &[String]) -> Vec<String> {
 
 /// A session's log (its entries newest first, with `bytes_added`) and its loaded state.
 pub(crate) fn session_log(wc: &WorkingCopy, key: SessionKey) -> Result<(Loaded, Vec<Item>), Error> {
+    let reader = wc.store().reader()?;
+    let snapshots = reader.snapshots()?;
     let tx = wc.store().begin_read()?;
-    let (mut items, mut loaded) = collect(&tx, Some(&[key]))?;
+    let (mut items, mut loaded) = collect(&tx, &snapshots, Some(&[key]))?;
     drop(tx);
-    // Without a snapshot nothing was ever captured: nothing to count.
-    if items.iter().any(|i| i.span.is_some()) {
-        let reader = wc.store().reader()?;
-        fill(&reader, &mut items);
-    }
+    fill(&reader, &mut items);
     items.reverse();
     Ok((loaded.pop().unwrap_or_default(), items))
 }
@@ -449,11 +463,12 @@ pub fn file_log(
     paths: &[String],
 ) -> Result<Vec<FileLogEntry>, Error> {
     let paths = normalized(paths);
+    let reader = wc.store().reader()?;
+    let snapshots = reader.snapshots()?;
     let tx = wc.store().begin_read()?;
     let keys = only.map(|k| vec![k]);
-    let (mut items, _) = collect(&tx, keys.as_deref())?;
+    let (mut items, _) = collect(&tx, &snapshots, keys.as_deref())?;
     drop(tx);
-    let reader = wc.store().reader()?;
     fill(&reader, &mut items);
     let mut out = Vec::new();
     for item in items.into_iter().rev() {
