@@ -561,12 +561,12 @@ fn resolve(l: &Loaded, reference: &str) -> Result<(&'static str, u64), Error> {
     }
     if let Some(rest) = reference.strip_prefix("checkpoint:") {
         let n = number(rest, "checkpoint")?;
-        return match l.checkpoints.iter().any(|c| c.number == n) {
-            true => Ok(("checkpoint", n)),
-            false => Err(unknown(format!(
-                "the session keeps no checkpoint {n} (see `retrace log`)"
-            ))),
-        };
+        if l.checkpoints.iter().any(|c| c.number == n) {
+            return Ok(("checkpoint", n));
+        }
+        return Err(unknown(format!(
+            "the session keeps no checkpoint {n} (see `retrace log`)"
+        )));
     }
     let r = Some(reference);
     if let Some(t) = l.turns.iter().rev().find(|t| {
