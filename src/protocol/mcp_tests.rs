@@ -44,8 +44,7 @@ fn one_turn() -> (
     let turn = session
         .begin_turn(None, Some("rewrite the first line\nplease".into()))
         .unwrap();
-    turn.wait_before(std::time::Duration::from_secs(60))
-        .unwrap();
+    turn.wait_before(std::time::Duration::from_mins(1)).unwrap();
     std::fs::write(dir.path().join("f.txt"), "new\nkept\n").unwrap();
     turn.end(None).unwrap();
     (dir, home, session)

@@ -21,7 +21,7 @@ struct Cli {
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// The session (one agent conversation) for turn, undo, redo, checkpoint, navigate, log,
-    /// status and snapshot names like turn:N: its name or a unique prefix of its key (see
+    /// status, show, blame and snapshot names like turn:N: its name or a unique prefix of its key (see
     /// `retrace sessions`). Without it, the one session with history is used. Empty means
     /// not given.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
