@@ -22,8 +22,9 @@
 //! chunk, counted as stored (compressed; a delta as its delta; an object sharing a frame with
 //! others as its share of the frame's stored bytes, in proportion to its length). An object
 //! is counted once, for the oldest entry that introduced it; one already on the old side of
-//! any change (the version a path had before) is not counted, nor is anything in the first
-//! turn's before-snapshot. Trees are **not** counted (every change rewrites the trees on its
+//! any change (the version a path had before) is not counted. What no entry's change ever
+//! mentioned is unknown to the walk: a new file whose content equals that of a file no entry
+//! changed (a copy of an untouched file) is counted although the store had it. Trees are **not** counted (every change rewrites the trees on its
 //! paths, which are small and stored whole), nor are objects since removed by garbage
 //! collection (0). Across sessions (`retrace log -- PATH` without `--session`) the walk is
 //! over every session's entries together, so an object two sessions stored counts once.
