@@ -322,6 +322,15 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+    /// A path or an entry given to a command that reads history (`show`, `blame`) names
+    /// nothing it can read: no such entry, no such file, a binary file.
+    #[error("{name}: {reason}")]
+    Inspect {
+        /// The path or reference given.
+        name: String,
+        /// Why, and what to give instead.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -256,6 +256,41 @@ impl Workspace {
         Session::open(&self.wc, &self.runtimes, id, true)
     }
 
+    /// The turns and checkpoints of every session that changed a path below one of `paths`
+    /// (workspace-relative), newest first, each naming its session
+    /// ([`crate::history::inspect::file_log`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read or a snapshot tree is damaged.
+    pub fn file_log(
+        &self,
+        paths: &[String],
+    ) -> Result<Vec<crate::history::inspect::FileLogEntry>, Error> {
+        crate::history::inspect::file_log(&self.wc, None, paths)
+    }
+
+    /// The workspace's snapshots, newest first, with the bytes each added; with `paths`,
+    /// only those that changed one of them ([`crate::history::inspect::snapshot_log`]).
+    ///
+    /// # Errors
+    /// As [`Workspace::file_log`].
+    pub fn snapshot_log(
+        &self,
+        paths: &[String],
+    ) -> Result<Vec<crate::history::inspect::SnapshotLogEntry>, Error> {
+        crate::history::inspect::snapshot_log(&self.wc, paths)
+    }
+
+    /// Every line of the file `path` on disk with the turn (of any session) that wrote it
+    /// ([`crate::history::blame::blame`]).
+    ///
+    /// # Errors
+    /// [`Error::Inspect`] for a path that is not a text file of the workspace;
+    /// [`Error::Store`].
+    pub fn blame(&self, path: &str) -> Result<crate::history::blame::Blame, Error> {
+        crate::history::blame::blame(&self.wc, None, path)
+    }
+
     /// Every object id GC must keep (see [`crate::retention::gc_roots`]).
     ///
     /// # Errors

@@ -27,6 +27,7 @@ mod hooks;
 mod hostile;
 mod ignore;
 mod incremental;
+mod inspect;
 mod install;
 mod leases;
 mod mcp;

@@ -53,8 +53,10 @@ fn the_mcp_tools_over_stdio() {
     assert_eq!(
         names,
         [
+            "blame",
             "checkpoint",
             "diff",
+            "file_history",
             "log",
             "redo",
             "revert",

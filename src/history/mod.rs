@@ -29,7 +29,9 @@
 //! # }
 //! ```
 
+pub mod blame;
 pub mod db;
+pub mod inspect;
 pub mod list;
 pub mod liveness;
 mod navigate;
@@ -42,7 +44,6 @@ pub mod state;
 mod turn;
 mod undo;
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, PoisonError};
 
@@ -165,6 +166,9 @@ pub struct LogEntry {
     pub reverts: Option<u64>,
     /// Paths a revert merged.
     pub merged: Vec<String>,
+    /// Stored bytes of the objects it added to the store, computed by walking the log
+    /// oldest first (see [`inspect`]: trees are not counted).
+    pub bytes_added: u64,
 }
 
 /// A session's state as a host shows it.
@@ -558,63 +562,13 @@ impl Session {
         Ok(self.status_of(&self.load()?))
     }
 
-    /// The session's turns and checkpoints, newest first, with what each changed.
+    /// The session's turns and checkpoints, newest first, with what each changed and the
+    /// bytes it added to the store ([`inspect`]).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read.
     pub fn log(&self) -> Result<SessionLog, Error> {
-        let l = self.load()?;
-        let applied: HashSet<u64> = l.applied().into_iter().collect();
-        let undone: HashSet<u64> = l.state.redo.iter().map(|r| r.0).collect();
-        let mut entries: Vec<LogEntry> = l
-            .turns
-            .iter()
-            .map(|t| {
-                let revert = l.reverts(t.number);
-                LogEntry {
-                    kind: if revert.is_some() { "revert" } else { "turn" },
-                    number: t.number,
-                    time_ms: t.began_ms,
-                    state: Some(t.state),
-                    reason: t.reason.clone(),
-                    text: match revert {
-                        Some(r) => Some(format!("revert of turn {}", r.reverts)),
-                        None => t.prompt.clone(),
-                    },
-                    anchor: t.anchor.clone(),
-                    leaf: t.leaf.clone(),
-                    before: t.before,
-                    after: t.after,
-                    counts: t.counts,
-                    applied: applied.contains(&t.number),
-                    undone: undone.contains(&t.number),
-                    reverts: revert.map(|r| r.reverts),
-                    merged: revert.map(|r| r.merged.clone()).unwrap_or_default(),
-                }
-            })
-            .chain(l.checkpoints.iter().map(|c| LogEntry {
-                kind: "checkpoint",
-                number: c.number,
-                time_ms: c.time_ms,
-                state: None,
-                reason: None,
-                text: c.label.clone(),
-                anchor: None,
-                leaf: None,
-                before: Some(c.snapshot),
-                after: None,
-                counts: record::Counts::default(),
-                applied: false,
-                undone: false,
-                reverts: None,
-                merged: Vec::new(),
-            }))
-            .collect();
-        entries.sort_by_key(|e| std::cmp::Reverse(e.time_ms));
-        Ok(SessionLog {
-            status: self.status_of(&l),
-            entries,
-        })
+        inspect::log_of(self)
     }
 }
 

@@ -1,6 +1,7 @@
 //! `retrace mcp`: model-facing tools over MCP (the official `rmcp` SDK, stdio transport).
 //! The model can undo or redo the session's turns, take a checkpoint, and look at the log,
-//! a diff and the status; each tool answers one line of text (the log and diff a few). A
+//! a diff, the status, a file's history and a file's lines by turn (blame); each tool
+//! answers one line of text (the log, diff, file history and blame a few, cut at 64 KiB). A
 //! refusal (conflict, busy, nothing to undo) or failure is a tool result with `isError`.
 //!
 //! The model calls tools during its own turn: `undo` then puts back the files the running
@@ -144,6 +145,44 @@ impl McpServer {
         Ok(out)
     }
 
+    /// The turns and checkpoints that changed a file.
+    #[tool(
+        description = "The history of a file (or of the files below a directory): the turns and checkpoints that changed it, newest first, every session's unless `this_session_only`, each with its session, time, lines added and removed there, the bytes it added to the store and its prompt's first line."
+    )]
+    async fn file_history(
+        &self,
+        Parameters(request): Parameters<ops::FileHistoryRequest>,
+    ) -> Result<String, String> {
+        let h = self.run(request).map_err(|e| failed(&e))?;
+        if h.entries.is_empty() {
+            return Ok("no turn or checkpoint changed it".into());
+        }
+        let text = crate::history::inspect::file_log_text(&h.entries);
+        Ok(cap_text(
+            &text,
+            TEXT_CAP,
+            "history",
+            "give `max` for fewer entries",
+        ))
+    }
+
+    /// Every line of a file with the turn that wrote it.
+    #[tool(
+        description = "Blame a file by agent turn: every line of the file as it is on disk now, with the turn that wrote it (session, time, prompt), or `between turns` (edited outside a turn), `unsnapshotted` (in no snapshot yet) or `before retrace`."
+    )]
+    async fn blame(
+        &self,
+        Parameters(request): Parameters<ops::BlameRequest>,
+    ) -> Result<String, String> {
+        let b = self.run(request).map_err(|e| failed(&e))?;
+        Ok(cap_text(
+            &b.text(),
+            TEXT_CAP,
+            "blame",
+            "the rest of the file is left out",
+        ))
+    }
+
     /// Whether undo and redo are possible.
     #[tool(description = "Whether undo and redo are possible, and which turn is applied.")]
     async fn status(&self) -> Result<String, String> {
@@ -163,8 +202,17 @@ impl McpServer {
 /// The most patch text a `diff` tool answer carries.
 const PATCH_CAP: usize = 64 * 1024;
 
+/// The most text a `file_history` or `blame` tool answer carries.
+const TEXT_CAP: usize = 64 * 1024;
+
 /// `text` cut at a line boundary under `cap` bytes, saying how much was left out.
 fn cap_patch(text: &str, cap: usize) -> String {
+    cap_text(text, cap, "patch", "give `paths` to see the rest")
+}
+
+/// `text` cut at a line boundary under `cap` bytes, saying that the `what` was cut, how much
+/// was left out, and `hint`.
+fn cap_text(text: &str, cap: usize, what: &str, hint: &str) -> String {
     if text.len() <= cap {
         return text.to_string();
     }
@@ -172,7 +220,7 @@ fn cap_patch(text: &str, cap: usize) -> String {
         .rfind('\n')
         .map_or(0, |i| i + 1);
     format!(
-        "{}[patch cut at {} KiB: {} more bytes; give `paths` to see the rest]",
+        "{}[{what} cut at {} KiB: {} more bytes; {hint}]",
         &text[..cut],
         cap / 1024,
         text.len() - cut

@@ -141,7 +141,9 @@ fn failed(e: &Error) -> Failure {
 /// An operation's failure as an error answer.
 fn failure(e: &OpError) -> Failure {
     match e {
-        OpError::NoTurn => Failure::new(code::INVALID_PARAMS, e.to_string()),
+        OpError::NoTurn | OpError::InvalidParams(_) => {
+            Failure::new(code::INVALID_PARAMS, e.to_string())
+        }
         OpError::Failed(_) | OpError::NoSnapshot => Failure::new(code::FAILED, e.to_string()),
     }
 }
@@ -179,6 +181,9 @@ const METHODS: &[(&str, Handler)] = &[
     method::<ops::StatusRequest>(),
     method::<ops::LogRequest>(),
     method::<ops::DiffRequest>(),
+    method::<ops::FileHistoryRequest>(),
+    method::<ops::ShowRequest>(),
+    method::<ops::BlameRequest>(),
     (ops::ShutdownRequest::METHOD, Server::shutdown),
 ];
 

@@ -21,7 +21,7 @@ struct Cli {
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// The session (one agent conversation) for turn, undo, redo, checkpoint, navigate, log,
-    /// status and snapshot names like turn:N: its name or a unique prefix of its key (see
+    /// status, show, blame and snapshot names like turn:N: its name or a unique prefix of its key (see
     /// `retrace sessions`). Without it, the one session with history is used. Empty means
     /// not given.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
@@ -54,6 +54,29 @@ enum Command {
         #[arg(short = 'n', long = "max-count", value_name = "N")]
         max: Option<usize>,
         /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Only the entries that changed these files or directories (relative to the
+        /// workspace root), after `--`; without `--session`, across every session.
+        #[arg(last = true)]
+        paths: Vec<String>,
+    },
+    /// One turn or checkpoint of the session: its prompt in full, times, state, the paths it
+    /// changed with their lines, and the bytes it added to the store.
+    Show {
+        /// `turn:N`, `checkpoint:N`, a checkpoint label or a host anchor.
+        #[arg(value_name = "REF")]
+        reference: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every line of a file as it is on disk, with the agent turn that wrote it (every
+    /// session's turns, or the `--session`'s), `unsnapshotted` or `before retrace`.
+    Blame {
+        /// The file, relative to the workspace root.
+        path: String,
+        /// Print JSON: line ranges with their origins.
         #[arg(long)]
         json: bool,
     },
@@ -212,8 +235,8 @@ enum Command {
     /// Serve the library over newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent
     /// adapters; see docs/protocol.md).
     Serve,
-    /// Serve model-facing tools (undo, redo, checkpoint, log, diff, status) over MCP on
-    /// stdio, for the session `--session` / `RETRACE_SESSION` names.
+    /// Serve model-facing tools (undo, redo, checkpoint, log, diff, status, file_history,
+    /// blame) over MCP on stdio, for the session `--session` / `RETRACE_SESSION` names.
     Mcp,
     /// Handle one agent hook event (JSON on stdin). Never fails the agent: errors are one
     /// line on stderr and exit 0.
@@ -386,7 +409,8 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
         Some(
             Error::Store(retrace::StoreError::BadSnapshotId(_))
             | Error::NoSuchOwner { .. }
-            | Error::Anchor { .. },
+            | Error::Anchor { .. }
+            | Error::Inspect { .. },
         ) => ("usage", USAGE),
         Some(Error::Restore(r)) if matches!(**r, RestoreError::Path { .. }) => ("usage", USAGE),
         _ => ("error", FAILED),
@@ -454,6 +478,19 @@ fn open_reading(dir: Option<&PathBuf>) -> Result<Result<Workspace, NoStore>> {
         }));
     }
     open_with(dir, config, true).map(Ok)
+}
+
+/// [`open_reading`] for `show` and `blame`, which need a history: none yet is a usage error.
+fn reading_history(dir: Option<&PathBuf>) -> Result<Workspace> {
+    match open_reading(dir)? {
+        Ok(ws) => Ok(ws),
+        Err(none) => Err(Usage(format!(
+            "{} has no history yet: turns appear once an agent's hooks run (see `retrace \
+             install`), snapshots with `retrace snapshot`",
+            none.root.display()
+        ))
+        .into()),
+    }
 }
 
 /// A workspace with no store yet: what a read-only command answers from.
@@ -780,7 +817,7 @@ fn print_warnings_from(ws: &Workspace, skip: usize) {
 }
 
 fn run(cli: Cli) -> Result<u8> {
-    use commands::{agents, config, demo, docs, history, maintenance, snapshot};
+    use commands::{agents, config, demo, docs, history, inspect, maintenance, snapshot};
     // An empty `RETRACE_SESSION=` (or `--session ''`) means unset, as for any variable.
     let (dir, sid) = (
         cli.dir.as_ref(),
@@ -913,12 +950,34 @@ fn run(cli: Cli) -> Result<u8> {
             snapshots,
             max,
             json,
+            paths,
         } => match sid {
+            Some(id) if !snapshots && !paths.is_empty() => {
+                inspect::session_file_log(session_reading(dir, id)?.as_ref(), &paths, max, json)
+            }
             Some(id) if !snapshots => {
                 history::log(session_reading(dir, id)?.as_ref(), id, max, json)
             }
-            _ => snapshot::log(open_reading(dir)?.as_ref(), max, json),
+            None if !snapshots && !paths.is_empty() => {
+                inspect::file_log(open_reading(dir)?.ok().as_ref(), &paths, max, json)
+            }
+            _ => snapshot::log(open_reading(dir)?.as_ref(), &paths, max, json),
         },
+        Command::Show { reference, json } => {
+            let ws = reading_history(dir)?;
+            inspect::show(&session_of(&ws, sid, Pick::History)?, &reference, json)
+        }
+        Command::Blame { path, json } => {
+            let ws = reading_history(dir)?;
+            match sid {
+                Some(_) => {
+                    let s = session_of(&ws, sid, Pick::History)?;
+                    let among = retrace::history::inspect::Among::ThisSession;
+                    inspect::blame(&s.blame(&path, among)?, json)
+                }
+                None => inspect::blame(&ws.blame(&path)?, json),
+            }
+        }
         Command::Diff {
             a,
             b,

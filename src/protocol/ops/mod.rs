@@ -29,6 +29,9 @@
 //! | status | [`StatusRequest`] | [`SessionStatus`] | `status` | `status` | |
 //! | log | [`LogRequest`] | [`SessionLog`] | `log` | `log` | `/retrace-log` |
 //! | diff | [`DiffRequest`] | [`Diff`] | `diff` | `diff` | |
+//! | a file's history | [`FileHistoryRequest`] | [`FileHistory`] | `file_history` | `file_history` | |
+//! | one entry in full | [`ShowRequest`] | [`EntryDetail`] | `show` | | |
+//! | lines by turn | [`BlameRequest`] | [`Blame`] | `blame` | `blame` | |
 //!
 //! `serve` also takes [`OpenRequest`] (answered with [`Opened`]) and [`ShutdownRequest`]:
 //! they act on the server's own table of sessions, not on a session, so `serve` runs them.
@@ -42,7 +45,8 @@
 //!    `#[serde(default)]`; a required one is not, and the first sentence of its doc comment
 //!    says what it is. The requests are grouped by what they touch, one file each: the
 //!    turn (begin, wait, round, end), history (undo, redo, checkpoint, navigate), reading
-//!    (status, log, diff), and the server's own (open, shutdown).
+//!    (status, log, diff), inspecting (file history, show, blame), and the server's own
+//!    (open, shutdown).
 //! 2. `serve`: one line in its method table, `method::<ops::NewRequest>()`; it then reads
 //!    and checks the parameters (every -32602 answer naming the parameter), finds the
 //!    session, runs the operation and answers its response as JSON. Document the method in
@@ -54,6 +58,7 @@
 //!    [`WaitBeforeRequest`] with the hook's deadline.
 
 mod history;
+mod inspect;
 mod read;
 mod server;
 mod turn;
@@ -65,6 +70,7 @@ pub use history::{
     CheckpointRequest, NavigateRequest, RedoRequest, RestorePathsRequest,
     RevertInRunningTurnRequest, RevertRequest, RevertResponse, UndoRequest, UndoRunningTurnRequest,
 };
+pub use inspect::{BlameRequest, FileHistory, FileHistoryRequest, ShowRequest};
 pub use read::{DiffRequest, LogRequest, StatusRequest};
 pub use server::{OpenRequest, Opened, ShutdownRequest};
 pub use turn::{BeginTurnRequest, EndTurnRequest, RoundRequest, TurnBegun, WaitBeforeRequest};
@@ -72,6 +78,10 @@ pub use turn::{BeginTurnRequest, EndTurnRequest, RoundRequest, TurnBegun, WaitBe
 use crate::Error;
 #[cfg(doc)]
 use crate::diff::Diff;
+#[cfg(doc)]
+use crate::history::blame::Blame;
+#[cfg(doc)]
+use crate::history::inspect::EntryDetail;
 #[cfg(doc)]
 use crate::history::{BeforeStatus, SessionLog, SessionStatus, TurnSummary};
 use crate::history::{Mode, OpOptions, Outcome, Report, Session, Turn};
@@ -130,6 +140,9 @@ pub enum OpError {
     /// A diff from the last known state, and the session knows none yet.
     #[error("no snapshot to compare with yet")]
     NoSnapshot,
+    /// The parameters do not make a request (the message says which to give).
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
 }
 
 /// An operation: a request that runs against the library and answers `Response`.

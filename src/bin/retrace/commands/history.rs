@@ -332,11 +332,11 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
         println!("session {name} has no turns yet");
         return Ok(OK);
     }
-    let rows: Vec<[String; 5]> = log
+    let rows: Vec<[String; 6]> = log
         .entries
         .iter()
         .map(|e| {
-            let mark = if log.status.cursor == Some(e.number) && e.kind == "turn" {
+            let mark = if log.status.cursor == Some(e.number) && e.kind != "checkpoint" {
                 "@"
             } else if e.undone {
                 "u"
@@ -345,7 +345,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
             } else {
                 " "
             };
-            let what = if e.kind == "turn" {
+            let what = if e.kind != "checkpoint" {
                 let state = match e.state {
                     Some(retrace::TurnState::Complete) | None => String::new(),
                     Some(st) => format!(" [{}]", st.name().replace('_', " ")),
@@ -362,14 +362,15 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
                 format!("{}:{}", e.kind, e.number),
                 super::format_time(e.time_ms),
                 what,
+                retrace::config::bytes_approx(e.bytes_added),
                 first_line(e.text.as_deref().unwrap_or("")),
             ]
         })
         .collect();
     let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
-    let (w1, w3) = (width(1), width(3));
-    for [mark, id, time, what, text] in &rows {
-        println!("{mark} {id:<w1$}  {time}  {what:<w3$}  {text}");
+    let (w1, w3, w4) = (width(1), width(3), width(4));
+    for [mark, id, time, what, bytes, text] in &rows {
+        println!("{mark} {id:<w1$}  {time}  {what:<w3$}  {bytes:>w4$}  {text}");
     }
     println!("(@ cursor, * applied, u undone: redo re-applies the most recently undone)");
     println!("(the workspace's snapshots, safety snapshots too: `retrace log --snapshots`)");

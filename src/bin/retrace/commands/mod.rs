@@ -6,6 +6,7 @@ pub mod config;
 pub mod demo;
 pub mod docs;
 pub mod history;
+pub mod inspect;
 pub mod maintenance;
 pub mod snapshot;
 

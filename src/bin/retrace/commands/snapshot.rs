@@ -43,10 +43,15 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8>
     Ok(OK)
 }
 
-/// `retrace log`.
-pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> Result<u8> {
+/// `retrace log` (`--snapshots`): with `paths`, only the snapshots that changed them.
+pub fn log(
+    ws: Result<&Workspace, &NoStore>,
+    paths: &[String],
+    max: Option<usize>,
+    json: bool,
+) -> Result<u8> {
     let mut log = match ws {
-        Ok(ws) => ws.log()?,
+        Ok(ws) => ws.snapshot_log(paths)?,
         Err(_) => Vec::new(),
     };
     let empty = log.is_empty();
@@ -54,12 +59,20 @@ pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> 
     if json {
         let rows: Vec<_> = log
             .iter()
-            .map(|s| {
-                serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
-                "label": s.label, "files": s.files, "bytes": s.bytes})
+            .map(|e| {
+                let s = &e.snapshot;
+                let mut v = serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
+                "label": s.label, "files": s.files, "bytes": s.bytes,
+                "bytes_added": e.bytes_added});
+                if !paths.is_empty() {
+                    v["paths"] = serde_json::to_value(&e.paths).unwrap_or_default();
+                }
+                v
             })
             .collect();
         print_json(&serde_json::Value::Array(rows));
+    } else if empty && !paths.is_empty() {
+        println!("no snapshot changed {}", paths.join(", "));
     } else if empty {
         // An empty answer is a success (as `--json`'s `[]` is). Where files are never
         // snapshotted, no snapshot command is suggested.
@@ -72,9 +85,21 @@ pub fn log(ws: Result<&Workspace, &NoStore>, max: Option<usize>, json: bool) -> 
             None => println!("no snapshots yet; take one with `retrace snapshot`"),
         }
     } else {
-        for s in &log {
+        let added: Vec<String> = log.iter().map(|e| bytes_approx(e.bytes_added)).collect();
+        let width = added.iter().map(String::len).max().unwrap_or(0);
+        for (e, bytes) in log.iter().zip(&added) {
+            let s = &e.snapshot;
+            let lines = if paths.is_empty() {
+                String::new()
+            } else {
+                let (a, r) = e
+                    .paths
+                    .iter()
+                    .fold((0, 0), |(a, r), p| (a + p.added, r + p.removed));
+                format!("+{a} -{r}  ")
+            };
             println!(
-                "{}  {}  {:>6} files  {}",
+                "{}  {}  {:>6} files  {bytes:>width$} added  {lines}{}",
                 s.root.short(),
                 format_time(s.time_ms),
                 s.files,

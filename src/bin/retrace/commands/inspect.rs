@@ -1,0 +1,78 @@
+//! Reading history by path and by entry (issue 17): `log -- PATH`, `show`, `blame`. The
+//! library computes and formats ([`retrace::history::inspect`], [`retrace::history::blame`]);
+//! these print.
+
+use anyhow::Result;
+use retrace::history::blame::Blame;
+use retrace::history::inspect::{FileLogEntry, file_log_text};
+use retrace::{Session, Workspace};
+
+use super::print_json;
+use crate::OK;
+
+/// Prints a file's history, at most `max` entries.
+fn print_file_log(
+    mut entries: Vec<FileLogEntry>,
+    paths: &[String],
+    max: Option<usize>,
+    json: bool,
+) -> Result<u8> {
+    entries.truncate(max.unwrap_or(usize::MAX));
+    if json {
+        print_json(&serde_json::to_value(&entries)?);
+    } else if entries.is_empty() {
+        println!("no turn or checkpoint changed {}", paths.join(", "));
+    } else {
+        print!("{}", file_log_text(&entries));
+    }
+    Ok(OK)
+}
+
+/// `retrace log -- PATH...` without a session: every session's entries that changed them.
+pub fn file_log(
+    ws: Option<&Workspace>,
+    paths: &[String],
+    max: Option<usize>,
+    json: bool,
+) -> Result<u8> {
+    let entries = match ws {
+        Some(ws) => ws.file_log(paths)?,
+        None => Vec::new(),
+    };
+    print_file_log(entries, paths, max, json)
+}
+
+/// `retrace log --session S -- PATH...`.
+pub fn session_file_log(
+    s: Option<&Session>,
+    paths: &[String],
+    max: Option<usize>,
+    json: bool,
+) -> Result<u8> {
+    let entries = match s {
+        Some(s) => s.file_log(paths, retrace::history::inspect::Among::ThisSession)?,
+        None => Vec::new(),
+    };
+    print_file_log(entries, paths, max, json)
+}
+
+/// `retrace show REF`.
+pub fn show(s: &Session, reference: &str, json: bool) -> Result<u8> {
+    let detail = s.show(reference)?;
+    if json {
+        print_json(&serde_json::to_value(&detail)?);
+    } else {
+        print!("{}", detail.text());
+    }
+    Ok(OK)
+}
+
+/// `retrace blame PATH`.
+pub fn blame(b: &Blame, json: bool) -> Result<u8> {
+    if json {
+        print_json(&serde_json::to_value(b)?);
+    } else {
+        print!("{}", b.text());
+    }
+    Ok(OK)
+}
