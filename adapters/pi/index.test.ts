@@ -67,7 +67,16 @@ function scriptedHost(options: { hasUI: boolean; kind?: string }) {
 	const emit = async (event: string, payload: any = {}) => {
 		for (const h of handlers.get(event) ?? []) await h(payload, ctx);
 	};
-	return { ctx, workspace, notes, selects, navigations, append, emit, command: (name: string) => commands.get(name)?.("", ctx) };
+	return {
+		ctx,
+		workspace,
+		notes,
+		selects,
+		navigations,
+		append,
+		emit,
+		command: (name: string, args = "") => commands.get(name)?.(args, ctx),
+	};
 }
 
 test("a subagent session is not checkpointed and /undo says so", async () => {
@@ -103,5 +112,39 @@ test("without a UI, /undo restores files and conversation without asking", async
 	await host.command("redo");
 	assert.equal(fs.readFileSync(path.join(host.workspace, "made.txt"), "utf8"), "by the agent\n");
 	assert.deepEqual(host.navigations, ["e2", "e3"]);
+	await host.emit("session_shutdown");
+});
+
+test("/revert N takes back an earlier prompt's files and /diff [N] lists what a prompt changed", async () => {
+	const host = scriptedHost({ hasUI: false });
+	await host.emit("session_start");
+	const prompt = async (text: string, work: () => void) => {
+		host.append("user");
+		await host.emit("before_agent_start", { prompt: text });
+		await host.emit("tool_call", { toolName: "write" });
+		work();
+		host.append("assistant");
+		await host.emit("agent_end");
+		await host.emit("agent_settled");
+	};
+	const file = (name: string) => path.join(host.workspace, name);
+	await prompt("first", () => fs.writeFileSync(file("one.txt"), "one\ntwo\n"));
+	await prompt("second", () => fs.writeFileSync(file("two.txt"), "2\n"));
+
+	await host.command("diff", "1");
+	assert.match(host.notes.at(-1) ?? "", /turn 1 changed 1 file\(s\)\nA one.txt  \+2 -0/);
+	await host.command("diff");
+	assert.match(host.notes.at(-1) ?? "", /turn 2 changed 1 file\(s\)\nA two.txt/);
+	await host.command("revert", "x");
+	assert.match(host.notes.at(-1) ?? "", /takes a turn number/);
+
+	await host.command("revert", "1");
+	assert.ok(!fs.existsSync(file("one.txt")), host.notes.join("\n"));
+	assert.equal(fs.readFileSync(file("two.txt"), "utf8"), "2\n");
+	assert.match(host.notes.at(-1) ?? "", /restored files/);
+	// /undo takes the revert back; the conversation does not move for it.
+	await host.command("undo");
+	assert.equal(fs.readFileSync(file("one.txt"), "utf8"), "one\ntwo\n");
+	assert.deepEqual(host.navigations, []);
 	await host.emit("session_shutdown");
 });

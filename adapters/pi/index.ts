@@ -440,4 +440,47 @@ export default function retrace(pi: Host): void {
 			if (saved) notify(ctx, `retrace: ${saved.message}`, saved.ok ? "info" : "warning");
 		}),
 	});
+
+	/** A turn number as typed after a command: `3` or `turn:3`; null when absent or not one. */
+	const turnArg = (args: string): number | null | undefined => {
+		const text = args.trim().replace(/^turn:/, "");
+		if (text === "") return undefined;
+		return /^[0-9]+$/.test(text) ? Number(text) : null;
+	};
+
+	pi.registerCommand("revert", {
+		description: "Revert one earlier prompt's file changes, keeping every later change: /revert N (retrace)",
+		handler: guard(async (args: string, ctx) => {
+			const n = turnArg(args);
+			if (n == null) return notify(ctx, "retrace: /revert takes a turn number (see /diff or `retrace log`), e.g. /revert 2", "warning");
+			if (!(await ready(ctx, "revert"))) return;
+			const reverted: Outcome | null = await call(ctx, "revert", { turn: n });
+			if (!reverted) return;
+			notify(ctx, `retrace: ${reverted.message}`, reverted.ok ? "info" : "warning");
+		}),
+	});
+
+	pi.registerCommand("diff", {
+		description: "List the files a prompt changed, with lines added and removed: /diff [N] (retrace)",
+		handler: guard(async (args: string, ctx) => {
+			let n = turnArg(args);
+			if (n === null) return notify(ctx, "retrace: /diff takes a turn number, e.g. /diff 2 (default: the last)", "warning");
+			if (!(await ready(ctx, "diff"))) return;
+			if (n === undefined) {
+				const status = await call(ctx, "status");
+				if (!status) return;
+				if (status.cursor == null) return notify(ctx, "retrace: no turn is applied: nothing to show");
+				n = status.cursor as number;
+			}
+			const shown = await call(ctx, "show", { ref: `turn:${n}` });
+			if (!shown) return;
+			const paths: { path: string; change: string; added: number; removed: number; binary: boolean }[] = shown.paths ?? [];
+			const lines = [`retrace: turn ${n} changed ${paths.length} file(s)`];
+			for (const p of paths.slice(0, 40)) {
+				lines.push(`${p.change} ${p.path}  ${p.binary ? "binary" : `+${p.added} -${p.removed}`}`);
+			}
+			if (paths.length > 40) lines.push(`... and ${paths.length - 40} more (retrace show turn:${n})`);
+			notify(ctx, lines.join("\n"));
+		}),
+	});
 }
