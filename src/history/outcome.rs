@@ -183,15 +183,17 @@ impl Outcome {
                 merged,
                 ..
             } => {
+                let merged = if merged.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} merged", merged.len())
+                };
                 let mut m = format!(
-                    "{}restored files ({} written, {} deleted)",
+                    "{}restored files ({} written, {} deleted{merged})",
                     turn(t),
                     files_written.len(),
                     files_deleted.len()
                 );
-                if !merged.is_empty() {
-                    let _ = write!(m, ", {} merged", merged.len());
-                }
                 if !skipped.is_empty() {
                     let _ = write!(m, ", {} left alone", skipped.len());
                 }
