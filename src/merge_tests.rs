@@ -18,6 +18,6 @@ fn changes_on_different_lines_merge_and_the_same_lines_conflict() {
 #[test]
 fn binary_and_oversized_files_are_not_merged() {
     assert_eq!(three_way(b"a\n", b"a\0\n", b"b\n"), Err(Unmerged::Binary));
-    let big = vec![b'x'; MAX_MERGE_BYTES as usize + 1];
+    let big = vec![b'x'; usize::try_from(MAX_MERGE_BYTES).unwrap() + 1];
     assert_eq!(three_way(&big, b"a\n", b"b\n"), Err(Unmerged::TooLarge));
 }

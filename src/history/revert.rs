@@ -184,7 +184,7 @@ impl Session {
         let (before, after) = match Self::revertible(&l, n) {
             Ok(sides) => sides,
             Err(refusal) => {
-                preview.refused = Some(refusal);
+                preview.refused = Some(*refusal);
                 return Ok(preview);
             }
         };
@@ -219,8 +219,8 @@ impl Session {
     }
 
     /// Turn `n`'s before and after snapshots, or why it cannot be reverted.
-    fn revertible(l: &Loaded, n: u64) -> Result<(ObjectId, ObjectId), Outcome> {
-        let nothing = |detail: String| Outcome::NothingToUndo { detail };
+    fn revertible(l: &Loaded, n: u64) -> Result<(ObjectId, ObjectId), Box<Outcome>> {
+        let nothing = |detail: String| Box::new(Outcome::NothingToUndo { detail });
         let Some(t) = l.turn(n) else {
             return Err(nothing(format!(
                 "turn {n} is not in this session's history (see `retrace log`)"
@@ -404,7 +404,7 @@ impl Session {
     ) -> Result<Outcome, Error> {
         let (before, after) = match Self::revertible(l, n) {
             Ok(sides) => sides,
-            Err(refusal) => return Ok(refusal),
+            Err(refusal) => return Ok(*refusal),
         };
         let mut disk = lock.store_disk(opts.progress)?;
         let reader = self.ws.store().reader()?;

@@ -17,6 +17,7 @@
 //! the requests a hook event makes; what is the hooks' own (the remembered workspace, the
 //! second `Stop` that extends a turn, the answers to the agent) is here.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -415,9 +416,10 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         _ => format!("retrace: {}", outcome.message()),
     };
     if let (PromptCommand::Revert(n), Outcome::Conflict { .. }) = (&command, &outcome) {
-        reason.push_str(&format!(
+        let _ = write!(
+            reason,
             " (`retrace revert turn:{n} --dry-run` in a shell says why each conflicts)"
-        ));
+        );
     }
     if matches!(outcome, Outcome::Restored { .. })
         && matches!(command, PromptCommand::Undo | PromptCommand::Redo)
