@@ -530,8 +530,13 @@ fn real_claude_code_undo_and_redo_restore_write_and_bash_changes() {
     assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
     let o = env.run(RETRACE, &["log", "--session", sid]);
     assert!(
-        stdout(&o).contains("+1 ~0 -0  please WRITE-HELLO")
-            && stdout(&o).contains("+0 ~1 -0  please BASH-EDIT"),
+        // Each line: counts, the bytes the turn added, the prompt.
+        stdout(&o)
+            .lines()
+            .any(|l| l.contains("+1 ~0 -0  ") && l.ends_with("  please WRITE-HELLO"))
+            && stdout(&o)
+                .lines()
+                .any(|l| l.contains("+0 ~1 -0  ") && l.ends_with("  please BASH-EDIT")),
         "{}",
         stdout(&o)
     );
