@@ -55,8 +55,16 @@ fn actionable(changes: &[Change]) -> impl Iterator<Item = &Change> {
 /// directory holds paths the change does not know is a conflict too.
 pub(crate) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
     let known: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_bytes()).collect();
+    // A path inside what is a nested repository on disk now (captured when the turn ran,
+    // skipped today) is not written and not compared: the restore leaves it alone and says
+    // so, and the rest of the change goes ahead.
+    let skipped: Vec<RelPath> = disk
+        .iter()
+        .filter(|e| e.kind == EntryKind::NestedRepo)
+        .map(|e| e.path.clone())
+        .collect();
     let mut out = Vec::new();
-    for c in actionable(changes) {
+    for c in actionable(changes).filter(|c| !crate::diff::below_any(&c.path, &skipped)) {
         if !same(find(disk, &c.path), c.old.as_ref()) {
             out.push(c.path.show());
             continue;

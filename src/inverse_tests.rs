@@ -69,3 +69,24 @@ fn undoing_across_a_switch_to_skip_writes_nothing_into_the_repository() {
     assert!(conflicts(&disk, &back).is_empty());
     assert_eq!(target_of(&disk, &back), vec![e("app", n, 0)]);
 }
+
+/// A turn made while `app` was captured, undone once it is skipped: `app`'s paths are no
+/// conflict (the plan leaves them alone and reports them), so the rest is undone.
+#[test]
+fn a_captured_turn_undone_in_skip_mode_is_not_blocked_by_the_repository() {
+    let (f, n) = (EntryKind::File, EntryKind::NestedRepo);
+    let disk = vec![e("app", n, 0), e("top.txt", f, 5)];
+    let back = vec![
+        change(
+            "app/a.rs",
+            Some(e("app/a.rs", f, 2)),
+            Some(e("app/a.rs", f, 1)),
+        ),
+        change(
+            "top.txt",
+            Some(e("top.txt", f, 5)),
+            Some(e("top.txt", f, 4)),
+        ),
+    ];
+    assert!(conflicts(&disk, &back).is_empty());
+}
