@@ -73,8 +73,10 @@ pub struct Capture {
     pub hashed: u64,
     /// Paths left out (unreadable, unstable), with the reason.
     pub skipped: Vec<Skipped>,
-    /// Nested repositories recorded but not entered.
+    /// Nested repositories recorded but not entered (the `nested_repos` setting is `skip`).
     pub nested_repos: Vec<String>,
+    /// Nested repositories whose working files were captured (the setting is `capture`).
+    pub captured_repos: Vec<String>,
     /// Credentials left out (by name or by a private-key header), sorted.
     pub secrets: Vec<String>,
     /// Every path of the snapshot, sorted by path bytes (not serialized).
@@ -106,6 +108,11 @@ pub(crate) struct CaptureContext<'a> {
     pub store_dir: Option<&'a Path>,
     /// Paths allowed although they look like credentials (the `allow_secrets` setting).
     pub allow_secrets: Option<&'a globset::GlobSet>,
+    /// Whether nested repositories are entered (the `nested_repos` setting). Needs no place
+    /// in the stat cache's key: a nested repository is a `NestedRepo` entry in one mode and a
+    /// `Dir` in the other, and an entry hits only with its kind, so a cache written in one
+    /// mode never vouches for a directory in the other.
+    pub nested_repos: crate::config::NestedRepos,
 }
 
 /// Objects waiting to be framed and frames waiting to be written.
@@ -677,7 +684,7 @@ pub(crate) fn capture(
         source,
     })?;
     let mut phases = crate::trace::Phases::new("capture");
-    let scan = scan::scan(ctx.root, ctx.store_dir, ctx.allow_secrets);
+    let scan = scan::scan(ctx.root, ctx.store_dir, ctx.allow_secrets, ctx.nested_repos);
     phases.mark("scan");
     // Damage found by earlier reads is forgotten first, so no object known to be bad is
     // taken as "already stored" (see `store::heal`).
@@ -731,6 +738,7 @@ pub(crate) fn capture(
     }
     let mut skipped = scan.skipped;
     let mut secrets = scan.secrets;
+    let captured_repos = scan.repos;
     let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
     let mut hits: Vec<bool> = Vec::with_capacity(scan.entries.len());
     let mut stats: Vec<(Stat, ScanKind)> = Vec::with_capacity(scan.entries.len());
@@ -808,6 +816,7 @@ pub(crate) fn capture(
         hashed,
         skipped,
         nested_repos,
+        captured_repos,
         secrets,
         entries: Vec::new(),
     };

@@ -21,6 +21,46 @@ pub const DEFAULT_HISTORY_WAIT: Duration = Duration::from_secs(10);
 /// process may have written them and not yet recorded the snapshot that names them.
 pub const DEFAULT_GRACE_SECS: u64 = 3600;
 
+/// What a capture does with a nested repository (a directory below the root holding its own
+/// `.git`): the `nested_repos` setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NestedRepos {
+    /// Recorded as a nested-repository entry; its files are neither captured nor restored.
+    #[default]
+    Skip,
+    /// Its working files are captured like any directory's, under its own `.gitignore`
+    /// files and `.git/info/exclude` (not the enclosing directories' rules); its `.git` never.
+    Capture,
+}
+
+impl NestedRepos {
+    /// The setting's value as written: `skip` or `capture`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NestedRepos::Skip => "skip",
+            NestedRepos::Capture => "capture",
+        }
+    }
+
+    /// Reads `skip` or `capture` (any case, surrounding blanks allowed).
+    #[must_use]
+    pub fn parse(text: &str) -> Option<NestedRepos> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "skip" => Some(NestedRepos::Skip),
+            "capture" => Some(NestedRepos::Capture),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for NestedRepos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "from", content = "at")]
@@ -91,6 +131,9 @@ pub struct Settings {
     pub allow_secrets: Setting<Vec<String>>,
     /// Where action state for external clients is published; empty: `<home>/runtime`.
     pub runtime_dir: Setting<String>,
+    /// Whether nested repositories' working files are captured (`capture`) or left out
+    /// (`skip`). Default `skip`.
+    pub nested_repos: Setting<NestedRepos>,
 }
 
 impl Default for Settings {
@@ -106,6 +149,7 @@ impl Default for Settings {
             gc_grace_secs: Setting::new(DEFAULT_GRACE_SECS),
             allow_secrets: Setting::new(Vec::new()),
             runtime_dir: Setting::new(String::new()),
+            nested_repos: Setting::new(NestedRepos::Skip),
         }
     }
 }
@@ -222,6 +266,11 @@ impl Settings {
             row("gc_grace_secs", &self.gc_grace_secs),
             row("allow_secrets", &self.allow_secrets),
             row("runtime_dir", &self.runtime_dir),
+            (
+                "nested_repos",
+                format!("{:?}", self.nested_repos.value.as_str()),
+                &self.nested_repos.source,
+            ),
         ]
     }
 
@@ -334,6 +383,7 @@ impl Settings {
             ("RETRACE_MAX_TOTAL_BYTES", "max_total_bytes"),
             ("RETRACE_HISTORY_WAIT_MS", "history_wait_ms"),
             ("RETRACE_RUNTIME_DIR", "runtime_dir"),
+            ("RETRACE_NESTED_REPOS", "nested_repos"),
         ] {
             if let Some(v) = std::env::var_os(var) {
                 let v = v.to_string_lossy().into_owned();
@@ -393,6 +443,11 @@ impl Settings {
                 runtime_dir,
                 |t: &str| Some(t.trim().to_string()).filter(|t| !t.is_empty()),
                 "not a directory"
+            ),
+            "nested_repos" => put!(
+                nested_repos,
+                NestedRepos::parse,
+                "not \"skip\" or \"capture\""
             ),
             _ => false,
         }

@@ -107,3 +107,52 @@ fn a_file_that_is_not_utf8_is_ignored_with_a_warning_naming_it() {
     s.apply_file(&dir.path().join("none.toml"), &Source::Default, &mut w);
     assert!(w.is_empty(), "{w:?}");
 }
+
+#[test]
+fn nested_repos_is_skip_or_capture_from_files_and_the_environment() {
+    assert_eq!(Settings::default().nested_repos.value, NestedRepos::Skip);
+    for (text, want) in [
+        ("skip", Some(NestedRepos::Skip)),
+        ("capture", Some(NestedRepos::Capture)),
+        (" Capture ", Some(NestedRepos::Capture)),
+        ("captured", None),
+        ("", None),
+        ("true", None),
+    ] {
+        assert_eq!(NestedRepos::parse(text), want, "{text:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join(".retrace.toml");
+    std::fs::write(&f, "nested_repos = \"capture\"\n").unwrap();
+    let mut s = Settings::default();
+    let mut w = Vec::new();
+    s.apply_file(&f, &Source::Project(f.clone()), &mut w);
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(s.nested_repos.value, NestedRepos::Capture);
+    assert_eq!(s.nested_repos.source, Source::Project(f.clone()));
+    let row = s
+        .rows()
+        .into_iter()
+        .find(|r| r.0 == "nested_repos")
+        .unwrap();
+    assert_eq!(row.1, "\"capture\"");
+    // A value that is neither is ignored with a warning saying what it must be; the layer
+    // below (here the file's `capture`) stays.
+    let env = Source::Env("RETRACE_NESTED_REPOS".into());
+    assert!(s.set("nested_repos", "yes", &env, &mut w));
+    assert_eq!(s.nested_repos.value, NestedRepos::Capture);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("\"yes\"")
+            && w[0].contains("$RETRACE_NESTED_REPOS")
+            && w[0].contains("\"skip\" or \"capture\"")
+            && w[0].contains("using capture"),
+        "{w:?}"
+    );
+    std::fs::write(&f, "nested_repos = true\n").unwrap();
+    let mut s = Settings::default();
+    let mut w = Vec::new();
+    s.apply_file(&f, &Source::Project(f.clone()), &mut w);
+    assert_eq!(s.nested_repos.value, NestedRepos::Skip);
+    assert_eq!(w.len(), 1, "{w:?}");
+}

@@ -34,13 +34,37 @@ pub(crate) fn is_nested(c: &Change) -> bool {
         .any(|e| e.as_ref().is_some_and(|e| e.kind == EntryKind::NestedRepo))
 }
 
+/// The changes that may be acted on: not a nested repository's own entry, nor a path below
+/// one that is a nested repository on either side. Only the `nested_repos` setting changing
+/// between two snapshots makes such paths: one side has the repository's files, the other
+/// never captured them; reversing that would delete (or write over) a repository's working
+/// files that no turn changed.
+fn actionable(changes: &[Change]) -> impl Iterator<Item = &Change> {
+    let nested: Vec<RelPath> = changes
+        .iter()
+        .filter(|c| is_nested(c))
+        .map(|c| c.path.clone())
+        .collect();
+    changes
+        .iter()
+        .filter(move |c| !is_nested(c) && !crate::diff::below_any(&c.path, &nested))
+}
+
 /// Paths where the disk no longer holds what the change's `old` side says: the change cannot
 /// be reversed there without losing an edit. A path the change turns into a file whose disk
 /// directory holds paths the change does not know is a conflict too.
 pub(crate) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
     let known: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_bytes()).collect();
+    // A path inside what is a nested repository on disk now (captured when the turn ran,
+    // skipped today) is not written and not compared: the restore leaves it alone and says
+    // so, and the rest of the change goes ahead.
+    let skipped: Vec<RelPath> = disk
+        .iter()
+        .filter(|e| e.kind == EntryKind::NestedRepo)
+        .map(|e| e.path.clone())
+        .collect();
     let mut out = Vec::new();
-    for c in changes.iter().filter(|c| !is_nested(c)) {
+    for c in actionable(changes).filter(|c| !crate::diff::below_any(&c.path, &skipped)) {
         if !same(find(disk, &c.path), c.old.as_ref()) {
             out.push(c.path.show());
             continue;
@@ -65,22 +89,13 @@ pub(crate) fn conflicts(disk: &[FlatEntry], changes: &[Change]) -> Vec<String> {
 /// The disk with the change applied: paths the change names take its `new` side, all others
 /// stay as they are on disk. Directories needed by the result are listed.
 pub(crate) fn target_of(disk: &[FlatEntry], changes: &[Change]) -> Vec<FlatEntry> {
-    let changed: HashSet<&[u8]> = changes
-        .iter()
-        .filter(|c| !is_nested(c))
-        .map(|c| c.path.as_bytes())
-        .collect();
+    let changed: HashSet<&[u8]> = actionable(changes).map(|c| c.path.as_bytes()).collect();
     let mut out: Vec<FlatEntry> = disk
         .iter()
         .filter(|e| !changed.contains(e.path.as_bytes()))
         .cloned()
         .collect();
-    out.extend(
-        changes
-            .iter()
-            .filter(|c| !is_nested(c))
-            .filter_map(|c| c.new.clone()),
-    );
+    out.extend(actionable(changes).filter_map(|c| c.new.clone()));
     let mut dirs: HashSet<RelPath> = HashSet::new();
     for e in &out {
         for (i, _) in e.path.iter().enumerate().filter(|&(_, &b)| b == b'/') {
@@ -164,3 +179,7 @@ mod tests {
         assert_eq!(t[0].kind, EntryKind::Dir);
     }
 }
+
+#[cfg(test)]
+#[path = "inverse_tests.rs"]
+mod nested_tests;

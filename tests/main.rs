@@ -32,6 +32,7 @@ mod install;
 mod leases;
 mod mcp;
 mod memory;
+mod nested_capture;
 mod patch;
 mod pi_e2e;
 mod policy;

@@ -23,7 +23,8 @@ pub enum EntryKind {
     /// A subdirectory; `id` is its tree.
     Dir,
     /// A directory holding its own `.git` (a nested repository or submodule). Its files are
-    /// not captured and restore never touches it; `id` is [`ObjectId::ZERO`].
+    /// not captured and restore never touches it; `id` is [`ObjectId::ZERO`]. (With the
+    /// `nested_repos` setting `capture`, such a directory is a [`EntryKind::Dir`] instead.)
     NestedRepo,
 }
 

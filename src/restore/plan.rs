@@ -102,6 +102,20 @@ pub fn plan(
         .filter(|c| c.kind == EntryKind::NestedRepo)
         .map(|c| c.path.clone())
         .collect();
+    // A nested repository in the target whose files the disk's capture holds (the
+    // `nested_repos` mode changed since): the target does not know those files, which is not
+    // saying they are gone, so none is deleted.
+    for t in target.iter().filter(|t| t.kind == EntryKind::NestedRepo) {
+        if find(&t.path).is_some_and(|c| c.kind == EntryKind::Dir) {
+            blocked.insert(t.path.clone());
+            plan.left_alone.push(Skipped {
+                path: t.path.show(),
+                reason: "a nested repository whose files that snapshot did not capture: \
+                         left as it is"
+                    .into(),
+            });
+        }
+    }
     let mut created: HashSet<RelPath> = HashSet::new();
     for t in target {
         if t.path.split(|&b| b == b'/').any(is_hard_excluded) {
@@ -290,3 +304,7 @@ pub(crate) fn explain_left_alone(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

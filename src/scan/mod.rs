@@ -4,7 +4,11 @@
 //! excludes file), in git repositories and plain folders alike; hidden files are included;
 //! symlinks are recorded, never followed. Hard exclusions ([`exclude::HARD_EXCLUSIONS`]) and
 //! the store directory are skipped before any rule is consulted. A directory holding its own
-//! `.git` is a nested repository: recorded, not entered.
+//! `.git` is a nested repository: recorded, not entered ([`NestedRepos::Skip`]), or, with
+//! [`NestedRepos::Capture`], an ordinary directory walked as a root of its own, so that only
+//! its own `.gitignore` files, its `.git/info/exclude` and the global excludes file apply
+//! inside it (as git sees it; the enclosing folder's rules decide only whether the directory
+//! is there at all). Its `.git` is hard-excluded like every `.git`.
 
 pub mod exclude;
 
@@ -16,6 +20,8 @@ use std::sync::{Mutex, PoisonError};
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use rayon::slice::ParallelSliceMut;
 
+use crate::config::NestedRepos;
+
 /// What the walk found at a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScanKind {
@@ -25,7 +31,8 @@ pub enum ScanKind {
     Symlink,
     /// A directory (entered).
     Dir,
-    /// A directory with its own `.git` (not entered).
+    /// A directory with its own `.git`, not entered ([`NestedRepos::Skip`]; with
+    /// [`NestedRepos::Capture`] it is a [`ScanKind::Dir`], listed in [`Scan::repos`]).
     NestedRepo,
 }
 
@@ -66,6 +73,10 @@ pub struct Scan {
     pub skipped: Vec<Skipped>,
     /// Credentials left out by name ([`exclude::SECRET_NAMES`]), sorted.
     pub secrets: Vec<String>,
+    /// Nested repositories entered and captured as directories ([`NestedRepos::Capture`]),
+    /// sorted; empty with [`NestedRepos::Skip`], whose repositories are
+    /// [`ScanKind::NestedRepo`] entries.
+    pub repos: Vec<String>,
 }
 
 fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
@@ -79,11 +90,84 @@ fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
 }
 
 /// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped; files named
-/// like credentials are left out and listed unless `allow` matches their path.
+/// like credentials are left out and listed unless `allow` matches their path; `nested` says
+/// whether nested repositories are entered.
 #[must_use]
-pub fn scan(root: &Path, store_dir: Option<&Path>, allow: Option<&globset::GlobSet>) -> Scan {
+pub fn scan(
+    root: &Path,
+    store_dir: Option<&Path>,
+    allow: Option<&globset::GlobSet>,
+    nested: NestedRepos,
+) -> Scan {
+    let shared = Shared {
+        entries: Mutex::new(Vec::new()),
+        skipped: Mutex::new(Vec::new()),
+        secrets: Mutex::new(Vec::new()),
+        found: Mutex::new(Vec::new()),
+    };
+    let mut phases = crate::trace::Phases::new("scan");
+    let mut repos: Vec<Vec<u8>> = Vec::new();
+    // A nested repository is walked as a root of its own, so the enclosing directories'
+    // ignore rules stop at it as they do for git; the repositories found in one round
+    // (only in capture mode) are the roots of the next.
+    let mut roots = vec![root.to_path_buf()];
+    while !roots.is_empty() {
+        walk(
+            &roots,
+            store_dir,
+            &mut VisitorBuilder {
+                root,
+                shared: &shared,
+                allow,
+                nested,
+            },
+        );
+        let mut found =
+            std::mem::take(&mut *shared.found.lock().unwrap_or_else(PoisonError::into_inner));
+        found.sort();
+        roots = found
+            .iter()
+            .map(|rel| root.join(std::ffi::OsStr::from_bytes(rel)))
+            .collect();
+        repos.extend(found);
+    }
+    let mut entries = shared
+        .entries
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    phases.mark("walk");
+    entries.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    phases.mark("sort");
+    let mut skipped = shared
+        .skipped
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut secrets = shared
+        .secrets
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    secrets.sort();
+    repos.sort();
+    Scan {
+        entries,
+        skipped,
+        secrets,
+        repos: repos.iter().map(|r| crate::object::show_path(r)).collect(),
+    }
+}
+
+/// One parallel walk of `roots` (the workspace root, or nested repositories), each with its
+/// own ignore rules and none of its parents'.
+fn walk(roots: &[PathBuf], store_dir: Option<&Path>, visitors: &mut VisitorBuilder<'_>) {
+    let Some((first, rest)) = roots.split_first() else {
+        return;
+    };
     let store_dir: Option<PathBuf> = store_dir.map(Path::to_path_buf);
-    let mut builder = WalkBuilder::new(root);
+    let mut builder = WalkBuilder::new(first);
+    for r in rest {
+        builder.add(r);
+    }
     builder
         .standard_filters(false)
         .hidden(false)
@@ -103,51 +187,22 @@ pub fn scan(root: &Path, store_dir: Option<&Path>, allow: Option<&globset::GlobS
             }
             store_dir.as_deref().is_none_or(|s| e.path() != s)
         });
-    let shared = Shared {
-        entries: Mutex::new(Vec::new()),
-        skipped: Mutex::new(Vec::new()),
-        secrets: Mutex::new(Vec::new()),
-    };
-    let mut phases = crate::trace::Phases::new("scan");
-    builder.build_parallel().visit(&mut VisitorBuilder {
-        root,
-        shared: &shared,
-        allow,
-    });
-    let mut entries = shared
-        .entries
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
-    phases.mark("walk");
-    entries.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    phases.mark("sort");
-    let mut skipped = shared
-        .skipped
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
-    skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut secrets = shared
-        .secrets
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
-    secrets.sort();
-    Scan {
-        entries,
-        skipped,
-        secrets,
-    }
+    builder.build_parallel().visit(visitors);
 }
 
 struct Shared {
     entries: Mutex<Vec<ScanEntry>>,
     skipped: Mutex<Vec<Skipped>>,
     secrets: Mutex<Vec<String>>,
+    /// Nested repositories met in capture mode, to be walked next (relative paths).
+    found: Mutex<Vec<Vec<u8>>>,
 }
 
 struct VisitorBuilder<'s> {
     root: &'s Path,
     shared: &'s Shared,
     allow: Option<&'s globset::GlobSet>,
+    nested: NestedRepos,
 }
 
 impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
@@ -156,9 +211,11 @@ impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
             root: self.root,
             shared: self.shared,
             allow: self.allow,
+            nested: self.nested,
             entries: Vec::new(),
             skipped: Vec::new(),
             secrets: Vec::new(),
+            found: Vec::new(),
         })
     }
 }
@@ -169,9 +226,11 @@ struct Visitor<'s> {
     root: &'s Path,
     shared: &'s Shared,
     allow: Option<&'s globset::GlobSet>,
+    nested: NestedRepos,
     entries: Vec<ScanEntry>,
     skipped: Vec<Skipped>,
     secrets: Vec<String>,
+    found: Vec<Vec<u8>>,
 }
 
 impl Drop for Visitor<'_> {
@@ -184,6 +243,9 @@ impl Drop for Visitor<'_> {
         }
         if let Ok(mut v) = self.shared.secrets.lock() {
             v.append(&mut self.secrets);
+        }
+        if let Ok(mut v) = self.shared.found.lock() {
+            v.append(&mut self.found);
         }
     }
 }
@@ -230,8 +292,16 @@ impl ParallelVisitor for Visitor<'_> {
             ScanKind::Symlink
         } else if ft.is_dir() {
             if path.join(".git").symlink_metadata().is_ok() {
+                // Not entered by this walk either way: captured, it is the root of a walk
+                // of its own (see `scan`).
                 state = WalkState::Skip;
-                ScanKind::NestedRepo
+                match self.nested {
+                    NestedRepos::Skip => ScanKind::NestedRepo,
+                    NestedRepos::Capture => {
+                        self.found.push(rel_path(self.root, path));
+                        ScanKind::Dir
+                    }
+                }
             } else {
                 ScanKind::Dir
             }

@@ -211,6 +211,10 @@ pub struct Status {
     pub changed_count: usize,
     /// Nested repositories left alone.
     pub nested_repos: Vec<String>,
+    /// The `nested_repos` setting: whether nested repositories' files are captured.
+    pub nested_repos_mode: crate::config::NestedRepos,
+    /// Nested repositories whose working files are captured (mode `capture`).
+    pub captured_repos: Vec<String>,
     /// A restore that began and has not finished (in progress elsewhere, or interrupted and
     /// not yet recovered): what it is and the process that started it.
     pub pending_recovery: Option<String>,
@@ -518,6 +522,7 @@ impl WorkingCopy {
             store: &self.store,
             statcache: &statcache,
             store_dir: Some(&self.dir),
+            nested_repos: self.settings.nested_repos.value,
         };
         let captured = capture::capture(&ctx, opts);
         if captured.is_err() {
@@ -795,6 +800,8 @@ impl WorkingCopy {
             changed_count: changed.len(),
             changed: changed.into_iter().take(MAX_LISTED).collect(),
             nested_repos: current.nested_repos,
+            nested_repos_mode: self.settings.nested_repos.value,
+            captured_repos: current.captured_repos,
             pending_recovery: crate::restore::journal::get::<T>(&self.store.begin_read()?)?
                 .map(|j| format!("{} (started by process {})", j.what, j.pid)),
             conversation_only: self.refused.clone(),

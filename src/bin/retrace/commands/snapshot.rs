@@ -20,6 +20,7 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8>
             "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,
             "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
             "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
+            "captured_repos": c.captured_repos,
         }));
     } else {
         println!("snapshot {}", c.id);
@@ -32,6 +33,9 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8>
         );
         for n in &c.nested_repos {
             println!("nested repository left alone: {n}");
+        }
+        for n in &c.captured_repos {
+            println!("nested repository captured: {n}");
         }
         for s in &c.skipped {
             println!("skipped {}: {}", s.path, s.reason);
@@ -361,9 +365,10 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
         );
         println!("snapshots  {}", s.snapshots);
         println!("excluded   {}", s.exclusions.join(", "));
-        for n in &s.nested_repos {
-            println!("nested     {n} (left alone)");
-        }
+        println!(
+            "nested     {}",
+            nested_line(s.nested_repos_mode, &s.nested_repos, &s.captured_repos)
+        );
         if let Some(why) = &s.conversation_only {
             println!("policy     {why}: conversation history only, files never snapshotted");
         }
@@ -397,6 +402,7 @@ fn status_of_none(none: &NoStore, json: bool) -> Result<u8> {
             "root": none.root, "store": none.store, "store_bytes": 0, "snapshots": 0,
             "exclusions": [], "last_known": null, "changed": [], "changed_count": 0,
             "nested_repos": [], "pending_recovery": null, "conversation_only": none.refused,
+            "nested_repos_mode": nested_mode(&none.root), "captured_repos": [],
         }));
         return Ok(OK);
     }
@@ -412,6 +418,39 @@ fn status_of_none(none: &NoStore, json: bool) -> Result<u8> {
     }
     println!("state      no snapshot yet");
     Ok(OK)
+}
+
+/// The `nested_repos` setting of a workspace with no store yet.
+fn nested_mode(root: &std::path::Path) -> retrace::config::NestedRepos {
+    retrace::config::Settings::load(Some(root))
+        .0
+        .nested_repos
+        .value
+}
+
+/// `retrace status`'s line about nested repositories: the mode and the repositories, as
+/// `captured (2): api, app` or `skipped (1): vendor/lib (left alone; ...)`.
+fn nested_line(
+    mode: retrace::config::NestedRepos,
+    skipped: &[String],
+    captured: &[String],
+) -> String {
+    use retrace::config::NestedRepos;
+    let (word, repos) = match mode {
+        NestedRepos::Skip => ("skipped", skipped),
+        NestedRepos::Capture => ("captured", captured),
+    };
+    match (mode, repos.is_empty()) {
+        (_, true) => format!("none found (nested_repos = \"{mode}\")"),
+        (NestedRepos::Skip, false) => format!(
+            "{word} ({}): {} (left alone; nested_repos = \"capture\" captures their files)",
+            repos.len(),
+            repos.join(", ")
+        ),
+        (NestedRepos::Capture, false) => {
+            format!("{word} ({}): {}", repos.len(), repos.join(", "))
+        }
+    }
 }
 
 /// Whether to colour output: on a terminal, unless `NO_COLOR` is set to anything non-empty
