@@ -535,3 +535,36 @@ fn the_enclosing_folders_rules_stop_at_a_repository() {
     let paths = captured_paths(&env, NestedRepos::Capture);
     assert_eq!(paths, vec![".gitignore", "app", "app/config.json"]);
 }
+
+/// `revert` covers captured repositories too (issue 17): an earlier turn's change in two
+/// repositories is taken back, a later turn's kept, and every `.git` is left byte-identical.
+#[test]
+fn a_revert_in_capture_mode_covers_both_repositories() {
+    let env = Env::new();
+    repo(&env, "app", &[("main.rs", "app v1\n")]);
+    repo(&env, "api", &[("lib.rs", "api v1\n")]);
+    let gits = git_dirs(&env, &["app", "api"]);
+    let turn = |prompt: &str, work: &dyn Fn()| {
+        let (v, code) = json(&env, Mode::Capture, &["turn", "begin", "--prompt", prompt]);
+        assert_eq!(code, 0, "{v}");
+        work();
+        let (v, code) = json(&env, Mode::Capture, &["turn", "end"]);
+        assert_eq!(code, 0, "{v}");
+    };
+    turn("both repos", &|| {
+        env.write("app/main.rs", "app v2\n");
+        env.write("api/lib.rs", "api v2\n");
+        env.write("api/new.rs", "new\n");
+    });
+    turn("later", &|| env.write("app/later.rs", "kept\n"));
+    let (v, code) = json(&env, Mode::Capture, &["revert", "turn:1"]);
+    assert_eq!((v["result"].as_str(), code), (Some("restored"), 0), "{v}");
+    assert_eq!(env.read("app/main.rs"), "app v1\n");
+    assert_eq!(env.read("api/lib.rs"), "api v1\n");
+    assert!(!env.path("api/new.rs").exists());
+    assert_eq!(env.read("app/later.rs"), "kept\n");
+    same_tree(&git_dirs(&env, &["app", "api"]), &gits);
+    restored(&env, Mode::Capture, "undo");
+    assert_eq!(env.read("api/lib.rs"), "api v2\n");
+    same_tree(&git_dirs(&env, &["app", "api"]), &gits);
+}
