@@ -304,3 +304,77 @@ fn a_revert_with_a_non_utf8_name_and_a_file_of_exactly_one_mib() {
         assert_eq!(std::fs::read(env.path("big.txt")).unwrap(), mine, "{v}");
     }
 }
+
+#[test]
+fn a_revert_leaves_alone_what_another_sessions_running_turn_is_changing() {
+    let env = Env::new();
+    env.write("a.txt", "0\n");
+    env.write("b.txt", "0\n");
+    turn(&env, "first", || {
+        env.write("a.txt", "1\n");
+        env.write("b.txt", "1\n");
+    });
+    let (code, v) = json(
+        &env,
+        &["--session", "o", "turn", "begin", "--prompt", "x", "--json"],
+    );
+    assert_eq!(code, 0, "{v}");
+    env.write("a.txt", "1\nby the other session\n");
+    let (code, v) = in_session(&env, &["revert", "turn:1"]);
+    assert_eq!(env.read("a.txt"), "1\nby the other session\n", "{code} {v}");
+    if code == 0 {
+        assert_eq!(env.read("b.txt"), "0\n", "{v}");
+    }
+}
+
+#[test]
+fn path_restores_refuse_dotdot_and_accept_overlapping_paths() {
+    let env = Env::new();
+    env.write("src/a.txt", "a1\n");
+    env.write("src/b.txt", "b1\n");
+    env.write("other.txt", "o1\n");
+    let first = snapshot_id(&env);
+    env.write("src/a.txt", "a2\n");
+    env.write("src/b.txt", "b2\n");
+    env.write("other.txt", "o2\n");
+    snapshot_id(&env);
+    let o = env.run(
+        RETRACE,
+        &["restore", &first, "--json", "--", "src/../other.txt"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read("other.txt"), "o2\n");
+    let (code, v) = json(
+        &env,
+        &["restore", &first, "--json", "--", "src", "src/a.txt"],
+    );
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(env.read("src/a.txt"), "a1\n");
+    assert_eq!(env.read("src/b.txt"), "b1\n");
+    assert_eq!(env.read("other.txt"), "o2\n");
+}
+
+#[test]
+fn a_revert_whose_before_version_is_damaged_writes_nothing() {
+    use retrace::object::ObjectId;
+    use retrace::store::Store;
+    let env = Env::new();
+    // Over 64 KiB, so the blob has a frame of its own.
+    let original = "the before-version of big\n".repeat(4000);
+    env.write("big.txt", &original);
+    env.write("small.txt", "0\n");
+    turn(&env, "first", || {
+        env.write("big.txt", "by the turn\n");
+        env.write("small.txt", "1\n");
+    });
+    let offset = {
+        let store = Store::open_read_only(env.open().store_path()).unwrap();
+        let id = ObjectId::of_blob(original.as_bytes());
+        store.reader().unwrap().record(&id).unwrap().offset
+    };
+    crate::common::flip_byte(&env, offset);
+    let (code, v) = in_session(&env, &["revert", "turn:1"]);
+    assert_ne!(code, 0, "{v}");
+    assert_eq!(env.read("big.txt"), "by the turn\n", "{v}");
+    assert_eq!(env.read("small.txt"), "1\n", "nothing written: {v}");
+}
