@@ -378,3 +378,34 @@ fn a_revert_whose_before_version_is_damaged_writes_nothing() {
     assert_eq!(env.read("big.txt"), "by the turn\n", "{v}");
     assert_eq!(env.read("small.txt"), "1\n", "nothing written: {v}");
 }
+
+#[test]
+fn a_revert_survives_compaction_of_older_turns() {
+    let env = Env::new();
+    env.write(".retrace.toml", "max_turns = 3\n");
+    env.write("a.txt", "0\n");
+    env.write("b.txt", "0\n");
+    turn(&env, "first", || env.write("a.txt", "1\n"));
+    turn(&env, "second", || env.write("b.txt", "2\n"));
+    let (code, v) = in_session(&env, &["revert", "turn:2"]);
+    assert_eq!(code, 0, "{v}");
+    turn(&env, "fourth", || env.write("c.txt", "4\n"));
+    turn(&env, "fifth", || env.write("d.txt", "5\n"));
+    let (code, log) = in_session(&env, &["log"]);
+    assert_eq!(code, 0, "{log}");
+    assert!(log.to_string().contains("\"revert\""), "{log}");
+    assert_eq!(
+        log["status"]["turns"], 3,
+        "turns 1 and 2 are compacted: {log}"
+    );
+    for _ in 0..2 {
+        let (code, v) = in_session(&env, &["undo"]);
+        assert_eq!(code, 0, "{v}");
+    }
+    assert!(!env.path("c.txt").exists());
+    assert_eq!(env.read("b.txt"), "0\n");
+    let (code, v) = in_session(&env, &["undo"]);
+    assert_eq!(code, 0, "the revert is undone: {v}");
+    assert_eq!(env.read("b.txt"), "2\n");
+    assert_eq!(env.read("a.txt"), "1\n");
+}
