@@ -49,6 +49,7 @@ mod secrets;
 mod serve;
 mod sessions;
 mod surgical;
+mod surgical_hostile;
 mod unstable;
 mod vanish;
 mod verify;

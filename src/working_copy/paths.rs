@@ -19,7 +19,7 @@ use super::journaled::{JournaledRestore, dirty_dirs, totals};
 
 /// `only` as paths relative to the workspace root: `./` and trailing `/` dropped, an
 /// absolute path inside `root` made relative. A path that leaves the workspace (`..`, an
-/// absolute path elsewhere) is refused.
+/// absolute path elsewhere) or an empty one (`.` is the whole workspace) is refused.
 ///
 /// # Errors
 /// [`RestoreError::Path`] naming the path and why.
@@ -32,6 +32,13 @@ pub fn normalize_paths(root: &std::path::Path, only: &[String]) -> Result<Vec<St
                 reason: reason.into(),
             })
         };
+        if p.is_empty() {
+            // An empty argument (an unset shell variable, most often) would select the
+            // whole workspace; `.` says that on purpose.
+            return Err(bad(
+                "an empty path is not allowed; give `.` to restore the whole workspace",
+            ));
+        }
         let rel = if p.starts_with('/') {
             match std::path::Path::new(p).strip_prefix(root) {
                 Ok(r) => r.to_string_lossy().into_owned(),
