@@ -14,7 +14,7 @@ use super::db::Loaded;
 use super::record::{Counts, HISTORY_VERSION, Mode, Op, RevertRecord, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::capture::FlatEntry;
-use crate::diff::{Change, changes};
+use crate::diff::{Change, below_any, changes};
 use crate::error::{Error, StoreError};
 use crate::inverse::{conflicts, find, is_nested, same, target_of};
 use crate::merge::three_way;
@@ -268,7 +268,20 @@ impl Session {
         after: ObjectId,
     ) -> Result<Plan, Error> {
         let mut turn = changes(reader, &before, &after)?;
-        turn.retain(|c| !is_nested(c));
+        // A nested repository's own entry, and paths below what is one on either side or on
+        // disk (the `nested_repos` setting changed meanwhile), are never a turn's to take back.
+        let mut nested: Vec<RelPath> = turn
+            .iter()
+            .filter(|c| is_nested(c))
+            .map(|c| c.path.clone())
+            .chain(
+                disk.iter()
+                    .filter(|e| e.kind == EntryKind::NestedRepo)
+                    .map(|e| e.path.clone()),
+            )
+            .collect();
+        nested.sort_unstable();
+        turn.retain(|c| !is_nested(c) && !below_any(&c.path, &nested));
         let theirs = self.open_turn_paths(reader, disk_id)?;
         let mut plan = Plan {
             change: Vec::new(),

@@ -624,7 +624,6 @@ impl WorkingCopy {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
-        let mut refused = None;
         let mut phases = crate::trace::Phases::new("restore");
         let lock = if opts.dry_run {
             None
@@ -648,36 +647,17 @@ impl WorkingCopy {
             dry_run: opts.dry_run,
             ..RestoreOutcome::default()
         };
-        let last_known = reader.last_known()?;
-        if last_known != Some(current.id) {
-            let changed = match last_known {
-                Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
-                None => current.entries.iter().map(|e| e.path.show()).collect(),
-            };
-            if !changed.is_empty() && !opts.force {
-                let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
-                if !opts.dry_run {
-                    return Err(RestoreError::Dirty { paths }.into());
-                }
-                // A dry run goes on to show what would happen, and that it would be refused.
-                refused = Some(DirtyRefusal {
-                    result: "dirty",
-                    message: RestoreError::Dirty {
-                        paths: paths.clone(),
-                    }
-                    .to_string(),
-                    paths,
-                    count: changed.len(),
-                });
-            }
-            if !changed.is_empty()
-                && let Some(ex) = &lock
-            {
-                let label = format!("safety: before forced restore to {}", id.short());
-                current = ex.record(Some(label), progress)?;
-                outcome.safety_snapshot = Some(current.id);
-            }
-        }
+        let label = format!("safety: before forced restore to {}", id.short());
+        let (refused, safety) = dirty_guard(
+            &reader,
+            &mut current,
+            &[],
+            opts,
+            lock.as_ref(),
+            label,
+            progress,
+        )?;
+        outcome.safety_snapshot = safety;
         // Only the subtrees whose ids differ from the disk's are read and compared.
         let (target, same) = flatten_changed(&reader, id, &current.entries)?;
         current.entries.retain(|e| !below_any(&e.path, &same));
@@ -1018,4 +998,58 @@ impl Exclusive<'_> {
         }
         Ok(out)
     }
+}
+
+/// The guard of a restore over the paths `only` (all when empty): where the disk
+/// `current` differs from the last known state, a restore would lose edits no snapshot
+/// has. Without `force` that is [`RestoreError::Dirty`], or for a dry run the refusal
+/// returned; with it and the lock, the disk is recorded first as a safety snapshot
+/// (`current` becomes it; its id is returned second).
+#[allow(clippy::too_many_arguments)] // the lock is a proof, not data
+pub(crate) fn dirty_guard(
+    reader: &crate::store::StoreReader,
+    current: &mut Capture,
+    only: &[String],
+    opts: RestoreOptions,
+    lock: Option<&Exclusive<'_>>,
+    label: String,
+    progress: &dyn Progress,
+) -> Result<(Option<DirtyRefusal>, Option<ObjectId>), Error> {
+    let last_known = reader.last_known()?;
+    if last_known == Some(current.id) {
+        return Ok((None, None));
+    }
+    let changed: Vec<String> = match last_known {
+        Some(k) => diff(&flatten(reader, &k)?, &current.entries).paths(),
+        None => current.entries.iter().map(|e| e.path.show()).collect(),
+    }
+    .into_iter()
+    .filter(|p| crate::diff::selected(p, only))
+    .collect();
+    if changed.is_empty() {
+        return Ok((None, None));
+    }
+    let mut refused = None;
+    if !opts.force {
+        let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
+        if !opts.dry_run {
+            return Err(RestoreError::Dirty { paths }.into());
+        }
+        // A dry run goes on to show what would happen, and that it would be refused.
+        refused = Some(DirtyRefusal {
+            result: "dirty",
+            message: RestoreError::Dirty {
+                paths: paths.clone(),
+            }
+            .to_string(),
+            paths,
+            count: changed.len(),
+        });
+    }
+    let mut safety = None;
+    if let Some(ex) = lock {
+        *current = ex.record(Some(label), progress)?;
+        safety = Some(current.id);
+    }
+    Ok((refused, safety))
 }

@@ -3,7 +3,7 @@
 //! The dirty guard covers only those paths. The result is a new state of the workspace, so it
 //! is recorded as a snapshot of its own.
 
-use super::{DirtyRefusal, MAX_LISTED, WorkingCopy};
+use super::{DirtyRefusal, WorkingCopy, dirty_guard};
 use crate::capture::FlatEntry;
 use crate::diff::{Change, diff, flatten, selected};
 use crate::error::{Error, RestoreError};
@@ -148,39 +148,17 @@ impl WorkingCopy {
             verified: true,
             ..RestoreOutcome::default()
         };
-        let mut refused = None;
-        let last_known = reader.last_known()?;
-        if last_known != Some(current.id) {
-            let changed: Vec<String> = match last_known {
-                Some(k) => diff(&flatten(&reader, &k)?, &current.entries).paths(),
-                None => current.entries.iter().map(|e| e.path.show()).collect(),
-            }
-            .into_iter()
-            .filter(|p| selected(p, only))
-            .collect();
-            if !changed.is_empty() && !opts.force {
-                let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
-                if !opts.dry_run {
-                    return Err(RestoreError::Dirty { paths }.into());
-                }
-                refused = Some(DirtyRefusal {
-                    result: "dirty",
-                    message: RestoreError::Dirty {
-                        paths: paths.clone(),
-                    }
-                    .to_string(),
-                    paths,
-                    count: changed.len(),
-                });
-            }
-            if !changed.is_empty()
-                && let Some(ex) = &lock
-            {
-                let label = format!("safety: before forced restore of paths from {}", id.short());
-                current = ex.record(Some(label), progress)?;
-                outcome.safety_snapshot = Some(current.id);
-            }
-        }
+        let label = format!("safety: before forced restore of paths from {}", id.short());
+        let (refused, safety) = dirty_guard(
+            &reader,
+            &mut current,
+            only,
+            opts,
+            lock.as_ref(),
+            label,
+            progress,
+        )?;
+        outcome.safety_snapshot = safety;
         let change = changes_under(&current.entries, &snap, only);
         let mut target = target_of(&current.entries, &change);
         let Some(ex) = lock else {
