@@ -16,12 +16,11 @@ use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::capture::FlatEntry;
 use crate::diff::{Change, below_any, changes};
 use crate::error::{Error, StoreError};
-use crate::inverse::{conflicts, find, is_nested, same, target_of};
+use crate::inverse::{conflicts, find, is_nested, same};
 use crate::merge::three_way;
 use crate::object::{EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, RelPath};
 use crate::scan::Skipped;
-use crate::store::{SnapshotRecord, StoreReader, now_ms};
-use crate::working_copy::journaled::{JournaledRestore, dirty_dirs, totals};
+use crate::store::{StoreReader, now_ms};
 use crate::working_copy::{Exclusive, MAX_LISTED};
 
 /// What a revert would do (`retrace revert --dry-run`): nothing is written.
@@ -528,30 +527,11 @@ impl Session {
         op: Op,
         opts: OpOptions<'_>,
     ) -> Result<Result<Outcome, Outcome>, Error> {
-        let mut target = target_of(&disk.entries, change);
-        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
-        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
-        let (files, bytes) = totals(&target);
         let what = format!("revert of turn {n}");
-        let fin = ex.journaled_apply(
-            reader,
-            JournaledRestore {
-                what: what.clone(),
-                source: disk.id,
-                target: root,
-                frames,
-                then: Some(SessionOp(self.key, op)),
-                record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
-            },
-            &disk.entries,
-            &target,
-            opts.progress,
-        )?;
-        if let Err(e) = fin.recorded {
-            return Ok(Err(Outcome::PersistenceUncertain {
-                detail: e.to_string(),
-            }));
-        }
+        let (target, fin) = match self.apply_change(ex, reader, disk, change, what, op, opts)? {
+            Ok(done) => done,
+            Err(o) => return Ok(Err(o)),
+        };
         let mut skipped = fin.applied.left_alone;
         if let Some(after) = &fin.capture {
             for c in change {

@@ -12,7 +12,7 @@ use crate::scan::Skipped;
 use crate::store::{SnapshotRecord, now_ms};
 use crate::working_copy::Exclusive;
 use crate::working_copy::MAX_LISTED;
-use crate::working_copy::journaled::{JournaledRestore, dirty_dirs, totals};
+use crate::working_copy::journaled::{Finished, JournaledRestore, dirty_dirs, totals};
 
 impl Session {
     /// Steps back over the newest applied turn (see the module docs). `Mode::Both` restores
@@ -390,32 +390,11 @@ impl Session {
             let label = format!("safety: before forced {verb} of turn {}", t.number);
             safety = Some(ex.record(Some(label), opts.progress)?.id);
         }
-        let mut target = target_of(&disk.entries, &change);
-        // The result is known before a file is written: its trees go into the store with
-        // the journal, so an interrupted undo can always be completed.
-        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
-        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
-        let (files, bytes) = totals(&target);
         let what = format!("{verb} of turn {}", t.number);
-        let fin = ex.journaled_apply(
-            &reader,
-            JournaledRestore {
-                what: what.clone(),
-                source: disk.id,
-                target: root,
-                frames,
-                then: Some(SessionOp(self.key, op)),
-                record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
-            },
-            &disk.entries,
-            &target,
-            opts.progress,
-        )?;
-        if let Err(e) = fin.recorded {
-            return Ok(Err(Outcome::PersistenceUncertain {
-                detail: e.to_string(),
-            }));
-        }
+        let (target, fin) = match self.apply_change(ex, &reader, &disk, &change, what, op, opts)? {
+            Ok(done) => done,
+            Err(o) => return Ok(Err(o)),
+        };
         let mut skipped = fin.applied.left_alone;
         skipped.extend(theirs.into_iter().map(|(path, reason)| Skipped {
             path: path.show(),
@@ -442,6 +421,52 @@ impl Session {
             snapshot: fin.snapshot,
             safety,
         }))
+    }
+}
+
+impl Session {
+    /// Applies `change` (per path: the disk's entry and what it becomes) over the stored
+    /// disk `disk`, journaled as `what`, recording `op` with the result; returns the target
+    /// list and what the restore did, or [`Outcome::PersistenceUncertain`] when the files
+    /// were written but the record could not be confirmed (the journal stays, and the next
+    /// operation completes it).
+    #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
+    pub(super) fn apply_change(
+        &self,
+        ex: &Exclusive<'_>,
+        reader: &crate::store::StoreReader,
+        disk: &crate::capture::Capture,
+        change: &[crate::diff::Change],
+        what: String,
+        op: Op,
+        opts: OpOptions<'_>,
+    ) -> Result<Result<(Vec<crate::capture::FlatEntry>, Finished), Outcome>, Error> {
+        let mut target = target_of(&disk.entries, change);
+        // The result is known before a file is written: its trees go into the store with
+        // the journal, so an interrupted restore can always be completed.
+        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
+        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
+        let (files, bytes) = totals(&target);
+        let fin = ex.journaled_apply(
+            reader,
+            JournaledRestore {
+                what: what.clone(),
+                source: disk.id,
+                target: root,
+                frames,
+                then: Some(SessionOp(self.key, op)),
+                record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
+            },
+            &disk.entries,
+            &target,
+            opts.progress,
+        )?;
+        if let Err(e) = &fin.recorded {
+            return Ok(Err(Outcome::PersistenceUncertain {
+                detail: e.to_string(),
+            }));
+        }
+        Ok(Ok((target, fin)))
     }
 }
 
