@@ -132,3 +132,18 @@ fn patches_between_snapshots_in_json_and_colour() {
         "{coloured}"
     );
 }
+
+/// `--name-status` (issue 17): every changed path with A, M or D, sorted by path as git
+/// sorts them.
+#[test]
+fn name_status_lists_changes_sorted_by_path() {
+    let env = Env::new();
+    let id = changed(&env);
+    let out = run(&env, &["diff", &id, "--name-status", "--color", "never"]);
+    assert_eq!(
+        out, "M blob.bin\nD gone.txt\nA link\nA new.txt\nM run.sh\nM src/a.txt\n",
+        "{out}"
+    );
+    let o = env.run(RETRACE, &["diff", &id, "--name-status", "-p"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

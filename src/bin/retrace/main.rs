@@ -93,6 +93,10 @@ enum Command {
         /// Print lines added and removed per file, as `git diff --stat`.
         #[arg(long, conflicts_with = "patch")]
         stat: bool,
+        /// Print each changed path with A, M or D, sorted by path, as `git diff
+        /// --name-status` (the default lists them grouped by kind).
+        #[arg(long, conflicts_with_all = ["patch", "stat"])]
+        name_status: bool,
         /// Colour the output: on a terminal (auto, unless NO_COLOR is set), always or never.
         #[arg(long, value_enum, default_value_t = ColorArg::Auto)]
         color: ColorArg,
@@ -983,6 +987,7 @@ fn run(cli: Cli) -> Result<u8> {
             b,
             patch,
             stat,
+            name_status,
             color,
             json,
             paths,
@@ -1003,6 +1008,7 @@ fn run(cli: Cli) -> Result<u8> {
             let show = snapshot::DiffShow {
                 patch,
                 stat,
+                name_status,
                 colour: color.colour(),
                 json,
             };

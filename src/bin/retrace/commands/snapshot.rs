@@ -122,6 +122,8 @@ pub struct DiffShow {
     pub patch: bool,
     /// Lines added and removed per file.
     pub stat: bool,
+    /// The changed paths sorted by path, each with its A, M or D.
+    pub name_status: bool,
     /// ANSI colours.
     pub colour: bool,
     /// One JSON object.
@@ -158,10 +160,16 @@ pub fn diff(
             print!("{}", stat_text(p, show.colour));
         }
     } else {
-        for (mark, paths) in [('A', &d.added), ('M', &d.modified), ('D', &d.deleted)] {
-            for p in paths {
-                println!("{}", change_line(mark, p, show.colour));
-            }
+        let mut lines: Vec<(char, &String)> =
+            [('A', &d.added), ('M', &d.modified), ('D', &d.deleted)]
+                .into_iter()
+                .flat_map(|(mark, paths)| paths.iter().map(move |p| (mark, p)))
+                .collect();
+        if show.name_status {
+            lines.sort_by(|x, y| x.1.cmp(y.1));
+        }
+        for (mark, p) in lines {
+            println!("{}", change_line(mark, p, show.colour));
         }
     }
     // No differences is an answer, not a refusal.
