@@ -9,7 +9,7 @@
 //! the file's own indentation, so key order, number spelling and everything else stay byte
 //! for byte, and it keeps its mode and owner (a read-only one is refused).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::fs::{Metadata, OpenOptions, Permissions};
 use std::io::Write as _;
@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::hooks::Agent;
+
+pub mod opencode;
 
 /// Project or user scope, and the directories they resolve to.
 #[derive(Clone, Debug)]
@@ -869,6 +871,10 @@ struct Installed {
     /// The settings file's text when it held only whitespace before the install.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     blank: Option<String>,
+    /// The top-level keys an install set, each with the text of its value before (`None`:
+    /// the key was not there), for uninstall to put back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    set: BTreeMap<String, Option<String>>,
 }
 
 impl Installed {
@@ -888,14 +894,19 @@ impl Installed {
 
 /// What the record holds for the target's settings file (nothing without a record).
 fn recorded(target: &Target) -> Installed {
-    let Some(record) = &target.record else {
-        return Installed::default();
-    };
+    match &target.record {
+        Some(record) => recorded_at(record, &target.settings()),
+        None => Installed::default(),
+    }
+}
+
+/// What the record file `record` holds for the settings file `settings`.
+fn recorded_at(record: &Path, settings: &Path) -> Installed {
     let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(record)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
-    let Some(entry) = all.remove(&record_key(&target.settings())) else {
+    let Some(entry) = all.remove(&record_key(settings)) else {
         return Installed::default();
     };
     // Before `created`, an entry was the list `kept`.
@@ -911,14 +922,19 @@ fn recorded(target: &Target) -> Installed {
 /// Records `installed` for the target's settings file (when it changed); the record file
 /// goes once it holds nothing.
 fn remember(target: &Target, installed: &Installed) -> Result<(), String> {
-    let Some(record) = &target.record else {
-        return Ok(());
-    };
+    match &target.record {
+        Some(record) => remember_at(record, &target.settings(), installed),
+        None => Ok(()),
+    }
+}
+
+/// Records `installed` for the settings file `settings` in the record file `record`.
+fn remember_at(record: &Path, settings: &Path, installed: &Installed) -> Result<(), String> {
     let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(record)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
-    let key = record_key(&target.settings());
+    let key = record_key(settings);
     let before = all.get(&key).cloned();
     if *installed == Installed::default() {
         all.remove(&key);

@@ -251,10 +251,11 @@ enum Command {
     /// Add retrace's hooks (and `/undo`-style command files) to an agent's settings:
     /// idempotent, keeps every other hook.
     Install {
-        /// The agent: `claude-code`, `codex` or `gemini`.
+        /// The agent: `claude-code`, `codex`, `gemini` or `opencode` (its plugin, and
+        /// `"snapshot": false` in `opencode.json`).
         agent: String,
-        /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`) instead of the
-        /// project's.
+        /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`,
+        /// `~/.config/opencode`) instead of the project's.
         #[arg(long, conflicts_with = "project")]
         user: bool,
         /// The project's settings (`.claude`, `.codex`, `.gemini`; the default).
@@ -263,7 +264,7 @@ enum Command {
     },
     /// Remove exactly the hooks `install` added.
     Uninstall {
-        /// The agent: `claude-code`, `codex` or `gemini`.
+        /// The agent: `claude-code`, `codex`, `gemini` or `opencode`.
         agent: String,
         /// The user's settings instead of the project's.
         #[arg(long, conflicts_with = "project")]

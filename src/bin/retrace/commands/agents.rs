@@ -80,16 +80,22 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
         }
         return Ok(crate::REFUSED);
     }
+    // The workspace root, as every other command resolves it (not a subfolder of it).
+    let project = || -> Result<PathBuf> {
+        let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+        Ok(retrace::home::resolve_root(&dir)?.path)
+    };
+    if agent == "opencode" {
+        return install_opencode(&project()?, user, add);
+    }
     let agent = Agent::from_name(agent).ok_or_else(|| {
         crate::Usage(format!(
-            "unknown agent {agent:?}; supported: {} (Pi and Oh-My-Pi: `retrace install pi` \
-             says how to install their extension)",
+            "unknown agent {agent:?}; supported: {}, opencode (Pi and Oh-My-Pi: `retrace \
+             install pi` says how to install their extension)",
             Agent::names()
         ))
     })?;
-    // The workspace root, as every other command resolves it (not a subfolder of it).
-    let project =
-        retrace::home::resolve_root(&dir.cloned().unwrap_or_else(|| PathBuf::from(".")))?.path;
+    let project = project()?;
     let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
@@ -102,6 +108,32 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
     .map_err(anyhow::Error::msg)?;
     if changes.lines.is_empty() {
         println!("{}: nothing to change", target.settings().display());
+    }
+    for line in changes.lines {
+        println!("{line}");
+    }
+    if add {
+        println!("{}", target.next_step());
+    }
+    Ok(OK)
+}
+
+/// `retrace install|uninstall opencode`: the plugin and `"snapshot": false`.
+fn install_opencode(project: &std::path::Path, user: bool, add: bool) -> Result<u8> {
+    use retrace::protocol::install::opencode::{self, OpenCode};
+    let target = OpenCode::new(project, user, &retrace::home::default_home());
+    let changes = if add {
+        opencode::install(&target, &std::env::current_exe()?)
+    } else {
+        opencode::uninstall(&target)
+    }
+    .map_err(anyhow::Error::msg)?;
+    if changes.lines.iter().all(|l| l.starts_with("note:")) {
+        println!(
+            "{} and {}: nothing to change",
+            target.plugin().display(),
+            target.config.display()
+        );
     }
     for line in changes.lines {
         println!("{line}");

@@ -1,0 +1,458 @@
+/**
+ * retrace for OpenCode: OpenCode's own /undo, /redo and message revert restore the whole
+ * workspace (shell edits too) from retrace's deduplicated store, with OpenCode's snapshots
+ * turned off (`"snapshot": false`, which `retrace install opencode` sets).
+ *
+ * One `retrace serve` child process (JSON-RPC over stdio, docs/protocol.md in the retrace
+ * repository) serves every session of this OpenCode instance:
+ *
+ * - a user message (`chat.message`) begins a turn, anchored at the message's id; its
+ *   before-snapshot is taken in the background and the turn's first tool call waits for it;
+ * - the session going idle ends the turn, however many steps and tools it took;
+ * - OpenCode's revert of a message (what `/undo`, `/redo` and the message menu do) sets the
+ *   session's `revert` point: every turn anchored at or after it is undone, files only
+ *   (OpenCode moves its own conversation), and unrevert redoes them. retrace's guards hold:
+ *   a file edited since is never overwritten. When retrace refuses, nothing is written and
+ *   OpenCode's revert point is moved back to where the files are, so the conversation and
+ *   the files never disagree; either way retrace's one-line result is shown as a toast;
+ * - sending a prompt after a revert makes it final (OpenCode deletes the reverted messages);
+ *   the new turn then replaces retrace's redo stack.
+ *
+ * Subagent (task) sessions are not checkpointed: their edits belong to the parent's turn.
+ * Without the `retrace` binary (on PATH, or `RETRACE_BIN`) the plugin warns once and does
+ * nothing else. Loaded as TypeScript by OpenCode (Bun): no build step, and no runtime
+ * dependency (the import below is of types only).
+ */
+
+import type { Plugin } from "@opencode-ai/plugin";
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+/** An outcome of undo or redo (docs/protocol.md). */
+interface Outcome {
+	result: string;
+	ok: boolean;
+	message: string;
+	paths?: (string | { path: string; reason?: string })[];
+}
+
+/** A turn as `log` lists it. */
+interface LogEntry {
+	kind: string;
+	number: number;
+	anchor?: string | null;
+}
+
+/** `status` as `log` returns it. */
+interface Status {
+	cursor?: number | null;
+	redo_turn?: [number, string] | null;
+}
+
+/** The session fields read here (OpenCode's `Session`). */
+interface SessionInfo {
+	id: string;
+	parentID?: string;
+	revert?: { messageID: string; partID?: string } | null;
+}
+
+type Variant = "info" | "success" | "warning" | "error";
+
+/** How long a tool waits for the turn's before-snapshot (`RETRACE_BEFORE_TIMEOUT_MS`). */
+const BEFORE_TIMEOUT_MS = (() => {
+	const n = Number(process.env.RETRACE_BEFORE_TIMEOUT_MS);
+	return Number.isFinite(n) && n > 0 ? Math.min(Math.floor(n), 2 ** 31) : 25_000;
+})();
+
+/** At most this many undo or redo steps for one revert (a guard against a loop). */
+const MAX_STEPS = 10_000;
+
+/** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
+function findRetrace(): string | null {
+	const explicit = process.env.RETRACE_BIN;
+	if (explicit) return fs.existsSync(explicit) ? explicit : null;
+	for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+		if (!dir) continue;
+		const candidate = path.join(dir, "retrace");
+		try {
+			fs.accessSync(candidate, fs.constants.X_OK);
+			if (fs.statSync(candidate).isFile()) return candidate;
+		} catch {
+			// not here
+		}
+	}
+	return null;
+}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/** A `retrace serve` child process and its JSON-RPC requests. */
+class RetraceServer {
+	private child: ChildProcessWithoutNullStreams;
+	private buffer = "";
+	private nextId = 1;
+	private pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+	private failure: Error | null = null;
+
+	constructor(bin: string) {
+		this.child = spawn(bin, ["serve"], { stdio: ["pipe", "pipe", "pipe"] });
+		this.child.stdout.setEncoding("utf8");
+		this.child.stdout.on("data", (chunk: string) => this.receive(chunk));
+		this.child.stderr.on("data", () => {});
+		this.child.stdin.on("error", () => {});
+		this.child.on("error", (e) => this.fail(e));
+		this.child.on("exit", (code) => this.fail(new Error(`retrace serve exited (${code})`)));
+	}
+
+	call(method: string, params: Record<string, unknown>): Promise<any> {
+		if (this.failure) return Promise.reject(this.failure);
+		const id = this.nextId++;
+		return new Promise((resolve, reject) => {
+			this.pending.set(id, { resolve, reject });
+			this.child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
+		});
+	}
+
+	/** Asks the server to finish pending work and exit; waits for it a little. */
+	async close(): Promise<void> {
+		const exited = new Promise<void>((resolve) => {
+			if (this.child.exitCode !== null) resolve();
+			this.child.once("exit", () => resolve());
+		});
+		this.call("shutdown", {}).catch(() => {});
+		this.child.stdin.end();
+		let timer: ReturnType<typeof setTimeout> | undefined;
+		await Promise.race([exited, new Promise((resolve) => (timer = setTimeout(resolve, 5_000)))]);
+		clearTimeout(timer);
+	}
+
+	// Records are split on "\n" only (JSON strings may hold U+2028).
+	private receive(chunk: string): void {
+		this.buffer += chunk;
+		for (let i = this.buffer.indexOf("\n"); i >= 0; i = this.buffer.indexOf("\n")) {
+			const line = this.buffer.slice(0, i);
+			this.buffer = this.buffer.slice(i + 1);
+			let message: any;
+			try {
+				message = JSON.parse(line);
+			} catch {
+				continue;
+			}
+			const waiter = message.id == null ? undefined : this.pending.get(message.id);
+			if (!waiter) continue; // a $/progress notification
+			this.pending.delete(message.id);
+			if (message.error) waiter.reject(new Error(message.error.message));
+			else waiter.resolve(message.result);
+		}
+	}
+
+	private fail(e: Error): void {
+		if (this.failure) return;
+		this.failure = e;
+		for (const waiter of this.pending.values()) waiter.reject(e);
+		this.pending.clear();
+	}
+}
+
+/** What the plugin keeps for one OpenCode session. */
+interface Tracked {
+	/** retrace's handle, once opened. */
+	handle: string | null;
+	opening: Promise<string | null> | null;
+	/** The turn in progress: its anchor and the wait for its before-snapshot. */
+	turn: { anchor: string; before?: Promise<any> } | null;
+	/** The revert point last seen on the session (`null`: none). */
+	revert: string | null;
+	/** Messages OpenCode removed since: removing the revert point makes the revert final. */
+	removed: Set<string>;
+	/** This session's work, in the order OpenCode reported it. */
+	queue: Promise<unknown>;
+}
+
+/** The plugin: exported under one name, as OpenCode calls every exported function. */
+export const RetracePlugin: Plugin = async ({ client, directory }) => {
+	let server: RetraceServer | null = null;
+	let unavailable = false;
+	const sessions = new Map<string, Tracked>();
+	/** Each session's parent (subagent sessions have one), from OpenCode's events. */
+	const parents = new Map<string, string | null>();
+
+	const say = (message: string, variant: Variant = "info") => {
+		const level = variant === "error" ? "error" : variant === "warning" ? "warn" : "info";
+		// Neither may fail the agent: without a TUI the toast goes nowhere.
+		client.app.log({ body: { service: "retrace", level, message } }).catch(() => {});
+		client.tui.showToast({ body: { title: "retrace", message, variant } }).catch(() => {});
+	};
+
+	const tracked = (id: string): Tracked => {
+		let s = sessions.get(id);
+		if (!s) {
+			s = { handle: null, opening: null, turn: null, revert: null, removed: new Set(), queue: Promise.resolve() };
+			sessions.set(id, s);
+		}
+		return s;
+	};
+
+	/** Runs `work` after the session's earlier work; a failure is a toast, never thrown. */
+	const enqueue = (id: string, work: () => Promise<unknown>): Promise<unknown> => {
+		const s = tracked(id);
+		const next = s.queue.then(work).catch((e) => say(`retrace: ${errorText(e)}`, "error"));
+		s.queue = next;
+		return next;
+	};
+
+	/** Whether the session is a subagent's (it has a parent). */
+	const isSubagent = async (id: string): Promise<boolean> => {
+		if (!parents.has(id)) {
+			try {
+				const got = await client.session.get({ path: { id } });
+				parents.set(id, (got.data as SessionInfo | undefined)?.parentID ?? null);
+			} catch {
+				return false;
+			}
+		}
+		return parents.get(id) != null;
+	};
+
+	/** The main session a (subagent) session belongs to. */
+	const rootOf = (id: string): string => {
+		let at = id;
+		for (let i = 0; i < 64; i++) {
+			const parent = parents.get(at);
+			if (parent == null) return at;
+			at = parent;
+		}
+		return at;
+	};
+
+	/** Opens the session's history once; `null` when retrace is unavailable. */
+	const open = (id: string): Promise<string | null> => {
+		const s = tracked(id);
+		if (s.handle) return Promise.resolve(s.handle);
+		if (unavailable) return Promise.resolve(null);
+		s.opening ??= (async () => {
+			if (!server) {
+				const bin = findRetrace();
+				if (!bin) {
+					unavailable = true;
+					say(
+						"retrace: the retrace binary is not on PATH (nor in RETRACE_BIN): /undo and /redo will not restore files, as OpenCode's own snapshots are off",
+						"warning",
+					);
+					return null;
+				}
+				server = new RetraceServer(bin);
+			}
+			try {
+				const opened = await server.call("open", { workspace: directory, session: id, agent: "opencode" });
+				s.handle = opened.session;
+				for (const w of opened.warnings ?? []) say(`retrace: ${w}`, "warning");
+				return s.handle;
+			} catch (e) {
+				say(`retrace: cannot open the workspace history: ${errorText(e)}`, "warning");
+				return null;
+			} finally {
+				s.opening = null;
+			}
+		})();
+		return s.opening;
+	};
+
+	/** One request for the session; a failure is a toast and `null`. */
+	const call = async (id: string, method: string, params: Record<string, unknown> = {}): Promise<any> => {
+		const handle = await open(id);
+		if (!handle || !server) return null;
+		try {
+			return await server.call(method, { session: handle, ...params });
+		} catch (e) {
+			say(`retrace: ${method} failed: ${errorText(e)}`, "error");
+			return null;
+		}
+	};
+
+	const endTurn = async (id: string) => {
+		const s = tracked(id);
+		const ending = s.turn;
+		if (!ending) return;
+		s.turn = null;
+		await ending.before;
+		await call(id, "end_turn", {});
+	};
+
+	/**
+	 * Each turn's anchor for ordering: its message id, or, for a turn retrace made itself (a
+	 * revert or restore from the CLI, with no anchor), just after the turn before it.
+	 */
+	const anchors = (entries: LogEntry[]): Map<number, string> => {
+		const byNumber = new Map<number, string>();
+		let last = "";
+		for (const e of [...entries].filter((e) => e.kind !== "checkpoint").sort((a, b) => a.number - b.number)) {
+			if (e.anchor) last = e.anchor;
+			byNumber.set(e.number, e.anchor ? e.anchor : `${last}\uffff`);
+		}
+		return byNumber;
+	};
+
+	/** The undo or redo that brings the files one turn nearer to `target` (`null`: unreverted). */
+	const nextStep = (status: Status, anchorOf: Map<number, string>, target: string | null) => {
+		const cursor = status.cursor == null ? undefined : anchorOf.get(status.cursor);
+		if (cursor !== undefined && target !== null && cursor >= target) return "undo";
+		const redo = status.redo_turn ? anchorOf.get(status.redo_turn[0]) : undefined;
+		if (redo !== undefined && (target === null || redo < target)) return "redo";
+		return null;
+	};
+
+	const pathsOf = (o: Outcome) =>
+		(o.paths ?? [])
+			.slice(0, 5)
+			.map((p) => (typeof p === "string" ? p : p.reason ? `${p.path} (${p.reason})` : p.path))
+			.join(", ");
+
+	/**
+	 * Brings the files to OpenCode's revert point `target`: undo every applied turn anchored
+	 * at or after it, redo every undone one before it. On a refusal, moves OpenCode's revert
+	 * point to where the files are.
+	 */
+	const sync = async (id: string, target: string | null, partial: boolean) => {
+		const done: string[] = [];
+		// Undo and redo add no turn: the anchors are read once.
+		const log = await call(id, "log");
+		if (!log) return;
+		const anchorOf = anchors(log.entries ?? []);
+		let status: Status | null = log.status ?? {};
+		let was = "";
+		for (let i = 0; status && i < MAX_STEPS; i++) {
+			const step = nextStep(status, anchorOf, target);
+			// A step that moved nothing would be asked for again.
+			const now = JSON.stringify([status.cursor, status.redo_turn]);
+			if (!step || now === was) break;
+			was = now;
+			const out: Outcome | null = await call(id, step, step === "undo" ? { mode: "files" } : {});
+			if (!out) return;
+			if (out.result === "nothing_to_undo" || out.result === "nothing_to_redo") break;
+			if (!out.ok) {
+				await realign(id, target);
+				const before = done.length ? ` (after ${done.join("; ")})` : "";
+				const paths = pathsOf(out);
+				const refused =
+					out.result === "conflict" || out.result === "dirty"
+						? `${step} refused: ${paths} changed since the turn (${out.result}); nothing was overwritten`
+						: `${step} refused: ${out.message}`;
+				say(`retrace: ${refused}${before}. OpenCode's revert was moved back to match the files`, "warning");
+				return;
+			}
+			done.push(`${step}: ${out.message}`);
+			status = await call(id, "status");
+		}
+		if (done.length === 0) return;
+		const note = partial ? " (retrace restores whole turns: the files are as at the end of that message's turn)" : "";
+		say(`retrace: ${done.join("; ")}${note}`, "success");
+	};
+
+	/** Moves OpenCode's revert point to where the files are (after a refused step). */
+	const realign = async (id: string, wanted: string | null) => {
+		const log = await call(id, "log");
+		if (!log) return;
+		const anchorOf = anchors(log.entries ?? []);
+		const redo = log.status?.redo_turn ? anchorOf.get(log.status.redo_turn[0]) : undefined;
+		const point = redo === undefined ? null : redo;
+		if (point === wanted) return;
+		const s = tracked(id);
+		s.revert = point;
+		try {
+			if (point === null) await client.session.unrevert({ path: { id } });
+			else await client.session.revert({ path: { id }, body: { messageID: point } });
+		} catch (e) {
+			say(`retrace: cannot move OpenCode's revert point back: ${errorText(e)}`, "error");
+		}
+	};
+
+	/** A session's `revert` as OpenCode reported it. */
+	const revertChanged = (info: SessionInfo) => {
+		const s = tracked(info.id);
+		const point = info.revert?.messageID ?? null;
+		if (point === s.revert) return;
+		const previous = s.revert;
+		s.revert = point;
+		// Cleared because the reverted messages were deleted: a prompt made the revert final,
+		// and its turn replaces the redo stack. Anything else clearing it is an unrevert.
+		if (point === null && previous !== null && s.removed.has(previous)) {
+			s.removed.clear();
+			return;
+		}
+		s.removed.clear();
+		enqueue(info.id, () => sync(info.id, point, Boolean(info.revert?.partID)));
+	};
+
+	return {
+		event: async ({ event }) => {
+			// Called as OpenCode publishes, not awaited: what must keep its order is recorded
+			// here at once, and the work is queued per session.
+			const e = event as { type: string; properties: any };
+			switch (e.type) {
+				case "session.created":
+				case "session.updated": {
+					const info = e.properties.info as SessionInfo;
+					parents.set(info.id, info.parentID ?? null);
+					if (info.parentID == null && (sessions.has(info.id) || info.revert)) revertChanged(info);
+					break;
+				}
+				case "message.removed":
+					sessions.get(e.properties.sessionID)?.removed.add(e.properties.messageID);
+					break;
+				case "session.idle":
+					if (sessions.get(e.properties.sessionID)?.turn) enqueue(e.properties.sessionID, () => endTurn(e.properties.sessionID));
+					break;
+				case "session.status":
+					if (e.properties.status?.type === "idle" && sessions.get(e.properties.sessionID)?.turn) {
+						enqueue(e.properties.sessionID, () => endTurn(e.properties.sessionID));
+					}
+					break;
+				case "session.deleted": {
+					const id = (e.properties.info as SessionInfo).id;
+					if (sessions.has(id)) enqueue(id, () => endTurn(id));
+					break;
+				}
+			}
+		},
+
+		"chat.message": async (input, output) => {
+			const id = input.sessionID;
+			if (unavailable || (await isSubagent(id))) return;
+			const prompt = output.parts
+				.map((p: any) => (p.type === "text" && !p.synthetic ? p.text : ""))
+				.filter(Boolean)
+				.join("\n");
+			const anchor = output.message.id;
+			await enqueue(id, async () => {
+				await endTurn(id);
+				const begun = await call(id, "begin_turn", { anchor, prompt });
+				if (begun) tracked(id).turn = { anchor };
+			});
+		},
+
+		"tool.execute.before": async (input) => {
+			const s = sessions.get(rootOf(input.sessionID));
+			const turn = s?.turn;
+			if (!turn) return;
+			if (!turn.before) {
+				turn.before = call(rootOf(input.sessionID), "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS }).then((waited) => {
+					if (waited?.before === "conversation_only") {
+						say(`retrace: ${waited.reason}; /undo of this turn will not restore its files`, "warning");
+					}
+					return waited;
+				});
+			}
+			await turn.before;
+		},
+
+		dispose: async () => {
+			for (const id of sessions.keys()) enqueue(id, () => endTurn(id));
+			await Promise.all([...sessions.values()].map((s) => s.queue));
+			const closing = server;
+			server = null;
+			await closing?.close();
+		},
+	};
+};
