@@ -33,6 +33,7 @@ mod leases;
 mod mcp;
 mod memory;
 mod nested_capture;
+mod opencode_e2e;
 mod patch;
 mod pi_e2e;
 mod policy;

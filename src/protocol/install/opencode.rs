@@ -274,7 +274,9 @@ fn plain(text: &str) -> String {
                 }
             }
             b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                let end = text[i + 2..].find("*/").map_or(bytes.len(), |e| i + 2 + e + 2);
+                let end = text[i + 2..]
+                    .find("*/")
+                    .map_or(bytes.len(), |e| i + 2 + e + 2);
                 for b in &mut out[i..end] {
                     if *b != b'\n' && *b != b'\r' {
                         *b = b' ';
@@ -351,9 +353,8 @@ fn remove_member(text: &str, plain: &str, root: &Node, i: usize) -> String {
     // Up to the next member, past a comma that follows; else from the `{` side's blanks.
     let after = &plain[end..];
     let rest = after.trim_start();
-    if rest.starts_with(',') {
-        let comma = end + (after.len() - rest.len());
-        let next = comma + 1 + (rest.len() - 1 - rest[1..].trim_start().len());
+    if let Some(past) = rest.strip_prefix(',') {
+        let next = plain.len() - past.trim_start().len();
         return splice(text, start..next, "");
     }
     let from = start - ws_before(plain, start).len();

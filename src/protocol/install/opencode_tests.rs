@@ -28,7 +28,10 @@ fn plain_blanks_comments_and_trailing_commas_byte_for_byte() {
     let plain = plain(text);
     assert_eq!(plain.len(), text.len());
     let v: serde_json::Value = serde_json::from_str(&plain).unwrap();
-    assert_eq!(v, serde_json::json!({"a": "x // not a comment", "b": [1, 2]}));
+    assert_eq!(
+        v,
+        serde_json::json!({"a": "x // not a comment", "b": [1, 2]})
+    );
     assert_eq!(plain.find("\"a\""), text.find("\"a\""));
 }
 
@@ -39,7 +42,10 @@ fn install_into_a_new_project_creates_both_and_uninstall_removes_both() {
     assert_eq!(read(&target.plugin()), PLUGIN);
     let config: serde_json::Value = serde_json::from_str(&read(&target.config)).unwrap();
     assert_eq!(config, serde_json::json!({"snapshot": false}));
-    assert!(changes.lines.iter().any(|l| l.contains("not on PATH")), "{changes:?}");
+    assert!(
+        changes.lines.iter().any(|l| l.contains("not on PATH")),
+        "{changes:?}"
+    );
     // Twice: nothing changes.
     let again = install(&target, &exe()).unwrap();
     assert!(
@@ -48,8 +54,14 @@ fn install_into_a_new_project_creates_both_and_uninstall_removes_both() {
     );
     uninstall(&target).unwrap();
     assert!(!target.plugin().exists());
-    assert!(!target.config.exists(), "install created it: uninstall removes it");
-    assert!(!target.dir.exists(), "the .opencode directory install created goes too");
+    assert!(
+        !target.config.exists(),
+        "install created it: uninstall removes it"
+    );
+    assert!(
+        !target.dir.exists(),
+        "the .opencode directory install created goes too"
+    );
     assert!(!target.record.exists(), "nothing is left in the record");
 }
 
@@ -83,7 +95,11 @@ fn an_absent_member_is_added_after_the_last_and_removed_exactly() {
         let v: serde_json::Value = serde_json::from_str(&plain(&text)).unwrap();
         assert_eq!(v["snapshot"], false, "{original:?} became {text:?}");
         for comment in ["// settings", "// mine", "/* nothing yet */"] {
-            assert_eq!(original.contains(comment), text.contains(comment), "{text:?}");
+            assert_eq!(
+                original.contains(comment),
+                text.contains(comment),
+                "{text:?}"
+            );
         }
         uninstall(&target).unwrap();
         let back = read(&target.config);
@@ -103,7 +119,10 @@ fn a_value_changed_since_install_is_left_alone() {
     let changes = uninstall(&target).unwrap();
     assert_eq!(read(&target.config), "{\"snapshot\": \"mine\"}");
     assert!(
-        changes.lines.iter().any(|l| l.contains("left \"snapshot\" alone")),
+        changes
+            .lines
+            .iter()
+            .any(|l| l.contains("left \"snapshot\" alone")),
         "{changes:?}"
     );
 }
@@ -129,7 +148,10 @@ fn a_foreign_plugin_file_refuses_the_install_and_an_older_retrace_one_is_replace
     std::fs::write(target.plugin(), &older).unwrap();
     let changes = install(&target, &exe()).unwrap();
     assert_eq!(read(&target.plugin()), PLUGIN);
-    assert!(changes.lines.iter().any(|l| l.contains("updated")), "{changes:?}");
+    assert!(
+        changes.lines.iter().any(|l| l.contains("updated")),
+        "{changes:?}"
+    );
 }
 
 #[test]
@@ -140,14 +162,20 @@ fn a_jsonc_config_alone_is_the_one_edited() {
     assert_eq!(target.config, dir.path().join("opencode.jsonc"));
     install(&target, &exe()).unwrap();
     let text = read(&target.config);
-    assert!(text.contains("// mine") && text.contains("\"snapshot\": false"), "{text}");
+    assert!(
+        text.contains("// mine") && text.contains("\"snapshot\": false"),
+        "{text}"
+    );
     assert!(!dir.path().join("opencode.json").exists());
 }
 
 #[test]
 fn the_user_scope_follows_xdg_config_home() {
     let home = Some("/home/me".into());
-    assert_eq!(config_home(Some("/x/cfg".into()), home.clone()), Path::new("/x/cfg"));
+    assert_eq!(
+        config_home(Some("/x/cfg".into()), home.clone()),
+        Path::new("/x/cfg")
+    );
     assert_eq!(
         config_home(Some("relative".into()), home.clone()),
         Path::new("/home/me/.config")
