@@ -7,6 +7,10 @@
 //! `cargo bench --bench macrobench -- --profile long-session [--turns N] [--dir PATH]` runs
 //! the long-session workload of issue 16 instead, through the CLI (see `long_session.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile opencode [--files N] [--turns N]` runs the
+//! same turns through the real OpenCode CLI with its own snapshots and with retrace's plugin,
+//! and compares what each keeps (see `opencode_storage.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -21,6 +25,8 @@ use retrace::{Config, RestoreOptions, Workspace};
 
 #[path = "macrobench/long_session.rs"]
 mod long_session;
+#[path = "macrobench/opencode_storage.rs"]
+mod opencode_storage;
 
 struct Rng(u64);
 
@@ -154,6 +160,14 @@ fn turn(root: &Path, files: usize, n: u64) {
     }
 }
 
+/// The value after `name` on the command line.
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
 fn reset_peak() {
     let _ = fs::write("/proc/self/clear_refs", "5");
 }
@@ -275,6 +289,9 @@ fn dir_size(p: &Path) -> u64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--apply-turn") {
+        return opencode_storage::apply_turn(&args);
+    }
     match args
         .iter()
         .position(|a| a == "--profile")
@@ -282,14 +299,10 @@ fn main() {
     {
         None => {}
         Some(Some("long-session")) => return long_session::main(&args),
-        Some(p) => panic!("unknown --profile {p:?} (known: long-session)"),
+        Some(Some("opencode")) => return opencode_storage::main(&args),
+        Some(p) => panic!("unknown --profile {p:?} (known: long-session, opencode)"),
     }
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let arg = |name: &str| arg(&args, name);
     let files: usize = arg("--files")
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);

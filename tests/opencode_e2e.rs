@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::fake_http::FakeHttp;
+use crate::common::fake_http::{FakeHttp, chat_sse};
 use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
@@ -80,35 +80,19 @@ fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
     } else {
         None
     };
-    let model = request["model"].clone();
-    let chunk = |delta: Value, finish: Value| {
-        let c = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {c}\n\n")
-    };
-    let mut sse = String::new();
-    if let Some((name, args)) = tool {
-        let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed));
-        sse += &chunk(
-            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id,
-                "type": "function", "function": {"name": name, "arguments": ""}}]}),
-            Value::Null,
-        );
-        sse += &chunk(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
-            Value::Null,
-        );
-        sse += &chunk(json!({}), json!("tool_calls"));
+    let id = tool
+        .as_ref()
+        .map(|_| format!("call_{}", calls.fetch_add(1, Ordering::Relaxed)));
+    let call = tool
+        .as_ref()
+        .zip(id.as_deref())
+        .map(|((n, a), id)| (*n, a, id));
+    let text = if request.get("tools").is_some() {
+        "Done."
     } else {
-        let text = if request.get("tools").is_some() {
-            "Done."
-        } else {
-            "A title"
-        };
-        sse += &chunk(json!({"role": "assistant", "content": text}), Value::Null);
-        sse += &chunk(json!({}), json!("stop"));
-    }
-    sse + "data: [DONE]\n\n"
+        "A title"
+    };
+    chat_sse(&request["model"], call, text)
 }
 
 /// The project's `opencode.json` before `retrace install opencode`: the fake model, every

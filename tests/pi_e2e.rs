@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use crate::common::fake_http::FakeHttp;
+use crate::common::fake_http::{FakeHttp, chat_sse};
 use crate::common::{Env, RETRACE, missing_cli};
 use serde_json::{Value, json};
 
@@ -130,33 +130,14 @@ fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
     } else {
         None
     };
-    let model = request["model"].clone();
-    let chunk = |delta: Value, finish: Value| {
-        let c = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {c}\n\n")
-    };
-    let mut sse = String::new();
-    if let Some((name, args)) = tool {
-        let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed));
-        sse += &chunk(
-            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id,
-                "type": "function", "function": {"name": name, "arguments": ""}}]}),
-            Value::Null,
-        );
-        sse += &chunk(
-            json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
-            Value::Null,
-        );
-        sse += &chunk(json!({}), json!("tool_calls"));
-    } else {
-        sse += &chunk(
-            json!({"role": "assistant", "content": "Done."}),
-            Value::Null,
-        );
-        sse += &chunk(json!({}), json!("stop"));
-    }
-    sse + "data: [DONE]\n\n"
+    let id = tool
+        .as_ref()
+        .map(|_| format!("call_{}", calls.fetch_add(1, Ordering::Relaxed)));
+    let call = tool
+        .as_ref()
+        .zip(id.as_deref())
+        .map(|((n, a), id)| (*n, a, id));
+    chat_sse(&request["model"], call, "Done.")
 }
 
 /// The host's command line with the fake model configured for it, in a private home.

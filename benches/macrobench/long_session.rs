@@ -300,12 +300,7 @@ fn median_u64(v: &[u64]) -> u64 {
 }
 
 pub fn main(args: &[String]) {
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let arg = |name: &str| super::arg(args, name);
     let turns: usize = arg("--turns").and_then(|v| v.parse().ok()).unwrap_or(300);
     assert!(turns >= 1, "--turns must be at least 1");
     let base = arg("--dir").map_or_else(

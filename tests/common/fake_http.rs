@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 type Respond = dyn Fn(&str, &Value) -> String + Send + Sync;
 
@@ -90,4 +90,31 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Value>>, respond: &Respond) -> std:
     )?;
     out.write_all(answer.as_bytes())?;
     out.flush()
+}
+
+/// The server-sent events of a streamed chat-completions answer for `model`: one tool call
+/// (`name`, its JSON `args`, the call `id`), else the assistant's `text`.
+pub fn chat_sse(model: &Value, call: Option<(&str, &Value, &str)>, text: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        let c = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let mut sse = String::new();
+    if let Some((name, args, id)) = call {
+        sse += &chunk(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id,
+                "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Value::Null,
+        );
+        sse += &chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
+            Value::Null,
+        );
+        sse += &chunk(json!({}), json!("tool_calls"));
+    } else {
+        sse += &chunk(json!({"role": "assistant", "content": text}), Value::Null);
+        sse += &chunk(json!({}), json!("stop"));
+    }
+    sse + "data: [DONE]\n\n"
 }
