@@ -396,6 +396,28 @@ impl Server {
             .collect()
     }
 
+    /// The last part of the answer before the user message `prompt`: its message and id.
+    fn last_part_before(&self, session: &str, prompt: &str) -> (String, String) {
+        let messages = http(
+            self.port,
+            "GET",
+            &format!("/session/{session}/message"),
+            None,
+        );
+        let messages = messages.as_array().unwrap();
+        let at = messages
+            .iter()
+            .position(|m| m["info"]["id"] == prompt)
+            .unwrap();
+        let answer = &messages[at - 1];
+        assert_eq!(answer["info"]["role"], "assistant", "{answer}");
+        let part = answer["parts"].as_array().unwrap().last().unwrap();
+        (
+            answer["info"]["id"].as_str().unwrap().to_string(),
+            part["id"].as_str().unwrap().to_string(),
+        )
+    }
+
     fn revert(&self, session: &str, message: &str) {
         self.post(
             &format!("/session/{session}/revert"),
@@ -621,6 +643,31 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
         server.toasts_seen,
         "no toast: nothing was redone"
     );
+    // The same after a revert to a part of an answer (OpenCode then deletes only what
+    // follows it).
+    server.prompt(&a, "BASH-EDIT again");
+    wait_turns(&server, &env, &a, 4);
+    assert_eq!(env.read("notes.txt"), "base\nedited by bash\n");
+    let (message, part) = server.last_part_before(&a, server.prompts(&a).last().unwrap());
+    server.post(
+        &format!("/session/{a}/revert"),
+        &json!({"messageID": message, "partID": part}),
+    );
+    server.next_toast("undo: turn 4");
+    assert_eq!(env.read("notes.txt"), "base\n");
+    server.prompt(&a, "just talk");
+    wait_turns(&server, &env, &a, 5);
+    assert_eq!(
+        env.read("notes.txt"),
+        "base\n",
+        "the reverted turn stays undone"
+    );
+    assert_eq!(applied(&env, &a), [1, 3, 5]);
+    assert_eq!(
+        server.toasts().len(),
+        server.toasts_seen,
+        "no toast: nothing was redone"
+    );
 
     // OpenCode kept no snapshot repository of its own.
     let snapshots = home.data().join("opencode/snapshot");
@@ -629,7 +676,7 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
         "{} holds OpenCode snapshot data",
         snapshots.display()
     );
-    assert_eq!(calls.load(Ordering::Relaxed), 4, "one tool call per prompt");
+    assert_eq!(calls.load(Ordering::Relaxed), 5, "one tool call per prompt");
     drop(server);
 
     // `opencode run`: the turn ends (after-snapshot recorded) before the process exits.
@@ -648,7 +695,7 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
     );
     let log = retrace_log(&env, &a).unwrap();
     assert!(log["status"]["pending"].is_null(), "{log}");
-    assert_eq!(log["entries"][0]["number"], 4, "{log}");
+    assert_eq!(log["entries"][0]["number"], 6, "{log}");
     assert_eq!(log["entries"][0]["state"], "complete", "{log}");
 
     // Without the binary: one warning, and OpenCode works as before.

@@ -71,7 +71,14 @@ const MAX_STEPS = 10_000;
 /** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
 function findRetrace(): string | null {
 	const explicit = process.env.RETRACE_BIN;
-	if (explicit) return fs.existsSync(explicit) ? explicit : null;
+	if (explicit) {
+		try {
+			fs.accessSync(explicit, fs.constants.X_OK);
+			return fs.statSync(explicit).isFile() ? explicit : null;
+		} catch {
+			return null;
+		}
+	}
 	for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
 		if (!dir) continue;
 		const candidate = path.join(dir, "retrace");
@@ -94,6 +101,11 @@ class RetraceServer {
 	private nextId = 1;
 	private pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
 	private failure: Error | null = null;
+
+	/** Whether the child has exited or could not start: a new one is needed. */
+	get failed(): boolean {
+		return this.failure !== null;
+	}
 
 	constructor(bin: string) {
 		this.child = spawn(bin, ["serve"], { stdio: ["pipe", "pipe", "pipe"] });
@@ -164,8 +176,11 @@ interface Tracked {
 	turn: { anchor: string; before?: Promise<any> } | null;
 	/** The revert point last seen on the session (`null`: none). */
 	revert: string | null;
-	/** Messages OpenCode removed since: removing the revert point makes the revert final. */
-	removed: Set<string>;
+	/** Whether OpenCode removed messages or parts of the session since the last revert
+	 * point was seen: a revert cleared after that was made final by a prompt. */
+	removed: boolean;
+	/** Whether the session's `revert` has been seen since this plugin started. */
+	seen: boolean;
 	/** This session's work, in the order OpenCode reported it. */
 	queue: Promise<unknown>;
 }
@@ -188,7 +203,7 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 	const tracked = (id: string): Tracked => {
 		let s = sessions.get(id);
 		if (!s) {
-			s = { handle: null, opening: null, turn: null, revert: null, removed: new Set(), queue: Promise.resolve() };
+			s = { handle: null, opening: null, turn: null, revert: null, removed: false, seen: false, queue: Promise.resolve() };
 			sessions.set(id, s);
 		}
 		return s;
@@ -229,6 +244,12 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 	/** Opens the session's history once; `null` when retrace is unavailable. */
 	const open = (id: string): Promise<string | null> => {
 		const s = tracked(id);
+		if (server?.failed) {
+			// It died (killed, or the store failed it): start a new one, and open again.
+			say("retrace: retrace serve had stopped; starting it again", "warning");
+			server = null;
+			for (const t of sessions.values()) t.handle = null;
+		}
 		if (s.handle) return Promise.resolve(s.handle);
 		if (unavailable) return Promise.resolve(null);
 		s.opening ??= (async () => {
@@ -271,10 +292,11 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 		}
 	};
 
-	const endTurn = async (id: string) => {
+	/** Ends the session's turn (only the one begun at `anchor`, when given). */
+	const endTurn = async (id: string, anchor?: string) => {
 		const s = tracked(id);
 		const ending = s.turn;
-		if (!ending) return;
+		if (!ending || (anchor !== undefined && ending.anchor !== anchor)) return;
 		s.turn = null;
 		await ending.before;
 		await call(id, "end_turn", {});
@@ -357,7 +379,8 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 		const anchorOf = anchors(log.entries ?? []);
 		const redo = log.status?.redo_turn ? anchorOf.get(log.status.redo_turn[0]) : undefined;
 		const point = redo === undefined ? null : redo;
-		if (point === wanted) return;
+		// A turn retrace made itself has no message to revert to.
+		if (point === wanted || point?.endsWith("\uffff")) return;
 		const s = tracked(id);
 		s.revert = point;
 		try {
@@ -369,19 +392,28 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 	};
 
 	/** A session's `revert` as OpenCode reported it. */
-	const revertChanged = (info: SessionInfo) => {
+	const revertChanged = (info: SessionInfo, created: boolean) => {
 		const s = tracked(info.id);
 		const point = info.revert?.messageID ?? null;
+		if (!s.seen) {
+			// First sight of a session that existed before (OpenCode restarted): retrace's
+			// history may be at another point, e.g. reverted before the restart. The sync
+			// brings the files to OpenCode's point and does nothing when they are there; a
+			// new session has no history.
+			s.seen = true;
+			s.revert = point;
+			s.removed = false;
+			if (!created) enqueue(info.id, () => sync(info.id, point, Boolean(info.revert?.partID)));
+			return;
+		}
 		if (point === s.revert) return;
 		const previous = s.revert;
 		s.revert = point;
 		// Cleared because the reverted messages were deleted: a prompt made the revert final,
 		// and its turn replaces the redo stack. Anything else clearing it is an unrevert.
-		if (point === null && previous !== null && s.removed.has(previous)) {
-			s.removed.clear();
-			return;
-		}
-		s.removed.clear();
+		const final = point === null && previous !== null && s.removed;
+		s.removed = false;
+		if (final) return;
 		enqueue(info.id, () => sync(info.id, point, Boolean(info.revert?.partID)));
 	};
 
@@ -395,20 +427,21 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 				case "session.updated": {
 					const info = e.properties.info as SessionInfo;
 					parents.set(info.id, info.parentID ?? null);
-					if (info.parentID == null && (sessions.has(info.id) || info.revert)) revertChanged(info);
+					if (info.parentID == null && !unavailable) revertChanged(info, e.type === "session.created");
 					break;
 				}
 				case "message.removed":
-					sessions.get(e.properties.sessionID)?.removed.add(e.properties.messageID);
+				case "message.part.removed":
+					tracked(e.properties.sessionID).removed = true;
 					break;
 				case "session.idle":
-					if (sessions.get(e.properties.sessionID)?.turn) enqueue(e.properties.sessionID, () => endTurn(e.properties.sessionID));
+				case "session.status": {
+					if (e.type === "session.status" && e.properties.status?.type !== "idle") break;
+					const id = e.properties.sessionID;
+					const anchor = sessions.get(id)?.turn?.anchor;
+					if (anchor !== undefined) enqueue(id, () => endTurn(id, anchor));
 					break;
-				case "session.status":
-					if (e.properties.status?.type === "idle" && sessions.get(e.properties.sessionID)?.turn) {
-						enqueue(e.properties.sessionID, () => endTurn(e.properties.sessionID));
-					}
-					break;
+				}
 				case "session.deleted": {
 					const id = (e.properties.info as SessionInfo).id;
 					if (sessions.has(id)) enqueue(id, () => endTurn(id));
@@ -426,7 +459,9 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 				.join("\n");
 			const anchor = output.message.id;
 			await enqueue(id, async () => {
-				await endTurn(id);
+				// Sent while the agent works (OpenCode queues it into the running loop): it
+				// is part of the turn in progress, which ends when the session is idle.
+				if (tracked(id).turn) return;
 				const begun = await call(id, "begin_turn", { anchor, prompt });
 				if (begun) tracked(id).turn = { anchor };
 			});

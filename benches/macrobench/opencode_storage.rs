@@ -48,7 +48,12 @@ fn answer(request: &Value, turn_command: &(dyn Fn(u64) -> String + Send + Sync))
     let turn = (last["role"] == "user" && request.get("tools").is_some())
         .then(|| text.split("TURN ").nth(1))
         .flatten()
-        .and_then(|rest| rest.split_whitespace().next())
+        // `opencode run` quotes the prompt: `"TURN 1"`.
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
         .and_then(|n| n.parse::<u64>().ok());
     match turn {
         Some(n) => {
@@ -76,6 +81,9 @@ struct Run {
     kept: u64,
     /// OpenCode's snapshot directory (should be empty with retrace).
     opencode_snapshots: u64,
+    /// The project's own `.git` (whose objects OpenCode's snapshot repository borrows
+    /// through `objects/info/alternates`).
+    project_git: u64,
 }
 
 fn run(base: &Path, files: usize, turns: u64, with_retrace: bool, port: u16) -> Run {
@@ -153,6 +161,9 @@ fn run(base: &Path, files: usize, turns: u64, with_retrace: bool, port: u16) -> 
             String::from_utf8_lossy(&o.stderr)
         );
         eprintln!("{name}: turn {n} took {:.1?}", times.last().unwrap());
+        if n == 1 {
+            eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+        }
     }
     let snapshots = home.join(".local/share/opencode/snapshot");
     let opencode_snapshots = size(&snapshots);
@@ -164,6 +175,7 @@ fn run(base: &Path, files: usize, turns: u64, with_retrace: bool, port: u16) -> 
         },
         times,
         opencode_snapshots,
+        project_git: size(&root.join(".git")),
     }
 }
 
@@ -218,6 +230,11 @@ pub fn main(args: &[String]) {
         "| OpenCode snapshot directory | {} | {} | |",
         mb(oc.opencode_snapshots),
         mb(rt.opencode_snapshots)
+    );
+    println!(
+        "| the project's own .git (OpenCode's snapshots borrow its objects) | {} | {} | |",
+        mb(oc.project_git),
+        mb(rt.project_git)
     );
     println!(
         "| first turn, whole `opencode run` | {:.1?} | {:.1?} | |",

@@ -146,6 +146,8 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
         match (&original, blank) {
             (None, _) => record.create(&super::follow_links(&target.config)?),
             (Some(_), Some(b)) => record.blank = Some(b),
+            // An empty object comes back as it was written (`{}`, `{ }`...).
+            (Some(t), None) if root.len() == 0 => record.blank = Some(t.clone()),
             _ => {}
         }
     }
@@ -172,6 +174,14 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
             "set \"snapshot\": false (OpenCode's own snapshots off)",
         );
     }
+    for later in overriding(target) {
+        changes.lines.push(format!(
+            "note: {} sets \"snapshot\" too, and OpenCode reads it after {}: set it to false \
+             there as well, or OpenCode keeps its own snapshots",
+            later.display(),
+            target.config.display()
+        ));
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     if !found_on_path(exe, &path) && std::env::var_os("RETRACE_BIN").is_none() {
         changes.lines.push(format!(
@@ -182,6 +192,36 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
         ));
     }
     Ok(changes)
+}
+
+/// The config files OpenCode reads after the target's (a project's `opencode.jsonc` after its
+/// `opencode.json`, then `.opencode/opencode.json[c]`) that set `snapshot` to anything but
+/// `false`: theirs is the value that counts.
+fn overriding(target: &OpenCode) -> Vec<PathBuf> {
+    let Some(dir) = target.config.parent() else {
+        return Vec::new();
+    };
+    let mut later = vec![dir.join("opencode.jsonc")];
+    if !target.user {
+        later.extend([
+            target.dir.join("opencode.json"),
+            target.dir.join("opencode.jsonc"),
+        ]);
+    }
+    later
+        .into_iter()
+        .filter(|p| *p != target.config)
+        .filter(|p| {
+            let Ok(Some(text)) = read_text(p) else {
+                return false;
+            };
+            let plain = plain(&text);
+            scan(&plain, p).is_ok_and(|root| {
+                root.member(KEY)
+                    .is_some_and(|(_, v)| &plain[v.start..v.end] != "false")
+            })
+        })
+        .collect()
 }
 
 /// Removes the plugin, puts `snapshot` back as install found it (unless changed since), and
@@ -239,6 +279,19 @@ pub fn uninstall(target: &OpenCode) -> Result<Changes, String> {
             ),
             None => {}
         }
+    } else if !record.set.contains_key(KEY)
+        && let Ok(Some(text)) = read_text(&target.config)
+        && let Ok(root) = scan(&plain(&text), &target.config)
+        && root
+            .member(KEY)
+            .is_some_and(|(_, v)| &text[v.start..v.end] == "false")
+    {
+        changes.push(
+            &target.config,
+            "left \"snapshot\": false alone: no record of an install setting it (another \
+             RETRACE_HOME, or set by hand). Without the plugin OpenCode's /undo restores no \
+             files: remove it to turn OpenCode's own snapshots back on",
+        );
     }
     for dir in record.created.iter().rev().map(Path::new) {
         if dir.symlink_metadata().is_ok_and(|m| m.is_dir()) && std::fs::remove_dir(dir).is_ok() {

@@ -88,6 +88,9 @@ fn an_absent_member_is_added_after_the_last_and_removed_exactly() {
         "{\n}\n",
         "{\n  // settings\n  \"model\": \"x/y\", // mine\n}\n",
         "{ /* nothing yet */ }\n",
+        "{}",
+        "{ }\n",
+        "{\r\n\t\"model\": \"x\"\r\n}\r\n",
     ] {
         let (_dir, target) = project(Some(original));
         install(&target, &exe()).unwrap();
@@ -105,9 +108,7 @@ fn an_absent_member_is_added_after_the_last_and_removed_exactly() {
         let back = read(&target.config);
         let v: serde_json::Value = serde_json::from_str(&plain(&back)).unwrap();
         assert!(v.get("snapshot").is_none(), "{back:?}");
-        if original.contains("model") {
-            assert_eq!(back, original, "uninstall gives the text back");
-        }
+        assert_eq!(back, original, "uninstall gives the text back");
     }
 }
 
@@ -181,4 +182,36 @@ fn the_user_scope_follows_xdg_config_home() {
         Path::new("/home/me/.config")
     );
     assert_eq!(config_home(None, home), Path::new("/home/me/.config"));
+}
+
+#[test]
+fn a_later_config_that_sets_snapshot_is_named() {
+    let (_dir, target) = project(Some("{}\n"));
+    std::fs::create_dir_all(&target.dir).unwrap();
+    std::fs::write(target.dir.join("opencode.json"), "{\"snapshot\": true}").unwrap();
+    let changes = install(&target, &exe()).unwrap();
+    assert!(
+        changes
+            .lines
+            .iter()
+            .any(|l| l.contains(".opencode/opencode.json sets")),
+        "{changes:?}"
+    );
+}
+
+#[test]
+fn uninstall_without_a_record_says_it_left_snapshot_off() {
+    let (dir, target) = project(Some("{\"a\": 1}"));
+    install(&target, &exe()).unwrap();
+    let other = OpenCode::new(
+        target.config.parent().unwrap(),
+        false,
+        &dir.path().join("other"),
+    );
+    let changes = uninstall(&other).unwrap();
+    assert!(!target.plugin().exists());
+    assert!(
+        changes.lines.iter().any(|l| l.contains("no record")),
+        "{changes:?}"
+    );
 }
