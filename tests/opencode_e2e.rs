@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::fake_http::{FakeHttp, chat_sse};
+use crate::common::fake_http::{FakeHttp, chat_sse, text_of};
 use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
 use serde_json::{Value, json};
 
@@ -34,19 +34,6 @@ const PATIENCE: Duration = Duration::from_secs(300);
 fn opencode_bin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/e2e/opencode/node_modules/opencode-ai/bin/opencode.exe")
-}
-
-/// The text of a chat message's content: a string, or its text parts joined.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// The fake chat-completions answer: a tool call for a prompt naming one of the markers

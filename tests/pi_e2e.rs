@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use crate::common::fake_http::{FakeHttp, chat_sse};
+use crate::common::fake_http::{FakeHttp, chat_sse, text_of};
 use crate::common::{Env, RETRACE, missing_cli};
 use serde_json::{Value, json};
 
@@ -70,19 +70,6 @@ fn host_command(host: &Host) -> Option<(PathBuf, Vec<PathBuf>)> {
         .map_or_else(|| PathBuf::from("node"), |r| e2e_dir().join(r));
     let installed = cli.exists() && (host.runtime.is_none() || runtime.exists());
     installed.then(|| (runtime, vec![cli]))
-}
-
-/// The text of a message's content: a string, or its text parts joined.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// The fake chat-completions answer: a tool call for a prompt naming `WRITE-HELLO`,

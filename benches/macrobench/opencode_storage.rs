@@ -36,15 +36,7 @@ fn answer(request: &Value, turn_command: &(dyn Fn(u64) -> String + Send + Sync))
         .and_then(|m| m.last())
         .cloned()
         .unwrap_or(Value::Null);
-    let text = match &last["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => String::new(),
-    };
+    let text = fake_http::text_of(&last["content"]);
     let turn = (last["role"] == "user" && request.get("tools").is_some())
         .then(|| text.split("TURN ").nth(1))
         .flatten()

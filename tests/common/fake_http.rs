@@ -118,3 +118,16 @@ pub fn chat_sse(model: &Value, call: Option<(&str, &Value, &str)>, text: &str) -
     }
     sse + "data: [DONE]\n\n"
 }
+
+/// The text of a chat message's content: a string, or its text parts joined.
+pub fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
