@@ -25,6 +25,7 @@ fn entries(n: usize) -> Vec<ScanEntry> {
             ctime_ns: T0,
             ino: i as u64,
             mode: 0o100_644,
+            listing: false,
         })
         .collect();
     v.sort_by(|a, b| a.path.cmp(&b.path));
@@ -37,7 +38,7 @@ fn statcache(c: &mut Criterion) {
     let scan = entries(100_000);
     let id = ObjectId::of_blob(b"x");
     let list = scan.iter().map(|e| CacheEntry::from_scan(e, id)).collect();
-    StatCache::write(&path, &[1; 16], &id, list, T0 * 2).unwrap();
+    StatCache::write(&path, &[1; 16], &id, list, T0 * 2, &[0; 32]).unwrap();
     let cache = StatCache::load(&path, &[1; 16]);
     let mut g = c.benchmark_group("statcache");
     g.throughput(Throughput::Elements(scan.len() as u64));

@@ -79,6 +79,13 @@ pub struct Capture {
     pub captured_repos: Vec<String>,
     /// Credentials left out (by name or by a private-key header), sorted.
     pub secrets: Vec<String>,
+    /// Directories the walk listed, and directories whose listing it took from the stat
+    /// cache (not serialized).
+    #[serde(skip)]
+    pub listed: u64,
+    /// See [`Capture::listed`].
+    #[serde(skip)]
+    pub reused: u64,
     /// Every path of the snapshot, sorted by path bytes (not serialized).
     #[serde(skip)]
     pub entries: Vec<FlatEntry>,
@@ -108,6 +115,9 @@ pub(crate) struct CaptureContext<'a> {
     pub store_dir: Option<&'a Path>,
     /// Paths allowed although they look like credentials (the `allow_secrets` setting).
     pub allow_secrets: Option<&'a globset::GlobSet>,
+    /// The settings' part of the walk's rules key (see [`scan::Scan::rules`]): the
+    /// `allow_secrets` patterns.
+    pub rules_settings: &'a [u8],
     /// Whether nested repositories are entered (the `nested_repos` setting). Needs no place
     /// in the stat cache's key: a nested repository is a `NestedRepo` entry in one mode and a
     /// `Dir` in the other, and an entry hits only with its kind, so a cache written in one
@@ -684,8 +694,9 @@ pub(crate) fn capture(
         source,
     })?;
     let mut phases = crate::trace::Phases::new("capture");
-    let scan = scan::scan(ctx.root, ctx.store_dir, ctx.allow_secrets, ctx.nested_repos);
-    phases.mark("scan");
+    // Before the walk: every listing and read this capture records happens after it, which
+    // is what the racy margin is measured from.
+    let started_ns = now_ns();
     // Damage found by earlier reads is forgotten first, so no object known to be bad is
     // taken as "already stored" (see `store::heal`).
     ctx.store.forget_damaged()?;
@@ -695,6 +706,33 @@ pub(crate) fn capture(
     // written for, after that store committed every id it holds, so its ids are usable
     // whether or not this capture stores anything.
     let cache = StatCache::load(ctx.statcache, &store_id);
+    phases.mark("stat cache load");
+    let scan = scan::scan(
+        ctx.root,
+        ctx.store_dir,
+        ctx.allow_secrets,
+        ctx.nested_repos,
+        Some(&cache),
+        ctx.rules_settings,
+    );
+    phases.mark("scan");
+    let (rules, listed, reused) = (scan.rules, scan.listed, scan.reused);
+    // Whether every directory's record (its `lstat` data, its listing flag) is the one the
+    // cache holds: with every path a hit, the cache on disk is then exact.
+    let dirs_same = scan
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, ScanKind::Dir | ScanKind::NestedRepo))
+        .all(|e| {
+            cache.get(&e.path).is_some_and(|c| {
+                c.kind == e.kind
+                    && c.listing == e.listing
+                    && c.stat.mode == e.mode
+                    && c.stat.mtime_ns == e.mtime_ns
+                    && c.stat.ctime_ns == e.ctime_ns
+                    && c.stat.ino == e.ino
+            })
+        });
     let hasher = Hasher {
         root: ctx.root,
         allow_secrets: ctx.allow_secrets,
@@ -741,7 +779,7 @@ pub(crate) fn capture(
     let captured_repos = scan.repos;
     let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
     let mut hits: Vec<bool> = Vec::with_capacity(scan.entries.len());
-    let mut stats: Vec<(Stat, ScanKind)> = Vec::with_capacity(scan.entries.len());
+    let mut stats: Vec<(Stat, ScanKind, bool)> = Vec::with_capacity(scan.entries.len());
     let mut nested_repos = Vec::new();
     let mut hashed = 0;
     for (e, l) in scan.entries.into_iter().zip(looked) {
@@ -759,7 +797,7 @@ pub(crate) fn capture(
                 hashed += u64::from(h);
                 hits.push(hit);
                 // Directories and nested repositories are listed too (ids filled in below).
-                stats.push((fresh.unwrap_or_else(|| Stat::of(&e)), e.kind));
+                stats.push((fresh.unwrap_or_else(|| Stat::of(&e)), e.kind, e.listing));
                 let kind = kind_of(&e);
                 entries.push(FlatEntry {
                     path: RelPath::from(e.path),
@@ -818,6 +856,8 @@ pub(crate) fn capture(
         nested_repos,
         captured_repos,
         secrets,
+        listed,
+        reused,
         entries: Vec::new(),
     };
     if opts.store_objects {
@@ -843,11 +883,11 @@ pub(crate) fn capture(
         capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
-        if !(all_hit && entries.len() == cached_before) {
+        if !(all_hit && entries.len() == cached_before && dirs_same) {
             let list = entries
                 .iter()
                 .zip(stats)
-                .map(|(e, (stat, kind))| {
+                .map(|(e, (stat, kind, listing))| {
                     let stat = if kind == ScanKind::Dir {
                         Stat {
                             size: e.size,
@@ -861,11 +901,12 @@ pub(crate) fn capture(
                         stat,
                         id: e.id,
                         kind,
+                        listing,
                     }
                 })
                 .collect();
             // The cache is disposable: failing to write it only costs re-hashing next time.
-            let _ = StatCache::write(ctx.statcache, &store_id, &root, list, now_ns());
+            let _ = StatCache::write(ctx.statcache, &store_id, &root, list, started_ns, &rules);
         }
         phases.mark("stat cache write");
     }

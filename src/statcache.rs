@@ -3,10 +3,19 @@
 //! data: every malformed input reads as an empty cache.
 //!
 //! Layout (little endian): header `b"RTSC"`, version u32, `written_ns` i64, store key
-//! `[u8; 16]`, entry count u64, root tree id `[u8; 32]`; then `count` fixed records of
-//! [`RECORD_LEN`] bytes sorted by path; then the path bytes; then a 32-byte blake3 of
-//! everything before it. A record is `path_off u64, path_len u32, mode u32, size u64,
-//! mtime_ns i64, ctime_ns i64, ino u64, id [u8; 32], kind u8, 7 bytes of padding`.
+//! `[u8; 16]`, entry count u64, root tree id `[u8; 32]`, rules key `[u8; 32]`; then `count`
+//! fixed records of [`RECORD_LEN`] bytes sorted by path; then the path bytes; then a 32-byte
+//! blake3 of everything before it. A record is `path_off u64, path_len u32, mode u32, size
+//! u64, mtime_ns i64, ctime_ns i64, ino u64, id [u8; 32], kind u8, flags u8, 6 bytes of
+//! padding`. Flag bit 0 on a directory: its listing may be reused (see below).
+//!
+//! **Directory listings.** A directory's record keeps its own `lstat` data (its size field
+//! holds the tree's size instead). When a later walk finds the directory with the same
+//! mode, mtime, ctime and inode, settled (older than the walk that listed it by the racy
+//! margin), and the rules key unchanged, its entries are the ones the cache lists below it:
+//! the walk `lstat`s those and skips the `readdir` and the ignore matching (see
+//! [`crate::scan`]). `written_ns` is the moment the capture began, before its walk, so every
+//! listing and read it recorded happened after it.
 //!
 //! **Checksum.** A cached id is trusted for as long as its file's `lstat` holds, so one
 //! flipped bit in an id would otherwise poison every later snapshot of that file (and every
@@ -37,12 +46,16 @@ use crate::object::ObjectId;
 use crate::scan::{ScanEntry, ScanKind};
 
 const MAGIC: &[u8; 4] = b"RTSC";
-/// Version 3 added the checksum trailer; older caches read as empty (a full re-hash).
-const VERSION: u32 = 3;
+/// Version 3 added the checksum trailer, version 4 the rules key and the listing flag; older
+/// caches read as empty (a full re-hash).
+const VERSION: u32 = 4;
 /// Length of the checksum trailer.
 /// Bytes of the blake3 checksum that ends the file.
 pub const CHECKSUM_LEN: usize = 32;
-const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32;
+/// Bytes of the header before the first record.
+pub const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32 + 32;
+/// Flag bit: the directory's listing may be reused while its `lstat` data hold.
+const FLAG_LISTING: u8 = 1;
 /// Bytes per record.
 pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
 /// Numbers the temp files of concurrent writes.
@@ -62,6 +75,19 @@ pub struct CacheEntry<'a> {
     pub id: ObjectId,
     /// What the path is.
     pub kind: ScanKind,
+    /// For a directory: its listing may be reused while its `lstat` data hold
+    /// ([`ScanEntry::listing`]).
+    pub listing: bool,
+}
+
+fn kind_of_byte(b: u8) -> Option<ScanKind> {
+    match b {
+        0 => Some(ScanKind::File),
+        1 => Some(ScanKind::Symlink),
+        2 => Some(ScanKind::Dir),
+        3 => Some(ScanKind::NestedRepo),
+        _ => None,
+    }
 }
 
 fn kind_byte(k: ScanKind) -> u8 {
@@ -111,8 +137,22 @@ impl CacheEntry<'_> {
             stat: Stat::of(e),
             id,
             kind: e.kind,
+            listing: e.listing,
         }
     }
+}
+
+/// A path the cache lists, as [`StatCache::children`] gives it.
+#[derive(Clone, Copy, Debug)]
+pub struct Cached<'a> {
+    /// The full path.
+    pub path: &'a [u8],
+    /// What it was.
+    pub kind: ScanKind,
+    /// Its `lstat` data then (a directory's size field holds its tree's size).
+    pub stat: Stat,
+    /// For a directory: whether its listing may be reused.
+    pub listing: bool,
 }
 
 /// The bytes a cache was read from: the mapped file, or bytes handed to
@@ -140,6 +180,7 @@ pub struct StatCache {
     count: usize,
     written_ns: i64,
     root: ObjectId,
+    rules: [u8; 32],
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -164,6 +205,7 @@ impl StatCache {
             count: 0,
             written_ns: 0,
             root: ObjectId::ZERO,
+            rules: [0; 32],
         }
     }
 
@@ -218,12 +260,14 @@ impl StatCache {
             return StatCache::empty();
         }
         let root = ObjectId(map[40..72].try_into().unwrap_or([0; 32]));
+        let rules = map[72..104].try_into().unwrap_or([0; 32]);
         StatCache {
             map: Some(map),
             body,
             count,
             written_ns,
             root,
+            rules,
         }
     }
 
@@ -259,6 +303,89 @@ impl StatCache {
         self.root
     }
 
+    /// The rules key the walk that wrote the cache ran with (see [`crate::scan`]).
+    #[must_use]
+    pub fn rules(&self) -> [u8; 32] {
+        self.rules
+    }
+
+    /// When the capture that wrote the cache began (ns since the epoch).
+    #[must_use]
+    pub fn written_ns(&self) -> i64 {
+        self.written_ns
+    }
+
+    /// Whether `stat` is older than the cache's racy horizon (mtime and ctime both).
+    #[must_use]
+    pub fn settled(&self, stat: &Stat) -> bool {
+        // Saturating: a damaged `written_ns` near i64::MIN must not wrap to the far future.
+        let horizon = self.written_ns.saturating_sub(RACY_MARGIN_NS);
+        stat.mtime_ns < horizon && stat.ctime_ns < horizon
+    }
+
+    fn cached(&self, i: usize) -> Option<Cached<'_>> {
+        let (path, rec) = self.record(i)?;
+        Some(Cached {
+            path,
+            kind: kind_of_byte(rec[80])?,
+            stat: Stat {
+                mode: u32_at(rec, 12),
+                size: u64_at(rec, 16),
+                mtime_ns: u64_at(rec, 24).cast_signed(),
+                ctime_ns: u64_at(rec, 32).cast_signed(),
+                ino: u64_at(rec, 40),
+            },
+            listing: rec[81] & FLAG_LISTING != 0,
+        })
+    }
+
+    /// The record of exactly `path`.
+    #[must_use]
+    pub fn get(&self, path: &[u8]) -> Option<Cached<'_>> {
+        let i = self.lower_bound(path);
+        self.cached(i).filter(|c| c.path == path)
+    }
+
+    /// The records directly inside the directory `prefix` (empty for the root, else ending
+    /// in `/`), in path order; `None` when a record is malformed. Deeper records are
+    /// skipped a subtree at a time.
+    #[must_use]
+    pub fn children(&self, prefix: &[u8]) -> Option<Vec<Cached<'_>>> {
+        let mut out = Vec::new();
+        let mut i = self.lower_bound(prefix);
+        while i < self.count {
+            let c = self.cached(i)?;
+            let Some(rest) = c.path.strip_prefix(prefix) else {
+                break;
+            };
+            match rest.iter().position(|&b| b == b'/') {
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+                // Inside a subdirectory (which sorts after names like `sub.txt`): jump past
+                // every path of that subdirectory.
+                Some(slash) => i = self.past_prefix(&c.path[..=prefix.len() + slash]),
+            }
+        }
+        Some(out)
+    }
+
+    /// Index of the first record past every path starting with `prefix`.
+    fn past_prefix(&self, prefix: &[u8]) -> usize {
+        // The first path past every "prefix..." path: the prefix with its last byte raised
+        // (a trailing 0xff carries into the byte before it; all 0xff: the end).
+        let mut end = prefix.to_vec();
+        while end.pop_if(|b| *b == u8::MAX).is_some() {}
+        match end.last_mut() {
+            Some(last) => {
+                *last += 1;
+                self.lower_bound(&end)
+            }
+            None => self.count,
+        }
+    }
+
     /// Index of the first record whose path is not below `path`.
     #[must_use]
     pub fn position(&self, path: &[u8]) -> usize {
@@ -280,18 +407,8 @@ impl StatCache {
     /// How many records have paths starting with `prefix` (a directory's, ending in `/`).
     #[must_use]
     pub fn count_prefix(&self, prefix: &[u8]) -> usize {
-        // The first path past every "prefix..." path: '/' + 1 = '0'. A trailing 0xff carries
-        // into the byte before it; when every byte is 0xff, no path sorts past the prefix's.
-        let mut end = prefix.to_vec();
-        while end.pop_if(|b| *b == u8::MAX).is_some() {}
-        let upper = match end.last_mut() {
-            Some(last) => {
-                *last += 1;
-                self.lower_bound(&end)
-            }
-            None => self.count,
-        };
-        upper.saturating_sub(self.lower_bound(prefix))
+        self.past_prefix(prefix)
+            .saturating_sub(self.lower_bound(prefix))
     }
 
     /// The cached id and size for `e`. Directories and nested repositories hit on path and
@@ -330,9 +447,13 @@ impl StatCache {
             && mtime == e.mtime_ns
             && ctime == e.ctime_ns
             && u64_at(rec, 40) == e.ino;
-        // Saturating: a damaged `written_ns` near i64::MIN must not wrap to the far future.
-        let horizon = self.written_ns.saturating_sub(RACY_MARGIN_NS);
-        let settled = mtime < horizon && ctime < horizon;
+        let settled = self.settled(&Stat {
+            mode: e.mode,
+            size,
+            mtime_ns: mtime,
+            ctime_ns: ctime,
+            ino: e.ino,
+        });
         (fresh && settled).then_some((id, size))
     }
 
@@ -349,7 +470,8 @@ impl StatCache {
     }
 
     /// Writes `entries` (any order) as the new cache at `path`, atomically: a temp file in
-    /// the same directory, then rename. `written_ns` is the current time (injected for tests).
+    /// the same directory, then rename. `written_ns` is when the capture began, before its
+    /// walk (injected for tests); `rules` the walk's rules key.
     ///
     /// # Errors
     /// I/O errors; callers may ignore them (the cache is disposable).
@@ -359,6 +481,7 @@ impl StatCache {
         root: &ObjectId,
         mut entries: Vec<CacheEntry<'_>>,
         written_ns: i64,
+        rules: &[u8; 32],
     ) -> std::io::Result<()> {
         // A capture hands them over sorted and unique already.
         if !entries.is_sorted_by(|a, b| a.path < b.path) {
@@ -374,6 +497,7 @@ impl StatCache {
         buf.extend_from_slice(store_id);
         buf.extend_from_slice(&(entries.len() as u64).to_le_bytes());
         buf.extend_from_slice(&root.0);
+        buf.extend_from_slice(rules);
         let mut off = (HEADER_LEN + entries.len() * RECORD_LEN) as u64;
         for e in &entries {
             buf.extend_from_slice(&off.to_le_bytes());
@@ -384,7 +508,8 @@ impl StatCache {
             buf.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
             buf.extend_from_slice(&e.stat.ino.to_le_bytes());
             buf.extend_from_slice(&e.id.0);
-            buf.extend_from_slice(&[kind_byte(e.kind), 0, 0, 0, 0, 0, 0, 0]);
+            let flags = if e.listing { FLAG_LISTING } else { 0 };
+            buf.extend_from_slice(&[kind_byte(e.kind), flags, 0, 0, 0, 0, 0, 0]);
             off += e.path.len() as u64;
         }
         for e in &entries {

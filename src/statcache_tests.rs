@@ -11,6 +11,7 @@ fn scan_entry(path: &[u8], mtime_ns: i64) -> ScanEntry {
         ctime_ns: mtime_ns,
         ino: 7,
         mode: 0o100_644,
+        listing: false,
     }
 }
 
@@ -23,7 +24,7 @@ fn write(dir: &Path, entries: &[ScanEntry], at: i64) {
         .iter()
         .map(|e| CacheEntry::from_scan(e, id))
         .collect();
-    StatCache::write(&dir.join("c"), &STORE, &ObjectId::ZERO, list, at).unwrap();
+    StatCache::write(&dir.join("c"), &STORE, &ObjectId::ZERO, list, at, &[0; 32]).unwrap();
 }
 
 #[test]

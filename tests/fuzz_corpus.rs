@@ -118,6 +118,7 @@ fn scan_entries() -> Vec<ScanEntry> {
             ctime_ns: T0,
             ino: 9,
             mode: 0o100_644,
+            listing: false,
         })
         .collect()
 }
@@ -130,7 +131,7 @@ fn statcache_seed() -> Vec<u8> {
         .iter()
         .map(|e| CacheEntry::from_scan(e, ID))
         .collect();
-    StatCache::write(&path, &STORE, &ID, list, T0 + 2 * RACY_MARGIN_NS).unwrap();
+    StatCache::write(&path, &STORE, &ID, list, T0 + 2 * RACY_MARGIN_NS, &[0; 32]).unwrap();
     std::fs::read(&path).unwrap()
 }
 

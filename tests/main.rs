@@ -30,6 +30,7 @@ mod incremental;
 mod inspect;
 mod install;
 mod leases;
+mod listing_model;
 mod mcp;
 mod memory;
 mod nested_capture;

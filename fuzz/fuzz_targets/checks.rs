@@ -17,7 +17,7 @@ use retrace::object::record::decompress;
 use retrace::object::{ChunkList, Codec, ObjectRecord, Tree};
 use retrace::restore::journal::JournalRecord;
 use retrace::scan::{ScanEntry, ScanKind};
-use retrace::statcache::{CHECKSUM_LEN, RECORD_LEN, StatCache};
+use retrace::statcache::{CHECKSUM_LEN, HEADER_LEN, RECORD_LEN, StatCache};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -86,7 +86,8 @@ pub fn statcache(data: &[u8]) {
     // The record just past the count too, when the input holds one: it must never hit.
     for i in 0..=n.min(64) {
         // Layout: docs/format.md.
-        let Some(rec) = data.get(72 + i * RECORD_LEN..72 + (i + 1) * RECORD_LEN) else {
+        let Some(rec) = data.get(HEADER_LEN + i * RECORD_LEN..HEADER_LEN + (i + 1) * RECORD_LEN)
+        else {
             break;
         };
         let off = usize::try_from(u64_at(rec, 0)).unwrap_or(usize::MAX);
@@ -109,6 +110,7 @@ pub fn statcache(data: &[u8]) {
                 ctime_ns: u64_at(rec, 32).cast_signed(),
                 ino: u64_at(rec, 40),
                 mode: u32_at(rec, 12),
+                listing: false,
             };
             let hit = cache.lookup(&e);
             let mut pos = cache.position(&e.path);
@@ -117,10 +119,19 @@ pub fn statcache(data: &[u8]) {
             // A hit is one of the records the header counts, never bytes past them.
             assert!(if hit.is_some() { pos < n } else { pos <= n });
         }
+        let _ = cache.get(&path);
         let mut dir = path;
         assert!(cache.count_prefix(&dir) <= n);
         dir.push(b'/');
         assert!(cache.count_prefix(&dir) <= n);
+        // A directory's children: each one of the records, directly inside it.
+        if let Some(kids) = cache.children(&dir) {
+            assert!(kids.len() <= n);
+            for k in kids {
+                let name = k.path.strip_prefix(&dir[..]).expect("inside the directory");
+                assert!(!name.contains(&b'/'));
+            }
+        }
     }
 }
 

@@ -701,6 +701,7 @@ fn scan_entry(rel: &[u8], st: &rustix::fs::Stat) -> crate::scan::ScanEntry {
         ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
         ino: st.st_ino,
         mode: st.st_mode,
+        listing: false,
     }
 }
 

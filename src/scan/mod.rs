@@ -9,18 +9,20 @@
 //! its own `.gitignore` files, its `.git/info/exclude` and the global excludes file apply
 //! inside it (as git sees it; the enclosing folder's rules decide only whether the directory
 //! is there at all). Its `.git` is hard-excluded like every `.git`.
+//!
+//! A directory the previous capture's stat cache vouches for is not listed again: see
+//! [`walk`] for when a listing is reused.
 
 pub mod exclude;
+mod walk;
 
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::path::Path;
 
-use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use rayon::slice::ParallelSliceMut;
 
 use crate::config::NestedRepos;
+use crate::statcache::StatCache;
 
 /// What the walk found at a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +55,9 @@ pub struct ScanEntry {
     pub ino: u64,
     /// `st_mode`.
     pub mode: u32,
+    /// For a directory: its listing left nothing out but by ignore rules, so the next walk
+    /// may reuse it while the directory's `lstat` data hold (recorded in the stat cache).
+    pub listing: bool,
 }
 
 /// A path the walk could not read.
@@ -77,290 +82,91 @@ pub struct Scan {
     /// sorted; empty with [`NestedRepos::Skip`], whose repositories are
     /// [`ScanKind::NestedRepo`] entries.
     pub repos: Vec<String>,
-}
-
-fn rel_path(root: &Path, path: &Path) -> Vec<u8> {
-    // The walker joins names onto the root as given, so the root is a byte prefix; slicing
-    // is several times cheaper than `Path::strip_prefix`'s component walk.
-    let (root, path) = (root.as_os_str().as_bytes(), path.as_os_str().as_bytes());
-    match path.strip_prefix(root) {
-        Some(rest) => rest.strip_prefix(b"/").unwrap_or(rest).to_vec(),
-        None => path.to_vec(),
-    }
+    /// The rules key: a digest of everything outside the tree that decides what a listing
+    /// keeps (the workspace's `.git/info/exclude`, the global excludes file, the settings).
+    /// A cache written under another key lends no listing.
+    pub rules: [u8; 32],
+    /// Directories listed.
+    pub listed: u64,
+    /// Directories whose listing was taken from the stat cache.
+    pub reused: u64,
 }
 
 /// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped; files named
 /// like credentials are left out and listed unless `allow` matches their path; `nested` says
-/// whether nested repositories are entered.
+/// whether nested repositories are entered. `prior`, the previous capture's stat cache,
+/// lets directories whose `lstat` data it vouches for skip their listing (see
+/// [`walk`]); `settings` is the caller's part of the rules key ([`Scan::rules`]): whatever
+/// besides the tree decides what a listing keeps.
 #[must_use]
 pub fn scan(
     root: &Path,
     store_dir: Option<&Path>,
     allow: Option<&globset::GlobSet>,
     nested: NestedRepos,
+    prior: Option<&StatCache>,
+    settings: &[u8],
 ) -> Scan {
-    let shared = Shared {
-        entries: Mutex::new(Vec::new()),
-        skipped: Mutex::new(Vec::new()),
-        secrets: Mutex::new(Vec::new()),
-        found: Mutex::new(Vec::new()),
-    };
     let mut phases = crate::trace::Phases::new("scan");
-    let mut repos: Vec<Vec<u8>> = Vec::new();
-    // A nested repository is walked as a root of its own, so the enclosing directories'
-    // ignore rules stop at it as they do for git; the repositories found in one round
-    // (only in capture mode) are the roots of the next.
-    let mut roots = vec![root.to_path_buf()];
-    while !roots.is_empty() {
-        walk(
-            &roots,
-            store_dir,
-            &mut VisitorBuilder {
-                root,
-                shared: &shared,
-                allow,
-                nested,
-            },
-        );
-        let mut found =
-            std::mem::take(&mut *shared.found.lock().unwrap_or_else(PoisonError::into_inner));
-        found.sort();
-        roots = found
-            .iter()
-            .map(|rel| root.join(std::ffi::OsStr::from_bytes(rel)))
-            .collect();
-        repos.extend(found);
-    }
-    let mut entries = shared
-        .entries
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
-    phases.mark("walk");
+    let mut key_input = settings.to_vec();
+    key_input.push(match nested {
+        NestedRepos::Skip => 0,
+        NestedRepos::Capture => 1,
+    });
+    key_input.extend_from_slice(store_dir.map_or(&[][..], |d| d.as_os_str().as_bytes()));
+    let rules = walk::rules_key(root, &key_input);
+    let prior = prior.filter(|c| c.rules() == rules && !c.is_empty());
+    let walked = walk::Walk::new(root, store_dir, allow, nested, prior).run();
+    phases.mark(&format!(
+        "walk ({} directories listed, {} reused)",
+        walked.listed, walked.reused
+    ));
+    let mut entries = walked.entries;
     entries.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
     phases.mark("sort");
-    let mut skipped = shared
-        .skipped
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut skipped = walked.skipped;
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut secrets = shared
-        .secrets
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut secrets = walked.secrets;
     secrets.sort();
+    let mut repos = walked.repos;
     repos.sort();
     Scan {
         entries,
         skipped,
         secrets,
         repos: repos.iter().map(|r| crate::object::show_path(r)).collect(),
-    }
-}
-
-/// One parallel walk of `roots` (the workspace root, or nested repositories), each with its
-/// own ignore rules and none of its parents'.
-fn walk(roots: &[PathBuf], store_dir: Option<&Path>, visitors: &mut VisitorBuilder<'_>) {
-    let Some((first, rest)) = roots.split_first() else {
-        return;
-    };
-    let store_dir: Option<PathBuf> = store_dir.map(Path::to_path_buf);
-    let mut builder = WalkBuilder::new(first);
-    for r in rest {
-        builder.add(r);
-    }
-    builder
-        .standard_filters(false)
-        .hidden(false)
-        .parents(false)
-        .ignore(false)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(true)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(move |e| {
-            if e.depth() == 0 {
-                return true;
-            }
-            if exclude::is_hard_excluded(e.file_name().as_bytes()) {
-                return false;
-            }
-            store_dir.as_deref().is_none_or(|s| e.path() != s)
-        });
-    builder.build_parallel().visit(visitors);
-}
-
-struct Shared {
-    entries: Mutex<Vec<ScanEntry>>,
-    skipped: Mutex<Vec<Skipped>>,
-    secrets: Mutex<Vec<String>>,
-    /// Nested repositories met in capture mode, to be walked next (relative paths).
-    found: Mutex<Vec<Vec<u8>>>,
-}
-
-struct VisitorBuilder<'s> {
-    root: &'s Path,
-    shared: &'s Shared,
-    allow: Option<&'s globset::GlobSet>,
-    nested: NestedRepos,
-}
-
-impl<'s> ParallelVisitorBuilder<'s> for VisitorBuilder<'s> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        Box::new(Visitor {
-            root: self.root,
-            shared: self.shared,
-            allow: self.allow,
-            nested: self.nested,
-            entries: Vec::new(),
-            skipped: Vec::new(),
-            secrets: Vec::new(),
-            found: Vec::new(),
-        })
-    }
-}
-
-/// One walker thread's visitor: collects locally and hands its results to the shared
-/// vectors when the walk ends, so threads do not contend on a lock per entry.
-struct Visitor<'s> {
-    root: &'s Path,
-    shared: &'s Shared,
-    allow: Option<&'s globset::GlobSet>,
-    nested: NestedRepos,
-    entries: Vec<ScanEntry>,
-    skipped: Vec<Skipped>,
-    secrets: Vec<String>,
-    found: Vec<Vec<u8>>,
-}
-
-impl Drop for Visitor<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut v) = self.shared.entries.lock() {
-            v.append(&mut self.entries);
-        }
-        if let Ok(mut v) = self.shared.skipped.lock() {
-            v.append(&mut self.skipped);
-        }
-        if let Ok(mut v) = self.shared.secrets.lock() {
-            v.append(&mut self.secrets);
-        }
-        if let Ok(mut v) = self.shared.found.lock() {
-            v.append(&mut self.found);
-        }
-    }
-}
-
-impl Visitor<'_> {
-    fn skip(&mut self, path: &Path, reason: String) {
-        let path = crate::object::show_path(&rel_path(self.root, path));
-        self.skipped.push(Skipped { path, reason });
-    }
-}
-
-impl ParallelVisitor for Visitor<'_> {
-    fn visit(&mut self, result: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
-        let entry = match result {
-            Ok(e) => e,
-            // Listed, then deleted before it could be looked at: it is simply not there.
-            Err(err)
-                if err.io_error().map(std::io::Error::kind)
-                    == Some(std::io::ErrorKind::NotFound) =>
-            {
-                return WalkState::Continue;
-            }
-            Err(err) => {
-                let path = error_path(&err).unwrap_or_default();
-                self.skip(&path, err.to_string());
-                return WalkState::Continue;
-            }
-        };
-        if entry.depth() == 0 {
-            return WalkState::Continue;
-        }
-        let path = entry.path();
-        let meta = match path.symlink_metadata() {
-            Ok(m) => m,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return WalkState::Continue,
-            Err(err) => {
-                self.skip(path, err.to_string());
-                return WalkState::Continue;
-            }
-        };
-        let ft = meta.file_type();
-        let mut state = WalkState::Continue;
-        let kind = if ft.is_symlink() {
-            ScanKind::Symlink
-        } else if ft.is_dir() {
-            if path.join(".git").symlink_metadata().is_ok() {
-                // Not entered by this walk either way: captured, it is the root of a walk
-                // of its own (see `scan`).
-                state = WalkState::Skip;
-                match self.nested {
-                    NestedRepos::Skip => ScanKind::NestedRepo,
-                    NestedRepos::Capture => {
-                        self.found.push(rel_path(self.root, path));
-                        ScanKind::Dir
-                    }
-                }
-            } else {
-                ScanKind::Dir
-            }
-        } else if ft.is_file() {
-            ScanKind::File
-        } else {
-            // Sockets, FIFOs and devices are not content a snapshot can hold: left out, and
-            // named like any other path left out.
-            self.skip(path, format!("{}: left out", special_reason(ft)));
-            return WalkState::Continue;
-        };
-        let sized = matches!(kind, ScanKind::File | ScanKind::Symlink);
-        let rel = rel_path(self.root, path);
-        if sized && exclude::is_secret_name(entry.file_name().as_bytes()) {
-            let allowed = self
-                .allow
-                .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&rel)));
-            if !allowed {
-                self.secrets.push(crate::object::show_path(&rel));
-                return WalkState::Continue;
-            }
-        }
-        self.entries.push(ScanEntry {
-            path: rel,
-            kind,
-            size: if sized { meta.len() } else { 0 },
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-            ino: meta.ino(),
-            mode: meta.mode(),
-        });
-        state
+        rules,
+        listed: walked.listed,
+        reused: walked.reused,
     }
 }
 
 /// Why a path that is neither a regular file, a directory nor a symlink is left out.
 pub(crate) fn special_reason(ft: std::fs::FileType) -> String {
+    use rustix::fs::FileType as F;
     use std::os::unix::fs::FileTypeExt;
-    let what = if ft.is_fifo() {
-        "a FIFO (named pipe)"
+    special_kind(if ft.is_fifo() {
+        F::Fifo
     } else if ft.is_socket() {
-        "a socket"
+        F::Socket
     } else if ft.is_block_device() {
-        "a block device"
+        F::BlockDevice
     } else if ft.is_char_device() {
-        "a character device"
+        F::CharacterDevice
     } else {
-        "of an unknown type"
-    };
-    format!("{what}, not a regular file, directory or symlink")
+        F::Unknown
+    })
 }
 
-fn error_path(err: &ignore::Error) -> Option<PathBuf> {
-    match err {
-        ignore::Error::WithPath { path, .. } => Some(path.clone()),
-        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
-            error_path(err)
-        }
-        ignore::Error::Partial(errs) => errs.first().and_then(error_path),
-        _ => None,
-    }
+/// [`special_reason`] for a raw file type.
+pub(crate) fn special_kind(ft: rustix::fs::FileType) -> String {
+    use rustix::fs::FileType as F;
+    let what = match ft {
+        F::Fifo => "a FIFO (named pipe)",
+        F::Socket => "a socket",
+        F::BlockDevice => "a block device",
+        F::CharacterDevice => "a character device",
+        _ => "of an unknown type",
+    };
+    format!("{what}, not a regular file, directory or symlink")
 }

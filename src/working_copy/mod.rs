@@ -516,8 +516,11 @@ impl WorkingCopy {
             });
         }
         let statcache = self.dir.join("statcache");
+        // What the settings add to the walk's rules key: the credentials allowed back.
+        let rules_settings = self.settings.allow_secrets.value.join("\0");
         let ctx = CaptureContext {
             allow_secrets: self.allow_secrets.as_deref(),
+            rules_settings: rules_settings.as_bytes(),
             root: &self.root,
             store: &self.store,
             statcache: &statcache,

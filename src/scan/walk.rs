@@ -1,0 +1,699 @@
+//! The walk itself: one job per directory on rayon's pool, `lstat`s relative to the
+//! directory's own descriptor, git's ignore rules, and listings reused from the stat cache.
+//!
+//! A directory is listed (`getdents`, ignore matching, one `fstatat` per entry kept) unless
+//! the previous capture's cache vouches for its listing: the directory's mode, mtime, ctime
+//! and inode are what the cache recorded, settled (older than that capture's start by the
+//! racy margin), the rules key is unchanged, and no ancestor's `.gitignore` changed. Then
+//! the names are the ones the cache lists inside it, and only those are `lstat`ed (git's
+//! untracked cache works the same way). A name that has gone, or changed kind, means the
+//! listing is stale after all: the directory is listed.
+//!
+//! What a reused listing cannot know is kept out of reuse: a directory whose listing left
+//! something out other than by an ignore rule (a credential by name, a FIFO, an unreadable
+//! entry, a malformed `.gitignore`), whose `.gitignore` is not captured as a regular file,
+//! or that lies inside a nested repository captured as a root of its own (whose
+//! `.git/info/exclude` no key covers) is listed every time. A `.gitignore` that changed
+//! makes its directory and everything below it be listed again.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::{ScanEntry, ScanKind, Skipped, exclude};
+use crate::config::NestedRepos;
+use crate::statcache::{Stat, StatCache};
+
+/// Ignore rules in force in one directory: its own `.gitignore`, then its parents' up to
+/// the walk root, then the root's `.git/info/exclude` and the global excludes file.
+struct Rules {
+    /// The directory (absolute).
+    dir: PathBuf,
+    /// Whether it holds a `.gitignore` to read.
+    has_file: bool,
+    /// Its `.gitignore`, read on first use (a reused listing never needs it unless a
+    /// directory below it is listed).
+    gitignore: OnceLock<Gitignore>,
+    parent: Option<Arc<Rules>>,
+    /// At a walk root: `.git/info/exclude` and the global excludes file.
+    root: Option<RootRules>,
+}
+
+struct RootRules {
+    exclude: Gitignore,
+    global: Gitignore,
+}
+
+/// Where one directory's results go: found by a job, handed over once at its end.
+#[derive(Default)]
+struct Found {
+    entries: Vec<ScanEntry>,
+    skipped: Vec<Skipped>,
+    secrets: Vec<String>,
+}
+
+/// What the walk needs to know about a directory to process it.
+struct Job {
+    /// Path relative to the workspace root (empty for the root).
+    rel: Vec<u8>,
+    /// The rules that applied to its name (its parent's), to extend with its own; `None`
+    /// for the root.
+    rules: Option<Arc<Rules>>,
+    /// An ancestor's rules changed since the cache was written: list everything below.
+    fresh: bool,
+    /// Inside a nested repository walked as a root of its own: never flag a listing as
+    /// reusable (its `info/exclude` is in no key).
+    untracked: bool,
+}
+
+/// The shared state of one walk.
+pub(super) struct Walk<'a> {
+    pub root: &'a Path,
+    pub store_dir: Option<&'a Path>,
+    pub allow: Option<&'a globset::GlobSet>,
+    pub nested: NestedRepos,
+    /// The previous capture's cache, when its rules key matches this walk's.
+    pub prior: Option<&'a StatCache>,
+    /// The global excludes file (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`).
+    global: Option<PathBuf>,
+    found: Mutex<Found>,
+    repos: Mutex<Vec<Vec<u8>>>,
+    listed: AtomicU64,
+    reused: AtomicU64,
+}
+
+/// What a walk found, unsorted.
+pub(super) struct Walked {
+    pub entries: Vec<ScanEntry>,
+    pub skipped: Vec<Skipped>,
+    pub secrets: Vec<String>,
+    pub repos: Vec<Vec<u8>>,
+    /// Directories listed and directories whose listing was reused.
+    pub listed: u64,
+    pub reused: u64,
+}
+
+fn stat_of(st: &rustix::fs::Stat) -> Stat {
+    let ns = |s: i64, n: u64| {
+        s.saturating_mul(1_000_000_000)
+            .saturating_add(n.cast_signed())
+    };
+    Stat {
+        mode: st.st_mode,
+        size: st.st_size.cast_unsigned(),
+        mtime_ns: ns(st.st_mtime, st.st_mtime_nsec),
+        ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
+        ino: st.st_ino,
+    }
+}
+
+fn kind_of(mode: u32) -> Option<ScanKind> {
+    match FileType::from_raw_mode(mode) {
+        FileType::RegularFile => Some(ScanKind::File),
+        FileType::Symlink => Some(ScanKind::Symlink),
+        FileType::Directory => Some(ScanKind::Dir),
+        _ => None,
+    }
+}
+
+fn entry(path: Vec<u8>, kind: ScanKind, st: &Stat, listing: bool) -> ScanEntry {
+    let sized = matches!(kind, ScanKind::File | ScanKind::Symlink);
+    ScanEntry {
+        path,
+        kind,
+        size: if sized { st.size } else { 0 },
+        mtime_ns: st.mtime_ns,
+        ctime_ns: st.ctime_ns,
+        ino: st.ino,
+        mode: st.mode,
+        listing,
+    }
+}
+
+/// The same `lstat` data for the purpose of trusting a listing or an ignore file.
+fn same(a: &Stat, b: &Stat, with_size: bool) -> bool {
+    a.mode == b.mode
+        && a.mtime_ns == b.mtime_ns
+        && a.ctime_ns == b.ctime_ns
+        && a.ino == b.ino
+        && (!with_size || a.size == b.size)
+}
+
+fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(rel.len() + 1 + name.len());
+    if !rel.is_empty() {
+        p.extend_from_slice(rel);
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+fn statat(fd: impl AsFd, name: &[u8]) -> rustix::io::Result<Stat> {
+    rustix::fs::statat(fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW).map(|s| stat_of(&s))
+}
+
+fn gone(e: Errno) -> bool {
+    e == Errno::NOENT || e == Errno::NOTDIR || e == Errno::LOOP
+}
+
+impl Rules {
+    fn gitignore(&self, found: &mut Found, root: &Path) -> &Gitignore {
+        self.gitignore.get_or_init(|| {
+            if !self.has_file {
+                return Gitignore::empty();
+            }
+            let path = self.dir.join(".gitignore");
+            let mut b = GitignoreBuilder::new(&self.dir);
+            let err = b.add(&path);
+            let gi = b.build().unwrap_or_else(|_| Gitignore::empty());
+            if let Some(err) = err.filter(|e| !is_not_found(e)) {
+                found.skipped.push(Skipped {
+                    path: crate::object::show_path(&rel_of(root, &path)),
+                    reason: err.to_string(),
+                });
+            }
+            gi
+        })
+    }
+
+    /// Whether `path` (absolute, inside this directory) is ignored: the nearest
+    /// `.gitignore` with a matching pattern decides, then the root's exclude file, then the
+    /// global one, as git and the `ignore` crate decide.
+    fn ignored(&self, path: &Path, is_dir: bool, found: &mut Found, root: &Path) -> bool {
+        let mut node = Some(self);
+        while let Some(r) = node {
+            match r.gitignore(found, root).matched(path, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
+            }
+            if let Some(rr) = &r.root {
+                for g in [&rr.exclude, &rr.global] {
+                    match g.matched(path, is_dir) {
+                        Match::Ignore(_) => return true,
+                        Match::Whitelist(_) => return false,
+                        Match::None => {}
+                    }
+                }
+                return false;
+            }
+            node = r.parent.as_deref();
+        }
+        false
+    }
+}
+
+fn is_not_found(e: &ignore::Error) -> bool {
+    e.io_error()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
+}
+
+fn rel_of(root: &Path, path: &Path) -> Vec<u8> {
+    let (root, path) = (root.as_os_str().as_bytes(), path.as_os_str().as_bytes());
+    match path.strip_prefix(root) {
+        Some(rest) => rest.strip_prefix(b"/").unwrap_or(rest).to_vec(),
+        None => path.to_vec(),
+    }
+}
+
+/// The directory holding `info/exclude` for a repository whose `.git` is in `dir`: the
+/// `.git` directory, or for a worktree's `.git` file, its common directory.
+fn git_common_dir(dir: &Path) -> PathBuf {
+    let dot_git = dir.join(".git");
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return dot_git;
+    };
+    let Some(gitdir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir: ")) else {
+        return dot_git;
+    };
+    let real = dir.join(gitdir.trim());
+    match std::fs::read_to_string(real.join("commondir")) {
+        Ok(common) => real.join(common.lines().next().unwrap_or("").trim()),
+        Err(_) => real,
+    }
+}
+
+/// Reads the file at `path` for the rules key (empty when it cannot be read).
+fn content(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_default()
+}
+
+/// The rules of a walk root: its `info/exclude` and the global excludes file, both
+/// relative to it.
+fn root_rules(dir: &Path, global_path: Option<&Path>) -> RootRules {
+    let build = |path: Option<PathBuf>| {
+        let mut b = GitignoreBuilder::new(dir);
+        if let Some(p) = path.filter(|p| p.is_file()) {
+            let _ = b.add(p);
+        }
+        b.build().unwrap_or_else(|_| Gitignore::empty())
+    };
+    RootRules {
+        exclude: build(Some(git_common_dir(dir).join("info/exclude"))),
+        global: build(global_path.map(Path::to_path_buf)),
+    }
+}
+
+/// The key of everything outside the tree that decides what a listing keeps: the
+/// workspace's `.git/info/exclude`, the global excludes file (its path and content), and
+/// the caller's settings (`settings`: nested-repository mode, allowed credentials).
+pub(super) fn rules_key(root: &Path, settings: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"retrace rules v1\0");
+    let mut part = |bytes: &[u8]| {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    part(settings);
+    part(&content(&git_common_dir(root).join("info/exclude")));
+    let global = ignore::gitignore::gitconfig_excludes_path();
+    part(
+        global
+            .as_deref()
+            .map_or(&[][..], |p| p.as_os_str().as_bytes()),
+    );
+    part(&global.as_deref().map(content).unwrap_or_default());
+    *h.finalize().as_bytes()
+}
+
+impl<'a> Walk<'a> {
+    pub(super) fn new(
+        root: &'a Path,
+        store_dir: Option<&'a Path>,
+        allow: Option<&'a globset::GlobSet>,
+        nested: NestedRepos,
+        prior: Option<&'a StatCache>,
+    ) -> Walk<'a> {
+        Walk {
+            root,
+            store_dir,
+            allow,
+            nested,
+            prior,
+            global: ignore::gitignore::gitconfig_excludes_path(),
+            found: Mutex::new(Found::default()),
+            repos: Mutex::new(Vec::new()),
+            listed: AtomicU64::new(0),
+            reused: AtomicU64::new(0),
+        }
+    }
+
+    /// Walks the whole workspace.
+    pub(super) fn run(self) -> Walked {
+        let global = ignore::gitignore::gitconfig_excludes_path();
+        let rules = Arc::new(Rules {
+            dir: self.root.to_path_buf(),
+            has_file: false,
+            gitignore: OnceLock::from(Gitignore::empty()),
+            parent: None,
+            root: Some(root_rules(self.root, global.as_deref())),
+        });
+        rayon::scope(|s| {
+            self.dir(
+                s,
+                &Job {
+                    rel: Vec::new(),
+                    rules: Some(rules),
+                    fresh: self.prior.is_none(),
+                    untracked: false,
+                },
+            );
+        });
+        let found = self
+            .found
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        Walked {
+            entries: found.entries,
+            skipped: found.skipped,
+            secrets: found.secrets,
+            repos: self
+                .repos
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner),
+            listed: self.listed.into_inner(),
+            reused: self.reused.into_inner(),
+        }
+    }
+
+    fn hand_over(&self, mut mine: Found) {
+        let mut all = self.found.lock().unwrap_or_else(PoisonError::into_inner);
+        all.entries.append(&mut mine.entries);
+        all.skipped.append(&mut mine.skipped);
+        all.secrets.append(&mut mine.secrets);
+    }
+
+    fn abs(&self, rel: &[u8]) -> PathBuf {
+        if rel.is_empty() {
+            self.root.to_path_buf()
+        } else {
+            self.root.join(OsStr::from_bytes(rel))
+        }
+    }
+
+    /// Processes one directory and spawns a job for each directory inside it.
+    fn dir<'s>(&'s self, scope: &rayon::Scope<'s>, job: &Job) {
+        let mut found = Found::default();
+        let children = self.dir_into(job, &mut found);
+        self.hand_over(found);
+        for child in children {
+            scope.spawn(move |s| self.dir(s, &child));
+        }
+    }
+
+    fn skip(found: &mut Found, rel: &[u8], reason: String) {
+        found.skipped.push(Skipped {
+            path: crate::object::show_path(rel),
+            reason,
+        });
+    }
+
+    /// The work of [`Walk::dir`]: entries into `found`, the directories inside returned.
+    fn dir_into(&self, job: &Job, found: &mut Found) -> Vec<Job> {
+        let is_root = job.rel.is_empty();
+        let abs = self.abs(&job.rel);
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(rustix::fs::CWD, &abs, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            // Listed, then deleted (or replaced by a file or symlink) before it could be
+            // entered: it is simply not there.
+            Err(e) if gone(e) && !is_root => return Vec::new(),
+            Err(e) => {
+                if !is_root && let Ok(st) = statat(rustix::fs::CWD, abs.as_os_str().as_bytes()) {
+                    found
+                        .entries
+                        .push(entry(job.rel.clone(), ScanKind::Dir, &st, false));
+                }
+                let err = std::io::Error::from(e);
+                Self::skip(found, &job.rel, format!("{}: {err}", abs.display()));
+                return Vec::new();
+            }
+        };
+        let st = match rustix::fs::fstat(&fd) {
+            Ok(s) => stat_of(&s),
+            Err(e) => {
+                let err = std::io::Error::from(e);
+                Self::skip(found, &job.rel, format!("{}: {err}", abs.display()));
+                return Vec::new();
+            }
+        };
+        if let Some(children) = self.reuse(job, &fd, &st, found) {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return children;
+        }
+        self.listed.fetch_add(1, Ordering::Relaxed);
+        self.list(job, fd, &st, &abs, found)
+    }
+
+    /// The directory's entries from the cache, when it vouches for its listing; `None`
+    /// (and nothing added to `found`) when the directory must be listed.
+    fn reuse(
+        &self,
+        job: &Job,
+        fd: &rustix::fd::OwnedFd,
+        st: &Stat,
+        found: &mut Found,
+    ) -> Option<Vec<Job>> {
+        let prior = self.prior?;
+        if job.fresh || job.rel.is_empty() {
+            return None;
+        }
+        let me = prior.get(&job.rel)?;
+        if !(me.listing && same(&me.stat, st, false) && prior.settled(st)) {
+            return None;
+        }
+        match (me.kind, self.nested) {
+            (ScanKind::NestedRepo, NestedRepos::Skip) => {
+                found
+                    .entries
+                    .push(entry(job.rel.clone(), ScanKind::NestedRepo, st, true));
+                return Some(Vec::new());
+            }
+            (ScanKind::Dir, _) => {}
+            _ => return None,
+        }
+        let mut prefix = job.rel.clone();
+        prefix.push(b'/');
+        let kids = prior.children(&prefix)?;
+        let mut entries = Vec::with_capacity(kids.len() + 1);
+        let mut dirs = Vec::new();
+        let mut has_gitignore = false;
+        for k in &kids {
+            let name = &k.path[prefix.len()..];
+            let now = statat(fd, name).ok()?;
+            let kind = kind_of(now.mode)?;
+            let same_kind =
+                kind == k.kind || (kind == ScanKind::Dir && k.kind == ScanKind::NestedRepo);
+            if !same_kind {
+                return None;
+            }
+            if name == b".gitignore" {
+                // Its rules decide this listing: it must be exactly what was read then.
+                if !(k.kind == ScanKind::File && same(&k.stat, &now, true) && prior.settled(&now)) {
+                    return None;
+                }
+                has_gitignore = true;
+            }
+            if kind == ScanKind::Dir {
+                dirs.push(k.path.to_vec());
+            } else {
+                entries.push(entry(k.path.to_vec(), kind, &now, false));
+            }
+        }
+        entries.push(entry(job.rel.clone(), ScanKind::Dir, st, true));
+        found.entries.append(&mut entries);
+        let rules = Arc::new(Rules {
+            dir: self.abs(&job.rel),
+            has_file: has_gitignore,
+            gitignore: OnceLock::new(),
+            parent: job.rules.clone(),
+            root: None,
+        });
+        Some(
+            dirs.into_iter()
+                .map(|rel| Job {
+                    rel,
+                    rules: Some(Arc::clone(&rules)),
+                    fresh: false,
+                    untracked: job.untracked,
+                })
+                .collect(),
+        )
+    }
+
+    /// Lists the directory: every name, the rules, one `lstat` per name kept.
+    fn list(
+        &self,
+        job: &Job,
+        fd: rustix::fd::OwnedFd,
+        st: &Stat,
+        abs: &Path,
+        found: &mut Found,
+    ) -> Vec<Job> {
+        let is_root = job.rel.is_empty();
+        let mut dir = match rustix::fs::Dir::new(fd) {
+            Ok(d) => d,
+            Err(e) => {
+                let err = std::io::Error::from(e);
+                Self::skip(found, &job.rel, format!("{}: {err}", abs.display()));
+                return Vec::new();
+            }
+        };
+        // Names in one buffer: (start, end, d_type).
+        let mut names: Vec<u8> = Vec::new();
+        let mut spans: Vec<(usize, usize, FileType)> = Vec::new();
+        let mut listing_ok = true;
+        while let Some(item) = dir.read() {
+            match item {
+                Ok(e) => {
+                    let name = e.file_name().to_bytes();
+                    if name == b"." || name == b".." {
+                        continue;
+                    }
+                    let start = names.len();
+                    names.extend_from_slice(name);
+                    spans.push((start, names.len(), e.file_type()));
+                }
+                Err(e) => {
+                    let err = std::io::Error::from(e);
+                    Self::skip(found, &job.rel, format!("{}: {err}", abs.display()));
+                    listing_ok = false;
+                    break;
+                }
+            }
+        }
+        let name_of = |s: &(usize, usize, FileType)| &names[s.0..s.1];
+        let has = |n: &[u8]| spans.iter().any(|s| name_of(s) == n);
+        let mut untracked = job.untracked;
+        let mut rules_root = None;
+        if has(b".git") {
+            if is_root {
+                // The workspace's own repository: its exclude file is in the root rules.
+            } else {
+                match self.nested {
+                    NestedRepos::Skip => {
+                        found
+                            .entries
+                            .push(entry(job.rel.clone(), ScanKind::NestedRepo, st, true));
+                        return Vec::new();
+                    }
+                    NestedRepos::Capture => {
+                        // A root of its own: only its own rules apply inside it.
+                        self.repos
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(job.rel.clone());
+                        rules_root = Some(root_rules(abs, self.global.as_deref()));
+                        untracked = true;
+                    }
+                }
+            }
+        }
+        if is_root {
+            rules_root = Some(root_rules(abs, self.global.as_deref()));
+        }
+        let rules_here = Arc::new(Rules {
+            dir: abs.to_path_buf(),
+            has_file: has(b".gitignore"),
+            gitignore: OnceLock::new(),
+            // A walk root's rules stop there: the enclosing folder's do not apply inside.
+            parent: if rules_root.is_some() {
+                None
+            } else {
+                job.rules.clone()
+            },
+            root: rules_root,
+        });
+        let skipped_before = found.skipped.len();
+        rules_here.gitignore(found, self.root);
+        if found.skipped.len() > skipped_before {
+            listing_ok = false;
+        }
+        // Whether this directory's own rules changed since the cache was written: then
+        // nothing below it may reuse a listing.
+        let mut fresh = job.fresh || untracked;
+        let gi_rel = join(&job.rel, b".gitignore");
+        let gi_now = has(b".gitignore")
+            .then(|| statat(dir.fd().ok()?, b".gitignore").ok())
+            .flatten();
+        if let Some(prior) = self.prior.filter(|_| !fresh) {
+            let was = prior.get(&gi_rel);
+            fresh = match (was, &gi_now) {
+                (None, None) => false,
+                (Some(c), Some(now)) => {
+                    !(c.kind == ScanKind::File && same(&c.stat, now, true) && prior.settled(now))
+                }
+                _ => true,
+            };
+        }
+        let Ok(dfd) = dir.fd() else {
+            return Vec::new();
+        };
+        let mut children = Vec::new();
+        let mut gitignore_captured = false;
+        for s in &spans {
+            let name = name_of(s);
+            if exclude::is_hard_excluded(name) {
+                continue;
+            }
+            let child_abs = abs.join(OsStr::from_bytes(name));
+            if self.store_dir.is_some_and(|d| d == child_abs) {
+                continue;
+            }
+            let rel = join(&job.rel, name);
+            let hinted_dir = match s.2 {
+                FileType::Directory => Some(true),
+                FileType::Unknown => None,
+                _ => Some(false),
+            };
+            let mut stat = None;
+            let is_dir = match hinted_dir {
+                Some(d) => d,
+                None => match statat(dfd, name) {
+                    Ok(now) => {
+                        let d = kind_of(now.mode) == Some(ScanKind::Dir);
+                        stat = Some(now);
+                        d
+                    }
+                    Err(e) if gone(e) => continue,
+                    Err(e) => {
+                        let err = std::io::Error::from(e);
+                        Self::skip(found, &rel, err.to_string());
+                        listing_ok = false;
+                        continue;
+                    }
+                },
+            };
+            if rules_here.ignored(&child_abs, is_dir, found, self.root) {
+                continue;
+            }
+            let now = match stat.map_or_else(|| statat(dfd, name), Ok) {
+                Ok(now) => now,
+                Err(e) if gone(e) => continue,
+                Err(e) => {
+                    let err = std::io::Error::from(e);
+                    Self::skip(found, &rel, err.to_string());
+                    listing_ok = false;
+                    continue;
+                }
+            };
+            let Some(kind) = kind_of(now.mode) else {
+                // Sockets, FIFOs and devices are not content a snapshot can hold: left out,
+                // and named like any other path left out.
+                let what = super::special_kind(FileType::from_raw_mode(now.mode));
+                Self::skip(found, &rel, format!("{what}: left out"));
+                listing_ok = false;
+                continue;
+            };
+            // The kind changed between the listing and the `lstat`: match again with it.
+            if (kind == ScanKind::Dir) != is_dir
+                && rules_here.ignored(&child_abs, kind == ScanKind::Dir, found, self.root)
+            {
+                continue;
+            }
+            if kind == ScanKind::Dir {
+                children.push(Job {
+                    rel,
+                    rules: Some(Arc::clone(&rules_here)),
+                    fresh,
+                    untracked,
+                });
+                continue;
+            }
+            if exclude::is_secret_name(name)
+                && !self
+                    .allow
+                    .is_some_and(|a| a.is_match(OsStr::from_bytes(&rel)))
+            {
+                found.secrets.push(crate::object::show_path(&rel));
+                listing_ok = false;
+                continue;
+            }
+            if name == b".gitignore" && kind == ScanKind::File {
+                gitignore_captured = true;
+            }
+            found.entries.push(entry(rel, kind, &now, false));
+        }
+        // An ignore file the next walk could not check against the cache: list this
+        // directory every time.
+        if gi_now.is_some() && !gitignore_captured {
+            listing_ok = false;
+        }
+        if !is_root {
+            let listing = listing_ok && !untracked;
+            found
+                .entries
+                .push(entry(job.rel.clone(), ScanKind::Dir, st, listing));
+        }
+        children
+    }
+}
