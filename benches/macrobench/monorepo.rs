@@ -100,19 +100,21 @@ fn vocab() -> Vec<String> {
     super::lines(&mut Rng(0x0000_5eed_3000))
 }
 
-/// Removes `p` with its top-level entries in parallel.
+/// Removes the directory `p` and everything in it (if it exists), directories in parallel.
 fn remove_tree(p: &Path) {
-    if let Ok(rd) = fs::read_dir(p) {
-        let entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-        entries.par_iter().for_each(|e| {
-            if e.is_dir() && !e.is_symlink() {
-                let _ = fs::remove_dir_all(e);
-            } else {
-                let _ = fs::remove_file(e);
-            }
-        });
-    }
-    let _ = fs::remove_dir_all(p);
+    let Ok(rd) = fs::read_dir(p) else { return };
+    let entries: Vec<(PathBuf, bool)> = rd
+        .flatten()
+        .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+        .collect();
+    entries.par_iter().for_each(|(e, dir)| {
+        if *dir {
+            remove_tree(e);
+        } else {
+            let _ = fs::remove_file(e);
+        }
+    });
+    let _ = fs::remove_dir(p);
 }
 
 fn generate(root: &Path, files: usize) {
@@ -541,19 +543,19 @@ pub fn main(args: &[String]) {
     target(
         "no-change <= 0.5x git and <= 0.8x the bare walk",
         r_git <= 0.5 && r_walk <= 0.8,
-        format!("{r_git:.2}x git, {r_walk:.2}x walk"),
+        format!("retrace/git {r_git:.2}x, retrace/walk {r_walk:.2}x"),
     );
     let r_end = ratio(end.time, git_turn.time);
     target(
         "turn end <= 0.5x git's add + write-tree",
         r_end <= 0.5,
-        format!("{r_end:.2}x"),
+        format!("retrace/git {r_end:.2}x"),
     );
     let speedup = ratio(git_cold.time, cold.time);
     target(
         "cold (whole command) >= 8x faster than git",
         speedup >= 8.0,
-        format!("{speedup:.2}x faster"),
+        format!("git/retrace {speedup:.2}x"),
     );
     let limit = |per_file: u64, mb_: u64| per_file * managed + mb_ * 1_000_000;
     target(
