@@ -11,20 +11,27 @@
 //! same turns through the real OpenCode CLI with its own snapshots and with retrace's plugin,
 //! and compares what each keeps (see `opencode_storage.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile monorepo [--files N] [--dir PATH] [--reuse]`
+//! runs a large-workspace workload (1M small files by default) through the CLI, each command
+//! a process of its own with its peak RSS, beside git and a bare walk (see `monorepo.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
 //! (2 s) so that "no-change" measures the steady state an agent sees between turns.
 
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use retrace::{Config, RestoreOptions, Workspace};
 
 #[path = "macrobench/long_session.rs"]
 mod long_session;
+#[path = "macrobench/monorepo.rs"]
+mod monorepo;
 #[path = "macrobench/opencode_storage.rs"]
 mod opencode_storage;
 
@@ -203,6 +210,68 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
     (t.elapsed(), r)
 }
 
+/// One whole command: its wall time from spawn to exit, its peak RSS, its output.
+pub(crate) struct Ran {
+    pub(crate) time: Duration,
+    pub(crate) rss: u64,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// Runs `cmd` to its end as a process of its own (it must succeed) and measures it. The
+/// peak RSS is `wait4`'s `ru_maxrss`, which also counts the memory this process had mapped
+/// when it spawned the child (the exec replaces a copy, or with vfork the very same address
+/// space): this process's high-water mark is reset to its current RSS first, so that floor is
+/// what the benchmark holds now, not the most it ever held.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also gives its rusage"
+)]
+pub(crate) fn run(mut cmd: Command) -> Ran {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    reset_peak();
+    let t = Instant::now();
+    let mut child = cmd.spawn().expect("the command starts");
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    // Small outputs (a few lines): reading one pipe to its end cannot block on the other.
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: wait4 reaps our own child and writes plain data into memory we own; the
+    // result is checked before the struct is read. `child` is never waited on again.
+    let usage = unsafe {
+        let r = libc::wait4(pid, &raw mut status, 0, usage.as_mut_ptr());
+        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+        usage.assume_init()
+    };
+    let time = t.elapsed();
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed ({status}):\n{stdout}{stderr}"
+    );
+    Ran {
+        time,
+        rss: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
+        stdout,
+        stderr,
+    }
+}
+
 fn bare_walk(root: &Path) -> usize {
     let count = std::sync::atomic::AtomicUsize::new(0);
     let mut b = ignore::WalkBuilder::new(root);
@@ -292,6 +361,11 @@ fn main() {
     if args.iter().any(|a| a == "--apply-turn") {
         return opencode_storage::apply_turn(&args);
     }
+    if let Some(root) = arg(&args, "--bare-walk") {
+        // The monorepo profile's walk, in a process of its own (for its own peak RSS).
+        println!("{}", bare_walk(Path::new(&root)));
+        return;
+    }
     match args
         .iter()
         .position(|a| a == "--profile")
@@ -300,7 +374,8 @@ fn main() {
         None => {}
         Some(Some("long-session")) => return long_session::main(&args),
         Some(Some("opencode")) => return opencode_storage::main(&args),
-        Some(p) => panic!("unknown --profile {p:?} (known: long-session, opencode)"),
+        Some(Some("monorepo")) => return monorepo::main(&args),
+        Some(p) => panic!("unknown --profile {p:?} (known: long-session, opencode, monorepo)"),
     }
     let arg = |name: &str| arg(&args, name);
     let files: usize = arg("--files")

@@ -19,14 +19,13 @@
 //! `git read-tree -u --reset` to the same commits.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use retrace::{Config, Workspace};
 
-use super::Rng;
+use super::{Ran, Rng, run};
 
 const FILES: usize = 12;
 const SESSION: &str = "long";
@@ -169,60 +168,6 @@ fn write(root: &Path, i: usize, lines: &[String]) {
     let mut s = lines.join("\n");
     s.push('\n');
     fs::write(root.join(rel(i)), s).unwrap();
-}
-
-/// One whole command: its wall time from spawn to exit, its peak RSS, its stdout.
-struct Ran {
-    time: Duration,
-    rss: u64,
-    stdout: String,
-}
-
-#[allow(
-    clippy::zombie_processes,
-    reason = "the child is reaped by wait4, which also gives its rusage"
-)]
-fn run(mut cmd: Command) -> Ran {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let t = Instant::now();
-    let mut child = cmd.spawn().expect("the command starts");
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    // Small outputs (a few lines): reading one pipe to its end cannot block on the other.
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    let mut status = 0;
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: wait4 reaps our own child and writes plain data into memory we own; the
-    // result is checked before the struct is read. `child` is never waited on again.
-    let usage = unsafe {
-        let r = libc::wait4(pid, &raw mut status, 0, usage.as_mut_ptr());
-        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-        usage.assume_init()
-    };
-    let time = t.elapsed();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{cmd:?} failed ({status}):\n{stdout}{stderr}"
-    );
-    Ran {
-        time,
-        rss: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
-        stdout,
-    }
 }
 
 struct Tools {
