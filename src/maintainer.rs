@@ -118,7 +118,7 @@ pub enum Later {
     /// workspace was busy) and the lines it added to [`WorkingCopy::warnings`].
     Ran {
         /// What the pass did.
-        report: Option<MaintenanceReport>,
+        report: Option<Box<MaintenanceReport>>,
         /// What it warned about.
         warnings: Vec<String>,
     },
@@ -146,13 +146,14 @@ pub enum Later {
 /// be reparented. No `pre_exec` is needed: the process group is set by `std`
 /// (`process_group`), and the priority is lowered by the process itself before it starts
 /// any thread.
+#[must_use = "Later says whether the pass ran here, and what it warned about"]
 pub fn maintain_later(wc: &WorkingCopy) -> Later {
     if !crate::retention::is_due(wc) {
         return Later::NotDue;
     }
     if std::env::var(MAINTAIN_VAR).is_ok_and(|v| v == "inline") {
         let shown = wc.warnings().len();
-        let report = crate::retention::maintain_if_due(wc);
+        let report = crate::retention::maintain_if_due(wc).map(Box::new);
         let warnings = wc.warnings().into_iter().skip(shown).collect();
         return Later::Ran { report, warnings };
     }

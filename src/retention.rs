@@ -532,8 +532,9 @@ pub fn enforce_budget(
 
 /// Runs [`maintain`] if it is due (an hour since the last pass, or the byte
 /// budget exceeded and the store grown since a pass last found nothing more to evict)
-/// and the workspace is free right now; never waits. For hosts and the CLI to call after
-/// a turn has been recorded: it never delays one.
+/// and the workspace is free right now; never waits. For hosts to call after a turn has
+/// been recorded; the CLI and the hooks leave it to a background process instead
+/// ([`crate::maintainer::maintain_later`]), so that no command waits for a pass.
 #[must_use = "the report says what maintenance did"]
 pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
     if !is_due(wc) {

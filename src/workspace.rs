@@ -352,6 +352,7 @@ impl Workspace {
 
     /// After a command's work: starts a due maintenance pass in a detached background
     /// process, without waiting for it (see [`crate::maintainer::maintain_later`]).
+    #[must_use = "Later says whether the pass ran here, and what it warned about"]
     pub fn maintain_later(&self) -> crate::maintainer::Later {
         crate::maintainer::maintain_later(&self.wc)
     }

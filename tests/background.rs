@@ -42,10 +42,8 @@ fn background_nice(root: &Path) -> Option<i64> {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let ours = args.iter().any(|a| *a == b"maintain-due")
-            && args
-                .iter()
-                .any(|a| *a == root.as_os_str().as_encoded_bytes());
+        let ours = args.contains(&b"maintain-due".as_slice())
+            && args.contains(&root.as_os_str().as_encoded_bytes());
         if !ours {
             continue;
         }
