@@ -532,26 +532,44 @@ pub fn enforce_budget(
 
 /// Runs [`maintain`] if it is due (an hour since the last pass, or the byte
 /// budget exceeded and the store grown since a pass last found nothing more to evict)
-/// and the workspace is free right now; never waits. For hosts and the CLI to call after
-/// a turn has been recorded: it never delays one.
+/// and the workspace is free right now; never waits. For hosts to call after a turn has
+/// been recorded; the CLI and the hooks leave it to a background process instead
+/// ([`crate::maintainer::maintain_later`]), so that no command waits for a pass.
 #[must_use = "the report says what maintenance did"]
 pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
-    let reader = wc.store().reader().ok()?;
-    // Over the budget, and grown since a pass last found it could evict nothing more.
-    let packed = reader.packed_bytes().ok()?;
-    let over = wc.settings().max_store_bytes.value > 0
-        && packed > wc.settings().max_store_bytes.value
-        && packed > reader.over_budget().ok()?;
-    let now = crate::store::now_ms();
-    let due = now.saturating_sub(reader.maintained_ms().ok()?) > 3_600_000;
-    drop(reader);
-    if !(over || due) {
+    if !is_due(wc) {
         return None;
     }
     // Only when nobody else holds the workspace: maintenance waits for no one.
     drop(wc.lock_exclusive(std::time::Duration::ZERO).ok()?);
     let deadline = std::time::Instant::now() + DUE_DENSE_BUDGET;
+    let now = crate::store::now_ms();
     maintain_until(wc, now, wc.settings().gc_grace_secs.value, Some(deadline)).ok()
+}
+
+/// How long after a pass the next one is due ([`is_due`]).
+pub const DUE_AFTER_MS: u64 = 3_600_000;
+
+/// Whether a maintenance pass is due: [`DUE_AFTER_MS`] since the last one (a new store
+/// counts as maintained when it is created), or the byte budget exceeded and the store
+/// grown since a pass last found nothing more to evict. One read transaction; takes no
+/// lock. False when the store cannot be read.
+#[must_use]
+pub fn is_due(wc: &WorkingCopy) -> bool {
+    let Ok(reader) = wc.store().reader() else {
+        return false;
+    };
+    let (Ok(packed), Ok(floor), Ok(maintained)) = (
+        reader.packed_bytes(),
+        reader.over_budget(),
+        reader.maintained_ms(),
+    ) else {
+        return false;
+    };
+    // Over the budget, and grown since a pass last found it could evict nothing more.
+    let budget = wc.settings().max_store_bytes.value;
+    let over = budget > 0 && packed > budget && packed > floor;
+    over || crate::store::now_ms().saturating_sub(maintained) > DUE_AFTER_MS
 }
 
 /// Recompresses frames at the dense level for at most `budget`, if no other process

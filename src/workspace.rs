@@ -350,6 +350,29 @@ impl Workspace {
         crate::retention::maintain_if_due(&self.wc)
     }
 
+    /// After a command's work: starts a due maintenance pass in a detached background
+    /// process, without waiting for it (see [`crate::maintainer::maintain_later`]).
+    #[must_use = "Later says whether the pass ran here, and what it warned about"]
+    pub fn maintain_later(&self) -> crate::maintainer::Later {
+        crate::maintainer::maintain_later(&self.wc)
+    }
+
+    /// What the background process of [`Workspace::maintain_later`] runs (see
+    /// [`crate::maintainer::run_detached_pass`]).
+    #[must_use = "the report says what maintenance did"]
+    pub fn run_detached_pass(&self) -> Option<MaintenanceReport> {
+        crate::maintainer::run_detached_pass(&self.wc)
+    }
+
+    /// Takes the warnings background maintenance left for the next command (see
+    /// [`crate::store::Store::take_deferred_warnings`]): each is returned once.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read or written.
+    pub fn take_deferred_warnings(&self) -> Result<Vec<String>, Error> {
+        Ok(self.wc.store().take_deferred_warnings()?)
+    }
+
     /// Recompresses for at most `budget` if the workspace is free (see
     /// [`crate::retention::recompress_if_free`]).
     #[must_use = "the report says whether frames remain"]

@@ -345,9 +345,11 @@ fn a_reader_written_from_the_format_document_reads_every_snapshot() {
     let found = read(&db);
     assert_eq!(found.snaps.len(), 1);
     same(&found.states[0], &want[0].1, "the first snapshot");
+    // A new store is maintained as it is created: its first command recompresses nothing
+    // (a pass later does, below).
     assert!(
-        found.codecs.contains(&2),
-        "first use recompresses: {:?}",
+        found.codecs.contains(&1) && !found.codecs.contains(&2),
+        "first use runs no maintenance: {:?}",
         found.codecs
     );
     assert!(found.deltas.is_empty(), "a first capture has no deltas");

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod background;
 mod claude_code_e2e;
 mod cli_session;
 mod codex_e2e;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::common::{Env, RETRACE, assert_verified, noise, stderr, stdout};
+use crate::common::{Env, RETRACE, assert_verified, noise, stderr, stdout, wait_for_pass};
 use retrace::config::Settings;
 use retrace::store::now_ms;
 use retrace::{Config, Mode, Outcome, Session, TurnState, Workspace};
@@ -167,18 +167,28 @@ fn budget_warnings(text: &str) -> usize {
 #[test]
 fn a_snapshot_over_the_byte_budget_stays_in_the_log_and_restores() {
     let env = Env::new();
-    let snapshot = |content: &[u8]| {
-        env.write("big.bin", content);
-        let o = env
-            .command(RETRACE, &["snapshot"])
+    // The store, created within its budget: a new store is maintained as it is created.
+    env.write("small.txt", "small");
+    assert!(env.run(RETRACE, &["snapshot"]).status.success());
+    let budget = |args: &[&str]| {
+        env.command(RETRACE, args)
             .env("RETRACE_MAX_STORE_BYTES", "64KiB")
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    // A snapshot over the budget makes a pass due at once. The pass runs in the background
+    // after the command has answered; what it warns about, the next command says.
+    let snapshot = |content: &[u8]| {
+        env.write("big.bin", content);
+        let started = now_ms();
+        let o = budget(&["snapshot"]);
         assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(budget_warnings(&stderr(&o)), 0, "{}", stderr(&o));
         let id = stdout(&o).split_whitespace().nth(1).unwrap()[..12].to_string();
-        let log = stdout(&env.run(RETRACE, &["log"]));
-        assert!(log.contains(&id), "{id} missing from the log: {log}");
-        (id, stderr(&o))
+        wait_for_pass(&env, started);
+        let log = budget(&["log"]);
+        assert!(stdout(&log).contains(&id), "{id} missing from the log");
+        (id, stderr(&log))
     };
     let restores = |id: &str, content: &[u8]| {
         std::fs::remove_file(env.path("big.bin")).unwrap();
@@ -186,8 +196,8 @@ fn a_snapshot_over_the_byte_budget_stays_in_the_log_and_restores() {
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(std::fs::read(env.path("big.bin")).unwrap(), content);
     };
-    // The due pass right after the snapshot finds nothing it may evict: it keeps the
-    // snapshot and says so, once.
+    // The due pass after the snapshot finds nothing it may evict: it keeps the snapshot,
+    // and the next command says so, once.
     let (id, err) = snapshot(&noise(1, 300_000));
     assert_eq!(budget_warnings(&err), 1, "{err}");
     restores(&id, &noise(1, 300_000));

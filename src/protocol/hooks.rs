@@ -365,7 +365,12 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         if name == "SessionEnd" {
             remembered.forget();
         }
-        let _ = ws.maintain_if_due();
+        // Due maintenance runs in a process of its own; the hook returns at once. Run here
+        // (`RETRACE_MAINTAIN=inline`), its warnings wait in the store for the next command:
+        // a hook has no one to say them to.
+        if let crate::maintainer::Later::Ran { warnings, .. } = ws.maintain_later() {
+            let _ = ws.store().defer_warnings(&warnings);
+        }
         return Ok(agent.quiet());
     }
     if name == "SessionStart" {

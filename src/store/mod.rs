@@ -286,6 +286,15 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The lines of a [`schema::META_WARNINGS`] value.
+fn warning_lines(value: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(value)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// 16 unpredictable-enough bytes (time, pid, address entropy) for a store id.
 fn random_id() -> [u8; 16] {
     let mut h = blake3::Hasher::new();
@@ -434,6 +443,11 @@ impl Store {
                 meta.insert(META_WORKSPACE, workspace.as_os_str().as_encoded_bytes())
                     .map_err(|x| e(x.into()))?;
                 meta.insert(META_STORE_ID, random_id().as_slice())
+                    .map_err(|x| e(x.into()))?;
+                // A new store has nothing to maintain: it counts as maintained now, so the
+                // first command after it never finds a pass due (only the byte budget can
+                // make one due sooner).
+                meta.insert(schema::META_MAINTAINED, now_ms().to_le_bytes().as_slice())
                     .map_err(|x| e(x.into()))?;
             }
             tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
@@ -733,6 +747,59 @@ impl Store {
                 .map_err(|x| e(x.into()))?;
             }
             Ok(())
+        })
+    }
+
+    /// Adds `lines` to the warnings a background maintenance pass leaves for the next
+    /// command to print ([`Store::take_deferred_warnings`]), after those already there.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn defer_warnings(&self, lines: &[String]) -> Result<(), StoreError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let e = self.db_err();
+        self.transact(|tx| {
+            let mut meta = tx.tx.open_table(META).map_err(|x| e(x.into()))?;
+            let mut text = meta
+                .get(schema::META_WARNINGS)
+                .map_err(|x| e(x.into()))?
+                .map(|g| String::from_utf8_lossy(g.value()).into_owned())
+                .unwrap_or_default();
+            for line in lines {
+                // One warning per line: a line break inside one would make two.
+                let line = line.replace(['\n', '\r'], " ");
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&line);
+            }
+            meta.insert(schema::META_WARNINGS, text.as_bytes())
+                .map_err(|x| e(x.into()))?;
+            Ok(())
+        })
+    }
+
+    /// Takes the warnings background maintenance left ([`Store::defer_warnings`]): returns
+    /// them and removes them in one transaction, so that each is said once. Reads first, and
+    /// writes only when there are some.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`], or [`StoreError::Busy`] when other writers hold the store.
+    pub fn take_deferred_warnings(&self) -> Result<Vec<String>, StoreError> {
+        if self.reader()?.deferred_warnings()?.is_empty() {
+            return Ok(Vec::new());
+        }
+        let e = self.db_err();
+        self.transact(|tx| {
+            let mut meta = tx.tx.open_table(META).map_err(|x| e(x.into()))?;
+            let taken = meta
+                .remove(schema::META_WARNINGS)
+                .map_err(|x| e(x.into()))?
+                .map(|g| warning_lines(g.value()))
+                .unwrap_or_default();
+            Ok(taken)
         })
     }
 
@@ -1450,6 +1517,18 @@ impl StoreReader {
             .meta_value(schema::META_MAINTAINED)?
             .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
             .unwrap_or(0))
+    }
+
+    /// The warnings background maintenance left for the next command to print (see
+    /// [`Store::defer_warnings`]), oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn deferred_warnings(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self
+            .meta_value(schema::META_WARNINGS)?
+            .map(|v| warning_lines(&v))
+            .unwrap_or_default())
     }
 
     /// Packed bytes the last maintenance pass could not go below without evicting what is

@@ -152,6 +152,35 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `meta.maintained` of the env's store, as `retrace-dump stats` reads it: Unix ms of the
+/// last maintenance pass, or of the store's creation (0: no store yet).
+pub fn maintained_ms(env: &Env) -> u64 {
+    let root = env.root().display().to_string();
+    let o = env.run(RETRACE_DUMP, &["-C", &root, "stats", "--json"]);
+    serde_json::from_str::<serde_json::Value>(stdout(&o).trim())
+        .ok()
+        .and_then(|v| v["maintained_ms"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Waits (polling, with a deadline generous for a loaded machine) until the env's store
+/// records a maintenance pass at or after `since_ms`, as one a command started in the
+/// background does when it finishes; returns its time.
+pub fn wait_for_pass(env: &Env, since_ms: u64) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let m = maintained_ms(env);
+        if m >= since_ms {
+            return m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no maintenance pass since {since_ms} within 180 s (last: {m})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Asserts `retrace-dump verify` finds the store of this env clean.
 pub fn assert_verified(env: &Env) {
     let o = env.run(RETRACE_DUMP, &["verify"]);

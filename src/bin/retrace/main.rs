@@ -283,6 +283,10 @@ enum Command {
     },
     /// Print the man page (roff), e.g. `retrace man | man -l -`.
     Man,
+    /// Run a due maintenance pass at the lowest priority: what `snapshot`, `turn end`,
+    /// `checkpoint` and the hooks start in the background (not for people; `retrace gc` is).
+    #[command(name = "maintain-due", hide = true)]
+    MaintainDue,
 }
 
 #[derive(Subcommand)]
@@ -519,6 +523,10 @@ fn open_with(dir: Option<&PathBuf>, config: Config, says_refusal: bool) -> Resul
         if !says_refusal || refused.as_ref().is_none_or(|r| !w.starts_with(r.as_str())) {
             eprintln!("retrace: warning: {w}");
         }
+    }
+    // What a background maintenance pass warned about since the last command: said once.
+    for w in ws.take_deferred_warnings().unwrap_or_default() {
+        eprintln!("retrace: warning: {w}");
     }
     Ok(ws)
 }
@@ -799,13 +807,17 @@ fn refuse_in_refused_place(ws: &Workspace) -> Result<()> {
     }
 }
 
-/// Runs due maintenance once the command's work is recorded (never delays it: it skips when
-/// the workspace is busy), and prints what it warned about (a byte budget it cannot meet).
+/// Once the command's work is recorded: starts due maintenance in a detached background
+/// process and returns at once (see `retrace::maintainer::maintain_later`); what that pass
+/// warns about, the next command prints ([`open_with`]). With `RETRACE_MAINTAIN=inline` the
+/// pass runs here, and its warnings are printed now.
 fn maintain_later(ws: &retrace::WorkingCopy) {
-    let shown = ws.warnings().len();
-    let _ = retrace::retention::maintain_if_due(ws);
-    for w in ws.warnings().iter().skip(shown) {
-        eprintln!("retrace: warning: {w}");
+    if let retrace::maintainer::Later::Ran { warnings, .. } =
+        retrace::maintainer::maintain_later(ws)
+    {
+        for w in warnings {
+            eprintln!("retrace: warning: {w}");
+        }
     }
 }
 
@@ -848,6 +860,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Demo => demo::run(dir),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
+        Command::MaintainDue => maintenance::maintain_due(dir),
         Command::Hook { agent } => Ok(agents::hook(&agent)),
         Command::Mcp => agents::mcp(session(dir, sid, Pick::Create)?),
         Command::Install {

@@ -1,4 +1,5 @@
-//! The maintenance commands: `gc` and `repair`.
+//! The maintenance commands: `gc`, `repair`, and the hidden `maintain-due` that other
+//! commands start in the background.
 
 use anyhow::Result;
 use retrace::Workspace;
@@ -8,6 +9,19 @@ use retrace::retention::{self, GcOptions};
 use super::print_json;
 use crate::progress::Bar;
 use crate::{OK, STILL_BROKEN, print_warnings};
+
+/// `retrace maintain-due` (hidden): a due pass at the lowest priority, in the detached
+/// process `retrace::maintainer::maintain_later` starts. Its stdio is `/dev/null`: what the
+/// pass warns about waits in the store for the next command. Opening never waits for another
+/// process's restore, and the pass gives up when the workspace is busy.
+pub fn maintain_due(dir: Option<&std::path::PathBuf>) -> Result<u8> {
+    // First, before any thread starts: threads inherit the priority.
+    retrace::maintainer::lower_priority();
+    let path = dir.cloned().unwrap_or_else(|| ".".into());
+    let ws = Workspace::open(&path, &retrace::Config::from_env().for_reading())?;
+    let _ = ws.run_detached_pass();
+    Ok(OK)
+}
 
 /// `retrace gc`: the policy (what a dry run skips, the grace default, the sweep of the home)
 /// is [`retention::collect`]'s.
