@@ -162,6 +162,19 @@ struct Hasher<'a> {
     writing: Mutex<()>,
 }
 
+/// What the next stat cache records of a path: its `lstat` data, its kind, its listing flag.
+type Recorded = (Stat, ScanKind, bool);
+
+/// Why a scanned path is not in the snapshot after all.
+enum Fate {
+    /// A credential by content.
+    Secret,
+    /// Unreadable or unstable: the reason.
+    Skip(String),
+    /// Deleted between the walk and the read.
+    Gone,
+}
+
 /// The result of looking at one scanned path.
 enum Looked {
     Done {
@@ -372,11 +385,15 @@ impl Hasher<'_> {
                 Err(err) => Looked::Skip(err.to_string()),
             },
             ScanKind::File => {
+                // The walk's `lstat` is the first read's "before": one `fstat` fewer per file.
+                // A file changed since fails the check after the read and is read again, with
+                // its own `fstat` this time.
+                let mut known = Some(Stat::of(e));
                 for _ in 0..3 {
                     let allowed = self
                         .allow_secrets
                         .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&e.path)));
-                    match self.read_file(&path, !allowed, previous) {
+                    match self.read_file(&path, !allowed, previous, known.take()) {
                         Err(err)
                             if err.get_ref().is_some_and(
                                 <dyn std::error::Error + Send + Sync>::is::<SecretFound>,
@@ -427,21 +444,36 @@ impl Hasher<'_> {
         OldChunks(starts)
     }
 
-    /// Reads and hashes one file. `Ok(None)` when it changed while being read. New content
-    /// is stored as deltas against `previous`, the version it replaces, where that pays.
+    /// Reads and hashes one file. `Ok(None)` when it changed while being read (or since
+    /// `known`, its `lstat` data from the walk, when given). New content is stored as deltas
+    /// against `previous`, the version it replaces, where that pays.
     fn read_file(
         &self,
         path: &Path,
         check_secret: bool,
         previous: Option<ObjectId>,
+        known: Option<Stat>,
     ) -> std::io::Result<Option<(ObjectId, Stat, Vec<PendingObject>)>> {
         let mut f = File::open(path)?;
-        let before = f.metadata()?;
+        let before = if let Some(k) = known {
+            k
+        } else {
+            let m = f.metadata()?;
+            Stat {
+                mode: m.mode(),
+                size: m.len(),
+                mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+                ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+                ino: m.ino(),
+            }
+        };
         let mut objects = Vec::new();
-        let id = if before.len() <= CHUNK_THRESHOLD {
-            let mut data = Vec::with_capacity(usize::try_from(before.len()).unwrap_or(0));
-            (&mut f).take(CHUNK_THRESHOLD + 1).read_to_end(&mut data)?;
-            if data.len() as u64 != before.len() {
+        let id = if before.size <= CHUNK_THRESHOLD {
+            let mut data = Vec::with_capacity(usize::try_from(before.size).unwrap_or(0));
+            // Exactly the size `before` names: no read past it to find the end (growth shows
+            // in the `fstat` after the read).
+            (&mut f).take(before.size).read_to_end(&mut data)?;
+            if data.len() as u64 != before.size {
                 return Ok(None);
             }
             if check_secret && scan::exclude::looks_like_private_key(&data[..data.len().min(1024)])
@@ -473,7 +505,7 @@ impl Hasher<'_> {
                         .collect(),
                 );
             }
-            if total != before.len() {
+            if total != before.size {
                 return Ok(None);
             }
             let id = ObjectId(*whole.finalize().as_bytes());
@@ -494,17 +526,17 @@ impl Hasher<'_> {
             id
         };
         let after = f.metadata()?;
-        let stable = after.len() == before.len()
-            && after.mtime() == before.mtime()
-            && after.mtime_nsec() == before.mtime_nsec()
-            && after.ctime() == before.ctime()
-            && after.ctime_nsec() == before.ctime_nsec();
+        let mtime_ns = after.mtime() * 1_000_000_000 + after.mtime_nsec();
+        let ctime_ns = after.ctime() * 1_000_000_000 + after.ctime_nsec();
+        let stable = after.len() == before.size
+            && mtime_ns == before.mtime_ns
+            && ctime_ns == before.ctime_ns
+            && after.ino() == before.ino;
         if !stable {
             return Ok(None);
         }
         // A rewrite within one tick of a coarse clock leaves mtime and ctime unchanged, so a
         // recently modified file is read a second time: a torn read would not hash the same.
-        let mtime_ns = after.mtime() * 1_000_000_000 + after.mtime_nsec();
         if mtime_ns >= now_ns() - RACY_MARGIN_NS {
             let mut again = blake3::Hasher::new();
             again.update_reader(File::open(path)?)?;
@@ -516,7 +548,7 @@ impl Hasher<'_> {
             mode: after.mode(),
             size: after.len(),
             mtime_ns,
-            ctime_ns: after.ctime() * 1_000_000_000 + after.ctime_nsec(),
+            ctime_ns,
             ino: after.ino(),
         };
         Ok(Some((id, stat, objects)))
@@ -750,25 +782,76 @@ pub(crate) fn capture(
         .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink))
         .count();
     opts.progress.start("capture", files as u64);
-    // Both lists are sorted: each block of entries merges with the cache linearly.
-    let looked: Vec<Looked> = scan
-        .entries
-        .par_chunks(LOOK_BLOCK)
-        .flat_map_iter(|block| {
-            let mut pos = cache.position(&block[0].path);
-            let files = block
-                .iter()
-                .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink));
-            // Progress is reported per block: a bar's lock per file would cost more than a hit.
-            opts.progress.advance(files.count() as u64);
-            let (cache, hasher) = (&cache, &hasher);
-            block.iter().map(move |e| {
-                let hit = cache.lookup_at(e, &mut pos);
-                let previous = hit.is_none().then(|| cache.previous_at(e, pos)).flatten();
-                hasher.look(e, hit, previous)
+    // Both lists are sorted: each block of entries merges with the cache linearly. Each
+    // entry becomes its flat entry (the path moved, not copied) and what the next stat cache
+    // records, in one parallel pass: no list of intermediate results, no serial pass.
+    let left_out: Mutex<Vec<(Vec<u8>, Fate)>> = Mutex::new(Vec::new());
+    let hashed_count = std::sync::atomic::AtomicU64::new(0);
+    let mut scanned = scan.entries;
+    let (mut entries, (mut hits, mut stats)): (Vec<FlatEntry>, (Vec<bool>, Vec<Recorded>)) =
+        scanned
+            .par_chunks_mut(LOOK_BLOCK)
+            .flat_map_iter(|block| {
+                let mut pos = cache.position(&block[0].path);
+                let files = block
+                    .iter()
+                    .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink));
+                // Progress is reported per block: a bar's lock per file would cost more than
+                // a hit.
+                opts.progress.advance(files.count() as u64);
+                let (cache, hasher, left_out, hashed_count) =
+                    (&cache, &hasher, &left_out, &hashed_count);
+                block.iter_mut().map(move |e| {
+                    let hit = cache.lookup_at(e, &mut pos);
+                    let previous = hit.is_none().then(|| cache.previous_at(e, pos)).flatten();
+                    let looked = hasher.look(e, hit, previous);
+                    let kind = kind_of(e);
+                    let path = RelPath::from(std::mem::take(&mut e.path));
+                    match looked {
+                        Looked::Done {
+                            id,
+                            size,
+                            hit,
+                            hashed,
+                            fresh,
+                        } => {
+                            if hashed {
+                                hashed_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            let stat = fresh.unwrap_or_else(|| Stat::of(e));
+                            let flat = FlatEntry {
+                                path,
+                                kind,
+                                id,
+                                size,
+                            };
+                            (flat, (hit, (stat, e.kind, e.listing)))
+                        }
+                        other => {
+                            let fate = match other {
+                                Looked::Secret => Fate::Secret,
+                                Looked::Skip(reason) => Fate::Skip(reason),
+                                _ => Fate::Gone,
+                            };
+                            let bytes = path.as_bytes().to_vec();
+                            left_out
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push((bytes, fate));
+                            // A placeholder, removed below (the zero id marks it).
+                            let flat = FlatEntry {
+                                path,
+                                kind,
+                                id: ObjectId::ZERO,
+                                size: u64::MAX,
+                            };
+                            (flat, (false, (Stat::of(e), e.kind, false)))
+                        }
+                    }
+                })
             })
-        })
-        .collect();
+            .unzip();
+    drop(scanned);
     opts.progress.finish();
     phases.mark("stat cache + read");
     if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
@@ -777,45 +860,39 @@ pub(crate) fn capture(
     let mut skipped = scan.skipped;
     let mut secrets = scan.secrets;
     let captured_repos = scan.repos;
-    let mut entries: Vec<FlatEntry> = Vec::with_capacity(scan.entries.len());
-    let mut hits: Vec<bool> = Vec::with_capacity(scan.entries.len());
-    let mut stats: Vec<(Stat, ScanKind, bool)> = Vec::with_capacity(scan.entries.len());
-    let mut nested_repos = Vec::new();
-    let mut hashed = 0;
-    for (e, l) in scan.entries.into_iter().zip(looked) {
-        match l {
-            Looked::Done {
-                id,
-                size,
-                hit,
-                hashed: h,
-                fresh,
-            } => {
-                if e.kind == ScanKind::NestedRepo {
-                    nested_repos.push(crate::object::show_path(&e.path));
-                }
-                hashed += u64::from(h);
-                hits.push(hit);
-                // Directories and nested repositories are listed too (ids filled in below).
-                stats.push((fresh.unwrap_or_else(|| Stat::of(&e)), e.kind, e.listing));
-                let kind = kind_of(&e);
-                entries.push(FlatEntry {
-                    path: RelPath::from(e.path),
-                    kind,
-                    id,
-                    size,
-                });
-            }
-            Looked::Gone => {}
-            Looked::Secret => secrets.push(crate::object::show_path(&e.path)),
-            Looked::Skip(reason) => {
-                skipped.push(Skipped {
-                    path: crate::object::show_path(&e.path),
-                    reason,
-                });
-            }
+    let left_out = left_out
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !left_out.is_empty() {
+        let gone: HashSet<&[u8]> = left_out.iter().map(|(p, _)| p.as_slice()).collect();
+        let keep: Vec<bool> = entries
+            .iter()
+            .map(|e| !(e.size == u64::MAX && gone.contains(e.path.as_bytes())))
+            .collect();
+        let mut k = keep.iter();
+        entries.retain(|_| *k.next().unwrap_or(&true));
+        let mut k = keep.iter();
+        hits.retain(|_| *k.next().unwrap_or(&true));
+        let mut k = keep.iter();
+        stats.retain(|_| *k.next().unwrap_or(&true));
+    }
+    for (path, fate) in left_out {
+        match fate {
+            Fate::Secret => secrets.push(crate::object::show_path(&path)),
+            Fate::Skip(reason) => skipped.push(Skipped {
+                path: crate::object::show_path(&path),
+                reason,
+            }),
+            Fate::Gone => {}
         }
     }
+    let nested_repos: Vec<String> = stats
+        .iter()
+        .zip(&entries)
+        .filter(|(s, _)| s.1 == ScanKind::NestedRepo)
+        .map(|(_, e)| e.path.show())
+        .collect();
+    let hashed = hashed_count.into_inner();
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     secrets.sort();
     // Trees are stored whole, never as deltas: a damaged tree would make every tree whose

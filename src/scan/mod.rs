@@ -11,7 +11,7 @@
 //! is there at all). Its `.git` is hard-excluded like every `.git`.
 //!
 //! A directory the previous capture's stat cache vouches for is not listed again: see
-//! [`walk`] for when a listing is reused.
+//! `docs/architecture.md` ("Reused listings") for when a listing is reused.
 
 pub mod exclude;
 mod walk;
@@ -96,7 +96,7 @@ pub struct Scan {
 /// like credentials are left out and listed unless `allow` matches their path; `nested` says
 /// whether nested repositories are entered. `prior`, the previous capture's stat cache,
 /// lets directories whose `lstat` data it vouches for skip their listing (see
-/// [`walk`]); `settings` is the caller's part of the rules key ([`Scan::rules`]): whatever
+/// `docs/architecture.md`, "Reused listings"); `settings` is the caller's part of the rules key ([`Scan::rules`]): whatever
 /// besides the tree decides what a listing keeps.
 #[must_use]
 pub fn scan(

@@ -72,6 +72,8 @@ struct Job {
     /// Inside a nested repository walked as a root of its own: never flag a listing as
     /// reusable (its `info/exclude` is in no key).
     untracked: bool,
+    /// Its record in the cache, when the parent's reused listing already read it.
+    cached: Option<(ScanKind, Stat, bool)>,
 }
 
 /// The shared state of one walk.
@@ -84,7 +86,9 @@ pub(super) struct Walk<'a> {
     pub prior: Option<&'a StatCache>,
     /// The global excludes file (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`).
     global: Option<PathBuf>,
-    found: Mutex<Found>,
+    /// One bucket per worker thread (and one for any other thread), so handing a
+    /// directory's results over never waits on another thread.
+    found: Vec<Mutex<Found>>,
     repos: Mutex<Vec<Vec<u8>>>,
     listed: AtomicU64,
     reused: AtomicU64,
@@ -300,7 +304,9 @@ impl<'a> Walk<'a> {
             nested,
             prior,
             global: ignore::gitignore::gitconfig_excludes_path(),
-            found: Mutex::new(Found::default()),
+            found: (0..=rayon::current_num_threads())
+                .map(|_| Mutex::new(Found::default()))
+                .collect(),
             repos: Mutex::new(Vec::new()),
             listed: AtomicU64::new(0),
             reused: AtomicU64::new(0),
@@ -309,29 +315,32 @@ impl<'a> Walk<'a> {
 
     /// Walks the whole workspace.
     pub(super) fn run(self) -> Walked {
-        let global = ignore::gitignore::gitconfig_excludes_path();
-        let rules = Arc::new(Rules {
-            dir: self.root.to_path_buf(),
-            has_file: false,
-            gitignore: OnceLock::from(Gitignore::empty()),
-            parent: None,
-            root: Some(root_rules(self.root, global.as_deref())),
-        });
         rayon::scope(|s| {
             self.dir(
                 s,
                 &Job {
                     rel: Vec::new(),
-                    rules: Some(rules),
+                    rules: None,
                     fresh: self.prior.is_none(),
                     untracked: false,
+                    cached: None,
                 },
             );
         });
-        let found = self
+        let mut found = Found::default();
+        let buckets: Vec<Found> = self
             .found
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
+            .collect();
+        found
+            .entries
+            .reserve_exact(buckets.iter().map(|b| b.entries.len()).sum());
+        for mut b in buckets {
+            found.entries.append(&mut b.entries);
+            found.skipped.append(&mut b.skipped);
+            found.secrets.append(&mut b.secrets);
+        }
         Walked {
             entries: found.entries,
             skipped: found.skipped,
@@ -346,7 +355,9 @@ impl<'a> Walk<'a> {
     }
 
     fn hand_over(&self, mut mine: Found) {
-        let mut all = self.found.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = self.found.len() - 1;
+        let i = rayon::current_thread_index().map_or(last, |i| i.min(last));
+        let mut all = self.found[i].lock().unwrap_or_else(PoisonError::into_inner);
         all.entries.append(&mut mine.entries);
         all.skipped.append(&mut mine.skipped);
         all.secrets.append(&mut mine.secrets);
@@ -427,11 +438,14 @@ impl<'a> Walk<'a> {
         if job.fresh || job.rel.is_empty() {
             return None;
         }
-        let me = prior.get(&job.rel)?;
-        if !(me.listing && same(&me.stat, st, false) && prior.settled(st)) {
+        let (kind, stat, listing) = match job.cached {
+            Some(c) => c,
+            None => prior.get(&job.rel).map(|c| (c.kind, c.stat, c.listing))?,
+        };
+        if !(listing && same(&stat, st, false) && prior.settled(st)) {
             return None;
         }
-        match (me.kind, self.nested) {
+        match (kind, self.nested) {
             (ScanKind::NestedRepo, NestedRepos::Skip) => {
                 found
                     .entries
@@ -464,7 +478,7 @@ impl<'a> Walk<'a> {
                 has_gitignore = true;
             }
             if kind == ScanKind::Dir {
-                dirs.push(k.path.to_vec());
+                dirs.push((k.path.to_vec(), (k.kind, k.stat, k.listing)));
             } else {
                 entries.push(entry(k.path.to_vec(), kind, &now, false));
             }
@@ -480,11 +494,12 @@ impl<'a> Walk<'a> {
         });
         Some(
             dirs.into_iter()
-                .map(|rel| Job {
+                .map(|(rel, cached)| Job {
                     rel,
                     rules: Some(Arc::clone(&rules)),
                     fresh: false,
                     untracked: job.untracked,
+                    cached: Some(cached),
                 })
                 .collect(),
         )
@@ -666,6 +681,7 @@ impl<'a> Walk<'a> {
                     rules: Some(Arc::clone(&rules_here)),
                     fresh,
                     untracked,
+                    cached: None,
                 });
                 continue;
             }

@@ -546,7 +546,6 @@ impl WorkingCopy {
         let lock = self.lock_shared(crate::store::LOCK_WAIT)?;
         let c = lock.record(label, progress)?;
         drop(lock);
-        self.store.compact_if_sparse();
         Ok(c)
     }
 
@@ -710,7 +709,6 @@ impl WorkingCopy {
         outcome.verified = outcome.verify_diff.is_empty();
         phases.mark("check and record");
         drop(reader);
-        self.store.compact_if_sparse();
         Ok((outcome, None))
     }
 
