@@ -541,7 +541,13 @@ pub fn enforce_budget(
 /// ([`crate::maintainer::maintain_later`]), so that no command waits for a pass.
 #[must_use = "the report says what maintenance did"]
 pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
-    if !is_due(wc) {
+    if !is_pass_due(wc) {
+        // Not a pass, but a file with much dead space: only the compaction.
+        if wc.store().is_sparse()
+            && let Ok(_lock) = wc.lock_exclusive(std::time::Duration::ZERO)
+        {
+            wc.store().compact_if_sparse();
+        }
         return None;
     }
     // Only when nobody else holds the workspace: maintenance waits for no one.
@@ -554,12 +560,18 @@ pub fn maintain_if_due(wc: &WorkingCopy) -> Option<MaintenanceReport> {
 /// How long after a pass the next one is due ([`is_due`]).
 pub const DUE_AFTER_MS: u64 = 3_600_000;
 
-/// Whether a maintenance pass is due: [`DUE_AFTER_MS`] since the last one (a new store
+/// Whether maintenance is due: a pass, [`DUE_AFTER_MS`] since the last one (a new store
 /// counts as maintained when it is created), or the byte budget exceeded and the store
-/// grown since a pass last found nothing more to evict. One read transaction; takes no
+/// grown since a pass last found nothing more to evict; or a compaction, the file holding
+/// much dead space ([`crate::store::Store::is_sparse`]). Two reads and a `stat`; takes no
 /// lock. False when the store cannot be read.
 #[must_use]
 pub fn is_due(wc: &WorkingCopy) -> bool {
+    is_pass_due(wc) || wc.store().is_sparse()
+}
+
+/// [`is_due`] without the compaction: whether a whole pass is due.
+fn is_pass_due(wc: &WorkingCopy) -> bool {
     let Ok(reader) = wc.store().reader() else {
         return false;
     };

@@ -10,25 +10,6 @@ use std::fs;
 use std::path::Path;
 
 use crate::common::{self, Env};
-use retrace::{Config, Workspace};
-
-fn statcache(env: &Env) -> std::path::PathBuf {
-    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
-    store.with_file_name("statcache")
-}
-
-/// Pretends the stat cache was written an hour later than it was (and seals the change
-/// with a new checksum, as retrace would have written it).
-fn age_cache(env: &Env) {
-    let p = statcache(env);
-    let mut bytes = fs::read(&p).unwrap();
-    let written = i64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    bytes[8..16].copy_from_slice(&(written + 3_600_000_000_000).to_le_bytes());
-    let body = bytes.len() - 32;
-    let sum = *blake3::hash(&bytes[..body]).as_bytes();
-    bytes[body..].copy_from_slice(&sum);
-    fs::write(&p, bytes).unwrap();
-}
 
 #[test]
 fn a_flipped_bit_in_the_stat_cache_is_caught_and_the_cache_rebuilt() {
@@ -37,16 +18,16 @@ fn a_flipped_bit_in_the_stat_cache_is_caught_and_the_cache_rebuilt() {
     env.write("src/b.txt", "beta\n");
     let ws = env.open();
     let first = ws.snapshot(None).unwrap();
-    age_cache(&env); // every entry is trusted from now on
+    common::age_statcache(&env); // every entry is trusted from now on
     // One bit of a.txt's cached id flips behind retrace's back.
     let a_id = retrace::ObjectId::of_blob(b"alpha\n");
-    let mut bytes = fs::read(statcache(&env)).unwrap();
+    let mut bytes = fs::read(common::statcache(&env)).unwrap();
     let at = bytes
         .windows(32)
         .position(|w| w == a_id.0)
         .expect("a.txt's id");
     bytes[at] ^= 1;
-    fs::write(statcache(&env), &bytes).unwrap();
+    fs::write(common::statcache(&env), &bytes).unwrap();
     assert!(ws.status().unwrap().changed.is_empty());
     // b.txt changes: its directory's tree is rebuilt, around a.txt's cached id.
     env.write("src/b.txt", "beta, longer\n");
@@ -66,7 +47,7 @@ fn a_flipped_bit_in_the_stat_cache_is_caught_and_the_cache_rebuilt() {
     assert_eq!(env.read("src/b.txt"), "beta, longer\n");
     // The rebuilt cache is whole again: an unchanged workspace reads nothing.
     ws.snapshot(None).unwrap(); // restored files are new inodes
-    age_cache(&env);
+    common::age_statcache(&env);
     assert_eq!(ws.snapshot(None).unwrap().hashed, 0);
     common::assert_verified(&env);
 }
@@ -122,13 +103,13 @@ fn incremental_captures_equal_captures_from_scratch() {
     let ws = env.open();
     let mut rng = Lcg(7);
     let first = ws.snapshot(None).unwrap();
-    age_cache(&env);
+    common::age_statcache(&env);
     let again = ws.snapshot(None).unwrap();
     assert_eq!(again.id, first.id);
     assert_eq!(again.hashed, 0, "an unchanged workspace reads no file");
     let mut history = vec![(first.id, common::tree_of(env.root()))];
     for round in 0..40 {
-        age_cache(&env);
+        common::age_statcache(&env);
         mutate(env.root(), &mut rng, round);
         let incremental = ws.snapshot(None).unwrap();
         assert!(
@@ -136,7 +117,7 @@ fn incremental_captures_equal_captures_from_scratch() {
             "round {round}: read {} files",
             incremental.hashed
         );
-        fs::remove_file(statcache(&env)).unwrap();
+        fs::remove_file(common::statcache(&env)).unwrap();
         let scratch = ws.scan_disk(&retrace::NoProgress).unwrap();
         assert_eq!(incremental.id, scratch.id, "round {round}");
         assert_eq!(incremental.entries, scratch.entries, "round {round}");
@@ -148,7 +129,7 @@ fn incremental_captures_equal_captures_from_scratch() {
         // unchanged subtrees, so wrong ids would show up here as a wrong tree.
         if rng.next(3) == 0 {
             let (id, tree) = &history[usize::try_from(rng.next(history.len() as u64)).unwrap()];
-            age_cache(&env);
+            common::age_statcache(&env);
             let out = ws.restore(id, retrace::RestoreOptions::default()).unwrap();
             assert!(out.verified, "round {round}: {:?}", out.verify_diff);
             assert_eq!(&common::tree_of(env.root()), tree, "round {round}");

@@ -5,7 +5,7 @@
 //! the previous one, listings reused) must give exactly what a capture from scratch gives:
 //! the same root id, the same paths left out, the same credentials named.
 //!
-//! Time is injected as in `incremental.rs`: the cache is aged an hour after each capture, so
+//! Time is injected as in `incremental.rs` (`common::age_statcache`): the cache is aged an hour after each capture, so
 //! every listing it recorded is trusted. A capture then sleeps 30 ms before mutating, so no
 //! mutation lands in the clock tick of the listing it invalidates (that case is the racy
 //! rule's, which the aging sets aside on purpose). 1000 cases by default;
@@ -18,9 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
-use retrace::{Config, Workspace};
 
-use crate::common::Env;
+use crate::common::{self, Env};
 
 const DIRS: &[&str] = &["a", "b", "a/c", "b/d", "a/c/e", "n"];
 const FILES: &[&str] = &["x", "y.txt", "k.log", ".env", "z.rs"];
@@ -225,25 +224,6 @@ fn apply(root: &Path, op: &Op) {
     }
 }
 
-fn statcache(env: &Env) -> std::path::PathBuf {
-    let store = Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
-    store.with_file_name("statcache")
-}
-
-/// Pretends the stat cache was written an hour later than it was (see `incremental.rs`).
-fn age_cache(env: &Env) {
-    let p = statcache(env);
-    let Ok(mut bytes) = fs::read(&p) else {
-        return;
-    };
-    let written = i64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    bytes[8..16].copy_from_slice(&(written + 3_600_000_000_000).to_le_bytes());
-    let body = bytes.len() - 32;
-    let sum = *blake3::hash(&bytes[..body]).as_bytes();
-    bytes[body..].copy_from_slice(&sum);
-    fs::write(&p, bytes).unwrap();
-}
-
 /// What two captures must agree on.
 fn seen(c: &retrace::Capture) -> (retrace::ObjectId, Vec<String>, Vec<String>, Vec<String>) {
     (
@@ -265,7 +245,7 @@ fn case(start: &[Op], rounds: &[Vec<Op>]) -> Result<(), TestCaseError> {
     let ws = env.open();
     ws.snapshot(None).unwrap();
     for (n, batch) in rounds.iter().enumerate() {
-        age_cache(&env);
+        common::age_statcache(&env);
         std::thread::sleep(std::time::Duration::from_millis(30));
         for o in batch {
             apply(&root, o);
@@ -274,12 +254,12 @@ fn case(start: &[Op], rounds: &[Vec<Op>]) -> Result<(), TestCaseError> {
         REUSED.fetch_add(incremental.reused, Ordering::Relaxed);
         // From scratch: without a cache; then the incremental one is put back, so the next
         // round builds on what the incremental capture recorded.
-        let kept = fs::read(statcache(&env)).ok();
-        let _ = fs::remove_file(statcache(&env));
+        let kept = fs::read(common::statcache(&env)).ok();
+        let _ = fs::remove_file(common::statcache(&env));
         let scratch = ws.snapshot(None).unwrap();
         assert_eq!(scratch.reused, 0);
         if let Some(k) = kept {
-            fs::write(statcache(&env), k).unwrap();
+            fs::write(common::statcache(&env), k).unwrap();
         }
         prop_assert_eq!(
             seen(&incremental),

@@ -381,6 +381,26 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// The `lstat` of `name` in the directory `dfd`; `None` when it has gone, or (named as
+    /// left out, and the listing not reusable) when it cannot be read.
+    fn stat_child(
+        dfd: rustix::fd::BorrowedFd<'_>,
+        name: &[u8],
+        rel: &[u8],
+        found: &mut Found,
+        listing_ok: &mut bool,
+    ) -> Option<Stat> {
+        match statat(dfd, name) {
+            Ok(now) => Some(now),
+            Err(e) if gone(e) => None,
+            Err(e) => {
+                Self::skip(found, rel, std::io::Error::from(e).to_string());
+                *listing_ok = false;
+                None
+            }
+        }
+    }
+
     fn skip(found: &mut Found, rel: &[u8], reason: String) {
         found.skipped.push(Skipped {
             path: crate::object::show_path(rel),
@@ -633,33 +653,22 @@ impl<'a> Walk<'a> {
             let mut stat = None;
             let is_dir = match hinted_dir {
                 Some(d) => d,
-                None => match statat(dfd, name) {
-                    Ok(now) => {
-                        let d = kind_of(now.mode) == Some(ScanKind::Dir);
-                        stat = Some(now);
-                        d
-                    }
-                    Err(e) if gone(e) => continue,
-                    Err(e) => {
-                        let err = std::io::Error::from(e);
-                        Self::skip(found, &rel, err.to_string());
-                        listing_ok = false;
+                None => {
+                    let Some(now) = Self::stat_child(dfd, name, &rel, found, &mut listing_ok)
+                    else {
                         continue;
-                    }
-                },
+                    };
+                    stat = Some(now);
+                    kind_of(now.mode) == Some(ScanKind::Dir)
+                }
             };
             if rules_here.ignored(&child_abs, is_dir, found, self.root) {
                 continue;
             }
-            let now = match stat.map_or_else(|| statat(dfd, name), Ok) {
-                Ok(now) => now,
-                Err(e) if gone(e) => continue,
-                Err(e) => {
-                    let err = std::io::Error::from(e);
-                    Self::skip(found, &rel, err.to_string());
-                    listing_ok = false;
-                    continue;
-                }
+            let Some(now) =
+                stat.or_else(|| Self::stat_child(dfd, name, &rel, found, &mut listing_ok))
+            else {
+                continue;
             };
             let Some(kind) = kind_of(now.mode) else {
                 // Sockets, FIFOs and devices are not content a snapshot can hold: left out,

@@ -542,16 +542,43 @@ impl Store {
     /// no live transaction in any process, so it is skipped (not waited for) when another
     /// process is busy. Returns whether it ran.
     pub fn compact_if_sparse(&self) -> bool {
+        if !self.is_sparse() {
+            return false;
+        }
+        let ran = self.compact_now();
+        // What compaction could not give back is not asked for again until the file grows.
+        let after = disk_bytes(&self.path);
+        let e = self.db_err();
+        let _ = self.transact(|tx| {
+            let mut meta = tx.tx.open_table(META).map_err(|x| e(x.into()))?;
+            meta.insert(schema::META_COMPACTED, after.to_le_bytes().as_slice())
+                .map_err(|x| e(x.into()))?;
+            Ok(())
+        });
+        ran
+    }
+
+    /// Whether [`Store::compact_if_sparse`] would compact: the disk blocks in use exceed
+    /// 1.3× the pack log, and the file grew by a tenth since the last compaction attempt.
+    /// One read transaction and one `stat`; for deciding whether to start a background
+    /// pass.
+    #[must_use]
+    pub fn is_sparse(&self) -> bool {
         let Ok(reader) = self.reader() else {
             return false;
         };
         let live = reader.log_end().unwrap_or(0);
+        let floor = reader
+            .meta_value(schema::META_COMPACTED)
+            .ok()
+            .flatten()
+            .and_then(|v| v.try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0);
         drop(reader);
         let disk = disk_bytes(&self.path);
-        if disk < COMPACT_MIN_FILE || disk * 100 <= live * COMPACT_RATIO_PERCENT {
-            return false;
-        }
-        self.compact_now()
+        disk >= COMPACT_MIN_FILE
+            && disk * 100 > live * COMPACT_RATIO_PERCENT
+            && disk * 10 > floor * 11
     }
 
     /// Compacts the file now if no live transaction (in any process) prevents it; returns

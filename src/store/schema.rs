@@ -67,6 +67,9 @@ pub const META_FORGOTTEN: &str = "forgotten";
 /// Packed bytes the last maintenance pass could not go below without evicting what is
 /// never evicted, u64 little endian; absent when it met the byte budget.
 pub const META_OVER_BUDGET: &str = "over_budget";
+/// Disk bytes of the file right after the last compaction attempt, u64 little endian
+/// (absent: never): the file counts as sparse again only once it grew past this.
+pub const META_COMPACTED: &str = "compacted";
 /// Warnings a background maintenance pass left for the next command to print, UTF-8, one
 /// per line; absent when there are none (taken, printed and removed by that command).
 pub const META_WARNINGS: &str = "warnings";
