@@ -651,16 +651,14 @@ impl<'a> Walk<'a> {
                 _ => Some(false),
             };
             let mut stat = None;
-            let is_dir = match hinted_dir {
-                Some(d) => d,
-                None => {
-                    let Some(now) = Self::stat_child(dfd, name, &rel, found, &mut listing_ok)
-                    else {
-                        continue;
-                    };
-                    stat = Some(now);
-                    kind_of(now.mode) == Some(ScanKind::Dir)
-                }
+            let is_dir = if let Some(d) = hinted_dir {
+                d
+            } else {
+                let Some(now) = Self::stat_child(dfd, name, &rel, found, &mut listing_ok) else {
+                    continue;
+                };
+                stat = Some(now);
+                kind_of(now.mode) == Some(ScanKind::Dir)
             };
             if rules_here.ignored(&child_abs, is_dir, found, self.root) {
                 continue;
