@@ -876,6 +876,19 @@ pub(crate) fn capture(
         let mut k = keep.iter();
         stats.retain(|_| *k.next().unwrap_or(&true));
     }
+    // The walk vouched for these directories' listings, but capture left a path of theirs
+    // out: the next walk must list them again and look at that path afresh (a key file
+    // rewritten, a file that was changing, one that becomes readable), since a reused
+    // listing only looks at the paths the cache holds.
+    let any_left_out = !left_out.is_empty();
+    for (path, _) in &left_out {
+        let parent = path.iter().rposition(|&b| b == b'/').map(|i| &path[..i]);
+        if let Some(parent) = parent
+            && let Ok(i) = entries.binary_search_by(|e| e.path.as_bytes().cmp(parent))
+        {
+            stats[i].2 = false;
+        }
+    }
     for (path, fate) in left_out {
         match fate {
             Fate::Secret => secrets.push(crate::object::show_path(&path)),
@@ -960,7 +973,7 @@ pub(crate) fn capture(
         capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
-        if !(all_hit && entries.len() == cached_before && dirs_same) {
+        if !(all_hit && entries.len() == cached_before && dirs_same && !any_left_out) {
             let list = entries
                 .iter()
                 .zip(stats)

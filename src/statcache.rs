@@ -364,8 +364,13 @@ impl StatCache {
                     i += 1;
                 }
                 // Inside a subdirectory (which sorts after names like `sub.txt`): jump past
-                // every path of that subdirectory.
-                Some(slash) => i = self.past_prefix(&c.path[..=prefix.len() + slash]),
+                // every path of that subdirectory. Always forward: unsorted records (a
+                // crafted file with a valid checksum) must not send it round in a loop.
+                Some(slash) => {
+                    i = self
+                        .past_prefix(&c.path[..=prefix.len() + slash])
+                        .max(i + 1);
+                }
             }
         }
         Some(out)

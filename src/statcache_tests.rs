@@ -193,3 +193,51 @@ fn prefixes_ending_in_0xff_are_counted() {
     assert_eq!(c.count_prefix(b"\xff"), 0);
     assert_eq!(c.count_prefix(b""), 5);
 }
+
+#[test]
+fn children_are_the_records_directly_inside_a_directory() {
+    let d = tempfile::tempdir().unwrap();
+    // `p!` and `p.x` sort between `p` and `p/`; `p/s/` holds a subtree to jump over.
+    let paths: [&[u8]; 7] = [b"p", b"p!", b"p.x", b"p/a", b"p/s", b"p/s/deep", b"p/z"];
+    let entries: Vec<_> = paths.iter().map(|p| scan_entry(p, T0)).collect();
+    write(d.path(), &entries, T0 + 10 * RACY_MARGIN_NS);
+    let c = StatCache::load(&d.path().join("c"), &STORE);
+    let names = |prefix: &[u8]| -> Vec<Vec<u8>> {
+        c.children(prefix)
+            .unwrap()
+            .iter()
+            .map(|k| k.path.to_vec())
+            .collect()
+    };
+    assert_eq!(
+        names(b"p/"),
+        [b"p/a".to_vec(), b"p/s".to_vec(), b"p/z".to_vec()]
+    );
+    assert_eq!(names(b"").len(), 3, "p, p! and p.x");
+    assert_eq!(names(b"p/s/"), [b"p/s/deep".to_vec()]);
+    assert!(names(b"q/").is_empty());
+}
+
+#[test]
+fn unsorted_records_never_loop_listing_children() {
+    // A writer's bug or a crafted file with a valid checksum: records out of order made the
+    // jump past a subdirectory go backwards, round and round.
+    let d = tempfile::tempdir().unwrap();
+    let paths: [&[u8]; 4] = [b"p/x/y", b"p/y", b"p/y2", b"zz"];
+    let entries: Vec<_> = paths.iter().map(|p| scan_entry(p, T0)).collect();
+    write(d.path(), &entries, T0 + 10 * RACY_MARGIN_NS);
+    let mut bytes = fs::read(d.path().join("c")).unwrap();
+    // Swap the first two records: `p/y` before `p/x/y`.
+    let (a, b) = (HEADER_LEN, HEADER_LEN + RECORD_LEN);
+    let first = bytes[a..b].to_vec();
+    bytes.copy_within(b..b + RECORD_LEN, a);
+    bytes[b..b + RECORD_LEN].copy_from_slice(&first);
+    let body = bytes.len() - CHECKSUM_LEN;
+    let sum = *blake3::hash(&bytes[..body]).as_bytes();
+    bytes[body..].copy_from_slice(&sum);
+    let c = StatCache::decode(bytes, &STORE);
+    assert_eq!(c.len(), 4);
+    // It ends; what it lists of a malformed file does not matter.
+    let _ = c.children(b"p/");
+    let _ = c.children(b"");
+}

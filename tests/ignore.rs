@@ -163,3 +163,35 @@ fn fifos_and_sockets_are_left_out_and_named() {
     let out = stdout(&env.run(RETRACE, &["snapshot"]));
     assert!(out.contains("skipped pipe: a FIFO"), "{out}");
 }
+
+/// A FIFO where the walk reads rules (`.gitignore`, the root's `.git`, a captured nested
+/// repository's `.git`) is never opened: reading it would block the capture for ever.
+#[test]
+fn a_fifo_named_like_a_rules_file_never_blocks_a_capture() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    env.write("sub/b.txt", "b");
+    env.write("repo/c.txt", "c");
+    let mkfifo = |rel: &str| {
+        let p =
+            std::ffi::CString::new(env.path(rel).into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a directory entry.
+        assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o600) }, 0);
+    };
+    mkfifo("sub/.gitignore");
+    mkfifo(".git");
+    mkfifo("repo/.git");
+    for mode in ["skip", "capture"] {
+        let o = crate::common::output_within(
+            env.command(RETRACE, &["snapshot"])
+                .env("RETRACE_NESTED_REPOS", mode),
+            std::time::Duration::from_secs(120),
+        );
+        assert!(o.status.success(), "{mode}: {}", crate::common::stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            out.contains("skipped sub/.gitignore: a FIFO"),
+            "{mode}: {out}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Property test of the walk's reused listings: random trees are mutated (files and
 //! directories created, deleted, renamed, replaced by the other kind; `.gitignore` files
 //! created, edited and deleted; modes changed; symlinks swapped; nested repositories and
-//! credentials appearing), and after each batch an incremental capture (the stat cache of
+//! credentials appearing, by name and by content), and after each batch an incremental capture (the stat cache of
 //! the previous one, listings reused) must give exactly what a capture from scratch gives:
 //! the same root id, the same paths left out, the same credentials named.
 //!
@@ -89,6 +89,13 @@ enum Op {
         dir: usize,
         file: usize,
     },
+    /// The file's content becomes a private key (left out by capture, not by the walk), or
+    /// stops being one.
+    Key {
+        dir: usize,
+        file: usize,
+        on: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -113,7 +120,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (d.clone(), f.clone(), 0..FILES.len())
             .prop_map(|(dir, file, target)| Op::Symlink { dir, file, target }),
         1 => (d.clone(), any::<bool>()).prop_map(|(dir, on)| Op::NestedRepo { dir, on }),
-        1 => (d, f).prop_map(|(dir, file)| Op::Touch { dir, file }),
+        1 => (d.clone(), f.clone()).prop_map(|(dir, file)| Op::Touch { dir, file }),
+        1 => (d, f, any::<bool>()).prop_map(|(dir, file, on)| Op::Key { dir, file, on }),
     ]
 }
 
@@ -209,6 +217,17 @@ fn apply(root: &Path, op: &Op) {
                 let _ = fs::create_dir_all(p.join(".git"));
             } else {
                 remove(&p.join(".git"));
+            }
+        }
+        Op::Key { dir, file: f, on } => {
+            let p = file(*dir, *f);
+            if fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+                let text: &[u8] = if *on {
+                    b"-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+                } else {
+                    b"no key here\n"
+                };
+                let _ = fs::write(&p, text);
             }
         }
         Op::Touch { dir, file: f } => {

@@ -115,7 +115,9 @@ pub fn scan(
     });
     key_input.extend_from_slice(store_dir.map_or(&[][..], |d| d.as_os_str().as_bytes()));
     let rules = walk::rules_key(root, &key_input);
-    let prior = prior.filter(|c| c.rules() == rules && !c.is_empty());
+    let prior = prior
+        .filter(|c| c.rules() == rules && !c.is_empty())
+        .filter(|_| walk::trusts_directory_mtimes(root));
     let walked = walk::Walk::new(root, store_dir, allow, nested, prior).run();
     phases.mark(&format!(
         "walk ({} directories listed, {} reused)",

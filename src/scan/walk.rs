@@ -86,6 +86,8 @@ pub(super) struct Walk<'a> {
     pub prior: Option<&'a StatCache>,
     /// The global excludes file (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`).
     global: Option<PathBuf>,
+    /// The workspace root's device: only directories on it may reuse a listing.
+    root_dev: Option<u64>,
     /// One bucket per worker thread (and one for any other thread), so handing a
     /// directory's results over never waits on another thread.
     found: Vec<Mutex<Found>>,
@@ -176,6 +178,10 @@ impl Rules {
                 return Gitignore::empty();
             }
             let path = self.dir.join(".gitignore");
+            // A FIFO or device named `.gitignore` would block or never end: not read.
+            if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= RULES_FILE_MAX) {
+                return Gitignore::empty();
+            }
             let mut b = GitignoreBuilder::new(&self.dir);
             let err = b.add(&path);
             let gi = b.build().unwrap_or_else(|_| Gitignore::empty());
@@ -233,22 +239,38 @@ fn rel_of(root: &Path, path: &Path) -> Vec<u8> {
 /// `.git` directory, or for a worktree's `.git` file, its common directory.
 fn git_common_dir(dir: &Path) -> PathBuf {
     let dot_git = dir.join(".git");
-    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+    let Some(text) = small_file(&dot_git).and_then(|b| String::from_utf8(b).ok()) else {
         return dot_git;
     };
     let Some(gitdir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir: ")) else {
         return dot_git;
     };
     let real = dir.join(gitdir.trim());
-    match std::fs::read_to_string(real.join("commondir")) {
-        Ok(common) => real.join(common.lines().next().unwrap_or("").trim()),
-        Err(_) => real,
+    match small_file(&real.join("commondir")).and_then(|b| String::from_utf8(b).ok()) {
+        Some(common) => real.join(common.lines().next().unwrap_or("").trim()),
+        None => real,
     }
 }
 
-/// Reads the file at `path` for the rules key (empty when it cannot be read).
+/// Ignore files and `.git` files larger than this are not read (no real one comes close).
+const RULES_FILE_MAX: u64 = 16 << 20;
+
+/// The bytes of `path` if it is a regular file (after symlinks) of at most
+/// [`RULES_FILE_MAX`]: never a FIFO that would block, nor `/dev/zero`.
+fn small_file(path: &Path) -> Option<Vec<u8>> {
+    let m = std::fs::metadata(path).ok()?;
+    if !m.is_file() || m.len() > RULES_FILE_MAX {
+        return None;
+    }
+    let f = std::fs::File::open(path).ok()?;
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, RULES_FILE_MAX), &mut out).ok()?;
+    Some(out)
+}
+
+/// Reads the file at `path` for the rules key (empty when it is not a small regular file).
 fn content(path: &Path) -> Vec<u8> {
-    std::fs::read(path).unwrap_or_default()
+    small_file(path).unwrap_or_default()
 }
 
 /// The rules of a walk root: its `info/exclude` and the global excludes file, both
@@ -256,7 +278,7 @@ fn content(path: &Path) -> Vec<u8> {
 fn root_rules(dir: &Path, global_path: Option<&Path>) -> RootRules {
     let build = |path: Option<PathBuf>| {
         let mut b = GitignoreBuilder::new(dir);
-        if let Some(p) = path.filter(|p| p.is_file()) {
+        if let Some(p) = path.filter(|p| small_file(p).is_some()) {
             let _ = b.add(p);
         }
         b.build().unwrap_or_else(|_| Gitignore::empty())
@@ -267,12 +289,42 @@ fn root_rules(dir: &Path, global_path: Option<&Path>) -> RootRules {
     }
 }
 
+/// Whether directory mtimes on the filesystem holding `root` change with every entry
+/// created, removed or renamed, as seen by this host: local filesystems. Network and
+/// userspace filesystems (NFS caches directory attributes for up to a minute, FUSE, 9p,
+/// overlayfs over a changing lower layer) do not promise it, so there every directory is
+/// listed, as git's untracked cache is off unless a filesystem passes its test.
+pub(super) fn trusts_directory_mtimes(root: &Path) -> bool {
+    const EXT4: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+    const TMPFS: i64 = 0x0102_1994;
+    const ZFS: i64 = 0x2FC1_2FC1;
+    const F2FS: i64 = 0xF2F5_2010;
+    const BCACHEFS: i64 = 0xCA45_1A4E;
+    rustix::fs::statfs(root).is_ok_and(|s| {
+        #[allow(
+            clippy::useless_conversion,
+            reason = "f_type's width differs by target"
+        )]
+        let t = i64::from(s.f_type);
+        [EXT4, XFS, BTRFS, TMPFS, ZFS, F2FS, BCACHEFS].contains(&t)
+    })
+}
+
 /// The key of everything outside the tree that decides what a listing keeps: the
 /// workspace's `.git/info/exclude`, the global excludes file (its path and content), and
 /// the caller's settings (`settings`: nested-repository mode, allowed credentials).
 pub(super) fn rules_key(root: &Path, settings: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
+    // The code's own rules too: a version that excludes other names must not reuse a
+    // listing an older one recorded.
     h.update(b"retrace rules v1\0");
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    for name in exclude::HARD_EXCLUSIONS.iter().chain(exclude::SECRET_NAMES) {
+        h.update(name.as_bytes());
+        h.update(b"\0");
+    }
     let mut part = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());
         h.update(bytes);
@@ -304,6 +356,7 @@ impl<'a> Walk<'a> {
             nested,
             prior,
             global: ignore::gitignore::gitconfig_excludes_path(),
+            root_dev: rustix::fs::stat(root).ok().map(|s| s.st_dev),
             found: (0..=rayon::current_num_threads())
                 .map(|_| Mutex::new(Found::default()))
                 .collect(),
@@ -429,20 +482,23 @@ impl<'a> Walk<'a> {
                 return Vec::new();
             }
         };
-        let st = match rustix::fs::fstat(&fd) {
-            Ok(s) => stat_of(&s),
+        let (st, dev) = match rustix::fs::fstat(&fd) {
+            Ok(s) => (stat_of(&s), s.st_dev),
             Err(e) => {
                 let err = std::io::Error::from(e);
                 Self::skip(found, &job.rel, format!("{}: {err}", abs.display()));
                 return Vec::new();
             }
         };
-        if let Some(children) = self.reuse(job, &fd, &st, found) {
+        // A directory on another filesystem (a mount inside the workspace) may not keep its
+        // mtime as the workspace's does: listed every time.
+        let trusted = is_root || self.root_dev == Some(dev);
+        if trusted && let Some(children) = self.reuse(job, &fd, &st, found) {
             self.reused.fetch_add(1, Ordering::Relaxed);
             return children;
         }
         self.listed.fetch_add(1, Ordering::Relaxed);
-        self.list(job, fd, &st, &abs, found)
+        self.list(job, fd, &st, &abs, found, trusted)
     }
 
     /// The directory's entries from the cache, when it vouches for its listing; `None`
@@ -533,6 +589,7 @@ impl<'a> Walk<'a> {
         st: &Stat,
         abs: &Path,
         found: &mut Found,
+        trusted: bool,
     ) -> Vec<Job> {
         let is_root = job.rel.is_empty();
         let mut dir = match rustix::fs::Dir::new(fd) {
@@ -712,7 +769,7 @@ impl<'a> Walk<'a> {
             listing_ok = false;
         }
         if !is_root {
-            let listing = listing_ok && !untracked;
+            let listing = listing_ok && !untracked && trusted;
             found
                 .entries
                 .push(entry(job.rel.clone(), ScanKind::Dir, st, listing));
