@@ -165,6 +165,29 @@ struct Hasher<'a> {
 /// What the next stat cache records of a path: its `lstat` data, its kind, its listing flag.
 type Recorded = (Stat, ScanKind, bool);
 
+/// One parallel job's place in the merge of the scan with the stat cache: the index it
+/// expects next (a job takes a contiguous run), where the cache stands, and the files it
+/// looked at since it last reported progress (reported when the job ends too).
+struct Merge<'a> {
+    next: usize,
+    pos: usize,
+    files: u64,
+    progress: &'a dyn Progress,
+}
+
+impl Merge<'_> {
+    fn flush(&mut self) {
+        self.progress.advance(self.files);
+        self.files = 0;
+    }
+}
+
+impl Drop for Merge<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// Why a scanned path is not in the snapshot after all.
 enum Fate {
     /// A credential by content.
@@ -782,28 +805,40 @@ pub(crate) fn capture(
         .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink))
         .count();
     opts.progress.start("capture", files as u64);
-    // Both lists are sorted: each block of entries merges with the cache linearly. Each
-    // entry becomes its flat entry (the path moved, not copied) and what the next stat cache
-    // records, in one parallel pass: no list of intermediate results, no serial pass.
+    // Both lists are sorted: each run of entries a job takes merges with the cache linearly.
+    // Each entry becomes its flat entry (the path moved, not copied) and what the next stat
+    // cache records, in one indexed parallel pass that writes straight into the two lists:
+    // no list of intermediate results, no serial pass, no second copy while collecting.
     let left_out: Mutex<Vec<(Vec<u8>, Fate)>> = Mutex::new(Vec::new());
     let hashed_count = std::sync::atomic::AtomicU64::new(0);
     let mut scanned = scan.entries;
     let (mut entries, (mut hits, mut stats)): (Vec<FlatEntry>, (Vec<bool>, Vec<Recorded>)) =
         scanned
-            .par_chunks_mut(LOOK_BLOCK)
-            .flat_map_iter(|block| {
-                let mut pos = cache.position(&block[0].path);
-                let files = block
-                    .iter()
-                    .filter(|e| matches!(e.kind, ScanKind::File | ScanKind::Symlink));
-                // Progress is reported per block: a bar's lock per file would cost more than
-                // a hit.
-                opts.progress.advance(files.count() as u64);
-                let (cache, hasher, left_out, hashed_count) =
-                    (&cache, &hasher, &left_out, &hashed_count);
-                block.iter_mut().map(move |e| {
-                    let hit = cache.lookup_at(e, &mut pos);
-                    let previous = hit.is_none().then(|| cache.previous_at(e, pos)).flatten();
+            .par_iter_mut()
+            .enumerate()
+            .with_min_len(LOOK_BLOCK)
+            .map_init(
+                || Merge {
+                    next: usize::MAX,
+                    pos: 0,
+                    files: 0,
+                    progress: opts.progress,
+                },
+                |m, (i, e)| {
+                    if i != m.next {
+                        m.pos = cache.position(&e.path);
+                    }
+                    m.next = i + 1;
+                    if matches!(e.kind, ScanKind::File | ScanKind::Symlink) {
+                        m.files += 1;
+                        // Progress is reported per block: a bar's lock per file would cost
+                        // more than a hit.
+                        if m.files == LOOK_BLOCK as u64 {
+                            m.flush();
+                        }
+                    }
+                    let hit = cache.lookup_at(e, &mut m.pos);
+                    let previous = hit.is_none().then(|| cache.previous_at(e, m.pos)).flatten();
                     let looked = hasher.look(e, hit, previous);
                     let kind = kind_of(e);
                     let path = RelPath::from(std::mem::take(&mut e.path));
@@ -848,8 +883,8 @@ pub(crate) fn capture(
                             (flat, (false, (Stat::of(e), e.kind, false)))
                         }
                     }
-                })
-            })
+                },
+            )
             .unzip();
     drop(scanned);
     opts.progress.finish();
@@ -974,29 +1009,34 @@ pub(crate) fn capture(
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
         if !(all_hit && entries.len() == cached_before && dirs_same && !any_left_out) {
-            let list = entries
-                .iter()
-                .zip(stats)
-                .map(|(e, (stat, kind, listing))| {
-                    let stat = if kind == ScanKind::Dir {
-                        Stat {
-                            size: e.size,
-                            ..stat
-                        }
-                    } else {
-                        stat
-                    };
-                    CacheEntry {
+            let records = || {
+                entries
+                    .iter()
+                    .zip(&stats)
+                    .map(|(e, &(stat, kind, listing))| CacheEntry {
                         path: &e.path,
-                        stat,
+                        // A directory records its tree's size, which is not its `lstat` size.
+                        stat: if kind == ScanKind::Dir {
+                            Stat {
+                                size: e.size,
+                                ..stat
+                            }
+                        } else {
+                            stat
+                        },
                         id: e.id,
                         kind,
                         listing,
-                    }
-                })
-                .collect();
+                    })
+            };
+            let header = crate::statcache::Header {
+                store_id: &store_id,
+                root: &root,
+                written_ns: started_ns,
+                rules: &rules,
+            };
             // The cache is disposable: failing to write it only costs re-hashing next time.
-            let _ = StatCache::write(ctx.statcache, &store_id, &root, list, started_ns, &rules);
+            let _ = StatCache::write_sorted(ctx.statcache, &header, entries.len(), records);
         }
         phases.mark("stat cache write");
     }

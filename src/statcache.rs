@@ -488,52 +488,45 @@ impl StatCache {
         written_ns: i64,
         rules: &[u8; 32],
     ) -> std::io::Result<()> {
-        // A capture hands them over sorted and unique already.
-        if !entries.is_sorted_by(|a, b| a.path < b.path) {
-            entries.sort_unstable_by(|a, b| a.path.cmp(b.path));
-            entries.dedup_by(|a, b| a.path == b.path);
-        }
-        let paths_len: usize = entries.iter().map(|e| e.path.len()).sum();
-        let mut buf =
-            Vec::with_capacity(HEADER_LEN + entries.len() * RECORD_LEN + paths_len + CHECKSUM_LEN);
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&VERSION.to_le_bytes());
-        buf.extend_from_slice(&written_ns.to_le_bytes());
-        buf.extend_from_slice(store_id);
-        buf.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-        buf.extend_from_slice(&root.0);
-        buf.extend_from_slice(rules);
-        let mut off = (HEADER_LEN + entries.len() * RECORD_LEN) as u64;
-        for e in &entries {
-            buf.extend_from_slice(&off.to_le_bytes());
-            buf.extend_from_slice(&u32::try_from(e.path.len()).unwrap_or(0).to_le_bytes());
-            buf.extend_from_slice(&e.stat.mode.to_le_bytes());
-            buf.extend_from_slice(&e.stat.size.to_le_bytes());
-            buf.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
-            buf.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
-            buf.extend_from_slice(&e.stat.ino.to_le_bytes());
-            buf.extend_from_slice(&e.id.0);
-            let flags = if e.listing { FLAG_LISTING } else { 0 };
-            buf.extend_from_slice(&[kind_byte(e.kind), flags, 0, 0, 0, 0, 0, 0]);
-            off += e.path.len() as u64;
-        }
-        for e in &entries {
-            buf.extend_from_slice(e.path);
-        }
-        let checksum = blake3::hash(&buf);
-        buf.extend_from_slice(checksum.as_bytes());
+        entries.sort_unstable_by(|a, b| a.path.cmp(b.path));
+        entries.dedup_by(|a, b| a.path == b.path);
+        let header = Header {
+            store_id,
+            root,
+            written_ns,
+            rules,
+        };
+        StatCache::write_sorted(path, &header, entries.len(), || entries.iter().copied())
+    }
+
+    /// Writes `count` records, sorted by path and unique, as the new cache at `path`,
+    /// streaming: `records` is called twice (once for the fixed records, once for the
+    /// paths), so no copy of the cache is ever held in memory. Records out of order make it
+    /// write nothing and fail with `InvalidInput`, as does a count that does not match.
+    ///
+    /// # Errors
+    /// I/O errors, and the `InvalidInput` above; callers may ignore them (the cache is
+    /// disposable).
+    pub fn write_sorted<'a, I>(
+        path: &Path,
+        header: &Header<'_>,
+        count: usize,
+        records: impl Fn() -> I,
+    ) -> std::io::Result<()>
+    where
+        I: Iterator<Item = CacheEntry<'a>>,
+    {
         let dir = path.parent().unwrap_or(Path::new("."));
         // Unique per process and per call: two captures of one workspace may run at once.
         let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".statcache.tmp.{}.{n}", std::process::id()));
         // It lists every path of the workspace: readable by its owner only.
-        let mut f = fs::OpenOptions::new()
+        let f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
-        let written = f.write_all(&buf);
-        drop(f);
+        let written = write_body(f, header, count, records);
         match written {
             Ok(()) => fs::rename(&tmp, path),
             Err(e) => {
@@ -542,6 +535,92 @@ impl StatCache {
             }
         }
     }
+}
+
+/// What a stat cache's header says besides its record count (see [`StatCache::write_sorted`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Header<'a> {
+    /// The store the ids belong to ([`crate::store::StoreReader::cache_key`]).
+    pub store_id: &'a [u8; 16],
+    /// The snapshot the records describe.
+    pub root: &'a ObjectId,
+    /// When the capture began, before its walk: the racy margin counts from it.
+    pub written_ns: i64,
+    /// The walk's rules key ([`crate::scan::Scan::rules`]).
+    pub rules: &'a [u8; 32],
+}
+
+/// A writer that hashes what it writes (the cache's trailing checksum).
+struct Hashing<W> {
+    out: W,
+    hash: blake3::Hasher,
+}
+
+impl<W: Write> Hashing<W> {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hash.update(bytes);
+        self.out.write_all(bytes)
+    }
+}
+
+fn invalid(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, what.to_string())
+}
+
+fn write_body<'a, I>(
+    file: File,
+    h: &Header<'_>,
+    count: usize,
+    records: impl Fn() -> I,
+) -> std::io::Result<()>
+where
+    I: Iterator<Item = CacheEntry<'a>>,
+{
+    let mut w = Hashing {
+        out: std::io::BufWriter::with_capacity(1 << 20, file),
+        hash: blake3::Hasher::new(),
+    };
+    w.put(MAGIC)?;
+    w.put(&VERSION.to_le_bytes())?;
+    w.put(&h.written_ns.to_le_bytes())?;
+    w.put(h.store_id)?;
+    w.put(&(count as u64).to_le_bytes())?;
+    w.put(&h.root.0)?;
+    w.put(h.rules)?;
+    let mut off = (HEADER_LEN + count * RECORD_LEN) as u64;
+    let mut seen = 0usize;
+    let mut last: Option<&[u8]> = None;
+    let mut rec = [0u8; RECORD_LEN];
+    for e in records() {
+        if last.is_some_and(|l| l >= e.path) {
+            return Err(invalid("stat cache records out of order"));
+        }
+        last = Some(e.path);
+        seen += 1;
+        let len = u32::try_from(e.path.len()).map_err(|_| invalid("path too long"))?;
+        rec[..8].copy_from_slice(&off.to_le_bytes());
+        rec[8..12].copy_from_slice(&len.to_le_bytes());
+        rec[12..16].copy_from_slice(&e.stat.mode.to_le_bytes());
+        rec[16..24].copy_from_slice(&e.stat.size.to_le_bytes());
+        rec[24..32].copy_from_slice(&e.stat.mtime_ns.to_le_bytes());
+        rec[32..40].copy_from_slice(&e.stat.ctime_ns.to_le_bytes());
+        rec[40..48].copy_from_slice(&e.stat.ino.to_le_bytes());
+        rec[48..80].copy_from_slice(&e.id.0);
+        rec[80] = kind_byte(e.kind);
+        rec[81] = if e.listing { FLAG_LISTING } else { 0 };
+        w.put(&rec)?;
+        off += e.path.len() as u64;
+    }
+    if seen != count {
+        return Err(invalid("stat cache record count does not match"));
+    }
+    for e in records() {
+        w.put(e.path)?;
+    }
+    let checksum = w.hash.finalize();
+    let mut out = w.out;
+    out.write_all(checksum.as_bytes())?;
+    out.flush()
 }
 
 #[cfg(test)]

@@ -241,3 +241,42 @@ fn unsorted_records_never_loop_listing_children() {
     let _ = c.children(b"p/");
     let _ = c.children(b"");
 }
+
+#[test]
+fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let id = ObjectId::of_blob(b"hello");
+    let header = Header {
+        store_id: &STORE,
+        root: &ObjectId::ZERO,
+        written_ns: T0 + 10 * RACY_MARGIN_NS,
+        rules: &[0; 32],
+    };
+    let path = d.path().join("c");
+    let good: Vec<_> = [b"a".as_slice(), b"a/b", b"b"]
+        .iter()
+        .map(|p| scan_entry(p, T0))
+        .collect();
+    fn records(list: &[ScanEntry], id: ObjectId) -> Vec<CacheEntry<'_>> {
+        list.iter().map(|e| CacheEntry::from_scan(e, id)).collect()
+    }
+    let swapped = [good[1].clone(), good[0].clone()];
+    let unsorted = records(&swapped, id);
+    let err = StatCache::write_sorted(&path, &header, 2, || unsorted.iter().copied()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    let doubled = [good[0].clone(), good[0].clone()];
+    let twice = records(&doubled, id);
+    let err = StatCache::write_sorted(&path, &header, 2, || twice.iter().copied()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    let sorted = records(&good, id);
+    let err = StatCache::write_sorted(&path, &header, 4, || sorted.iter().copied()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+    assert!(left.is_empty(), "a refused write leaves no file: {left:?}");
+    StatCache::write_sorted(&path, &header, 3, || sorted.iter().copied()).unwrap();
+    let c = StatCache::load(&path, &STORE);
+    assert_eq!(c.len(), 3);
+    for e in &good {
+        assert_eq!(c.lookup(e), Some((id, 5)));
+    }
+}

@@ -31,10 +31,12 @@ impl Phases {
         if enabled() {
             let now = Instant::now();
             eprintln!(
-                "retrace trace: {} {phase}: {:.1} ms (total {:.1} ms)",
+                "retrace trace: {} {phase}: {:.1} ms (total {:.1} ms, RSS {} KiB, peak {} KiB)",
                 self.what,
                 (now - self.last).as_secs_f64() * 1e3,
-                (now - self.start).as_secs_f64() * 1e3
+                (now - self.start).as_secs_f64() * 1e3,
+                status_kib("VmRSS:").unwrap_or(0),
+                status_kib("VmHWM:").unwrap_or(0),
             );
             self.last = now;
         }
@@ -47,14 +49,15 @@ impl Phases {
 /// process held when it started this one.
 pub fn report_peak_memory() {
     if enabled()
-        && let Some(kib) = peak_rss_kib()
+        && let Some(kib) = status_kib("VmHWM:")
     {
         eprintln!("retrace trace: peak RSS {kib} KiB");
     }
 }
 
-fn peak_rss_kib() -> Option<u64> {
+/// A `/proc/self/status` figure in KiB: `VmHWM:` (peak resident memory) or `VmRSS:` (now).
+fn status_kib(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }

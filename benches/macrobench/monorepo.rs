@@ -262,7 +262,7 @@ fn snapshot_id(r: &Ran) -> String {
 /// `retrace trace: capture ...` line, and on its `capture commit` line if there is one.
 fn capture_total(stderr: &str) -> (Option<Duration>, Option<Duration>) {
     let total = |l: &str| {
-        let v = l.rsplit_once("(total ")?.1.strip_suffix(" ms)")?;
+        let v = l.rsplit_once("(total ")?.1.split_once(" ms")?.0;
         v.trim()
             .parse::<f64>()
             .ok()
