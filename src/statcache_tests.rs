@@ -242,6 +242,10 @@ fn unsorted_records_never_loop_listing_children() {
     let _ = c.children(b"");
 }
 
+fn records(list: &[ScanEntry], id: ObjectId) -> Vec<CacheEntry<'_>> {
+    list.iter().map(|e| CacheEntry::from_scan(e, id)).collect()
+}
+
 #[test]
 fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothing() {
     let d = tempfile::tempdir().unwrap();
@@ -257,9 +261,6 @@ fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothin
         .iter()
         .map(|p| scan_entry(p, T0))
         .collect();
-    fn records(list: &[ScanEntry], id: ObjectId) -> Vec<CacheEntry<'_>> {
-        list.iter().map(|e| CacheEntry::from_scan(e, id)).collect()
-    }
     let swapped = [good[1].clone(), good[0].clone()];
     let unsorted = records(&swapped, id);
     let err = StatCache::write_sorted(&path, &header, 2, || unsorted.iter().copied()).unwrap_err();
