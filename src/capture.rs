@@ -37,7 +37,7 @@ use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, WriteTx};
 const LOOK_BLOCK: usize = 256;
 
 /// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
-const BATCH_BYTES: usize = 64 * 1024 * 1024;
+const BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 /// Objects smaller than this are stored whole: in a shared frame they compress to about what
 /// a delta's extra 33 record bytes and its frame header cost.

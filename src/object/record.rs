@@ -419,9 +419,13 @@ pub fn compress(raw: &[u8]) -> (Codec, Vec<u8>) {
             }
             c.as_mut().and_then(|c| c.compress(raw).ok())
         });
-        if let Some(z) = z
+        if let Some(mut z) = z
             && z.len() + raw.len() / 32 < raw.len()
         {
+            // The buffer was sized for the worst case (more than the input): frames queue
+            // up to a batch before they are written, and that slack would be most of a cold
+            // capture's memory.
+            z.shrink_to_fit();
             return (Codec::Zstd, z);
         }
     }
