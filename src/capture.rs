@@ -162,9 +162,6 @@ struct Hasher<'a> {
     writing: Mutex<()>,
 }
 
-/// What the next stat cache records of a path: its `lstat` data, its kind, its listing flag.
-type Recorded = (Stat, ScanKind, bool);
-
 /// One parallel job's place in the merge of the scan with the stat cache: the index it
 /// expects next (a job takes a contiguous run), where the cache stands, and the files it
 /// looked at since it last reported progress (reported when the job ends too).
@@ -603,13 +600,81 @@ fn kind_of(e: &ScanEntry) -> EntryKind {
 /// Receives each tree built: its id and its encoding.
 pub(crate) type Emit<'a> = dyn FnMut(ObjectId, Vec<u8>) + 'a;
 
-/// Builds trees over the sorted flat entries, reusing the stat cache's tree id for every
-/// directory it proves unchanged: the directory itself was listed, every path below it hit,
-/// and the cache lists no path below it that the disk lacks (equal counts of two contiguous
-/// ranges, since paths sharing a prefix sort together). A no-change capture then builds no
-/// tree at all, and a turn rebuilds only the directories on the paths it touched.
-struct TreeBuilder<'a> {
-    entries: &'a [FlatEntry],
+/// The sorted paths a [`TreeBuilder`] builds trees over, read by index: a flat list, or a
+/// capture's scanned entries with their ids beside them (so a capture holds no second list).
+trait Rows {
+    fn len(&self) -> usize;
+    fn path(&self, i: usize) -> &[u8];
+    fn kind(&self, i: usize) -> EntryKind;
+    fn id(&self, i: usize) -> ObjectId;
+    fn size(&self, i: usize) -> u64;
+
+    /// The first index in `lo..hi` whose path is not below `pred` (paths are sorted, so
+    /// `pred` holds for a prefix of the range).
+    fn partition(&self, lo: usize, hi: usize, pred: impl Fn(&[u8]) -> bool) -> usize {
+        let (mut lo, mut hi) = (lo, hi);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.path(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+impl Rows for [FlatEntry] {
+    fn len(&self) -> usize {
+        <[FlatEntry]>::len(self)
+    }
+    fn path(&self, i: usize) -> &[u8] {
+        self[i].path.as_bytes()
+    }
+    fn kind(&self, i: usize) -> EntryKind {
+        self[i].kind
+    }
+    fn id(&self, i: usize) -> ObjectId {
+        self[i].id
+    }
+    fn size(&self, i: usize) -> u64 {
+        self[i].size
+    }
+}
+
+/// A capture's rows: scanned entries (their size the content's, a directory's its tree's)
+/// and, index for index, their ids.
+struct Scanned<'a> {
+    entries: &'a [ScanEntry],
+    ids: &'a [ObjectId],
+}
+
+impl Rows for Scanned<'_> {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+    fn path(&self, i: usize) -> &[u8] {
+        &self.entries[i].path
+    }
+    fn kind(&self, i: usize) -> EntryKind {
+        kind_of(&self.entries[i])
+    }
+    fn id(&self, i: usize) -> ObjectId {
+        self.ids[i]
+    }
+    fn size(&self, i: usize) -> u64 {
+        self.entries[i].size
+    }
+}
+
+/// Builds trees over sorted rows, reusing the stat cache's tree id for every directory it
+/// proves unchanged: the directory itself was listed, every path below it hit, and the
+/// cache lists no path below it that the disk lacks (equal counts of two contiguous ranges,
+/// since paths sharing a prefix sort together). A no-change capture then builds no tree at
+/// all, and a turn rebuilds only the directories on the paths it touched.
+struct TreeBuilder<'a, R: Rows + ?Sized> {
+    entries: &'a R,
     reuse: Reuse<'a>,
     /// Computed (directory index, tree id, size).
     built: Vec<(usize, ObjectId, u64)>,
@@ -629,12 +694,14 @@ enum Reuse<'a> {
     Except(&'a HashSet<RelPath>),
 }
 
-impl<'a> TreeBuilder<'a> {
-    fn new(entries: &'a [FlatEntry], hits: &'a [bool], cache: &'a StatCache) -> TreeBuilder<'a> {
-        let mut misses = Vec::with_capacity(entries.len() + 1);
-        misses.push(0);
+impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
+    fn new(entries: &'a R, hits: &'a [bool], cache: &'a StatCache) -> TreeBuilder<'a, R> {
+        let mut misses = Vec::with_capacity(hits.len() + 1);
+        let mut n = 0;
+        misses.push(n);
         for h in hits {
-            misses.push(misses.last().copied().unwrap_or(0) + usize::from(!h));
+            n += usize::from(!h);
+            misses.push(n);
         }
         TreeBuilder {
             entries,
@@ -656,17 +723,17 @@ impl<'a> TreeBuilder<'a> {
                 cache,
             } => hits[i] && misses[hi] == misses[lo] && cache.count_prefix(sub) == hi - lo,
             Reuse::Except(dirty) => {
-                self.entries[i].id != ObjectId::ZERO && !dirty.contains(&self.entries[i].path)
+                self.entries.id(i) != ObjectId::ZERO && !dirty.contains(self.entries.path(i))
             }
         }
     }
 
     /// The range of entries below `prefix` (which ends in `/`), searched in `lo..hi`.
     fn below(&self, prefix: &[u8], lo: usize, hi: usize) -> (usize, usize) {
-        let part = &self.entries[lo..hi];
-        let start = lo + part.partition_point(|e| e.path.as_bytes() < prefix);
-        let end =
-            lo + part.partition_point(|e| e.path.starts_with(prefix) || e.path.as_bytes() < prefix);
+        let start = self.entries.partition(lo, hi, |p| p < prefix);
+        let end = self
+            .entries
+            .partition(start, hi, |p| p.starts_with(prefix) || p < prefix);
         (start, end)
     }
 
@@ -682,29 +749,30 @@ impl<'a> TreeBuilder<'a> {
         let mut tree = Tree::default();
         let mut i = lo;
         while i < hi {
-            let e = &self.entries[i];
-            let name = &e.path[prefix.len()..];
+            let path = self.entries.path(i);
+            let name = &path[prefix.len()..];
             if name.contains(&b'/') {
                 i += 1; // deeper: part of a subdirectory handled below
                 continue;
             }
-            let (id, size) = if e.kind == EntryKind::Dir {
-                let mut sub = e.path.to_vec();
+            let kind = self.entries.kind(i);
+            let (id, size) = if kind == EntryKind::Dir {
+                let mut sub = path.to_vec();
                 sub.push(b'/');
                 let (slo, shi) = self.below(&sub, i + 1, hi);
                 if self.keeps(i, &sub, slo, shi) {
-                    (e.id, e.size)
+                    (self.entries.id(i), self.entries.size(i))
                 } else {
                     let built = self.build(&sub, slo, shi, emit);
                     self.built.push((i, built.0, built.1));
                     built
                 }
             } else {
-                (e.id, e.size)
+                (self.entries.id(i), self.entries.size(i))
             };
             tree.entries.push(TreeEntry {
-                name: name.to_vec(),
-                kind: e.kind,
+                name: self.entries.path(i)[prefix.len()..].to_vec(),
+                kind,
                 id,
                 size,
             });
@@ -718,7 +786,7 @@ impl<'a> TreeBuilder<'a> {
         (id, size)
     }
 
-    /// The root tree id; fills in every rebuilt directory's id and size in `entries`.
+    /// The root tree id, and every rebuilt directory's (index, id, size).
     fn root(mut self, emit: &mut Emit<'_>) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
         let n = self.entries.len();
         if let Reuse::Cache { misses, cache, .. } = &self.reuse
@@ -806,87 +874,75 @@ pub(crate) fn capture(
         .count();
     opts.progress.start("capture", files as u64);
     // Both lists are sorted: each run of entries a job takes merges with the cache linearly.
-    // Each entry becomes its flat entry (the path moved, not copied) and what the next stat
-    // cache records, in one indexed parallel pass that writes straight into the two lists:
-    // no list of intermediate results, no serial pass, no second copy while collecting.
+    // Each scanned entry gets its id beside it and keeps what the next stat cache records
+    // (a file read records its own `fstat`; a directory's size becomes its tree's), in one
+    // indexed parallel pass that writes straight into the two lists: no second list of
+    // entries while the cache is mapped, no serial pass, no copy while collecting.
     let left_out: Mutex<Vec<(Vec<u8>, Fate)>> = Mutex::new(Vec::new());
     let hashed_count = std::sync::atomic::AtomicU64::new(0);
     let mut scanned = scan.entries;
-    let (mut entries, (mut hits, mut stats)): (Vec<FlatEntry>, (Vec<bool>, Vec<Recorded>)) =
-        scanned
-            .par_iter_mut()
-            .enumerate()
-            .with_min_len(LOOK_BLOCK)
-            .map_init(
-                || Merge {
-                    next: usize::MAX,
-                    pos: 0,
-                    files: 0,
-                    progress: opts.progress,
-                },
-                |m, (i, e)| {
-                    if i != m.next {
-                        m.pos = cache.position(&e.path);
+    let (mut ids, mut hits): (Vec<ObjectId>, Vec<bool>) = scanned
+        .par_iter_mut()
+        .enumerate()
+        .with_min_len(LOOK_BLOCK)
+        .map_init(
+            || Merge {
+                next: usize::MAX,
+                pos: 0,
+                files: 0,
+                progress: opts.progress,
+            },
+            |m, (i, e)| {
+                if i != m.next {
+                    m.pos = cache.position(&e.path);
+                }
+                m.next = i + 1;
+                if matches!(e.kind, ScanKind::File | ScanKind::Symlink) {
+                    m.files += 1;
+                    // Progress is reported per block: a bar's lock per file would cost more
+                    // than a hit.
+                    if m.files == LOOK_BLOCK as u64 {
+                        m.flush();
                     }
-                    m.next = i + 1;
-                    if matches!(e.kind, ScanKind::File | ScanKind::Symlink) {
-                        m.files += 1;
-                        // Progress is reported per block: a bar's lock per file would cost
-                        // more than a hit.
-                        if m.files == LOOK_BLOCK as u64 {
-                            m.flush();
+                }
+                let hit = cache.lookup_at(e, &mut m.pos);
+                let previous = hit.is_none().then(|| cache.previous_at(e, m.pos)).flatten();
+                match hasher.look(e, hit, previous) {
+                    Looked::Done {
+                        id,
+                        size,
+                        hit,
+                        hashed,
+                        fresh,
+                    } => {
+                        if hashed {
+                            hashed_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         }
+                        if let Some(f) = fresh {
+                            (e.mode, e.mtime_ns, e.ctime_ns, e.ino) =
+                                (f.mode, f.mtime_ns, f.ctime_ns, f.ino);
+                        }
+                        e.size = size;
+                        (id, hit)
                     }
-                    let hit = cache.lookup_at(e, &mut m.pos);
-                    let previous = hit.is_none().then(|| cache.previous_at(e, m.pos)).flatten();
-                    let looked = hasher.look(e, hit, previous);
-                    let kind = kind_of(e);
-                    let path = RelPath::from(std::mem::take(&mut e.path));
-                    match looked {
-                        Looked::Done {
-                            id,
-                            size,
-                            hit,
-                            hashed,
-                            fresh,
-                        } => {
-                            if hashed {
-                                hashed_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            }
-                            let stat = fresh.unwrap_or_else(|| Stat::of(e));
-                            let flat = FlatEntry {
-                                path,
-                                kind,
-                                id,
-                                size,
-                            };
-                            (flat, (hit, (stat, e.kind, e.listing)))
-                        }
-                        other => {
-                            let fate = match other {
-                                Looked::Secret => Fate::Secret,
-                                Looked::Skip(reason) => Fate::Skip(reason),
-                                _ => Fate::Gone,
-                            };
-                            let bytes = path.as_bytes().to_vec();
-                            left_out
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .push((bytes, fate));
-                            // A placeholder, removed below (the zero id marks it).
-                            let flat = FlatEntry {
-                                path,
-                                kind,
-                                id: ObjectId::ZERO,
-                                size: u64::MAX,
-                            };
-                            (flat, (false, (Stat::of(e), e.kind, false)))
-                        }
+                    other => {
+                        let fate = match other {
+                            Looked::Secret => Fate::Secret,
+                            Looked::Skip(reason) => Fate::Skip(reason),
+                            _ => Fate::Gone,
+                        };
+                        left_out
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push((e.path.clone(), fate));
+                        // A placeholder, removed below (the size marks it).
+                        e.size = u64::MAX;
+                        (ObjectId::ZERO, false)
                     }
-                },
-            )
-            .unzip();
-    drop(scanned);
+                }
+            },
+        )
+        .unzip();
     opts.progress.finish();
     phases.mark("stat cache + read");
     if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
@@ -900,16 +956,16 @@ pub(crate) fn capture(
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !left_out.is_empty() {
         let gone: HashSet<&[u8]> = left_out.iter().map(|(p, _)| p.as_slice()).collect();
-        let keep: Vec<bool> = entries
+        let keep: Vec<bool> = scanned
             .iter()
-            .map(|e| !(e.size == u64::MAX && gone.contains(e.path.as_bytes())))
+            .map(|e| !(e.size == u64::MAX && gone.contains(e.path.as_slice())))
             .collect();
         let mut k = keep.iter();
-        entries.retain(|_| *k.next().unwrap_or(&true));
+        scanned.retain(|_| *k.next().unwrap_or(&true));
+        let mut k = keep.iter();
+        ids.retain(|_| *k.next().unwrap_or(&true));
         let mut k = keep.iter();
         hits.retain(|_| *k.next().unwrap_or(&true));
-        let mut k = keep.iter();
-        stats.retain(|_| *k.next().unwrap_or(&true));
     }
     // The walk vouched for these directories' listings, but capture left a path of theirs
     // out: the next walk must list them again and look at that path afresh (a key file
@@ -919,9 +975,9 @@ pub(crate) fn capture(
     for (path, _) in &left_out {
         let parent = path.iter().rposition(|&b| b == b'/').map(|i| &path[..i]);
         if let Some(parent) = parent
-            && let Ok(i) = entries.binary_search_by(|e| e.path.as_bytes().cmp(parent))
+            && let Ok(i) = scanned.binary_search_by(|e| e.path.as_slice().cmp(parent))
         {
-            stats[i].2 = false;
+            scanned[i].listing = false;
         }
     }
     for (path, fate) in left_out {
@@ -934,11 +990,10 @@ pub(crate) fn capture(
             Fate::Gone => {}
         }
     }
-    let nested_repos: Vec<String> = stats
+    let nested_repos: Vec<String> = scanned
         .iter()
-        .zip(&entries)
-        .filter(|(s, _)| s.1 == ScanKind::NestedRepo)
-        .map(|(_, e)| e.path.show())
+        .filter(|e| e.kind == ScanKind::NestedRepo)
+        .map(|e| crate::object::show_path(&e.path))
         .collect();
     let hashed = hashed_count.into_inner();
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -948,7 +1003,11 @@ pub(crate) fn capture(
     // hostile review lost 8 snapshots to one flipped byte). Damage to a tree costs one
     // snapshot, as before deltas.
     let mut trees = Vec::new();
-    let (root, built) = TreeBuilder::new(&entries, &hits, &cache).root(&mut |id, bytes| {
+    let rows = Scanned {
+        entries: &scanned,
+        ids: &ids,
+    };
+    let (root, built) = TreeBuilder::new(&rows, &hits, &cache).root(&mut |id, bytes| {
         if opts.store_objects && !hasher.known(&id) {
             trees.push(PendingObject::whole(
                 id,
@@ -959,17 +1018,30 @@ pub(crate) fn capture(
         }
     });
     for (i, id, size) in built {
-        entries[i].id = id;
-        entries[i].size = size;
+        ids[i] = id;
+        scanned[i].size = size;
     }
     hasher.queue(trees);
     phases.mark("trees");
     let cached_before = cache.len();
     drop(cache);
-    let leaf = |e: &&FlatEntry| e.kind.is_content();
-    let files = entries.iter().filter(leaf).count() as u64;
-    let bytes = entries.iter().filter(leaf).map(|e| e.size).sum();
+    let content = |e: &&ScanEntry| matches!(e.kind, ScanKind::File | ScanKind::Symlink);
+    let files = scanned.iter().filter(content).count() as u64;
+    let bytes = scanned.iter().filter(content).map(|e| e.size).sum();
     let all_hit = hits.iter().all(|h| *h);
+    drop(hits);
+    // The flat list callers get (and the final commit's records see); the scanned entries
+    // keep their `lstat` data for the stat cache, which is written after the commit.
+    let entries: Vec<FlatEntry> = scanned
+        .par_iter_mut()
+        .zip(ids.into_par_iter())
+        .map(|(e, id)| FlatEntry {
+            kind: kind_of(e),
+            path: RelPath::from(std::mem::take(&mut e.path)),
+            id,
+            size: e.size,
+        })
+        .collect();
     let mut capture = Capture {
         id: root,
         files,
@@ -1010,24 +1082,14 @@ pub(crate) fn capture(
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
         if !(all_hit && entries.len() == cached_before && dirs_same && !any_left_out) {
             let records = || {
-                entries
-                    .iter()
-                    .zip(&stats)
-                    .map(|(e, &(stat, kind, listing))| CacheEntry {
-                        path: &e.path,
-                        // A directory records its tree's size, which is not its `lstat` size.
-                        stat: if kind == ScanKind::Dir {
-                            Stat {
-                                size: e.size,
-                                ..stat
-                            }
-                        } else {
-                            stat
-                        },
-                        id: e.id,
-                        kind,
-                        listing,
-                    })
+                entries.iter().zip(&scanned).map(|(f, e)| CacheEntry {
+                    path: &f.path,
+                    // A directory's size is its tree's (set above), not its `lstat` size.
+                    stat: Stat::of(e),
+                    id: f.id,
+                    kind: e.kind,
+                    listing: e.listing,
+                })
             };
             let header = crate::statcache::Header {
                 store_id: &store_id,

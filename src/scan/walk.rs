@@ -380,12 +380,21 @@ impl<'a> Walk<'a> {
                 },
             );
         });
-        let mut found = Found::default();
-        let buckets: Vec<Found> = self
+        let mut buckets: Vec<Found> = self
             .found
             .into_iter()
             .map(|m| m.into_inner().unwrap_or_else(PoisonError::into_inner))
             .collect();
+        // The largest bucket takes the others: growing it in place (a large allocation is
+        // remapped, not copied) holds one copy of the entries, not two.
+        let largest = (0..buckets.len())
+            .max_by_key(|&i| buckets[i].entries.len())
+            .unwrap_or(0);
+        let mut found = if buckets.is_empty() {
+            Found::default()
+        } else {
+            buckets.swap_remove(largest)
+        };
         found
             .entries
             .reserve_exact(buckets.iter().map(|b| b.entries.len()).sum());
