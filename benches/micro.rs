@@ -26,6 +26,7 @@ fn entries(n: usize) -> Vec<ScanEntry> {
             ino: i as u64,
             mode: 0o100_644,
             listing: false,
+            clean: false,
         })
         .collect();
     v.sort_by(|a, b| a.path.cmp(&b.path));

@@ -86,7 +86,8 @@ pub struct Capture {
     /// See [`Capture::listed`].
     #[serde(skip)]
     pub reused: u64,
-    /// Every path of the snapshot, sorted by path bytes (not serialized).
+    /// Every path of the snapshot, sorted by path bytes (not serialized); empty when the
+    /// capture was not asked for it ([`CaptureOptions::list`]).
     #[serde(skip)]
     pub entries: Vec<FlatEntry>,
 }
@@ -106,6 +107,10 @@ pub struct CaptureOptions<'a> {
     pub progress: &'a dyn Progress,
     /// More records for the final commit.
     pub also: Option<AlsoCommit<'a>>,
+    /// Fill [`Capture::entries`]. Without it the list stays empty, which spares a capture
+    /// a list of every path when its caller needs only the id and the counts; `also`
+    /// always gets the list.
+    pub list: bool,
 }
 
 pub(crate) struct CaptureContext<'a> {
@@ -587,6 +592,16 @@ impl OldChunks {
     }
 }
 
+/// The snapshot kind of a file or symlink the stat cache recorded (`None` for others).
+fn leaf_kind(kind: ScanKind, mode: u32) -> Option<EntryKind> {
+    match kind {
+        ScanKind::File if mode & 0o100 != 0 => Some(EntryKind::Executable),
+        ScanKind::File => Some(EntryKind::File),
+        ScanKind::Symlink => Some(EntryKind::Symlink),
+        ScanKind::Dir | ScanKind::NestedRepo => None,
+    }
+}
+
 fn kind_of(e: &ScanEntry) -> EntryKind {
     match e.kind {
         ScanKind::File if e.mode & 0o100 != 0 => EntryKind::Executable,
@@ -608,6 +623,11 @@ trait Rows {
     fn kind(&self, i: usize) -> EntryKind;
     fn id(&self, i: usize) -> ObjectId;
     fn size(&self, i: usize) -> u64;
+    /// Whether the directory at `i` is clean: its files are not rows, the stat cache's
+    /// records stand for them ([`ScanEntry::clean`]).
+    fn clean(&self, _i: usize) -> bool {
+        false
+    }
 
     /// The first index in `lo..hi` whose path is not below `pred` (paths are sorted, so
     /// `pred` holds for a prefix of the range).
@@ -666,6 +686,9 @@ impl Rows for Scanned<'_> {
     fn size(&self, i: usize) -> u64 {
         self.entries[i].size
     }
+    fn clean(&self, i: usize) -> bool {
+        self.entries[i].clean
+    }
 }
 
 /// Builds trees over sorted rows, reusing the stat cache's tree id for every directory it
@@ -677,8 +700,13 @@ struct TreeBuilder<'a, R: Rows + ?Sized> {
     entries: &'a R,
     reuse: Reuse<'a>,
     /// Computed (directory index, tree id, size).
-    built: Vec<(usize, ObjectId, u64)>,
+    built: Vec<Built>,
+    /// A clean directory's records could not be read back (see [`CaptureError::StatCache`]).
+    failed: bool,
 }
+
+/// A directory a [`TreeBuilder`] built: its index, its tree id, its size.
+type Built = (usize, ObjectId, u64);
 
 /// Which directory ids a [`TreeBuilder`] may take as they are.
 enum Reuse<'a> {
@@ -688,6 +716,8 @@ enum Reuse<'a> {
         /// `misses[i]`: how many of `entries[..i]` missed.
         misses: Vec<usize>,
         cache: &'a StatCache,
+        /// The records standing for the files of clean directories, ascending.
+        omitted: &'a [usize],
     },
     /// A list whose directory ids are right except at these paths (and new directories,
     /// whose id is zero).
@@ -695,7 +725,12 @@ enum Reuse<'a> {
 }
 
 impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
-    fn new(entries: &'a R, hits: &'a [bool], cache: &'a StatCache) -> TreeBuilder<'a, R> {
+    fn new(
+        entries: &'a R,
+        hits: &'a [bool],
+        cache: &'a StatCache,
+        omitted: &'a [usize],
+    ) -> TreeBuilder<'a, R> {
         let mut misses = Vec::with_capacity(hits.len() + 1);
         let mut n = 0;
         misses.push(n);
@@ -709,8 +744,10 @@ impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
                 hits,
                 misses,
                 cache,
+                omitted,
             },
             built: Vec::new(),
+            failed: false,
         }
     }
 
@@ -721,7 +758,14 @@ impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
                 hits,
                 misses,
                 cache,
-            } => hits[i] && misses[hi] == misses[lo] && cache.count_prefix(sub) == hi - lo,
+                omitted,
+            } => {
+                // Every path the cache holds below it is a row or a record standing for one.
+                let (start, end) = cache.prefix_range(sub);
+                let stood =
+                    omitted.partition_point(|&o| o < end) - omitted.partition_point(|&o| o < start);
+                hits[i] && misses[hi] == misses[lo] && end - start == hi - lo + stood
+            }
             Reuse::Except(dirty) => {
                 self.entries.id(i) != ObjectId::ZERO && !dirty.contains(self.entries.path(i))
             }
@@ -738,15 +782,35 @@ impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
     }
 
     /// The tree of the directory `prefix` (empty for the root, else ending in `/`) whose
-    /// descendants are `entries[lo..hi]`.
+    /// descendants are `entries[lo..hi]`; a clean directory's files come from the cache.
     fn build(
         &mut self,
         prefix: &[u8],
+        clean: bool,
         lo: usize,
         hi: usize,
         emit: &mut Emit<'_>,
     ) -> (ObjectId, u64) {
         let mut tree = Tree::default();
+        if clean && let Reuse::Cache { cache, .. } = &self.reuse {
+            // Only a damaged map could fail here: the walk read the same records from it.
+            let kids = cache.child_indices(prefix);
+            self.failed |= kids.is_none();
+            for k in kids.unwrap_or_default() {
+                let Some(c) = cache.entry(k) else {
+                    self.failed = true;
+                    continue;
+                };
+                if let Some(kind) = leaf_kind(c.kind, c.stat.mode) {
+                    tree.entries.push(TreeEntry {
+                        name: c.path[prefix.len()..].to_vec(),
+                        kind,
+                        id: c.id,
+                        size: c.stat.size,
+                    });
+                }
+            }
+        }
         let mut i = lo;
         while i < hi {
             let path = self.entries.path(i);
@@ -763,7 +827,8 @@ impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
                 if self.keeps(i, &sub, slo, shi) {
                     (self.entries.id(i), self.entries.size(i))
                 } else {
-                    let built = self.build(&sub, slo, shi, emit);
+                    let clean = self.entries.clean(i);
+                    let built = self.build(&sub, clean, slo, shi, emit);
                     self.built.push((i, built.0, built.1));
                     built
                 }
@@ -786,18 +851,24 @@ impl<'a, R: Rows + ?Sized> TreeBuilder<'a, R> {
         (id, size)
     }
 
-    /// The root tree id, and every rebuilt directory's (index, id, size).
-    fn root(mut self, emit: &mut Emit<'_>) -> (ObjectId, Vec<(usize, ObjectId, u64)>) {
+    /// The root tree id, and every rebuilt directory's (index, id, size); `None` when a
+    /// clean directory's records could not be read back.
+    fn root(mut self, emit: &mut Emit<'_>) -> Option<(ObjectId, Vec<Built>)> {
         let n = self.entries.len();
-        if let Reuse::Cache { misses, cache, .. } = &self.reuse
+        if let Reuse::Cache {
+            misses,
+            cache,
+            omitted,
+            ..
+        } = &self.reuse
             && cache.root() != ObjectId::ZERO
             && misses[n] == 0
-            && cache.len() == n
+            && cache.len() == n + omitted.len()
         {
-            return (cache.root(), Vec::new());
+            return Some((cache.root(), Vec::new()));
         }
-        let (id, _) = self.build(&[], 0, n, emit);
-        (id, self.built)
+        let (id, _) = self.build(&[], false, 0, n, emit);
+        (!self.failed).then_some((id, self.built))
     }
 }
 
@@ -996,6 +1067,10 @@ pub(crate) fn capture(
         .map(|e| crate::object::show_path(&e.path))
         .collect();
     let hashed = hashed_count.into_inner();
+    let stat_cache_lost = || CaptureError::StatCache {
+        path: ctx.statcache.into(),
+    };
+    let omitted = omitted_records(&cache, &scanned).ok_or_else(stat_cache_lost)?;
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     secrets.sort();
     // Trees are stored whole, never as deltas: a damaged tree would make every tree whose
@@ -1007,16 +1082,18 @@ pub(crate) fn capture(
         entries: &scanned,
         ids: &ids,
     };
-    let (root, built) = TreeBuilder::new(&rows, &hits, &cache).root(&mut |id, bytes| {
-        if opts.store_objects && !hasher.known(&id) {
-            trees.push(PendingObject::whole(
-                id,
-                ObjectKind::Tree,
-                bytes.len() as u64,
-                bytes,
-            ));
-        }
-    });
+    let (root, built) = TreeBuilder::new(&rows, &hits, &cache, &omitted)
+        .root(&mut |id, bytes| {
+            if opts.store_objects && !hasher.known(&id) {
+                trees.push(PendingObject::whole(
+                    id,
+                    ObjectKind::Tree,
+                    bytes.len() as u64,
+                    bytes,
+                ));
+            }
+        })
+        .ok_or_else(stat_cache_lost)?;
     for (i, id, size) in built {
         ids[i] = id;
         scanned[i].size = size;
@@ -1024,24 +1101,66 @@ pub(crate) fn capture(
     hasher.queue(trees);
     phases.mark("trees");
     let cached_before = cache.len();
-    drop(cache);
     let content = |e: &&ScanEntry| matches!(e.kind, ScanKind::File | ScanKind::Symlink);
-    let files = scanned.iter().filter(content).count() as u64;
-    let bytes = scanned.iter().filter(content).map(|e| e.size).sum();
+    let files = (scanned.iter().filter(content).count() + omitted.len()) as u64;
+    let bytes = scanned.iter().filter(content).map(|e| e.size).sum::<u64>()
+        + omitted
+            .par_iter()
+            .map(|&o| cache.entry(o).map_or(0, |c| c.stat.size))
+            .sum::<u64>();
     let all_hit = hits.iter().all(|h| *h);
     drop(hits);
+    let total = scanned.len() + omitted.len();
+    // Rows and standing records interleave in path order: `true` a row, `false` a record.
+    let needs_rewrite =
+        !(all_hit && total == cached_before && dirs_same && !any_left_out) && opts.store_objects;
+    let listed_wanted = opts.list || opts.also.is_some();
+    let order = if needs_rewrite || (listed_wanted && !omitted.is_empty()) {
+        path_order(&scanned, &cache, &omitted)
+    } else {
+        Vec::new()
+    };
     // The flat list callers get (and the final commit's records see); the scanned entries
     // keep their `lstat` data for the stat cache, which is written after the commit.
-    let entries: Vec<FlatEntry> = scanned
-        .par_iter_mut()
-        .zip(ids.into_par_iter())
-        .map(|(e, id)| FlatEntry {
-            kind: kind_of(e),
-            path: RelPath::from(std::mem::take(&mut e.path)),
-            id,
-            size: e.size,
-        })
-        .collect();
+    let entries: Vec<FlatEntry> = if !listed_wanted {
+        Vec::new()
+    } else if omitted.is_empty() {
+        scanned
+            .par_iter_mut()
+            .zip(ids.par_iter())
+            .map(|(e, id)| FlatEntry {
+                kind: kind_of(e),
+                path: RelPath::from(std::mem::take(&mut e.path)),
+                id: *id,
+                size: e.size,
+            })
+            .collect()
+    } else {
+        let (mut r, mut o) = (0, 0);
+        let mut out = Vec::with_capacity(total);
+        for &row in &order {
+            if row {
+                let e = &mut scanned[r];
+                out.push(FlatEntry {
+                    kind: kind_of(e),
+                    path: RelPath::from(std::mem::take(&mut e.path)),
+                    id: ids[r],
+                    size: e.size,
+                });
+                r += 1;
+            } else {
+                let c = cache.entry(omitted[o]).ok_or_else(stat_cache_lost)?;
+                o += 1;
+                out.push(FlatEntry {
+                    kind: leaf_kind(c.kind, c.stat.mode).ok_or_else(stat_cache_lost)?,
+                    path: RelPath::from(c.path),
+                    id: c.id,
+                    size: c.stat.size,
+                });
+            }
+        }
+        out
+    };
     let mut capture = Capture {
         id: root,
         files,
@@ -1080,15 +1199,41 @@ pub(crate) fn capture(
         capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
-        if !(all_hit && entries.len() == cached_before && dirs_same && !any_left_out) {
+        if needs_rewrite {
+            let listed = !entries.is_empty();
+            let (order, scanned, entries, ids, cache, omitted) =
+                (&order, &scanned, &entries, &ids, &cache, &omitted);
             let records = || {
-                entries.iter().zip(&scanned).map(|(f, e)| CacheEntry {
-                    path: &f.path,
-                    // A directory's size is its tree's (set above), not its `lstat` size.
-                    stat: Stat::of(e),
-                    id: f.id,
-                    kind: e.kind,
-                    listing: e.listing,
+                let (mut k, mut r, mut o) = (0, 0, 0);
+                std::iter::from_fn(move || {
+                    let row = if order.is_empty() {
+                        r < scanned.len()
+                    } else {
+                        *order.get(k)?
+                    };
+                    if order.is_empty() && !row {
+                        return None;
+                    }
+                    k += 1;
+                    if !row {
+                        o += 1;
+                        return cache.entry(omitted[o - 1]);
+                    }
+                    let e = &scanned[r];
+                    r += 1;
+                    Some(CacheEntry {
+                        // Rows moved their paths into the flat list when there is one.
+                        path: if listed {
+                            &entries[k - 1].path
+                        } else {
+                            &e.path
+                        },
+                        // A directory's size is its tree's (set above), not its `lstat`.
+                        stat: Stat::of(e),
+                        id: ids[r - 1],
+                        kind: e.kind,
+                        listing: e.listing,
+                    })
                 })
             };
             let header = crate::statcache::Header {
@@ -1097,13 +1242,60 @@ pub(crate) fn capture(
                 written_ns: started_ns,
                 rules: &rules,
             };
-            // The cache is disposable: failing to write it only costs re-hashing next time.
-            let _ = StatCache::write_sorted(ctx.statcache, &header, entries.len(), records);
+            // The cache is disposable: failing to write it only costs re-hashing next time
+            // (a record that cannot be read back ends the list early: the count then fails).
+            let _ = StatCache::write_sorted(ctx.statcache, &header, total, records);
         }
         phases.mark("stat cache write");
     }
     capture.entries = entries;
     Ok(capture)
+}
+
+/// The stat-cache records standing for the files of clean directories (see
+/// [`ScanEntry::clean`]), ascending, which is path order; `None` when one cannot be read
+/// back (the walk read the same records from the same map, so only a damaged map could).
+fn omitted_records(cache: &StatCache, scanned: &[ScanEntry]) -> Option<Vec<usize>> {
+    let per_dir: Option<Vec<Vec<usize>>> = scanned
+        .par_iter()
+        .filter(|e| e.clean)
+        .map(|e| {
+            let mut prefix = e.path.clone();
+            prefix.push(b'/');
+            let mut leaves = Vec::new();
+            for k in cache.child_indices(&prefix)? {
+                let c = cache.entry(k)?;
+                if leaf_kind(c.kind, c.stat.mode).is_some() {
+                    leaves.push(k);
+                }
+            }
+            Some(leaves)
+        })
+        .collect();
+    let mut all = per_dir?.concat();
+    all.par_sort_unstable();
+    Some(all)
+}
+
+/// How the rows (`scanned`, sorted) and the records standing for the files of clean
+/// directories (`omitted`, ascending) interleave in path order: `true` for a row.
+fn path_order(scanned: &[ScanEntry], cache: &StatCache, omitted: &[usize]) -> Vec<bool> {
+    let mut order = Vec::with_capacity(scanned.len() + omitted.len());
+    let (mut r, mut o) = (0, 0);
+    while r < scanned.len() || o < omitted.len() {
+        let row = match (scanned.get(r), omitted.get(o).and_then(|&i| cache.entry(i))) {
+            (Some(e), Some(c)) => e.path.as_slice() < c.path,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if row {
+            r += 1;
+        } else {
+            o += 1;
+        }
+        order.push(row);
+    }
+    order
 }
 
 /// The root tree id of a full sorted flat list whose directory ids are right except at the
@@ -1119,8 +1311,10 @@ pub(crate) fn tree_of_list(
         entries,
         reuse: Reuse::Except(dirty),
         built: Vec::new(),
+        failed: false,
     }
-    .root(emit);
+    .root(emit)
+    .unwrap_or_default(); // only clean directories of a capture can fail
     for (i, id, size) in built {
         entries[i].id = id;
         entries[i].size = size;

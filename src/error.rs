@@ -228,6 +228,15 @@ pub enum CaptureError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The stat cache's records for files the walk took from it could not be read back.
+    #[error(
+        "the stat cache {path} could not be read back during the capture; delete it and run \
+         the command again"
+    )]
+    StatCache {
+        /// The stat cache file.
+        path: PathBuf,
+    },
 }
 
 /// Restoring a snapshot failed or was refused.

@@ -351,32 +351,59 @@ impl StatCache {
     /// skipped a subtree at a time.
     #[must_use]
     pub fn children(&self, prefix: &[u8]) -> Option<Vec<Cached<'_>>> {
+        self.child_indices(prefix)?
+            .into_iter()
+            .map(|i| self.cached(i))
+            .collect()
+    }
+
+    /// [`StatCache::children`] as record indices (ascending, so in path order).
+    #[must_use]
+    pub fn child_indices(&self, prefix: &[u8]) -> Option<Vec<usize>> {
         let mut out = Vec::new();
         let mut i = self.lower_bound(prefix);
         while i < self.count {
-            let c = self.cached(i)?;
-            let Some(rest) = c.path.strip_prefix(prefix) else {
+            let (path, _) = self.record(i)?;
+            let Some(rest) = path.strip_prefix(prefix) else {
                 break;
             };
             match rest.iter().position(|&b| b == b'/') {
                 None => {
-                    out.push(c);
+                    out.push(i);
                     i += 1;
                 }
                 // Inside a subdirectory (which sorts after names like `sub.txt`): jump past
                 // every path of that subdirectory. Always forward: unsorted records (a
                 // crafted file with a valid checksum) must not send it round in a loop.
                 Some(slash) => {
-                    i = self
-                        .past_prefix(&c.path[..=prefix.len() + slash])
-                        .max(i + 1);
+                    i = self.past_prefix(&path[..=prefix.len() + slash]).max(i + 1);
                 }
             }
         }
         Some(out)
     }
 
+    /// Record `i` whole; `None` past the end or when it is malformed.
+    #[must_use]
+    pub fn entry(&self, i: usize) -> Option<CacheEntry<'_>> {
+        let c = self.cached(i)?;
+        let (_, rec) = self.record(i)?;
+        Some(CacheEntry {
+            path: c.path,
+            stat: c.stat,
+            id: ObjectId(rec[48..80].try_into().ok()?),
+            kind: c.kind,
+            listing: c.listing,
+        })
+    }
+
     /// Index of the first record past every path starting with `prefix`.
+    /// The indices of the records below `prefix` (which ends in `/`): `start..end`.
+    #[must_use]
+    pub fn prefix_range(&self, prefix: &[u8]) -> (usize, usize) {
+        (self.lower_bound(prefix), self.past_prefix(prefix))
+    }
+
     fn past_prefix(&self, prefix: &[u8]) -> usize {
         // The first path past every "prefix..." path: the prefix with its last byte raised
         // (a trailing 0xff carries into the byte before it; all 0xff: the end).

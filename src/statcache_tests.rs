@@ -12,6 +12,7 @@ fn scan_entry(path: &[u8], mtime_ns: i64) -> ScanEntry {
         ino: 7,
         mode: 0o100_644,
         listing: false,
+        clean: false,
     }
 }
 

@@ -102,7 +102,21 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.wc.snapshot_with::<SessionOp>(label, progress)
+        self.wc.snapshot_with::<SessionOp>(label, progress, true)
+    }
+
+    /// [`Workspace::snapshot_with`] for a caller that needs only the id and the counts:
+    /// [`Capture::entries`] stays empty, which spares the capture a list of every path (on a
+    /// large unchanged workspace, most of its memory).
+    ///
+    /// # Errors
+    /// As [`Workspace::snapshot`].
+    pub fn snapshot_summary(
+        &self,
+        label: Option<String>,
+        progress: &dyn Progress,
+    ) -> Result<Capture, Error> {
+        self.wc.snapshot_with::<SessionOp>(label, progress, false)
     }
 
     /// Resolves a snapshot id or unique prefix (≥ 8 hex digits); see

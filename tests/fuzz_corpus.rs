@@ -119,6 +119,7 @@ fn scan_entries() -> Vec<ScanEntry> {
             ino: 9,
             mode: 0o100_644,
             listing: false,
+            clean: false,
         })
         .collect()
 }

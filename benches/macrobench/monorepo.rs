@@ -280,6 +280,12 @@ fn capture_total(stderr: &str) -> (Option<Duration>, Option<Duration>) {
     (last, commit)
 }
 
+/// Waits for the kernel to write dirty pages back (`sync`), so the next timed command does
+/// not pay for what ran before it.
+fn settle_disk() {
+    let _ = Command::new("sync").status();
+}
+
 fn wait_racy_window() {
     std::thread::sleep(Duration::from_millis(2500));
 }
@@ -325,6 +331,9 @@ pub fn main(args: &[String]) {
         progress("generated");
     }
     let managed = files as u64 + 1;
+    // The generated files (and, below, a deleted store) are written back before anything is
+    // timed, so no command pays for the writeback of what ran before it.
+    settle_disk();
     wait_racy_window();
 
     // What every peak RSS below includes at least: this process's memory at the spawn.
@@ -348,6 +357,7 @@ pub fn main(args: &[String]) {
     progress("2. cold again, with RETRACE_TRACE=1, on another fresh home");
     remove_tree(&t.home);
     fs::create_dir_all(&t.home).unwrap();
+    settle_disk();
     let mut c = t.retrace_cmd(&["snapshot", "cold"]);
     c.env("RETRACE_TRACE", "1");
     let traced = run(c);
@@ -364,6 +374,7 @@ pub fn main(args: &[String]) {
         .arg(&t.git_dir)
         .status();
     assert!(init.is_ok_and(|s| s.success()), "git init");
+    settle_disk();
     let git_cold = t.git_capture();
 
     progress("3. no-change: racy window, one settling capture each, then best of 3 each");

@@ -111,6 +111,7 @@ pub fn statcache(data: &[u8]) {
                 ino: u64_at(rec, 40),
                 mode: u32_at(rec, 12),
                 listing: false,
+                clean: false,
             };
             let hit = cache.lookup(&e);
             let mut pos = cache.position(&e.path);

@@ -702,6 +702,7 @@ fn scan_entry(rel: &[u8], st: &rustix::fs::Stat) -> crate::scan::ScanEntry {
         ino: st.st_ino,
         mode: st.st_mode,
         listing: false,
+        clean: false,
     }
 }
 

@@ -58,6 +58,10 @@ pub struct ScanEntry {
     /// For a directory: its listing left nothing out but by ignore rules, so the next walk
     /// may reuse it while the directory's `lstat` data hold (recorded in the stat cache).
     pub listing: bool,
+    /// For a directory: its listing was reused and every file and symlink in it matched
+    /// its stat-cache record exactly (and is settled), so the walk left them out of the
+    /// scan: the cache's records stand for them (see [`crate::statcache`]).
+    pub clean: bool,
 }
 
 /// A path the walk could not read.

@@ -141,6 +141,7 @@ fn entry(path: Vec<u8>, kind: ScanKind, st: &Stat, listing: bool) -> ScanEntry {
         ino: st.ino,
         mode: st.mode,
         listing,
+        clean: false,
     }
 }
 
@@ -543,7 +544,9 @@ impl<'a> Walk<'a> {
         let mut prefix = job.rel.clone();
         prefix.push(b'/');
         let kids = prior.children(&prefix)?;
-        let mut entries = Vec::with_capacity(kids.len() + 1);
+        // Files and symlinks as (record, `lstat` now); whether each matches its record.
+        let mut leaves = Vec::with_capacity(kids.len());
+        let mut exact = true;
         let mut dirs = Vec::new();
         let mut has_gitignore = false;
         for k in &kids {
@@ -555,9 +558,11 @@ impl<'a> Walk<'a> {
             if !same_kind {
                 return None;
             }
+            // What a capture's cache lookup would hit on: the same `lstat` data, settled.
+            let hit = same(&k.stat, &now, true) && prior.settled(&now);
             if name == b".gitignore" {
                 // Its rules decide this listing: it must be exactly what was read then.
-                if !(k.kind == ScanKind::File && same(&k.stat, &now, true) && prior.settled(&now)) {
+                if !(k.kind == ScanKind::File && hit) {
                     return None;
                 }
                 has_gitignore = true;
@@ -565,11 +570,23 @@ impl<'a> Walk<'a> {
             if kind == ScanKind::Dir {
                 dirs.push((k.path.to_vec(), (k.kind, k.stat, k.listing)));
             } else {
-                entries.push(entry(k.path.to_vec(), kind, &now, false));
+                exact &= hit;
+                leaves.push((k, now));
             }
         }
-        entries.push(entry(job.rel.clone(), ScanKind::Dir, st, true));
-        found.entries.append(&mut entries);
+        // Every file the same as its record: the cache's records stand for them, and the
+        // scan holds only the directory (a million unchanged files cost no entry each).
+        // Otherwise every file is an entry, for capture to look at.
+        if !exact {
+            found.entries.extend(
+                leaves
+                    .iter()
+                    .map(|(k, now)| entry(k.path.to_vec(), k.kind, now, false)),
+            );
+        }
+        let mut me = entry(job.rel.clone(), ScanKind::Dir, st, true);
+        me.clean = exact;
+        found.entries.push(me);
         let rules = Arc::new(Rules {
             dir: self.abs(&job.rel),
             has_file: has_gitignore,

@@ -541,10 +541,17 @@ impl WorkingCopy {
         &self,
         label: Option<String>,
         progress: &dyn Progress,
+        list: bool,
     ) -> Result<Capture, Error> {
         self.recover_if_needed::<T>(self.history_wait);
         let lock = self.lock_shared(crate::store::LOCK_WAIT)?;
-        let c = lock.record(label, progress)?;
+        let c = lock.capture(&CaptureOptions {
+            store_objects: true,
+            record: Some(label),
+            progress,
+            also: None,
+            list,
+        })?;
         drop(lock);
         Ok(c)
     }
@@ -559,6 +566,7 @@ impl WorkingCopy {
             record: None,
             progress,
             also: None,
+            list: true,
         })
     }
 
@@ -855,6 +863,7 @@ impl Shared<'_> {
             record: Some(label),
             progress,
             also: None,
+            list: true,
         })
     }
 
@@ -869,6 +878,7 @@ impl Shared<'_> {
             record: None,
             progress,
             also: None,
+            list: true,
         })
     }
 
@@ -919,6 +929,7 @@ impl Shared<'_> {
             record: Some(label),
             progress,
             also: Some(also),
+            list: true,
         })
     }
 }

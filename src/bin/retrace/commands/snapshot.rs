@@ -12,7 +12,7 @@ use crate::{NoStore, OK, REFUSED, maintain_later};
 /// `retrace snapshot`.
 pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8> {
     let bar = Bar::new();
-    let c = ws.snapshot_with(label, &bar)?;
+    let c = ws.snapshot_summary(label, &bar)?;
     drop(bar);
     maintain_later(ws);
     if json {
