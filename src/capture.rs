@@ -1136,30 +1136,7 @@ pub(crate) fn capture(
             })
             .collect()
     } else {
-        let (mut r, mut o) = (0, 0);
-        let mut out = Vec::with_capacity(total);
-        for &row in &order {
-            if row {
-                let e = &mut scanned[r];
-                out.push(FlatEntry {
-                    kind: kind_of(e),
-                    path: RelPath::from(std::mem::take(&mut e.path)),
-                    id: ids[r],
-                    size: e.size,
-                });
-                r += 1;
-            } else {
-                let c = cache.entry(omitted[o]).ok_or_else(stat_cache_lost)?;
-                o += 1;
-                out.push(FlatEntry {
-                    kind: leaf_kind(c.kind, c.stat.mode).ok_or_else(stat_cache_lost)?,
-                    path: RelPath::from(c.path),
-                    id: c.id,
-                    size: c.stat.size,
-                });
-            }
-        }
-        out
+        flat_list(&scanned, &ids, &cache, &omitted, &order).ok_or_else(stat_cache_lost)?
     };
     let mut capture = Capture {
         id: root,
@@ -1277,14 +1254,85 @@ fn omitted_records(cache: &StatCache, scanned: &[ScanEntry]) -> Option<Vec<usize
     Some(all)
 }
 
+/// Positions per block when the flat list is built from [`path_order`] in parallel.
+const ORDER_BLOCK: usize = 4096;
+
+/// The flat list of rows (`scanned` with `ids`) and the records standing for the files of
+/// clean directories (`omitted`), interleaved as `order` says, built in parallel; `None`
+/// when a record cannot be read back.
+fn flat_list(
+    scanned: &[ScanEntry],
+    ids: &[ObjectId],
+    cache: &StatCache,
+    omitted: &[usize],
+    order: &[bool],
+) -> Option<Vec<FlatEntry>> {
+    // Where each block of positions starts among the rows.
+    let mut starts: Vec<usize> = order
+        .par_chunks(ORDER_BLOCK)
+        .map(|c| c.iter().filter(|r| **r).count())
+        .collect();
+    let mut before = 0;
+    for s in &mut starts {
+        (*s, before) = (before, before + *s);
+    }
+    let lost = std::sync::atomic::AtomicBool::new(false);
+    let out: Vec<FlatEntry> = order
+        .par_iter()
+        .enumerate()
+        .with_min_len(ORDER_BLOCK)
+        .map_init(
+            // A job's next position and where it stands among rows and records.
+            || (usize::MAX, 0, 0),
+            |(next, r, o), (k, &row)| {
+                if k != *next {
+                    let b = k / ORDER_BLOCK;
+                    *r = starts[b] + order[b * ORDER_BLOCK..k].iter().filter(|x| **x).count();
+                    *o = k - *r;
+                }
+                *next = k + 1;
+                if row {
+                    let e = &scanned[*r];
+                    *r += 1;
+                    return FlatEntry {
+                        kind: kind_of(e),
+                        path: RelPath::from(e.path.as_slice()),
+                        id: ids[*r - 1],
+                        size: e.size,
+                    };
+                }
+                *o += 1;
+                let c = cache.entry(omitted[*o - 1]);
+                if let Some((kind, c)) = c.and_then(|c| Some((leaf_kind(c.kind, c.stat.mode)?, c)))
+                {
+                    return FlatEntry {
+                        kind,
+                        path: RelPath::from(c.path),
+                        id: c.id,
+                        size: c.stat.size,
+                    };
+                }
+                lost.store(true, std::sync::atomic::Ordering::Relaxed);
+                FlatEntry {
+                    kind: EntryKind::File,
+                    path: RelPath::default(),
+                    id: ObjectId::ZERO,
+                    size: 0,
+                }
+            },
+        )
+        .collect();
+    (!lost.into_inner()).then_some(out)
+}
+
 /// How the rows (`scanned`, sorted) and the records standing for the files of clean
 /// directories (`omitted`, ascending) interleave in path order: `true` for a row.
 fn path_order(scanned: &[ScanEntry], cache: &StatCache, omitted: &[usize]) -> Vec<bool> {
     let mut order = Vec::with_capacity(scanned.len() + omitted.len());
     let (mut r, mut o) = (0, 0);
     while r < scanned.len() || o < omitted.len() {
-        let row = match (scanned.get(r), omitted.get(o).and_then(|&i| cache.entry(i))) {
-            (Some(e), Some(c)) => e.path.as_slice() < c.path,
+        let row = match (scanned.get(r), omitted.get(o).and_then(|&i| cache.path(i))) {
+            (Some(e), Some(p)) => e.path.as_slice() < p,
             (Some(_), None) => true,
             (None, _) => false,
         };

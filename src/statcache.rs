@@ -383,6 +383,12 @@ impl StatCache {
         Some(out)
     }
 
+    /// The path of record `i`; `None` past the end or when it is malformed.
+    #[must_use]
+    pub fn path(&self, i: usize) -> Option<&[u8]> {
+        self.record(i).map(|(p, _)| p)
+    }
+
     /// Record `i` whole; `None` past the end or when it is malformed.
     #[must_use]
     pub fn entry(&self, i: usize) -> Option<CacheEntry<'_>> {
