@@ -915,7 +915,7 @@ pub(crate) fn capture(
     // cache holds: with every path a hit, the cache on disk is then exact.
     let dirs_same = scan
         .entries
-        .iter()
+        .par_iter()
         .filter(|e| matches!(e.kind, ScanKind::Dir | ScanKind::NestedRepo))
         .all(|e| {
             cache.get(&e.path).is_some_and(|c| {
@@ -1019,6 +1019,7 @@ pub(crate) fn capture(
     if let Some(e) = hasher.error.lock().ok().and_then(|mut s| s.take()) {
         return Err(e.into());
     }
+    let (omitted, omitted_bytes) = (scan.omitted, scan.omitted_bytes);
     let mut skipped = scan.skipped;
     let mut secrets = scan.secrets;
     let captured_repos = scan.repos;
@@ -1070,7 +1071,6 @@ pub(crate) fn capture(
     let stat_cache_lost = || CaptureError::StatCache {
         path: ctx.statcache.into(),
     };
-    let omitted = omitted_records(&cache, &scanned).ok_or_else(stat_cache_lost)?;
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     secrets.sort();
     // Trees are stored whole, never as deltas: a damaged tree would make every tree whose
@@ -1103,11 +1103,7 @@ pub(crate) fn capture(
     let cached_before = cache.len();
     let content = |e: &&ScanEntry| matches!(e.kind, ScanKind::File | ScanKind::Symlink);
     let files = (scanned.iter().filter(content).count() + omitted.len()) as u64;
-    let bytes = scanned.iter().filter(content).map(|e| e.size).sum::<u64>()
-        + omitted
-            .par_iter()
-            .map(|&o| cache.entry(o).map_or(0, |c| c.stat.size))
-            .sum::<u64>();
+    let bytes = scanned.iter().filter(content).map(|e| e.size).sum::<u64>() + omitted_bytes;
     let all_hit = hits.iter().all(|h| *h);
     drop(hits);
     let total = scanned.len() + omitted.len();
@@ -1227,31 +1223,6 @@ pub(crate) fn capture(
     }
     capture.entries = entries;
     Ok(capture)
-}
-
-/// The stat-cache records standing for the files of clean directories (see
-/// [`ScanEntry::clean`]), ascending, which is path order; `None` when one cannot be read
-/// back (the walk read the same records from the same map, so only a damaged map could).
-fn omitted_records(cache: &StatCache, scanned: &[ScanEntry]) -> Option<Vec<usize>> {
-    let per_dir: Option<Vec<Vec<usize>>> = scanned
-        .par_iter()
-        .filter(|e| e.clean)
-        .map(|e| {
-            let mut prefix = e.path.clone();
-            prefix.push(b'/');
-            let mut leaves = Vec::new();
-            for k in cache.child_indices(&prefix)? {
-                let c = cache.entry(k)?;
-                if leaf_kind(c.kind, c.stat.mode).is_some() {
-                    leaves.push(k);
-                }
-            }
-            Some(leaves)
-        })
-        .collect();
-    let mut all = per_dir?.concat();
-    all.par_sort_unstable();
-    Some(all)
 }
 
 /// Positions per block when the flat list is built from [`path_order`] in parallel.

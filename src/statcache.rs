@@ -323,6 +323,13 @@ impl StatCache {
         stat.mtime_ns < horizon && stat.ctime_ns < horizon
     }
 
+    /// Record `i` as [`StatCache::children`] gives it; `None` past the end or when it is
+    /// malformed.
+    #[must_use]
+    pub fn at(&self, i: usize) -> Option<Cached<'_>> {
+        self.cached(i)
+    }
+
     fn cached(&self, i: usize) -> Option<Cached<'_>> {
         let (path, rec) = self.record(i)?;
         Some(Cached {
@@ -431,7 +438,12 @@ impl StatCache {
     }
 
     fn lower_bound(&self, path: &[u8]) -> usize {
-        let (mut lo, mut hi) = (0, self.count);
+        self.lower_bound_from(0, path)
+    }
+
+    /// [`StatCache::lower_bound`] among the records from `lo` on.
+    fn lower_bound_from(&self, lo: usize, path: &[u8]) -> usize {
+        let (mut lo, mut hi) = (lo.min(self.count), self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             match self.record(mid) {
@@ -463,8 +475,16 @@ impl StatCache {
     /// merges with the cache in one linear pass instead of a binary search per path.
     #[must_use]
     pub fn lookup_at(&self, e: &ScanEntry, pos: &mut usize) -> Option<(ObjectId, u64)> {
+        let mut steps = 0;
         while let Some((path, _)) = self.record(*pos) {
             if path >= e.path.as_slice() {
+                break;
+            }
+            // Far behind (the scan leaves out the files of clean directories): search the
+            // rest instead of stepping through every record in between.
+            steps += 1;
+            if steps == 8 {
+                *pos = self.lower_bound_from(*pos, &e.path);
                 break;
             }
             *pos += 1;

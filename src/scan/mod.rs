@@ -94,6 +94,11 @@ pub struct Scan {
     pub listed: u64,
     /// Directories whose listing was taken from the stat cache.
     pub reused: u64,
+    /// The stat-cache records standing for the files of clean directories
+    /// ([`ScanEntry::clean`]), as record indices, ascending (which is path order).
+    pub omitted: Vec<usize>,
+    /// The sizes of those files, summed.
+    pub omitted_bytes: u64,
 }
 
 /// Walks `root` in parallel. `store_dir`, when inside the workspace, is skipped; files named
@@ -136,10 +141,14 @@ pub fn scan(
     secrets.sort();
     let mut repos = walked.repos;
     repos.sort();
+    let mut omitted = walked.omitted;
+    omitted.par_sort_unstable();
     Scan {
         entries,
         skipped,
         secrets,
+        omitted,
+        omitted_bytes: walked.omitted_bytes,
         repos: repos.iter().map(|r| crate::object::show_path(r)).collect(),
         rules,
         listed: walked.listed,

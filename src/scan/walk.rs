@@ -58,6 +58,9 @@ struct Found {
     entries: Vec<ScanEntry>,
     skipped: Vec<Skipped>,
     secrets: Vec<String>,
+    /// Stat-cache records standing for the files of clean directories, and their bytes.
+    omitted: Vec<usize>,
+    omitted_bytes: u64,
 }
 
 /// What the walk needs to know about a directory to process it.
@@ -101,6 +104,9 @@ pub(super) struct Walked {
     pub entries: Vec<ScanEntry>,
     pub skipped: Vec<Skipped>,
     pub secrets: Vec<String>,
+    /// See [`Found`].
+    pub omitted: Vec<usize>,
+    pub omitted_bytes: u64,
     pub repos: Vec<Vec<u8>>,
     /// Directories listed and directories whose listing was reused.
     pub listed: u64,
@@ -403,11 +409,15 @@ impl<'a> Walk<'a> {
             found.entries.append(&mut b.entries);
             found.skipped.append(&mut b.skipped);
             found.secrets.append(&mut b.secrets);
+            found.omitted.append(&mut b.omitted);
+            found.omitted_bytes += b.omitted_bytes;
         }
         Walked {
             entries: found.entries,
             skipped: found.skipped,
             secrets: found.secrets,
+            omitted: found.omitted,
+            omitted_bytes: found.omitted_bytes,
             repos: self
                 .repos
                 .into_inner()
@@ -424,6 +434,8 @@ impl<'a> Walk<'a> {
         all.entries.append(&mut mine.entries);
         all.skipped.append(&mut mine.skipped);
         all.secrets.append(&mut mine.secrets);
+        all.omitted.append(&mut mine.omitted);
+        all.omitted_bytes += mine.omitted_bytes;
     }
 
     fn abs(&self, rel: &[u8]) -> PathBuf {
@@ -543,13 +555,15 @@ impl<'a> Walk<'a> {
         }
         let mut prefix = job.rel.clone();
         prefix.push(b'/');
-        let kids = prior.children(&prefix)?;
-        // Files and symlinks as (record, `lstat` now); whether each matches its record.
+        let kids = prior.child_indices(&prefix)?;
+        // Files and symlinks as (record index, record, `lstat` now); whether each matches
+        // its record.
         let mut leaves = Vec::with_capacity(kids.len());
         let mut exact = true;
         let mut dirs = Vec::new();
         let mut has_gitignore = false;
-        for k in &kids {
+        for &i in &kids {
+            let k = prior.at(i)?;
             let name = &k.path[prefix.len()..];
             let now = statat(fd, name).ok()?;
             let kind = kind_of(now.mode)?;
@@ -571,17 +585,20 @@ impl<'a> Walk<'a> {
                 dirs.push((k.path.to_vec(), (k.kind, k.stat, k.listing)));
             } else {
                 exact &= hit;
-                leaves.push((k, now));
+                leaves.push((i, k, now));
             }
         }
         // Every file the same as its record: the cache's records stand for them, and the
         // scan holds only the directory (a million unchanged files cost no entry each).
         // Otherwise every file is an entry, for capture to look at.
-        if !exact {
+        if exact {
+            found.omitted.extend(leaves.iter().map(|(i, _, _)| *i));
+            found.omitted_bytes += leaves.iter().map(|(_, k, _)| k.stat.size).sum::<u64>();
+        } else {
             found.entries.extend(
                 leaves
                     .iter()
-                    .map(|(k, now)| entry(k.path.to_vec(), k.kind, now, false)),
+                    .map(|(_, k, now)| entry(k.path.to_vec(), k.kind, now, false)),
             );
         }
         let mut me = entry(job.rel.clone(), ScanKind::Dir, st, true);
