@@ -139,3 +139,52 @@ fn incremental_captures_equal_captures_from_scratch() {
     }
     common::assert_verified(&env);
 }
+
+/// A directory whose listing is reused and whose files all match their records is clean:
+/// the walk leaves its files out and the stat cache's records stand for them. The summary
+/// a `retrace snapshot` asks for, the full list, and the trees of a clean directory rebuilt
+/// around a changed subdirectory must all be what a capture from scratch gives.
+#[test]
+fn clean_directories_give_the_snapshot_a_capture_from_scratch_gives() {
+    let env = Env::new();
+    for i in 0..5 {
+        env.write(&format!("src/a/f{i}.txt"), format!("file {i}\n"));
+    }
+    env.write("src/a/deep/z.txt", "zed\n");
+    env.write("src/b/x.txt", "ex\n");
+    env.write("tools/run.sh", "#!/bin/sh\n");
+    let mode = fs::Permissions::from(std::os::unix::fs::PermissionsExt::from_mode(0o755));
+    fs::set_permissions(env.root().join("tools/run.sh"), mode).unwrap();
+    std::os::unix::fs::symlink("../src/b/x.txt", env.root().join("tools/link")).unwrap();
+    let ws = env.open();
+    let first = ws.snapshot(None).unwrap();
+    common::age_statcache(&env);
+    let summary = ws.snapshot_summary(None, &retrace::NoProgress).unwrap();
+    assert!(summary.entries.is_empty(), "a summary lists no paths");
+    assert_eq!(
+        (summary.id, summary.files, summary.bytes, summary.hashed),
+        (first.id, first.files, first.bytes, 0)
+    );
+    assert!(summary.reused > 0, "the listings were reused");
+    common::age_statcache(&env);
+    let full = ws.snapshot(None).unwrap();
+    assert_eq!(
+        full.entries, first.entries,
+        "the records stood for the files"
+    );
+    // A change below a clean directory: `src/a` keeps its five files clean while its tree is
+    // rebuilt around `deep/`.
+    common::age_statcache(&env);
+    env.write("src/a/deep/z.txt", "zed, longer\n");
+    let changed = ws.snapshot(None).unwrap();
+    assert_eq!(changed.hashed, 1);
+    fs::remove_file(common::statcache(&env)).unwrap();
+    let scratch = ws.snapshot(None).unwrap();
+    assert_eq!(changed.id, scratch.id);
+    assert_eq!(changed.entries, scratch.entries);
+    assert_eq!(
+        (changed.files, changed.bytes),
+        (scratch.files, scratch.bytes)
+    );
+    common::assert_verified(&env);
+}
