@@ -153,7 +153,7 @@ fn clean_directories_give_the_snapshot_a_capture_from_scratch_gives() {
     env.write("src/a/deep/z.txt", "zed\n");
     env.write("src/b/x.txt", "ex\n");
     env.write("tools/run.sh", "#!/bin/sh\n");
-    let mode = fs::Permissions::from(std::os::unix::fs::PermissionsExt::from_mode(0o755));
+    let mode: fs::Permissions = std::os::unix::fs::PermissionsExt::from_mode(0o755);
     fs::set_permissions(env.root().join("tools/run.sh"), mode).unwrap();
     std::os::unix::fs::symlink("../src/b/x.txt", env.root().join("tools/link")).unwrap();
     let ws = env.open();
