@@ -150,6 +150,34 @@ pub fn changes(
     Ok(out)
 }
 
+/// The entries of the sorted list `list` that lie strictly below none of the directories
+/// `dirs` (any order): [`below_any`] for a whole list, one range search per directory
+/// instead of one search per path and level.
+#[must_use]
+pub fn outside(list: &[FlatEntry], dirs: &[RelPath]) -> Vec<FlatEntry> {
+    // A directory's entries are the contiguous run starting with its path and `/`; the runs
+    // are taken in the order of those prefixes (not of the directories' own paths: `a.b/`
+    // sorts before `a/`).
+    let mut prefixes: Vec<Vec<u8>> = dirs
+        .iter()
+        .map(|d| {
+            let mut p = d.as_bytes().to_vec();
+            p.push(b'/');
+            p
+        })
+        .collect();
+    prefixes.sort_unstable();
+    let mut out = Vec::new();
+    let mut i = 0;
+    for p in &prefixes {
+        let start = i + list[i..].partition_point(|e| e.path.as_bytes() < p.as_slice());
+        out.extend_from_slice(&list[i..start]);
+        i = start + list[start..].partition_point(|e| e.path.starts_with(p));
+    }
+    out.extend_from_slice(&list[i..]);
+    out
+}
+
 /// Whether `path` lies strictly below one of the sorted directories `dirs`.
 #[must_use]
 pub fn below_any(path: &[u8], dirs: &[RelPath]) -> bool {
@@ -290,3 +318,7 @@ pub fn diff(from: &[FlatEntry], to: &[FlatEntry]) -> Diff {
     }
     d
 }
+
+#[cfg(test)]
+#[path = "diff_tests.rs"]
+mod tests;

@@ -603,16 +603,39 @@ pub struct Header<'a> {
     pub rules: &'a [u8; 32],
 }
 
-/// A writer that hashes what it writes (the cache's trailing checksum).
+/// A buffered writer that hashes what it writes (the cache's trailing checksum), a whole
+/// buffer at a time: blake3 is several times faster on large inputs than on the 88-byte
+/// records it is handed.
 struct Hashing<W> {
     out: W,
     hash: blake3::Hasher,
+    buf: Vec<u8>,
 }
 
 impl<W: Write> Hashing<W> {
+    const BUF: usize = 1 << 20;
+
     fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.hash.update(bytes);
-        self.out.write_all(bytes)
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= Self::BUF {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) -> std::io::Result<()> {
+        self.hash.update(&self.buf);
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes what is buffered, then the checksum of everything written.
+    fn finish(mut self) -> std::io::Result<()> {
+        self.drain()?;
+        let checksum = self.hash.finalize();
+        self.out.write_all(checksum.as_bytes())?;
+        self.out.flush()
     }
 }
 
@@ -630,8 +653,9 @@ where
     I: Iterator<Item = CacheEntry<'a>>,
 {
     let mut w = Hashing {
-        out: std::io::BufWriter::with_capacity(1 << 20, file),
+        out: file,
         hash: blake3::Hasher::new(),
+        buf: Vec::with_capacity(Hashing::<File>::BUF + RECORD_LEN),
     };
     w.put(MAGIC)?;
     w.put(&VERSION.to_le_bytes())?;
@@ -670,10 +694,7 @@ where
     for e in records() {
         w.put(e.path)?;
     }
-    let checksum = w.hash.finalize();
-    let mut out = w.out;
-    out.write_all(checksum.as_bytes())?;
-    out.flush()
+    w.finish()
 }
 
 #[cfg(test)]

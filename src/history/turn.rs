@@ -495,11 +495,7 @@ fn counts_against(
     after: &[FlatEntry],
 ) -> Result<Counts, StoreError> {
     let (old, same) = crate::diff::flatten_changed(reader, before, after)?;
-    let now: Vec<FlatEntry> = after
-        .iter()
-        .filter(|e| !crate::diff::below_any(&e.path, &same))
-        .cloned()
-        .collect();
+    let now = crate::diff::outside(after, &same);
     let d = crate::diff::diff(&old, &now);
     let n = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
     Ok(Counts {
