@@ -4,7 +4,7 @@
 //! the store lacks them, compressed and queued. Files over [`CHUNK_THRESHOLD`] are split by
 //! FastCDC so an edit to a big file stores only the changed chunks. A file whose `fstat`
 //! changes while it is read is re-read (up to 3 times) and then reported as unstable.
-//! Queued objects are written in batches of 64 MiB, the last one together with the
+//! Queued objects are written in batches of 16 MiB, the last one together with the
 //! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
 //! A big file's chunks are queued as they are read, so a capture's memory is bounded by the
 //! batch, not by the size of any file.
@@ -15,7 +15,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rayon::prelude::*;
@@ -157,7 +157,8 @@ impl std::error::Error for SecretFound {}
 struct Hasher<'a> {
     root: &'a Path,
     allow_secrets: Option<&'a globset::GlobSet>,
-    reader: &'a StoreReader,
+    /// The store as of the last batch this capture committed ([`Hasher::push_frame`]).
+    reader: RwLock<Arc<StoreReader>>,
     store_objects: bool,
     pending: Mutex<Pending>,
     store: &'a Store,
@@ -224,14 +225,19 @@ impl Hasher<'_> {
     /// Whether the store holds `id` readably: a delta whose base was forgotten is not
     /// known, so the capture stores it again (whole, or against a sound base).
     fn known(&self, id: &ObjectId) -> bool {
-        match self.reader.contains(id) {
-            Ok(true) => self.reader.bases_present(id),
+        let reader = self.reader();
+        match reader.contains(id) {
+            Ok(true) => reader.bases_present(id),
             Ok(b) => b,
             Err(e) => {
                 self.fail(e);
                 true
             }
         }
+    }
+
+    fn reader(&self) -> Arc<StoreReader> {
+        Arc::clone(&self.reader.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn fail(&self, e: StoreError) {
@@ -303,11 +309,35 @@ impl Hasher<'_> {
             p.frame_bytes = 0;
             std::mem::take(&mut p.frames)
         };
+        let ids: Vec<ObjectId> = batch
+            .iter()
+            .flat_map(|f| f.members.iter().map(|m| m.id))
+            .collect();
         match self.store.write(batch, None, None) {
             Ok(w) => {
                 if let Ok(mut f) = self.flushed.lock() {
                     f.objects += w.objects;
                     f.stored_bytes += w.stored_bytes;
+                }
+                self.committed(&ids);
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// After a batch of `ids` committed: a reader begun now knows them, so the set of queued
+    /// ids lets go of them, and holds one or two batches' ids instead of every new object of
+    /// the capture (a million at a million new files). A worker that asked the old reader
+    /// about one of them just before may queue it again: its bytes are then written twice
+    /// in a frame, but never recorded twice, since a write skips objects the store holds.
+    fn committed(&self, ids: &[ObjectId]) {
+        match self.store.reader() {
+            Ok(r) => {
+                *self.reader.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(r);
+                if let Ok(mut p) = self.pending.lock() {
+                    for id in ids {
+                        p.queued.remove(id);
+                    }
                 }
             }
             Err(e) => self.fail(e),
@@ -352,7 +382,7 @@ impl Hasher<'_> {
         if data.len() < DELTA_MIN_BYTES {
             return None;
         }
-        let (base, bytes) = match self.reader.delta_base(previous, kind) {
+        let (base, bytes) = match self.reader().delta_base(previous, kind) {
             Ok(found) => found?,
             Err(e) => {
                 self.fail(e);
@@ -453,13 +483,13 @@ impl Hasher<'_> {
 
     /// The chunks of `previous` when it is a chunked blob in the store, for delta bases.
     fn old_chunks(&self, previous: Option<ObjectId>) -> OldChunks {
-        let list =
-            previous
-                .filter(|_| self.store_objects)
-                .and_then(|p| match self.reader.record(&p) {
-                    Ok(r) if r.kind == ObjectKind::ChunkedBlob => self.reader.chunk_list(&p).ok(),
-                    _ => None,
-                });
+        let list = previous.filter(|_| self.store_objects).and_then(|p| {
+            let reader = self.reader();
+            match reader.record(&p) {
+                Ok(r) if r.kind == ObjectKind::ChunkedBlob => reader.chunk_list(&p).ok(),
+                _ => None,
+            }
+        });
         let mut starts = Vec::new();
         let mut at = 0u64;
         for (id, len) in list.map(|l| l.chunks).unwrap_or_default() {
@@ -930,7 +960,7 @@ pub(crate) fn capture(
     let hasher = Hasher {
         root: ctx.root,
         allow_secrets: ctx.allow_secrets,
-        reader: &reader,
+        reader: RwLock::new(Arc::new(reader)),
         store_objects: opts.store_objects,
         pending: Mutex::new(Pending::default()),
         store: ctx.store,
@@ -1077,20 +1107,20 @@ pub(crate) fn capture(
     // chain runs through it unreadable, and with it every file of those snapshots (a
     // hostile review lost 8 snapshots to one flipped byte). Damage to a tree costs one
     // snapshot, as before deltas.
-    let mut trees = Vec::new();
     let rows = Scanned {
         entries: &scanned,
         ids: &ids,
     };
     let (root, built) = TreeBuilder::new(&rows, &hits, &cache, &omitted)
         .root(&mut |id, bytes| {
+            // Queued as built: a capture of 40k new directories never holds all their trees.
             if opts.store_objects && !hasher.known(&id) {
-                trees.push(PendingObject::whole(
+                hasher.queue(vec![PendingObject::whole(
                     id,
                     ObjectKind::Tree,
                     bytes.len() as u64,
                     bytes,
-                ));
+                )]);
             }
         })
         .ok_or_else(stat_cache_lost)?;
@@ -1098,7 +1128,6 @@ pub(crate) fn capture(
         ids[i] = id;
         scanned[i].size = size;
     }
-    hasher.queue(trees);
     phases.mark("trees");
     let cached_before = cache.len();
     let content = |e: &&ScanEntry| matches!(e.kind, ScanKind::File | ScanKind::Symlink);
