@@ -654,12 +654,27 @@ impl Store {
                 .unwrap_or(0);
             let mut tail = None;
             let written = now_secs();
+            // What the store already holds readably (another process wrote it since the
+            // capture looked), asked in key order: a batch's ids are random, and sorted
+            // lookups find their pages in the cache the one before just filled.
+            let mut ids: Vec<ObjectId> = frames
+                .iter()
+                .flat_map(|f| f.members.iter().map(|m| m.id))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let mut held = std::collections::HashSet::new();
+            for id in ids {
+                if readable_in(&index, &id).map_err(&e)? {
+                    held.insert(id);
+                }
+            }
             let mut records: Vec<(ObjectId, ObjectRecord)> = Vec::new();
             let mut seen = std::collections::HashSet::new();
             for f in &frames {
                 let mut fresh = Vec::new();
                 for m in &f.members {
-                    if seen.contains(&m.id) || readable_in(&index, &m.id).map_err(&e)? {
+                    if seen.contains(&m.id) || held.contains(&m.id) {
                         continue;
                     }
                     seen.insert(m.id);

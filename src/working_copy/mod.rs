@@ -10,7 +10,7 @@ mod paths;
 pub use paths::normalize_paths;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -398,7 +398,7 @@ impl WorkingCopy {
     pub fn warnings(&self) -> Vec<String> {
         self.warnings
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
@@ -406,7 +406,7 @@ impl WorkingCopy {
     pub(crate) fn warn(&self, line: String) {
         self.warnings
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .push(line);
     }
 
@@ -892,20 +892,25 @@ impl Shared<'_> {
         dirty: &std::collections::HashSet<crate::object::RelPath>,
     ) -> Result<(ObjectId, Vec<crate::object::NewFrame>), Error> {
         let reader = self.store.reader()?;
-        let mut trees = Vec::new();
-        let mut fault = None;
-        let root = crate::capture::tree_of_list(entries, dirty, &mut |id, bytes| match reader
-            .contains(&id)
-        {
-            Ok(true) => {}
-            Ok(false) => trees.push(crate::object::PendingObject::whole(
-                id,
-                crate::object::ObjectKind::Tree,
-                bytes.len() as u64,
-                bytes,
-            )),
-            Err(e) => fault = Some(e),
+        // Called from several threads (sibling directories are built in parallel).
+        let found = Mutex::new((Vec::new(), None));
+        let root = crate::capture::tree_of_list(entries, dirty, &|id, bytes| {
+            let known = reader.contains(&id);
+            let mut found = found.lock().unwrap_or_else(PoisonError::into_inner);
+            match known {
+                Ok(true) => {}
+                Ok(false) => found.0.push(crate::object::PendingObject::whole(
+                    id,
+                    crate::object::ObjectKind::Tree,
+                    bytes.len() as u64,
+                    bytes,
+                )),
+                Err(e) => {
+                    found.1.get_or_insert(e);
+                }
+            }
         });
+        let (trees, fault) = found.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = fault {
             return Err(e.into());
         }
