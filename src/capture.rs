@@ -31,7 +31,7 @@ use crate::object::{
 use crate::progress::Progress;
 use crate::scan::{self, ScanEntry, ScanKind, Skipped};
 use crate::statcache::{CacheEntry, RACY_MARGIN_NS, Stat, StatCache};
-use crate::store::{SnapshotRecord, Store, StoreReader, WriteStats, WriteTx};
+use crate::store::{SnapshotRecord, Staged, StagedRow, Store, StoreReader, WriteStats, WriteTx};
 
 /// Entries per parallel job when looking paths up: large enough to merge with the cache in
 /// long linear runs, small enough to balance files of very different sizes.
@@ -39,6 +39,13 @@ const LOOK_BLOCK: usize = 256;
 
 /// Queued bytes that trigger an intermediate batch write (bounds memory on cold captures).
 const BATCH_BYTES: usize = 16 * 1024 * 1024;
+
+/// Batches are staged (appended to the pack log, indexed later: [`crate::store::Staged`])
+/// until their objects number this many, or the `1/STAGE_SHARE` of the index, whichever is
+/// more; then the next batch indexes them all in one sorted pass. Each pass rewrites most
+/// of the index's leaves, so passes in proportion to the index keep its rewriting linear.
+const STAGE_MIN: usize = if cfg!(test) { 20 } else { 65_536 };
+const STAGE_SHARE: usize = 2;
 
 /// Objects smaller than this are stored whole: in a shared frame they compress to about what
 /// a delta's extra 33 record bytes and its frame header cost.
@@ -144,6 +151,10 @@ struct Pending {
     /// store whether an earlier batch holds them. A set of full ids would hold 69 MB at a
     /// million new files; this one 19 MB.
     seen: HashSet<u64, BuildHasherDefault<PrefixHasher>>,
+    /// Batches this capture wrote and has not indexed yet; the final commit indexes them.
+    staged: Staged,
+    /// Objects indexed: the store's at the start, and those this capture indexed since.
+    indexed: usize,
     frames: Vec<NewFrame>,
     frame_bytes: usize,
 }
@@ -211,6 +222,52 @@ struct Merge<'a> {
     pos: usize,
     files: u64,
     progress: &'a dyn Progress,
+    parent: Parent,
+}
+
+/// The directory of the file a job read last, open (`O_PATH`): files are opened relative to
+/// it, so the kernel resolves one name per file instead of every component of its path
+/// (a sixth of a cold capture's CPU went to path lookups at a million files).
+#[derive(Default)]
+struct Parent {
+    dir: Vec<u8>,
+    fd: Option<rustix::fd::OwnedFd>,
+}
+
+impl Parent {
+    /// Opens `rel` (a regular file by the walk) for reading, without following a symlink
+    /// that replaced it since (`ELOOP`, reported as not found: no file is there now).
+    fn open(&mut self, root: &Path, rel: &[u8]) -> std::io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let (dir, name) = match rel.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&rel[..i], &rel[i + 1..]),
+            None => (&rel[..0], rel),
+        };
+        if self.fd.is_none() || self.dir != dir {
+            self.fd = None;
+            let fd = rustix::fs::open(
+                abs_path(root, dir),
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            self.dir.clear();
+            self.dir.extend_from_slice(dir);
+            self.fd = Some(fd);
+        }
+        let Some(fd) = &self.fd else {
+            return Err(std::io::ErrorKind::NotFound.into());
+        };
+        match rustix::fs::openat(
+            fd,
+            std::ffi::OsStr::from_bytes(name),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(f) => Ok(File::from(f)),
+            Err(rustix::io::Errno::LOOP) => Err(std::io::ErrorKind::NotFound.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 impl Merge<'_> {
@@ -271,13 +328,16 @@ impl Hasher<'_> {
     }
 
     /// Whether `id` is new to this capture, which then claims it for writing: it is not
-    /// queued, and not in a batch this capture already committed.
+    /// queued, and not in a batch this capture already committed (staged or indexed).
     fn claim(&self, p: &mut Pending, id: &ObjectId) -> bool {
         if p.queued.contains(id) {
             return false;
         }
         if !p.seen.insert(prefix(id)) {
             // Identical to a file queued before (or, once in 2^64, a prefix twin).
+            if p.staged.contains(id) {
+                return false;
+            }
             let committed = self
                 .committed
                 .read()
@@ -368,36 +428,62 @@ impl Hasher<'_> {
             .iter()
             .flat_map(|f| f.members.iter().map(|m| m.id))
             .collect();
-        match self.store.write(batch, None, None) {
-            Ok(w) => {
+        let (rows, index) = {
+            let Ok(p) = self.pending.lock() else {
+                return;
+            };
+            let due = (p.indexed / STAGE_SHARE).max(STAGE_MIN);
+            (p.staged.rows(), p.staged.len() + ids.len() >= due)
+        };
+        match self.store.stage(batch, &rows, index) {
+            Ok((row, w)) => {
                 if let Ok(mut f) = self.flushed.lock() {
                     f.objects += w.objects;
                     f.stored_bytes += w.stored_bytes;
                 }
-                self.committed(&ids);
+                #[cfg(feature = "fault-injection")]
+                if row.is_some() && std::env::var_os("RETRACE_FAULT_KILL_STAGED").is_some() {
+                    // A test's capture dies right after its first staged batch commits.
+                    let _ = rustix::process::kill_process(
+                        rustix::process::getpid(),
+                        rustix::process::Signal::KILL,
+                    );
+                }
+                self.committed(&ids, row, index.then_some(rows.as_slice()));
             }
             Err(e) => self.fail(e),
         }
     }
 
-    /// After a batch of `ids` committed: a reader begun now knows them, so the set of queued
-    /// ids lets go of them, and holds one or two batches' ids instead of every new object of
-    /// the capture (a million at a million new files). The reader is in place before the
-    /// ids leave the set, so [`Hasher::claim`] finds each in one or the other.
-    fn committed(&self, ids: &[ObjectId]) {
-        match self.store.reader() {
-            Ok(r) => {
-                *self
-                    .committed
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(r);
-                if let Ok(mut p) = self.pending.lock() {
-                    for id in ids {
-                        p.queued.remove(id);
-                    }
+    /// After a batch of `ids` committed, staged as `row` or indexed with the staged rows
+    /// `indexed`: the set of queued ids lets go of them, and holds one or two batches' ids
+    /// instead of every new object of the capture (a million at a million new files).
+    /// Staged ids move to [`Pending::staged`] under the same lock; for indexed ones, a
+    /// reader begun now knows them, and is in place before they leave the sets, so
+    /// [`Hasher::claim`] finds each id in one place or another.
+    fn committed(&self, ids: &[ObjectId], row: Option<StagedRow>, indexed: Option<&[u64]>) {
+        if indexed.is_some() {
+            match self.store.reader() {
+                Ok(r) => {
+                    *self
+                        .committed
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(r);
                 }
+                Err(e) => return self.fail(e),
             }
-            Err(e) => self.fail(e),
+        }
+        if let Ok(mut p) = self.pending.lock() {
+            if let Some(rows) = indexed {
+                p.indexed += p.staged.len() + ids.len();
+                p.staged.indexed(rows);
+            }
+            if let Some(row) = row {
+                p.staged.add(row);
+            }
+            for id in ids {
+                p.queued.remove(id);
+            }
         }
     }
 
@@ -457,6 +543,7 @@ impl Hasher<'_> {
         e: &ScanEntry,
         cached: Option<(ObjectId, u64)>,
         previous: Option<ObjectId>,
+        parent: &mut Parent,
     ) -> Looked {
         // A cache hit is trusted without asking the store: the cache is written only after
         // its objects committed, and it names the store (id) it vouches for.
@@ -469,7 +556,6 @@ impl Hasher<'_> {
                 fresh: None,
             };
         }
-        let path = self.root.join(std::ffi::OsStr::from_bytes(&e.path));
         match e.kind {
             // Filled in when the trees are built.
             ScanKind::Dir | ScanKind::NestedRepo => Looked::Done {
@@ -479,7 +565,7 @@ impl Hasher<'_> {
                 hashed: false,
                 fresh: None,
             },
-            ScanKind::Symlink => match std::fs::read_link(&path) {
+            ScanKind::Symlink => match std::fs::read_link(abs_path(self.root, &e.path)) {
                 Ok(target) => {
                     let bytes = target.as_os_str().as_bytes();
                     let id = ObjectId::of_blob(bytes);
@@ -505,7 +591,8 @@ impl Hasher<'_> {
                     let allowed = self
                         .allow_secrets
                         .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&e.path)));
-                    match self.read_file(&path, !allowed, previous, known.take()) {
+                    let mut open = || parent.open(self.root, &e.path);
+                    match self.read_file(&mut open, !allowed, previous, known.take()) {
                         Err(err)
                             if err.get_ref().is_some_and(
                                 <dyn std::error::Error + Send + Sync>::is::<SecretFound>,
@@ -561,12 +648,12 @@ impl Hasher<'_> {
     /// against `previous`, the version it replaces, where that pays.
     fn read_file(
         &self,
-        path: &Path,
+        open: &mut dyn FnMut() -> std::io::Result<File>,
         check_secret: bool,
         previous: Option<ObjectId>,
         known: Option<Stat>,
     ) -> std::io::Result<Option<(ObjectId, Stat, Vec<PendingObject>)>> {
-        let mut f = File::open(path)?;
+        let mut f = open()?;
         let before = if let Some(k) = known {
             k
         } else {
@@ -651,7 +738,7 @@ impl Hasher<'_> {
         // recently modified file is read a second time: a torn read would not hash the same.
         if mtime_ns >= now_ns() - RACY_MARGIN_NS {
             let mut again = blake3::Hasher::new();
-            again.update_reader(File::open(path)?)?;
+            again.update_reader(open()?)?;
             if ObjectId(*again.finalize().as_bytes()) != id {
                 return Ok(None);
             }
@@ -1052,7 +1139,10 @@ pub(crate) fn capture(
         reader: &reader,
         committed: RwLock::new(None),
         store_objects: opts.store_objects,
-        pending: Mutex::new(Pending::default()),
+        pending: Mutex::new(Pending {
+            indexed: usize::try_from(reader.object_count()?).unwrap_or(usize::MAX),
+            ..Pending::default()
+        }),
         store: ctx.store,
         error: Mutex::new(None),
         flushed: Mutex::new(WriteStats::default()),
@@ -1082,6 +1172,7 @@ pub(crate) fn capture(
                 pos: 0,
                 files: 0,
                 progress: opts.progress,
+                parent: Parent::default(),
             },
             |m, (i, e)| {
                 if i != m.next {
@@ -1098,7 +1189,7 @@ pub(crate) fn capture(
                 }
                 let hit = cache.lookup_at(e, &mut m.pos);
                 let previous = hit.is_none().then(|| cache.previous_at(e, m.pos)).flatten();
-                match hasher.look(e, hit, previous) {
+                match hasher.look(e, hit, previous, &mut m.parent) {
                     Looked::Done {
                         id,
                         size,
@@ -1280,12 +1371,18 @@ pub(crate) fn capture(
             .as_ref()
             .map(|label| SnapshotRecord::now(root, label.clone(), files, bytes));
         let last_known = record.as_ref().map(|_| root);
-        let written =
-            ctx.store
-                .write_with(batch, record.as_ref(), last_known, |tx| match opts.also {
+        // The snapshot's commit indexes what the capture staged: nothing names an object
+        // before it, and from it on every object it names is found.
+        let staged = pending.staged.rows();
+        let written = ctx
+            .store
+            .write_with(batch, record.as_ref(), last_known, |tx| {
+                tx.index_staged(&staged)?;
+                match opts.also {
                     Some(also) => also(tx, root, &entries),
                     None => Ok(()),
-                })?;
+                }
+            })?;
         phases.mark("commit");
         let flushed = hasher.flushed.into_inner().unwrap_or_default();
         capture.new_objects = written.objects + flushed.objects;

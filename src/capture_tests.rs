@@ -44,8 +44,8 @@ fn an_object_of_a_committed_batch_is_not_queued_again() {
     let store = Store::open(&d.path().join("store"), d.path()).unwrap();
     let reader = store.reader().unwrap();
     let h = hasher(&store, &reader, d.path());
-    // Small objects filling a shared frame (18 × 60 KiB just over a MiB), then one over a batch: the batch is written and
-    // committed at once.
+    // Small objects filling a shared frame (18 × 60 KiB, just over a MiB), then one over a
+    // batch: the batch of 19 is written and committed at once, staged (under STAGE_MIN).
     let small: Vec<PendingObject> = (1..=18).map(|s| blob(noise(60 * 1024, s))).collect();
     let first = small[0].id;
     h.queue(small);
@@ -54,16 +54,41 @@ fn an_object_of_a_committed_batch_is_not_queued_again() {
     h.queue(vec![big]);
     assert!(h.error.lock().unwrap().is_none());
     assert_eq!(h.flushed.lock().unwrap().objects, 19);
-    assert!(store.reader().unwrap().contains(&first).unwrap());
-    assert!(store.reader().unwrap().contains(&id).unwrap());
-    // The queued set let go of them: it holds ids of uncommitted batches only.
-    assert!(h.pending.lock().unwrap().queued.is_empty());
+    // Staged: in the pack log and no index yet; the queued set let go of them.
+    assert!(!store.reader().unwrap().contains(&first).unwrap());
+    {
+        let p = h.pending.lock().unwrap();
+        assert!(p.queued.is_empty());
+        assert_eq!(p.staged.len(), 19);
+        assert!(p.staged.contains(&first) && p.staged.contains(&id));
+    }
     // The same content again (an identical file later in the walk) is not queued again,
-    // though the reader from the start of the capture does not know it.
+    // though neither the reader from the start of the capture nor the index knows it.
     assert!(!h.known(&first));
     h.queue(vec![blob(noise(60 * 1024, 1))]);
+    {
+        let p = h.pending.lock().unwrap();
+        assert!(p.frames.is_empty() && p.solid.is_empty() && p.queued.is_empty());
+    }
+    // The next batch brings the staged objects to STAGE_MIN: it indexes them all with it.
+    let next = blob(noise(BATCH_BYTES + 1024, 98));
+    let next_id = next.id;
+    h.queue(vec![next]);
+    assert!(h.error.lock().unwrap().is_none());
+    let now = store.reader().unwrap();
+    for id in [first, id, next_id] {
+        assert!(now.contains(&id).unwrap());
+    }
+    assert_eq!(now.read_blob(&first).unwrap(), noise(60 * 1024, 1));
+    {
+        let p = h.pending.lock().unwrap();
+        assert!(p.staged.is_empty() && p.queued.is_empty());
+        assert_eq!(p.indexed, 20);
+    }
+    // Indexed, it is found through the reader of the last indexing batch.
+    h.queue(vec![blob(noise(60 * 1024, 1))]);
     let p = h.pending.lock().unwrap();
-    assert!(p.frames.is_empty() && p.solid.is_empty() && p.queued.is_empty());
+    assert!(p.solid.is_empty() && p.queued.is_empty());
 }
 
 #[test]
@@ -75,7 +100,7 @@ fn an_id_sharing_only_the_prefix_of_a_committed_one_is_claimed() {
     let big = blob(noise(BATCH_BYTES + 1024, 9));
     let id = big.id;
     h.queue(vec![big]);
-    assert!(store.reader().unwrap().contains(&id).unwrap());
+    assert!(h.pending.lock().unwrap().staged.contains(&id));
     let mut twin = id;
     twin.0[31] ^= 1;
     let mut p = h.pending.lock().unwrap();

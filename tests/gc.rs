@@ -301,3 +301,65 @@ fn gc_reports_byte_counts_in_binary_units() {
     assert!(out.contains(" on disk"), "{out}");
     assert!(!out.contains(" bytes"), "{out}");
 }
+
+/// Entries of the `staged` table (`retrace-dump stats`).
+fn staged_rows(env: &Env) -> u64 {
+    let o = env.run(common::RETRACE_DUMP, &["stats", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "staged")
+        .map_or(0, |t| t["entries"].as_u64().unwrap())
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
+fn a_capture_killed_after_staging_loses_nothing_and_gc_frees_what_it_staged() {
+    let env = Env::new();
+    // 40 MiB that does not compress: the capture writes two 16 MiB batches before its
+    // snapshot, staged (appended to the pack log, indexed only by the final commit).
+    for i in 0..40 {
+        env.write(&format!("data/{i:02}.bin"), noise(i, 1 << 20));
+    }
+    env.write("src/main.rs", "fn main() {}\n");
+    let killed = env
+        .command(RETRACE, &["snapshot"])
+        .env("RETRACE_FAULT_KILL_STAGED", "1")
+        .output()
+        .unwrap();
+    assert!(!killed.status.success(), "the capture was to be killed");
+
+    // The next capture (which repairs the store the kill left unclosed) stores everything
+    // again, the dead one's objects being in no index, and indexes its own staged batches
+    // in its snapshot's commit: only the dead capture's row is left.
+    let id = common::snapshot_id(&env);
+    assert_eq!(staged_rows(&env), 1, "the dead capture's row stays");
+    assert_verified(&env);
+
+    // Collection (no capture runs) drops the leftover row, and its packs go.
+    let r = gc(&env, "3600");
+    assert_eq!(staged_rows(&env), 0, "{r}");
+    assert!(r["packs_freed"].as_u64().unwrap() >= 200, "{r}");
+    assert_verified(&env);
+
+    // The snapshot is whole: every file comes back byte for byte.
+    let before = common::tree_of(env.root());
+    std::fs::remove_dir_all(env.path("data")).unwrap();
+    env.write("src/main.rs", "broken");
+    let ws = env.open();
+    ws.restore(
+        &ObjectId::from_hex(&id).unwrap(),
+        RestoreOptions {
+            force: true,
+            dry_run: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(common::tree_of(env.root()), before);
+}

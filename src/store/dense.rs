@@ -105,13 +105,13 @@ impl Store {
                     .collect(),
             });
             if batch_bytes >= BATCH_BYTES {
-                self.rewrite(&[], std::mem::take(&mut batch), &written)?;
+                self.rewrite(&[], std::mem::take(&mut batch), &written, false)?;
                 written.clear();
                 batch_bytes = 0;
             }
         }
         if !batch.is_empty() {
-            self.rewrite(&[], batch, &written)?;
+            self.rewrite(&[], batch, &written, false)?;
         }
         Ok(report)
     }

@@ -251,7 +251,8 @@ impl Store {
                 made_whole.push(o);
             }
         }
-        if dry_run || (removed.is_empty() && rewrite.is_empty() && made_whole.is_empty()) {
+        let idle = removed.is_empty() && rewrite.is_empty() && made_whole.is_empty();
+        if dry_run || (idle && reader.staged_rows()? == 0) {
             report.disk_bytes_after = report.disk_bytes_before;
             return Ok(report);
         }
@@ -291,19 +292,22 @@ impl Store {
         drop(reader);
         let moved_bytes: u64 = new_frames.iter().map(|f| f.stored.len() as u64).sum();
         report.stored_bytes_freed = report.stored_bytes_freed.saturating_sub(moved_bytes);
-        report.packs_freed = self.rewrite(&removed, new_frames, &rewritten_written)?;
+        report.packs_freed = self.rewrite(&removed, new_frames, &rewritten_written, true)?;
         report.compacted = self.compact_now();
         report.disk_bytes_after = disk_bytes(&self.path);
         Ok(report)
     }
 
     /// One transaction: remove `removed`, append `frames` (re-recording their members), and
-    /// delete every pack value no remaining object needs. Returns the packs deleted.
+    /// delete every pack value no remaining object needs, staged ones included
+    /// ([`super::staged`]); `drop_staged` (collection, when no capture runs) deletes the
+    /// staged rows first. Returns the packs deleted.
     pub(super) fn rewrite(
         &self,
         removed: &[ObjectId],
         frames: Vec<NewFrame>,
         written: &HashMap<ObjectId, u64>,
+        drop_staged: bool,
     ) -> Result<u64, StoreError> {
         let e = self.db_err();
         let path = self.path.clone();
@@ -361,6 +365,12 @@ impl Store {
                 needed.extend(rec.offset / PACK_BYTES..=last / PACK_BYTES);
             }
             needed.insert(log_end / PACK_BYTES);
+            // A running capture's staged objects are in no index yet; collection (no capture
+            // runs) drops leftover rows first, so their bytes go.
+            if drop_staged {
+                super::staged::drop_staged(tx.tx, &path)?;
+            }
+            needed.extend(super::staged::staged_packs(tx.tx, &path)?);
             let total = packs.len().map_err(|x| e(x.into()))?;
             packs
                 .retain(|k, _| needed.contains(&k))

@@ -12,12 +12,14 @@ mod heal;
 mod pack;
 pub mod schema;
 mod space;
+mod staged;
 mod tx;
 
 pub use dense::DenseReport;
 pub use gc::GcReport;
 pub use heal::RepairScan;
 pub use space::{FreeSpace, free_space};
+pub use staged::{Staged, StagedRow};
 pub use tx::{Key, ReadTx, Rows, WriteTx};
 
 use std::path::{Path, PathBuf};
@@ -643,84 +645,14 @@ impl Store {
         let e = self.db_err();
         self.check_space(&frames)?;
         let tx = self.begin_write()?;
-        let mut stats = WriteStats::default();
+        let stats;
         {
             let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
             let mut index = tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
             let mut packs = tx.open_table(PACKS).map_err(|x| e(x.into()))?;
-            let mut log_end = meta
-                .get(META_LOG_END)
-                .map_err(|x| e(x.into()))?
-                .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
-                .unwrap_or(0);
-            let mut tail = None;
-            let written = now_secs();
-            // What the store already holds readably (another process wrote it since the
-            // capture looked), asked in key order: a batch's ids are random, and sorted
-            // lookups find their pages in the cache the one before just filled.
-            let mut ids: Vec<ObjectId> = frames
-                .iter()
-                .flat_map(|f| f.members.iter().map(|m| m.id))
-                .collect();
-            ids.sort_unstable();
-            ids.dedup();
-            let mut held = std::collections::HashSet::new();
-            for id in ids {
-                if readable_in(&index, &id).map_err(&e)? {
-                    held.insert(id);
-                }
-            }
-            let mut records: Vec<(ObjectId, ObjectRecord)> = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            for f in &frames {
-                let mut fresh = Vec::new();
-                for m in &f.members {
-                    if seen.contains(&m.id) || held.contains(&m.id) {
-                        continue;
-                    }
-                    seen.insert(m.id);
-                    fresh.push(m);
-                }
-                if fresh.is_empty() {
-                    continue;
-                }
-                let stored_len =
-                    u32::try_from(f.stored.len()).map_err(|_| StoreError::Corrupt {
-                        path: self.path.clone(),
-                        id: fresh[0].id,
-                        detail: "frame over 4 GiB".into(),
-                    })?;
-                let offset =
-                    pack::append(&mut packs, &mut log_end, &mut tail, &f.stored).map_err(&e)?;
-                for m in fresh {
-                    records.push((m.id, f.record(m, offset, stored_len, written)));
-                }
-                stats.stored_bytes += u64::from(stored_len);
-            }
-            // Sorted keys insert about twice as fast into redb's B-tree.
-            records.sort_unstable_by_key(|r| r.0);
-            if records.iter().any(|(_, r)| r.delta.is_some()) {
-                // A base forgotten (found damaged by another process) since the capture
-                // chose it would leave the new delta unreadable: fail the capture instead,
-                // and the next one stores the file whole (forgetting reset the stat cache).
-                for (id, r) in &records {
-                    let Some(d) = r.delta else { continue };
-                    let present = seen.contains(&d.base)
-                        || index.get(&d.base.0).map_err(|x| e(x.into()))?.is_some();
-                    if !present {
-                        return Err(StoreError::Corrupt {
-                            path: self.path.clone(),
-                            id: *id,
-                            detail: format!(
-                                "its delta base {} was forgotten while it was written; \
-                                 capture again",
-                                d.base.to_hex()
-                            ),
-                        });
-                    }
-                }
-                mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
-            }
+            let (records, added) =
+                self.append_frames(&mut meta, &index, &mut packs, &frames, true)?;
+            stats = added;
             for (id, rec) in &records {
                 let bytes = rec.encode().map_err(|detail| StoreError::Encode {
                     path: self.path.clone(),
@@ -730,10 +662,6 @@ impl Store {
                     .insert(&id.0, bytes.as_slice())
                     .map_err(|x| e(x.into()))?;
             }
-            stats.objects = records.len() as u64;
-            pack::flush_tail(&mut packs, log_end, tail).map_err(&e)?;
-            meta.insert(META_LOG_END, log_end.to_le_bytes().as_slice())
-                .map_err(|x| e(x.into()))?;
             if let Some(rec) = snapshot {
                 let mut snaps = tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
                 let last = snaps.last().map_err(|x| e(x.into()))?.map(|(k, v)| {
@@ -1543,6 +1471,17 @@ impl StoreReader {
         }
     }
 
+    /// Number of objects indexed.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn object_count(&self) -> Result<u64, StoreError> {
+        match &self.objects {
+            Some(t) => t.len().map_err(|x| self.db_err(x)),
+            None => Ok(0),
+        }
+    }
+
     /// Bytes the pack log's values hold now (what a byte budget counts: compressed objects,
     /// independent of whether the file has been compacted yet).
     ///
@@ -1672,6 +1611,7 @@ impl StoreReader {
             one(tx, schema::LEASES),
             one(tx, schema::REVERTS),
             one(tx, schema::JOURNAL),
+            one(tx, schema::STAGED),
         ];
         let mut out = Vec::new();
         for t in all {

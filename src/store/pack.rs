@@ -1,9 +1,14 @@
 //! The pack log: object payloads appended end to end into one logical byte stream, cut into
 //! fixed-size `packs` values so that redb pads nothing (see [`super::schema::PACK_BYTES`]).
 
+use std::collections::HashSet;
+
 use redb::{ReadableTable, Table};
 
-use super::schema::PACK_BYTES;
+use super::schema::{META_LOG_END, PACK_BYTES};
+use super::{Store, WriteStats, mark_deltas, now_secs, readable_in};
+use crate::error::StoreError;
+use crate::object::{NewFrame, ObjectId, ObjectRecord};
 
 /// Appends `payload` at `log_end`, rewriting the partial tail pack. Returns the payload's
 /// offset. `tail` caches the partial tail pack across calls in one transaction.
@@ -81,4 +86,101 @@ pub(crate) fn read(
         pos += want as u64;
     }
     Ok(Some(out))
+}
+
+impl Store {
+    /// Appends `frames` to the pack log in the open transaction (moving `log_end` on), and
+    /// returns the records of their objects, sorted by id, with what was added. Repeats
+    /// within `frames` get no record, nor (with `skip_held`) objects the index already holds
+    /// readably (another process wrote them since the capture looked); a frame with none is
+    /// not appended.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; [`StoreError::Corrupt`] for a frame over 4 GiB or a delta whose
+    /// base the index no longer holds (it was forgotten meanwhile: capture again).
+    pub(super) fn append_frames(
+        &self,
+        meta: &mut Table<&str, &[u8]>,
+        index: &Table<&[u8; 32], &[u8]>,
+        packs: &mut Table<u64, &[u8]>,
+        frames: &[NewFrame],
+        skip_held: bool,
+    ) -> Result<(Vec<(ObjectId, ObjectRecord)>, WriteStats), StoreError> {
+        let e = self.db_err();
+        let mut stats = WriteStats::default();
+        let mut log_end = meta
+            .get(META_LOG_END)
+            .map_err(|x| e(x.into()))?
+            .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
+            .unwrap_or(0);
+        let mut tail = None;
+        let written = now_secs();
+        // What the store already holds readably, asked in key order: a batch's ids are
+        // random, and sorted lookups find their pages in the cache the one before filled.
+        let mut ids: Vec<ObjectId> = frames
+            .iter()
+            .flat_map(|f| f.members.iter().map(|m| m.id))
+            .filter(|_| skip_held)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut held = HashSet::new();
+        for id in ids {
+            if readable_in(index, &id).map_err(&e)? {
+                held.insert(id);
+            }
+        }
+        let mut records: Vec<(ObjectId, ObjectRecord)> = Vec::new();
+        let mut seen = HashSet::new();
+        for f in frames {
+            let mut fresh = Vec::new();
+            for m in &f.members {
+                if held.contains(&m.id) || !seen.insert(m.id) {
+                    continue;
+                }
+                fresh.push(m);
+            }
+            if fresh.is_empty() {
+                continue;
+            }
+            let stored_len = u32::try_from(f.stored.len()).map_err(|_| StoreError::Corrupt {
+                path: self.path.clone(),
+                id: fresh[0].id,
+                detail: "frame over 4 GiB".into(),
+            })?;
+            let offset = append(packs, &mut log_end, &mut tail, &f.stored).map_err(&e)?;
+            for m in fresh {
+                records.push((m.id, f.record(m, offset, stored_len, written)));
+            }
+            stats.stored_bytes += u64::from(stored_len);
+        }
+        // Sorted keys insert about twice as fast into redb's B-tree.
+        records.sort_unstable_by_key(|r| r.0);
+        if records.iter().any(|(_, r)| r.delta.is_some()) {
+            // A base forgotten (found damaged by another process) since the capture chose
+            // it would leave the new delta unreadable: fail the capture instead, and the
+            // next one stores the file whole (forgetting reset the stat cache).
+            for (id, r) in &records {
+                let Some(d) = r.delta else { continue };
+                let present = seen.contains(&d.base)
+                    || index.get(&d.base.0).map_err(|x| e(x.into()))?.is_some();
+                if !present {
+                    return Err(StoreError::Corrupt {
+                        path: self.path.clone(),
+                        id: *id,
+                        detail: format!(
+                            "its delta base {} was forgotten while it was written; capture again",
+                            d.base.to_hex()
+                        ),
+                    });
+                }
+            }
+            mark_deltas(meta).map_err(|x| e(x.into()))?;
+        }
+        stats.objects = records.len() as u64;
+        flush_tail(packs, log_end, tail).map_err(&e)?;
+        meta.insert(META_LOG_END, log_end.to_le_bytes().as_slice())
+            .map_err(|x| e(x.into()))?;
+        Ok((records, stats))
+    }
 }

@@ -44,6 +44,12 @@ pub const LEASES: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::ne
 /// [`crate::history::record::RevertRecord`]: the turn is a revert of an earlier turn
 /// (`retrace revert`), not an agent's.
 pub const REVERTS: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("reverts");
+/// `staged`: row number → the index records of objects a capture appended to the pack log
+/// and has not indexed yet, in id order: per object its 32-byte id, the record's length
+/// (u16 little endian) and the postcard [`crate::object::ObjectRecord`]. The capture that
+/// wrote a row indexes it and deletes it in its final commit; a row that outlives its
+/// capture (killed) names only unreferenced objects, and collection deletes it.
+pub const STAGED: TableDefinition<u64, &[u8]> = TableDefinition::new("staged");
 /// `journal`: at most one entry, key `"restore"` → postcard
 /// [`crate::restore::journal::JournalRecord`]: a restore that has begun writing files and
 /// not finished.

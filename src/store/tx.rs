@@ -50,7 +50,7 @@ impl Rows {
 /// The key of the journal's single entry.
 const JOURNAL_KEY: &str = "restore";
 
-fn db_error(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
+pub(super) fn db_error(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
     move |source| StoreError::Db {
         path: path.into(),
         source: source.into(),
