@@ -1306,6 +1306,16 @@ pub(crate) fn capture(
             }
         })
         .ok_or_else(stat_cache_lost)?;
+    // A batch the trees filled can fail too (busy, disk full): its objects were never
+    // written, so no snapshot may name them.
+    if let Some(e) = hasher
+        .error
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        return Err(e.into());
+    }
     for (i, id, size) in built {
         ids[i] = id;
         scanned[i].size = size;
@@ -1361,7 +1371,10 @@ pub(crate) fn capture(
         entries: Vec::new(),
     };
     if opts.store_objects {
-        let pending = hasher.pending.into_inner().unwrap_or_default();
+        let pending = hasher
+            .pending
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut batch = pending.frames;
         if !pending.solid.is_empty() {
             batch.push(NewFrame::pack(&pending.solid));

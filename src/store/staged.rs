@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::schema::{META, OBJECTS, PACK_BYTES, PACKS, STAGED};
-use super::{Store, WriteStats, WriteTx};
+use super::{Store, WriteStats, WriteTx, readable_in};
 use crate::error::StoreError;
 use crate::object::{ObjectId, ObjectRecord};
 
@@ -95,10 +95,10 @@ impl Store {
             let mut meta = tx.open_table(META).map_err(|x| e(x.into()))?;
             let mut objects = tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
             let mut packs = tx.open_table(PACKS).map_err(|x| e(x.into()))?;
-            // Not asked whether the index holds them already: the capture's own lookups
-            // found them new, and a million lookups cost a read of every index leaf per
-            // batch. Should another process have stored one meanwhile, indexing replaces
-            // its record with this (equally sound) copy.
+            // Not asked here whether the index holds them already: the capture's own
+            // lookups found them new, and a batch's lookups read every index leaf. Should
+            // another process have stored one meanwhile, indexing keeps that record
+            // (`insert_sorted`), and this copy's bytes wait for GC.
             let (records, stats) =
                 self.append_frames(&mut meta, &objects, &mut packs, &frames, false)?;
             drop(frames);
@@ -182,7 +182,8 @@ fn encode(
     Ok(out)
 }
 
-/// Removes the rows numbered `rows`, returning their values.
+/// Removes the rows numbered `rows`, returning their values. A row that is not there fails:
+/// its objects would be named by a snapshot and found nowhere.
 fn take_rows(
     staged: &mut Table<u64, &[u8]>,
     rows: &[u64],
@@ -192,13 +193,23 @@ fn take_rows(
     let mut out = Vec::with_capacity(rows.len());
     for &n in rows {
         let value = staged.remove(n).map_err(|x| e(x.into()))?;
-        out.extend(value.map(|v| v.value().to_vec()));
+        let Some(value) = value else {
+            return Err(StoreError::Corrupt {
+                path: path.into(),
+                id: ObjectId::ZERO,
+                detail: format!("staged row {n} of this capture vanished; capture again"),
+            });
+        };
+        out.push(value.value().to_vec());
     }
     Ok(out)
 }
 
 /// Inserts the records of `values` (rows, each sorted) into the index in one id-ordered
-/// merge, so each leaf page is written once.
+/// merge, so each leaf page is written once. An id the index already holds readably keeps
+/// its record (another process stored it meanwhile, and later deltas may be based on that
+/// record's depth); a delta whose base is no longer readable fails the write, as
+/// [`Store::append_frames`] does.
 fn insert_sorted(
     objects: &mut Table<&[u8; 32], &[u8]>,
     values: &[Vec<u8>],
@@ -221,8 +232,23 @@ fn insert_sorted(
             return Ok(());
         };
         let (id, rec, rest) = next_record(heads[at]).ok_or_else(bad)?;
-        objects.insert(&id.0, rec).map_err(|x| e(x.into()))?;
         heads[at] = rest;
+        if readable_in(objects, &id).map_err(&e)? {
+            continue;
+        }
+        if let Some(d) = ObjectRecord::decode(rec).map_err(|_| bad())?.delta
+            && !readable_in(objects, &d.base).map_err(&e)?
+        {
+            return Err(StoreError::Corrupt {
+                path: path.into(),
+                id,
+                detail: format!(
+                    "its delta base {} was forgotten while it was written; capture again",
+                    d.base.to_hex()
+                ),
+            });
+        }
+        objects.insert(&id.0, rec).map_err(|x| e(x.into()))?;
     }
 }
 

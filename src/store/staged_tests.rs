@@ -149,3 +149,36 @@ fn a_malformed_row_is_refused_not_misread() {
         (ObjectId([7; 32]), &[1u8, 2, 3][..], &[][..])
     );
 }
+
+#[test]
+fn indexing_keeps_a_record_another_process_indexed_meanwhile() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let x = noise(9000, 10);
+    let id = ObjectId::of_blob(&x);
+    let (row, _) = s
+        .stage(vec![NewFrame::pack(&[blob(&x)])], &[], false)
+        .unwrap();
+    let mut staged = Staged::default();
+    staged.add(row.unwrap());
+    // Another capture stores the same content and indexes it first.
+    s.write(vec![NewFrame::pack(&[blob(&x)])], None, None)
+        .unwrap();
+    let theirs = s.reader().unwrap().record(&id).unwrap();
+    let rows = staged.rows();
+    s.write_with(Vec::new(), None, None, |tx| tx.index_staged(&rows))
+        .unwrap();
+    let r = s.reader().unwrap();
+    assert_eq!(r.record(&id).unwrap(), theirs, "their record stays");
+    assert_eq!(r.read_blob(&id).unwrap(), x);
+}
+
+#[test]
+fn a_staged_row_that_vanished_fails_the_commit() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let err = s
+        .write_with(Vec::new(), None, None, |tx| tx.index_staged(&[7]))
+        .unwrap_err();
+    assert!(err.to_string().contains("staged row 7"), "{err}");
+}
