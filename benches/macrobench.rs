@@ -272,6 +272,59 @@ pub(crate) fn run(mut cmd: Command) -> Ran {
     }
 }
 
+/// The tools a profile runs side by side, each command a process of its own: retrace on a
+/// private home, git on a private `GIT_DIR` and index ([`shadow_git`]).
+pub(crate) struct Tools {
+    pub(crate) retrace: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) git_dir: PathBuf,
+    /// The session [`Tools::session`] runs in.
+    pub(crate) session: &'static str,
+}
+
+impl Tools {
+    /// `retrace -C <root> <args>` on the private home, with no session or trace inherited.
+    pub(crate) fn retrace_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.retrace);
+        c.arg("-C")
+            .arg(&self.root)
+            .args(args)
+            .env("RETRACE_HOME", &self.home)
+            .env_remove("RETRACE_SESSION")
+            .env_remove("RETRACE_TRACE")
+            .current_dir(&self.root);
+        c
+    }
+
+    /// Runs `retrace <args>`.
+    pub(crate) fn retrace(&self, args: &[&str]) -> Ran {
+        run(self.retrace_cmd(args))
+    }
+
+    /// Runs `retrace --session <session> <args>`.
+    pub(crate) fn session(&self, args: &[&str]) -> Ran {
+        let mut all = vec!["--session", self.session];
+        all.extend_from_slice(args);
+        self.retrace(&all)
+    }
+
+    /// Runs `git <args>` without automatic gc, signing or hooks.
+    pub(crate) fn git(&self, args: &[&str]) -> Ran {
+        let mut c = shadow_git(&self.git_dir, &self.root);
+        c.args([
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(args);
+        run(c)
+    }
+}
+
 fn bare_walk(root: &Path) -> usize {
     let count = std::sync::atomic::AtomicUsize::new(0);
     let mut b = ignore::WalkBuilder::new(root);

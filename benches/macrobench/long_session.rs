@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use retrace::{Config, Workspace};
 
-use super::{Ran, Rng, run};
+use super::{Ran, Rng, Tools};
 
 const FILES: usize = 12;
 const SESSION: &str = "long";
@@ -170,41 +170,6 @@ fn write(root: &Path, i: usize, lines: &[String]) {
     fs::write(root.join(rel(i)), s).unwrap();
 }
 
-struct Tools {
-    retrace: PathBuf,
-    root: PathBuf,
-    home: PathBuf,
-    git_dir: PathBuf,
-}
-
-impl Tools {
-    fn retrace(&self, args: &[&str]) -> Ran {
-        let mut c = Command::new(&self.retrace);
-        c.arg("-C")
-            .arg(&self.root)
-            .args(["--session", SESSION])
-            .args(args)
-            .env("RETRACE_HOME", &self.home)
-            .env_remove("RETRACE_SESSION")
-            .current_dir(&self.root);
-        run(c)
-    }
-
-    fn git(&self, args: &[&str]) -> Ran {
-        let mut c = super::shadow_git(&self.git_dir, &self.root);
-        c.args([
-            "-c",
-            "gc.auto=0",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-        ])
-        .args(args);
-        run(c)
-    }
-}
-
 /// Disk blocks and length of a file.
 fn file_bytes(p: &Path) -> (u64, u64) {
     let m = fs::metadata(p).unwrap();
@@ -257,6 +222,7 @@ pub fn main(args: &[String]) {
         root: base.join("ws"),
         home: base.join("home"),
         git_dir: base.join("shadow.git"),
+        session: SESSION,
     };
     let started = Instant::now();
     for d in [&t.root, &t.home, &t.git_dir] {
@@ -295,7 +261,7 @@ pub fn main(args: &[String]) {
     let (mut add, mut commit, mut git_turn) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ret_rss, mut git_rss) = (Vec::new(), Vec::new());
     for n in 1..=turns {
-        let b = t.retrace(&["turn", "begin", "--prompt", &format!("prompt {n}")]);
+        let b = t.session(&["turn", "begin", "--prompt", &format!("prompt {n}")]);
         let mut picked = Vec::new();
         while picked.len() < 3 {
             let f = rng.below(FILES as u64) as usize;
@@ -307,7 +273,7 @@ pub fn main(args: &[String]) {
             g.edit(&mut rng, &mut files[f]);
             write(&t.root, f, &files[f]);
         }
-        let e = t.retrace(&["turn", "end"]);
+        let e = t.session(&["turn", "end"]);
         let a = t.git(&["add", "-A"]);
         let c = t.git(&["commit", "-q", "--no-verify", "-m", &format!("turn {n}")]);
         ret_turn.push(b.time + e.time);
@@ -329,7 +295,7 @@ pub fn main(args: &[String]) {
     let objects = t.git_dir.join("objects");
     let git_before = tree_bytes(&objects);
 
-    let ret_gc = t.retrace(&["gc", "--grace", "0"]);
+    let ret_gc = t.session(&["gc", "--grace", "0"]);
     let store_after = file_bytes(&store);
     let git_gc = t.git(&["gc", "-q"]);
     let git_after = tree_bytes(&objects);
@@ -349,14 +315,14 @@ pub fn main(args: &[String]) {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPS {
         std::thread::sleep(Duration::from_millis(2500));
-        undo.push(t.retrace(&["undo"]));
+        undo.push(t.session(&["undo"]));
         git_undo.push(t.git(&["read-tree", "-u", "--reset", "HEAD~1"]));
-        t.retrace(&["redo"]);
+        t.session(&["redo"]);
         t.git(&["read-tree", "-u", "--reset", "HEAD"]);
         std::thread::sleep(Duration::from_millis(2500));
-        navigate.push(t.retrace(&["navigate", "turn:1:before"]));
+        navigate.push(t.session(&["navigate", "turn:1:before"]));
         git_navigate.push(t.git(&["read-tree", "-u", "--reset", root_commit]));
-        t.retrace(&["navigate", &last]);
+        t.session(&["navigate", &last]);
         t.git(&["read-tree", "-u", "--reset", "HEAD"]);
     }
     let times = |v: &[Ran]| v.iter().map(|r| r.time).collect::<Vec<_>>();

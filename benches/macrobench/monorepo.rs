@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use retrace::{Config, Workspace};
 
-use super::{Ran, Rng, run};
+use super::{Ran, Rng, Tools, run};
 
 /// Files per leaf directory.
 const PER_DIR: usize = 25;
@@ -178,13 +178,6 @@ fn turn(root: &Path, files: usize) -> Vec<String> {
     changed
 }
 
-struct Tools {
-    retrace: PathBuf,
-    root: PathBuf,
-    home: PathBuf,
-    git_dir: PathBuf,
-}
-
 /// git's counterpart of a capture: `add -A` then `write-tree`.
 struct GitCapture {
     time: Duration,
@@ -193,34 +186,6 @@ struct GitCapture {
 }
 
 impl Tools {
-    fn retrace_cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.retrace);
-        c.arg("-C")
-            .arg(&self.root)
-            .args(args)
-            .env("RETRACE_HOME", &self.home)
-            .env_remove("RETRACE_SESSION")
-            .env_remove("RETRACE_TRACE")
-            .current_dir(&self.root);
-        c
-    }
-
-    fn retrace(&self, args: &[&str]) -> Ran {
-        run(self.retrace_cmd(args))
-    }
-
-    fn session(&self, args: &[&str]) -> Ran {
-        let mut all = vec!["--session", SESSION];
-        all.extend_from_slice(args);
-        self.retrace(&all)
-    }
-
-    fn git(&self, args: &[&str]) -> Ran {
-        let mut c = super::shadow_git(&self.git_dir, &self.root);
-        c.args(["-c", "gc.auto=0"]).args(args);
-        run(c)
-    }
-
     fn git_capture(&self) -> GitCapture {
         let add = self.git(&["add", "-A"]);
         let tree = self.git(&["write-tree"]);
@@ -307,6 +272,7 @@ pub fn main(args: &[String]) {
         root: base.join("ws"),
         home: base.join("home"),
         git_dir: base.join("shadow.git"),
+        session: SESSION,
     };
     let started = Instant::now();
     let progress = |what: &str| {
