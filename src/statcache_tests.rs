@@ -282,3 +282,24 @@ fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothin
         assert_eq!(c.lookup(e), Some((id, 5)));
     }
 }
+
+#[test]
+fn a_write_that_fails_midway_reports_the_disks_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not Linux
+    };
+    let id = ObjectId::of_blob(b"x");
+    // More than one buffer, so the writer thread fails while the encoder still puts.
+    let list: Vec<_> = (0..40_000u32)
+        .map(|i| scan_entry(format!("dir/file-{i:08}").as_bytes(), T0))
+        .collect();
+    let header = Header {
+        store_id: &STORE,
+        root: &ObjectId::ZERO,
+        written_ns: T0,
+        rules: &[0; 32],
+    };
+    let entries = records(&list, id);
+    let err = write_body(full, &header, entries.len(), || entries.iter().copied()).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(28), "ENOSPC, not {err}");
+}
