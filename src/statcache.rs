@@ -579,7 +579,7 @@ impl StatCache {
             .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
-        let written = write_body(f, header, count, records);
+        let written = Hashing::run(f, |w| write_body(w, header, count, records));
         match written {
             Ok(()) => fs::rename(&tmp, path),
             Err(e) => {
@@ -676,18 +676,6 @@ fn invalid(what: &str) -> std::io::Error {
 }
 
 fn write_body<'a, I>(
-    file: File,
-    h: &Header<'_>,
-    count: usize,
-    records: impl Fn() -> I,
-) -> std::io::Result<()>
-where
-    I: Iterator<Item = CacheEntry<'a>>,
-{
-    Hashing::run(file, |w| encode(w, h, count, records))
-}
-
-fn encode<'a, I>(
     w: &mut Hashing,
     h: &Header<'_>,
     count: usize,

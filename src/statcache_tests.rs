@@ -300,6 +300,9 @@ fn a_write_that_fails_midway_reports_the_disks_error() {
         rules: &[0; 32],
     };
     let entries = records(&list, id);
-    let err = write_body(full, &header, entries.len(), || entries.iter().copied()).unwrap_err();
+    let err = Hashing::run(full, |w| {
+        write_body(w, &header, entries.len(), || entries.iter().copied())
+    })
+    .unwrap_err();
     assert_eq!(err.raw_os_error(), Some(28), "ENOSPC, not {err}");
 }

@@ -318,11 +318,7 @@ impl Store {
             for id in removed {
                 index.remove(&id.0).map_err(|x| e(x.into()))?;
             }
-            let mut log_end = meta
-                .get(META_LOG_END)
-                .map_err(|x| e(x.into()))?
-                .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
-                .unwrap_or(0);
+            let mut log_end = pack::log_end(&meta).map_err(|x| e(x.into()))?;
             let mut tail = None;
             if frames
                 .iter()

@@ -48,6 +48,14 @@ pub(crate) fn append(
     Ok(offset)
 }
 
+/// The length of the pack log (`meta.log_end`; 0 in a new store).
+pub(crate) fn log_end(meta: &Table<&str, &[u8]>) -> Result<u64, redb::StorageError> {
+    Ok(meta
+        .get(META_LOG_END)?
+        .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
+        .unwrap_or(0))
+}
+
 /// Writes the cached partial tail pack, if any.
 pub(crate) fn flush_tail(
     packs: &mut Table<u64, &[u8]>,
@@ -108,11 +116,7 @@ impl Store {
     ) -> Result<(Vec<(ObjectId, ObjectRecord)>, WriteStats), StoreError> {
         let e = self.db_err();
         let mut stats = WriteStats::default();
-        let mut log_end = meta
-            .get(META_LOG_END)
-            .map_err(|x| e(x.into()))?
-            .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
-            .unwrap_or(0);
+        let mut log_end = log_end(meta).map_err(|x| e(x.into()))?;
         let mut tail = None;
         let written = now_secs();
         // What the store already holds readably, asked in key order: a batch's ids are
