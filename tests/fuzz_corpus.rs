@@ -260,6 +260,17 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         depth: 3,
     });
     add("decode", "seed-delta-record", rec.encode().unwrap());
+    // A staged row of two records (docs/format.md): id, u16 length, record.
+    let mut row = Vec::new();
+    for (id, bytes) in [
+        (ID, rec.encode().unwrap()),
+        (ObjectId([8; 32]), rec.encode().unwrap()),
+    ] {
+        row.extend_from_slice(&id.0);
+        row.extend_from_slice(&u16::try_from(bytes.len()).unwrap().to_le_bytes());
+        row.extend_from_slice(&bytes);
+    }
+    add("decode", "seed-staged-row", row);
     let list = ChunkList {
         version: 1,
         chunks: vec![(ID, 65_536), (ObjectId([8; 32]), 1_000)],

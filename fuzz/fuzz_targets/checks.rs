@@ -21,8 +21,19 @@ use retrace::statcache::{CHECKSUM_LEN, HEADER_LEN, RECORD_LEN, StatCache};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// Store records: a tree, an object record, a chunk list, a compressed frame.
+/// Store records: a tree, an object record, a chunk list, a compressed frame, a staged row.
 pub fn decode(data: &[u8]) {
+    if let Some(records) = retrace::store::decode_staged_row(data) {
+        // A row that decodes is exactly its records, each framed by its id and length.
+        let mut again = Vec::new();
+        for (id, rec) in &records {
+            again.extend_from_slice(&id.0);
+            again.extend_from_slice(&u16::try_from(rec.len()).expect("u16 length").to_le_bytes());
+            again.extend_from_slice(rec);
+            let _ = ObjectRecord::decode(rec);
+        }
+        assert_eq!(again, data);
+    }
     if let Ok(tree) = Tree::decode(data) {
         // A tree that decodes re-encodes to the same bytes: one encoding per tree, so ids
         // are stable.

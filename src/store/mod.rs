@@ -19,7 +19,7 @@ pub use dense::DenseReport;
 pub use gc::GcReport;
 pub use heal::RepairScan;
 pub use space::{FreeSpace, free_space};
-pub use staged::{Staged, StagedRow};
+pub use staged::{Staged, StagedRow, decode_staged_row};
 pub use tx::{Key, ReadTx, Rows, WriteTx};
 
 use std::path::{Path, PathBuf};

@@ -252,6 +252,20 @@ fn insert_sorted(
     }
 }
 
+/// The records of a `staged` row's value, in order: (id, postcard `ObjectRecord` bytes);
+/// `None` when the value is malformed (docs/format.md, "redb tables").
+#[must_use]
+pub fn decode_staged_row(value: &[u8]) -> Option<Vec<(ObjectId, &[u8])>> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while !rest.is_empty() {
+        let (id, rec, after) = next_record(rest)?;
+        out.push((id, rec));
+        rest = after;
+    }
+    Some(out)
+}
+
 /// The first record of a row's value (id, record bytes) and the rest; `None` when the
 /// value is malformed.
 fn next_record(value: &[u8]) -> Option<(ObjectId, &[u8], &[u8])> {
@@ -271,13 +285,11 @@ pub(super) fn staged_packs(
     let mut packs = HashSet::new();
     for item in staged.iter().map_err(|x| e(x.into()))? {
         let (_, v) = item.map_err(|x| e(x.into()))?;
-        let mut rest = v.value();
-        while let Some((_, rec, after)) = next_record(rest) {
+        for (_, rec) in decode_staged_row(v.value()).unwrap_or_default() {
             if let Ok(rec) = ObjectRecord::decode(rec) {
                 let last = rec.offset + u64::from(rec.stored_len).max(1) - 1;
                 packs.extend(rec.offset / PACK_BYTES..=last / PACK_BYTES);
             }
-            rest = after;
         }
     }
     Ok(packs)
