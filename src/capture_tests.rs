@@ -1,18 +1,7 @@
 //! Unit tests of the parent module.
 
 use super::*;
-
-/// `n` incompressible bytes (xorshift), so a frame of them is as big as they are.
-fn noise(n: usize, mut x: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
-}
+use crate::test_util::noise;
 
 fn blob(bytes: Vec<u8>) -> PendingObject {
     PendingObject::whole(

@@ -55,6 +55,8 @@ pub mod retention;
 pub mod scan;
 pub mod statcache;
 pub mod store;
+#[cfg(test)]
+mod test_util;
 mod trace;
 pub use trace::report_peak_memory;
 pub mod verify;

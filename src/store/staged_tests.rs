@@ -2,18 +2,7 @@
 
 use super::*;
 use crate::object::{NewFrame, ObjectKind, PendingObject};
-
-/// `n` incompressible bytes (xorshift): a frame of them spans `n / PACK_BYTES` packs.
-fn noise(n: usize, mut x: u64) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
-}
+use crate::test_util::noise;
 
 fn blob(bytes: &[u8]) -> PendingObject {
     PendingObject::whole(
