@@ -15,7 +15,7 @@ import sys
 LAYERS = [
     # The vocabulary: errors, object ids and records, settings, paths of the home, locks.
     ["error", "object", "progress", "trace", "config", "home", "lock", "test_util"],
-    ["scan", "statcache"],
+    ["scan", "statcache", "watch"],
     ["store"],
     ["capture", "diff", "inverse", "patch", "merge"],
     ["restore"],

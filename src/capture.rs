@@ -94,6 +94,10 @@ pub struct Capture {
     /// See [`Capture::listed`].
     #[serde(skip)]
     pub reused: u64,
+    /// `None` when a watcher vouched for what the capture did not look at; else why the
+    /// capture walked the workspace (no watcher, it started after the last capture, its
+    /// queue overflowed…).
+    pub walked_because: Option<String>,
     /// Every path of the snapshot, sorted by path bytes (not serialized); empty when the
     /// capture was not asked for it ([`CaptureOptions::list`]).
     #[serde(skip)]
@@ -119,6 +123,8 @@ pub struct CaptureOptions<'a> {
     /// a list of every path when its caller needs only the id and the counts; `also`
     /// always gets the list.
     pub list: bool,
+    /// Walk the whole workspace whatever a watcher says (`retrace snapshot --rescan`).
+    pub rescan: bool,
 }
 
 pub(crate) struct CaptureContext<'a> {
@@ -136,6 +142,19 @@ pub(crate) struct CaptureContext<'a> {
     /// `Dir` in the other, and an entry hits only with its kind, so a cache written in one
     /// mode never vouches for a directory in the other.
     pub nested_repos: crate::config::NestedRepos,
+    /// The workspace's watcher, to ask what changed (None: always walk).
+    pub watch: Option<WatchAsk<'a>>,
+}
+
+/// How a capture asks the workspace's watcher (see [`crate::watch`]).
+#[derive(Clone, Copy)]
+pub(crate) struct WatchAsk<'a> {
+    /// Where its socket is.
+    pub runtime_dir: &'a Path,
+    /// How long to wait for its answer before walking.
+    pub timeout: std::time::Duration,
+    /// Walk whatever it says (`retrace snapshot --rescan`), taking only a fresh token.
+    pub rescan: bool,
 }
 
 /// Objects waiting to be framed and frames waiting to be written.
@@ -664,6 +683,7 @@ impl Hasher<'_> {
                 mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
                 ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
                 ino: m.ino(),
+                linked: m.nlink() > 1,
             }
         };
         let mut objects = Vec::new();
@@ -749,6 +769,7 @@ impl Hasher<'_> {
             mtime_ns,
             ctime_ns,
             ino: after.ino(),
+            linked: after.nlink() > 1,
         };
         Ok(Some((id, stat, objects)))
     }
@@ -1105,14 +1126,40 @@ pub(crate) fn capture(
     // The cache names the store (and store state: forgetting objects changes the key) it was
     // written for, after that store committed every id it holds, so its ids are usable
     // whether or not this capture stores anything.
+    let head = StatCache::load_head(ctx.statcache, &store_id);
+    let since = head.and_then(|h| h.token).filter(|_| ctx.watch.is_some_and(|w| !w.rescan));
+    let answer = match ctx.watch {
+        Some(w) => crate::watch::ask(w.runtime_dir, ctx.root, since, w.timeout),
+        None => crate::watch::Answer::Absent {
+            reason: "no watcher".into(),
+        },
+    };
+    phases.mark("watcher");
+    let vouch = match &answer {
+        crate::watch::Answer::Changes { changes, .. } if since.is_some() => Some(changes),
+        _ => None,
+    };
+    if let (Some(changes), Some(head)) = (vouch, head)
+        && let Some(done) = unchanged(ctx, opts, &reader, &head, changes)?
+    {
+        phases.mark("unchanged");
+        return Ok(done);
+    }
+    // Recorded with what this capture observes: the watcher's new token, else the old one
+    // (older than anything observed now, so still a safe start for the next answer).
+    let token = answer.token().or(head.and_then(|h| h.token));
     let cache = StatCache::load(ctx.statcache, &store_id);
     phases.mark("stat cache load");
+    // The cache on disk must be the one the token was sent for (another capture may have
+    // replaced it since the header was read).
+    let vouch = vouch.filter(|_| cache.head().token == since);
     let scan = scan::scan(
         ctx.root,
         ctx.store_dir,
         ctx.allow_secrets,
         ctx.nested_repos,
         Some(&cache),
+        vouch,
         ctx.rules_settings,
     );
     phases.mark("scan");
@@ -1201,8 +1248,8 @@ pub(crate) fn capture(
                             hashed_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         }
                         if let Some(f) = fresh {
-                            (e.mode, e.mtime_ns, e.ctime_ns, e.ino) =
-                                (f.mode, f.mtime_ns, f.ctime_ns, f.ino);
+                            (e.mode, e.mtime_ns, e.ctime_ns, e.ino, e.linked) =
+                                (f.mode, f.mtime_ns, f.ctime_ns, f.ino, f.linked);
                         }
                         e.size = size;
                         (id, hit)
@@ -1329,8 +1376,12 @@ pub(crate) fn capture(
     drop(hits);
     let total = scanned.len() + omitted.len();
     // Rows and standing records interleave in path order: `true` a row, `false` a record.
-    let needs_rewrite =
-        !(all_hit && total == cached_before && dirs_same && !any_left_out) && opts.store_objects;
+    // A walk with a token the cache does not hold yet records it, so that the next capture
+    // can ask the watcher.
+    let new_token = vouch.is_none() && token != cache.head().token;
+    let needs_rewrite = opts.store_objects
+        && (new_token || !(all_hit && total == cached_before && dirs_same && !any_left_out));
+    let quiet = capture_quiet(&scanned, &skipped, &secrets, &nested_repos, &captured_repos);
     let listed_wanted = opts.list || opts.also.is_some();
     let order = if needs_rewrite || (listed_wanted && !omitted.is_empty()) {
         path_order(&scanned, &cache, &omitted)
@@ -1368,6 +1419,7 @@ pub(crate) fn capture(
         secrets,
         listed,
         reused,
+        walked_because: answer.fallback().map(str::to_string),
         entries: Vec::new(),
     };
     if opts.store_objects {
@@ -1444,6 +1496,10 @@ pub(crate) fn capture(
                 root: &root,
                 written_ns: started_ns,
                 rules: &rules,
+                token,
+                files,
+                bytes,
+                quiet,
             };
             // The cache is disposable: failing to write it only costs re-hashing next time
             // (a record that cannot be read back ends the list early: the count then fails).
@@ -1453,6 +1509,74 @@ pub(crate) fn capture(
     }
     capture.entries = entries;
     Ok(capture)
+}
+
+/// Whether a capture that found this would find it again from the cache alone (see
+/// [`crate::statcache::Header::quiet`]).
+fn capture_quiet(
+    scanned: &[ScanEntry],
+    skipped: &[Skipped],
+    secrets: &[String],
+    nested: &[String],
+    captured: &[String],
+) -> bool {
+    skipped.is_empty()
+        && secrets.is_empty()
+        && nested.is_empty()
+        && captured.is_empty()
+        && scanned
+            .iter()
+            .filter(|e| e.kind == ScanKind::Dir)
+            .all(|e| e.listing)
+}
+
+/// The capture when a watcher says nothing changed since the cache on disk was written:
+/// its header's snapshot, recorded again, without reading a record (`None` when the header
+/// cannot stand for the disk, or the caller wants the list of paths).
+fn unchanged(
+    ctx: &CaptureContext<'_>,
+    opts: &CaptureOptions<'_>,
+    reader: &StoreReader,
+    head: &crate::statcache::Head,
+    changes: &crate::watch::Changes,
+) -> Result<Option<Capture>, CaptureError> {
+    if !changes.is_empty() || !head.quiet || opts.list || opts.also.is_some() {
+        return Ok(None);
+    }
+    let rules = scan::rules(ctx.root, ctx.store_dir, ctx.nested_repos, ctx.rules_settings);
+    if rules != head.rules || !reader.contains(&head.root)? {
+        return Ok(None);
+    }
+    let root = head.root;
+    let mut capture = Capture {
+        id: root,
+        files: head.files,
+        bytes: head.bytes,
+        new_objects: 0,
+        new_bytes: 0,
+        hashed: 0,
+        skipped: Vec::new(),
+        nested_repos: Vec::new(),
+        captured_repos: Vec::new(),
+        secrets: Vec::new(),
+        listed: 0,
+        reused: 0,
+        walked_because: None,
+        entries: Vec::new(),
+    };
+    if opts.store_objects {
+        let record = opts
+            .record
+            .as_ref()
+            .map(|label| SnapshotRecord::now(root, label.clone(), head.files, head.bytes));
+        let last_known = record.as_ref().map(|_| root);
+        let written = ctx
+            .store
+            .write_with(Vec::new(), record.as_ref(), last_known, |_| Ok(()))?;
+        capture.new_objects = written.objects;
+        capture.new_bytes = written.stored_bytes;
+    }
+    Ok(Some(capture))
 }
 
 /// Positions per block when the flat list is built from [`path_order`] in parallel.

@@ -134,6 +134,12 @@ pub struct Settings {
     /// Whether nested repositories' working files are captured (`capture`) or left out
     /// (`skip`). Default `skip`.
     pub nested_repos: Setting<NestedRepos>,
+    /// Minutes a watcher (`retrace watch`) keeps running without a capture asking it
+    /// anything; fractions allowed. Default 60.
+    pub watch_idle_minutes: Setting<f64>,
+    /// Milliseconds a capture waits for the watcher's answer before it walks instead.
+    /// Default 50.
+    pub watch_timeout_ms: Setting<u64>,
 }
 
 impl Default for Settings {
@@ -150,6 +156,8 @@ impl Default for Settings {
             allow_secrets: Setting::new(Vec::new()),
             runtime_dir: Setting::new(String::new()),
             nested_repos: Setting::new(NestedRepos::Skip),
+            watch_idle_minutes: Setting::new(60.0),
+            watch_timeout_ms: Setting::new(50),
         }
     }
 }
@@ -266,6 +274,8 @@ impl Settings {
             row("gc_grace_secs", &self.gc_grace_secs),
             row("allow_secrets", &self.allow_secrets),
             row("runtime_dir", &self.runtime_dir),
+            row("watch_idle_minutes", &self.watch_idle_minutes),
+            row("watch_timeout_ms", &self.watch_timeout_ms),
             (
                 "nested_repos",
                 format!("{:?}", self.nested_repos.value.as_str()),
@@ -384,6 +394,8 @@ impl Settings {
             ("RETRACE_HISTORY_WAIT_MS", "history_wait_ms"),
             ("RETRACE_RUNTIME_DIR", "runtime_dir"),
             ("RETRACE_NESTED_REPOS", "nested_repos"),
+            ("RETRACE_WATCH_IDLE_MINUTES", "watch_idle_minutes"),
+            ("RETRACE_WATCH_TIMEOUT_MS", "watch_timeout_ms"),
         ] {
             if let Some(v) = std::env::var_os(var) {
                 let v = v.to_string_lossy().into_owned();
@@ -444,6 +456,12 @@ impl Settings {
                 |t: &str| Some(t.trim().to_string()).filter(|t| !t.is_empty()),
                 "not a directory"
             ),
+            "watch_idle_minutes" => put!(
+                watch_idle_minutes,
+                |t: &str| parse_days(t).filter(|m| *m > 0.0),
+                "not a positive number of minutes"
+            ),
+            "watch_timeout_ms" => put!(watch_timeout_ms, parse_u64, "not a number of milliseconds"),
             "nested_repos" => put!(
                 nested_repos,
                 NestedRepos::parse,

@@ -293,6 +293,41 @@ impl From<RestoreError> for Error {
     }
 }
 
+/// A watcher that cannot start (`retrace watch`, or one hosted by `serve` and `mcp`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// Another watcher serves the workspace already.
+    #[error("a watcher already serves {root} (its socket is {socket}); `retrace watch --stop` stops it")]
+    Running {
+        /// The workspace root.
+        root: PathBuf,
+        /// Its socket.
+        socket: PathBuf,
+    },
+    /// The runtime directory, the lock or the socket cannot be made.
+    #[error("cannot watch {root}: {path}: {source}")]
+    Setup {
+        /// The workspace root.
+        root: PathBuf,
+        /// The file or directory that failed.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// The workspace is on a filesystem whose changes inotify does not see (NFS, SMB, FUSE,
+    /// 9p…): captures must walk.
+    #[error(
+        "cannot watch {root}: it is on a network or userspace filesystem ({what}), where inotify          misses changes made elsewhere; captures walk it instead"
+    )]
+    Unwatchable {
+        /// The workspace root.
+        root: PathBuf,
+        /// The filesystem.
+        what: String,
+    },
+}
+
 /// Any retrace failure.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -303,6 +338,9 @@ pub enum Error {
     /// See [`CaptureError`].
     #[error(transparent)]
     Capture(#[from] CaptureError),
+    /// See [`WatchError`].
+    #[error(transparent)]
+    Watch(#[from] WatchError),
     /// See [`RestoreError`].
     #[error(transparent)]
     Restore(Box<RestoreError>),

@@ -60,6 +60,7 @@ mod test_util;
 mod trace;
 pub use trace::report_peak_memory;
 pub mod verify;
+pub mod watch;
 pub mod working_copy;
 mod workspace;
 

@@ -46,16 +46,24 @@ use crate::object::ObjectId;
 use crate::scan::{ScanEntry, ScanKind};
 
 const MAGIC: &[u8; 4] = b"RTSC";
-/// Version 3 added the checksum trailer, version 4 the rules key and the listing flag; older
+/// Version 3 added the checksum trailer, version 4 the rules key and the listing flag,
+/// version 5 the watcher token, the totals, the header checksum and the linked flag; older
 /// caches read as empty (a full re-hash).
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// Length of the checksum trailer.
 /// Bytes of the blake3 checksum that ends the file.
 pub const CHECKSUM_LEN: usize = 32;
-/// Bytes of the header before the first record.
-pub const HEADER_LEN: usize = 4 + 4 + 8 + 16 + 8 + 32 + 32;
+/// Bytes of the header before the first record: the fields, then a blake3 of them.
+pub const HEADER_LEN: usize = HEAD_FIELDS + 32;
+/// Bytes of the header's fields (before its own checksum).
+const HEAD_FIELDS: usize = 4 + 4 + 8 + 16 + 8 + 32 + 32 + 8 + 8 + 8 + 8 + 8;
+/// Header flag: the capture that wrote the cache left nothing out but by ignore rules,
+/// found no nested repository, and every directory's listing may be reused.
+const HEAD_QUIET: u64 = 1;
 /// Flag bit: the directory's listing may be reused while its `lstat` data hold.
 const FLAG_LISTING: u8 = 1;
+/// Flag bit: the file had more than one hard link (see [`Stat::linked`]).
+const FLAG_LINKED: u8 = 2;
 /// Bytes per record.
 pub const RECORD_LEN: usize = 8 + 4 + 4 + 8 + 8 + 8 + 8 + 32 + 8;
 /// Numbers the temp files of concurrent writes.
@@ -112,6 +120,9 @@ pub struct Stat {
     pub ctime_ns: i64,
     /// inode number.
     pub ino: u64,
+    /// A file with more than one hard link: written through another path, it changes with
+    /// no event in its directory, so a watcher never vouches for it.
+    pub linked: bool,
 }
 
 impl Stat {
@@ -124,6 +135,7 @@ impl Stat {
             mtime_ns: e.mtime_ns,
             ctime_ns: e.ctime_ns,
             ino: e.ino,
+            linked: e.linked,
         }
     }
 }
@@ -181,6 +193,27 @@ pub struct StatCache {
     written_ns: i64,
     root: ObjectId,
     rules: [u8; 32],
+    head: Head,
+}
+
+/// What a cache's header says, checked by its own checksum: all a capture needs when a
+/// watcher says nothing changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Head {
+    /// The snapshot the records describe.
+    pub root: ObjectId,
+    /// The walk's rules key.
+    pub rules: [u8; 32],
+    /// When the capture that wrote it began.
+    pub written_ns: i64,
+    /// The watcher token taken before that capture observed anything.
+    pub token: Option<crate::watch::Token>,
+    /// Files and symlinks of the snapshot, and their bytes.
+    pub files: u64,
+    /// See `files`.
+    pub bytes: u64,
+    /// See [`Header::quiet`].
+    pub quiet: bool,
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -206,7 +239,24 @@ impl StatCache {
             written_ns: 0,
             root: ObjectId::ZERO,
             rules: [0; 32],
+            head: Head::default(),
         }
+    }
+
+    /// The header of the cache at `path` alone (no record is read, nor the body's checksum
+    /// checked), when it is whole and written for `store_id`.
+    #[must_use]
+    pub fn load_head(path: &Path, store_id: &[u8; 16]) -> Option<Head> {
+        let mut f = File::open(path).ok()?;
+        let mut buf = [0u8; HEADER_LEN];
+        std::io::Read::read_exact(&mut f, &mut buf).ok()?;
+        parse_head(&buf, store_id)
+    }
+
+    /// The header (see [`StatCache::load_head`]).
+    #[must_use]
+    pub fn head(&self) -> Head {
+        self.head
     }
 
     /// Loads the cache at `path`; anything missing, malformed, failing its checksum, or
@@ -238,18 +288,17 @@ impl StatCache {
     }
 
     fn parse(map: Bytes, store_id: &[u8; 16]) -> StatCache {
-        if map.len() < HEADER_LEN + CHECKSUM_LEN || &map[..4] != MAGIC || u32_at(&map, 4) != VERSION
-        {
+        if map.len() < HEADER_LEN + CHECKSUM_LEN {
             return StatCache::empty();
         }
-        if map[16..32] != store_id[..] {
+        let Some(head) = parse_head(&map[..HEADER_LEN], store_id) else {
             return StatCache::empty();
-        }
+        };
         let body = map.len() - CHECKSUM_LEN;
         if blake3::hash(&map[..body]).as_bytes()[..] != map[body..] {
             return StatCache::empty();
         }
-        let written_ns = i64::from_le_bytes(map[8..16].try_into().unwrap_or([0; 8]));
+        let written_ns = head.written_ns;
         let Ok(count) = usize::try_from(u64_at(&map, 32)) else {
             return StatCache::empty();
         };
@@ -268,6 +317,7 @@ impl StatCache {
             written_ns,
             root,
             rules,
+            head,
         }
     }
 
@@ -341,6 +391,7 @@ impl StatCache {
                 mtime_ns: u64_at(rec, 24).cast_signed(),
                 ctime_ns: u64_at(rec, 32).cast_signed(),
                 ino: u64_at(rec, 40),
+                linked: rec[81] & FLAG_LINKED != 0,
             },
             listing: rec[81] & FLAG_LISTING != 0,
         })
@@ -511,6 +562,7 @@ impl StatCache {
             mtime_ns: mtime,
             ctime_ns: ctime,
             ino: e.ino,
+            linked: false,
         });
         (fresh && settled).then_some((id, size))
     }
@@ -548,6 +600,10 @@ impl StatCache {
             root,
             written_ns,
             rules,
+            token: None,
+            files: 0,
+            bytes: 0,
+            quiet: false,
         };
         StatCache::write_sorted(path, &header, entries.len(), || entries.iter().copied())
     }
@@ -601,6 +657,37 @@ pub struct Header<'a> {
     pub written_ns: i64,
     /// The walk's rules key ([`crate::scan::Scan::rules`]).
     pub rules: &'a [u8; 32],
+    /// The watcher token taken before the capture observed anything, if one was.
+    pub token: Option<crate::watch::Token>,
+    /// Files and symlinks of the snapshot.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The capture left nothing out but by ignore rules (no credential, special file or
+    /// unreadable path), found no nested repository, and every directory's listing may be
+    /// reused: a capture that a watcher says changed nothing would find the same.
+    pub quiet: bool,
+}
+
+/// The header in `b` (at least [`HEADER_LEN`] bytes), if it is this version's, whole, and
+/// written for `store_id`.
+fn parse_head(b: &[u8], store_id: &[u8; 16]) -> Option<Head> {
+    if b.len() < HEADER_LEN || &b[..4] != MAGIC || u32_at(b, 4) != VERSION {
+        return None;
+    }
+    if b[16..32] != store_id[..] || blake3::hash(&b[..HEAD_FIELDS]).as_bytes()[..] != b[HEAD_FIELDS..HEADER_LEN] {
+        return None;
+    }
+    let (epoch, seq) = (u64_at(b, 104), u64_at(b, 112));
+    Some(Head {
+        root: ObjectId(b[40..72].try_into().ok()?),
+        rules: b[72..104].try_into().ok()?,
+        written_ns: u64_at(b, 8).cast_signed(),
+        token: (epoch != 0).then_some(crate::watch::Token { epoch, seq }),
+        files: u64_at(b, 120),
+        bytes: u64_at(b, 128),
+        quiet: u64_at(b, 136) & HEAD_QUIET != 0,
+    })
 }
 
 /// A buffered writer that hashes what it writes (the cache's trailing checksum), a whole
@@ -684,13 +771,23 @@ fn write_body<'a, I>(
 where
     I: Iterator<Item = CacheEntry<'a>>,
 {
-    w.put(MAGIC)?;
-    w.put(&VERSION.to_le_bytes())?;
-    w.put(&h.written_ns.to_le_bytes())?;
-    w.put(h.store_id)?;
-    w.put(&(count as u64).to_le_bytes())?;
-    w.put(&h.root.0)?;
-    w.put(h.rules)?;
+    let mut head = Vec::with_capacity(HEADER_LEN);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&VERSION.to_le_bytes());
+    head.extend_from_slice(&h.written_ns.to_le_bytes());
+    head.extend_from_slice(h.store_id);
+    head.extend_from_slice(&(count as u64).to_le_bytes());
+    head.extend_from_slice(&h.root.0);
+    head.extend_from_slice(h.rules);
+    let token = h.token.unwrap_or(crate::watch::Token { epoch: 0, seq: 0 });
+    head.extend_from_slice(&token.epoch.to_le_bytes());
+    head.extend_from_slice(&token.seq.to_le_bytes());
+    head.extend_from_slice(&h.files.to_le_bytes());
+    head.extend_from_slice(&h.bytes.to_le_bytes());
+    head.extend_from_slice(&(if h.quiet { HEAD_QUIET } else { 0 }).to_le_bytes());
+    let sum = blake3::hash(&head);
+    head.extend_from_slice(sum.as_bytes());
+    w.put(&head)?;
     let mut off = (HEADER_LEN + count * RECORD_LEN) as u64;
     let mut seen = 0usize;
     let mut last: Option<&[u8]> = None;
@@ -711,7 +808,8 @@ where
         rec[40..48].copy_from_slice(&e.stat.ino.to_le_bytes());
         rec[48..80].copy_from_slice(&e.id.0);
         rec[80] = kind_byte(e.kind);
-        rec[81] = if e.listing { FLAG_LISTING } else { 0 };
+        rec[81] = if e.listing { FLAG_LISTING } else { 0 }
+            | if e.stat.linked { FLAG_LINKED } else { 0 };
         w.put(&rec)?;
         off += e.path.len() as u64;
     }

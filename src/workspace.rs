@@ -102,7 +102,7 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.wc.snapshot_with::<SessionOp>(label, progress, true)
+        self.wc.snapshot_with::<SessionOp>(label, progress, true, false)
     }
 
     /// [`Workspace::snapshot_with`] for a caller that needs only the id and the counts:
@@ -116,7 +116,27 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.wc.snapshot_with::<SessionOp>(label, progress, false)
+        self.wc.snapshot_with::<SessionOp>(label, progress, false, false)
+    }
+
+    /// What a watcher of this workspace needs: start one with [`crate::watch::Watcher::start`].
+    #[must_use]
+    pub fn watch_spec(&self) -> crate::watch::WatchSpec {
+        self.wc.watch_spec()
+    }
+
+    /// [`Workspace::snapshot_summary`] that walks the whole workspace whatever a watcher
+    /// says (`retrace snapshot --rescan`), as a check on the watcher or after a change it
+    /// cannot see.
+    ///
+    /// # Errors
+    /// As [`Workspace::snapshot`].
+    pub fn snapshot_rescan(
+        &self,
+        label: Option<String>,
+        progress: &dyn Progress,
+    ) -> Result<Capture, Error> {
+        self.wc.snapshot_with::<SessionOp>(label, progress, false, true)
     }
 
     /// Resolves a snapshot id or unique prefix (≥ 8 hex digits); see

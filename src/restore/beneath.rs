@@ -703,6 +703,7 @@ fn scan_entry(rel: &[u8], st: &rustix::fs::Stat) -> crate::scan::ScanEntry {
         mode: st.st_mode,
         listing: false,
         clean: false,
+        linked: st.st_nlink > 1,
     }
 }
 

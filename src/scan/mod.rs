@@ -23,6 +23,7 @@ use rayon::slice::ParallelSliceMut;
 
 use crate::config::NestedRepos;
 use crate::statcache::StatCache;
+use crate::watch::Changes;
 
 /// What the walk found at a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +63,8 @@ pub struct ScanEntry {
     /// its stat-cache record exactly (and is settled), so the walk left them out of the
     /// scan: the cache's records stand for them (see [`crate::statcache`]).
     pub clean: bool,
+    /// A file with more than one hard link (see [`crate::statcache::Stat::linked`]).
+    pub linked: bool,
 }
 
 /// A path the walk could not read.
@@ -114,20 +117,15 @@ pub fn scan(
     allow: Option<&globset::GlobSet>,
     nested: NestedRepos,
     prior: Option<&StatCache>,
+    vouch: Option<&Changes>,
     settings: &[u8],
 ) -> Scan {
     let mut phases = crate::trace::Phases::new("scan");
-    let mut key_input = settings.to_vec();
-    key_input.push(match nested {
-        NestedRepos::Skip => 0,
-        NestedRepos::Capture => 1,
-    });
-    key_input.extend_from_slice(store_dir.map_or(&[][..], |d| d.as_os_str().as_bytes()));
-    let rules = walk::rules_key(root, &key_input);
+    let rules = rules(root, store_dir, nested, settings);
     let prior = prior
         .filter(|c| c.rules() == rules && !c.is_empty())
         .filter(|_| walk::trusts_directory_mtimes(root));
-    let walked = walk::Walk::new(root, store_dir, allow, nested, prior).run();
+    let walked = walk::Walk::new(root, store_dir, allow, nested, prior, vouch).run();
     phases.mark(&format!(
         "walk ({} directories listed, {} reused)",
         walked.listed, walked.reused
@@ -154,6 +152,18 @@ pub fn scan(
         listed: walked.listed,
         reused: walked.reused,
     }
+}
+
+/// The rules key a walk of `root` with these settings runs with ([`Scan::rules`]).
+#[must_use]
+pub fn rules(root: &Path, store_dir: Option<&Path>, nested: NestedRepos, settings: &[u8]) -> [u8; 32] {
+    let mut key_input = settings.to_vec();
+    key_input.push(match nested {
+        NestedRepos::Skip => 0,
+        NestedRepos::Capture => 1,
+    });
+    key_input.extend_from_slice(store_dir.map_or(&[][..], |d| d.as_os_str().as_bytes()));
+    walk::rules_key(root, &key_input)
 }
 
 /// Why a path that is neither a regular file, a directory nor a symlink is left out.

@@ -31,6 +31,7 @@ use rustix::io::Errno;
 use super::{ScanEntry, ScanKind, Skipped, exclude};
 use crate::config::NestedRepos;
 use crate::statcache::{Stat, StatCache};
+use crate::watch::Changes;
 
 /// Ignore rules in force in one directory: its own `.gitignore`, then its parents' up to
 /// the walk root, then the root's `.git/info/exclude` and the global excludes file.
@@ -77,6 +78,8 @@ struct Job {
     untracked: bool,
     /// Its record in the cache, when the parent's reused listing already read it.
     cached: Option<(ScanKind, Stat, bool)>,
+    /// Neither it nor an ancestor is new to the watcher (see [`Walk::vouch`]).
+    watched: bool,
 }
 
 /// The shared state of one walk.
@@ -87,6 +90,10 @@ pub(super) struct Walk<'a> {
     pub nested: NestedRepos,
     /// The previous capture's cache, when its rules key matches this walk's.
     pub prior: Option<&'a StatCache>,
+    /// What a watcher says changed since `prior` was written: every directory it does not
+    /// name (and that lies in no subtree it names) is exactly as `prior` records it, so its
+    /// records are taken without a system call.
+    pub vouch: Option<&'a Changes>,
     /// The global excludes file (`core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore`).
     global: Option<PathBuf>,
     /// The workspace root's device: only directories on it may reuse a listing.
@@ -124,6 +131,7 @@ fn stat_of(st: &rustix::fs::Stat) -> Stat {
         mtime_ns: ns(st.st_mtime, st.st_mtime_nsec),
         ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
         ino: st.st_ino,
+        linked: st.st_nlink > 1 && FileType::from_raw_mode(st.st_mode) != FileType::Directory,
     }
 }
 
@@ -148,6 +156,7 @@ fn entry(path: Vec<u8>, kind: ScanKind, st: &Stat, listing: bool) -> ScanEntry {
         mode: st.mode,
         listing,
         clean: false,
+        linked: st.linked,
     }
 }
 
@@ -355,6 +364,7 @@ impl<'a> Walk<'a> {
         allow: Option<&'a globset::GlobSet>,
         nested: NestedRepos,
         prior: Option<&'a StatCache>,
+        vouch: Option<&'a Changes>,
     ) -> Walk<'a> {
         Walk {
             root,
@@ -362,6 +372,7 @@ impl<'a> Walk<'a> {
             allow,
             nested,
             prior,
+            vouch: vouch.filter(|_| prior.is_some()),
             global: ignore::gitignore::gitconfig_excludes_path(),
             root_dev: rustix::fs::stat(root).ok().map(|s| s.st_dev),
             found: (0..=rayon::current_num_threads())
@@ -384,6 +395,7 @@ impl<'a> Walk<'a> {
                     fresh: self.prior.is_none(),
                     untracked: false,
                     cached: None,
+                    watched: self.vouch.is_some_and(|v| !v.subtree.contains(&[][..])),
                 },
             );
         });
@@ -483,9 +495,24 @@ impl<'a> Walk<'a> {
         });
     }
 
+    /// Whether the watcher vouches for the child `rel` of a directory it vouched for or saw.
+    fn watched(&self, parent: &Job, rel: &[u8]) -> bool {
+        parent.watched && self.vouch.is_some_and(|v| !v.subtree.contains(rel))
+    }
+
     /// The work of [`Walk::dir`]: entries into `found`, the directories inside returned.
     fn dir_into(&self, job: &Job, found: &mut Found) -> Vec<Job> {
         let is_root = job.rel.is_empty();
+        if !is_root
+            && job.watched
+            && !job.fresh
+            && let Some(v) = self.vouch
+            && !v.dirty.contains(&job.rel)
+            && let Some(children) = self.reuse_vouched(job, found)
+        {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return children;
+        }
         let abs = self.abs(&job.rel);
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = match rustix::fs::openat(rustix::fs::CWD, &abs, flags, Mode::empty()) {
@@ -614,6 +641,76 @@ impl<'a> Walk<'a> {
         Some(
             dirs.into_iter()
                 .map(|(rel, cached)| Job {
+                    watched: self.watched(job, &rel),
+                    rel,
+                    rules: Some(Arc::clone(&rules)),
+                    fresh: false,
+                    untracked: job.untracked,
+                    cached: Some(cached),
+                })
+                .collect(),
+        )
+    }
+
+    /// The directory's records from the cache, taken as they are: the watcher saw no event in
+    /// it since the cache was written. `None` (and nothing added to `found`) when its record
+    /// cannot stand alone (not a reusable listing, a file with several links) and the
+    /// directory is processed as without a watcher.
+    fn reuse_vouched(&self, job: &Job, found: &mut Found) -> Option<Vec<Job>> {
+        let prior = self.prior?;
+        let (kind, st, listing) = match job.cached {
+            Some(c) => c,
+            None => prior.get(&job.rel).map(|c| (c.kind, c.stat, c.listing))?,
+        };
+        if !listing {
+            return None;
+        }
+        match (kind, self.nested) {
+            (ScanKind::NestedRepo, NestedRepos::Skip) => {
+                found
+                    .entries
+                    .push(entry(job.rel.clone(), ScanKind::NestedRepo, &st, true));
+                return Some(Vec::new());
+            }
+            (ScanKind::Dir, _) => {}
+            _ => return None,
+        }
+        let mut prefix = job.rel.clone();
+        prefix.push(b'/');
+        let kids = prior.child_indices(&prefix)?;
+        let mut leaves = Vec::with_capacity(kids.len());
+        let mut dirs = Vec::new();
+        let mut has_gitignore = false;
+        for &i in &kids {
+            let k = prior.at(i)?;
+            if k.stat.linked {
+                return None;
+            }
+            let name = &k.path[prefix.len()..];
+            has_gitignore |= name == b".gitignore" && k.kind == ScanKind::File;
+            match k.kind {
+                ScanKind::Dir | ScanKind::NestedRepo => {
+                    dirs.push((k.path.to_vec(), (k.kind, k.stat, k.listing)));
+                }
+                _ => leaves.push((i, k.stat.size)),
+            }
+        }
+        found.omitted.extend(leaves.iter().map(|(i, _)| *i));
+        found.omitted_bytes += leaves.iter().map(|(_, size)| size).sum::<u64>();
+        let mut me = entry(job.rel.clone(), ScanKind::Dir, &st, true);
+        me.clean = true;
+        found.entries.push(me);
+        let rules = Arc::new(Rules {
+            dir: self.abs(&job.rel),
+            has_file: has_gitignore,
+            gitignore: OnceLock::new(),
+            parent: job.rules.clone(),
+            root: None,
+        });
+        Some(
+            dirs.into_iter()
+                .map(|(rel, cached)| Job {
+                    watched: self.watched(job, &rel),
                     rel,
                     rules: Some(Arc::clone(&rules)),
                     fresh: false,
@@ -784,6 +881,7 @@ impl<'a> Walk<'a> {
             }
             if kind == ScanKind::Dir {
                 children.push(Job {
+                    watched: self.watched(job, &rel),
                     rel,
                     rules: Some(Arc::clone(&rules_here)),
                     fresh,

@@ -220,6 +220,10 @@ pub struct Status {
     pub pending_recovery: Option<String>,
     /// Why files are never snapshotted here (home directory, filesystem root, temp dir).
     pub conversation_only: Option<String>,
+    /// The watcher serving the workspace (`retrace watch`), when one answers.
+    pub watcher: Option<crate::watch::WatchStatus>,
+    /// Why the status's own capture walked the workspace (None when a watcher vouched).
+    pub walked_because: Option<String>,
 }
 
 /// A workspace folder and its store. Opening one is cheap; clones share the store. Reads
@@ -427,6 +431,25 @@ impl WorkingCopy {
         }
     }
 
+    /// What a watcher of this workspace needs (`retrace watch`, or one hosted by `serve`).
+    #[must_use]
+    pub fn watch_spec(&self) -> crate::watch::WatchSpec {
+        let idle_secs = self.settings.watch_idle_minutes.value * 60.0;
+        crate::watch::WatchSpec {
+            root: self.root.clone(),
+            store_dir: Some(self.dir.clone()),
+            runtime_dir: self.runtime_dir(),
+            idle: Duration::try_from_secs_f64(idle_secs).unwrap_or(Duration::from_secs(3600)),
+            sweep: crate::watch::SWEEP_EVERY,
+        }
+    }
+
+    /// The status of the workspace's watcher, when one answers within a second.
+    #[must_use]
+    pub fn watcher_status(&self) -> Option<crate::watch::WatchStatus> {
+        crate::watch::status(&self.runtime_dir(), &self.root, Duration::from_secs(1))
+    }
+
     /// The effective settings and where each came from.
     #[must_use]
     pub fn settings(&self) -> &Settings {
@@ -516,6 +539,7 @@ impl WorkingCopy {
             });
         }
         let statcache = self.dir.join("statcache");
+        let runtime_dir = self.runtime_dir();
         // What the settings add to the walk's rules key: the credentials allowed back.
         let rules_settings = self.settings.allow_secrets.value.join("\0");
         let ctx = CaptureContext {
@@ -526,6 +550,11 @@ impl WorkingCopy {
             statcache: &statcache,
             store_dir: Some(&self.dir),
             nested_repos: self.settings.nested_repos.value,
+            watch: Some(crate::capture::WatchAsk {
+                runtime_dir: &runtime_dir,
+                timeout: Duration::from_millis(self.settings.watch_timeout_ms.value),
+                rescan: opts.rescan,
+            }),
         };
         let captured = capture::capture(&ctx, opts);
         if captured.is_err() {
@@ -542,6 +571,7 @@ impl WorkingCopy {
         label: Option<String>,
         progress: &dyn Progress,
         list: bool,
+        rescan: bool,
     ) -> Result<Capture, Error> {
         self.recover_if_needed::<T>(self.history_wait);
         let lock = self.lock_shared(crate::store::LOCK_WAIT)?;
@@ -551,6 +581,7 @@ impl WorkingCopy {
             progress,
             also: None,
             list,
+            rescan,
         })?;
         drop(lock);
         Ok(c)
@@ -567,6 +598,7 @@ impl WorkingCopy {
             progress,
             also: None,
             list: true,
+            rescan: false,
         })
     }
 
@@ -788,6 +820,8 @@ impl WorkingCopy {
             last_known,
             changed_count: changed.len(),
             changed: changed.into_iter().take(MAX_LISTED).collect(),
+            watcher: self.watcher_status(),
+            walked_because: current.walked_because.clone(),
             nested_repos: current.nested_repos,
             nested_repos_mode: self.settings.nested_repos.value,
             captured_repos: current.captured_repos,
@@ -864,6 +898,7 @@ impl Shared<'_> {
             progress,
             also: None,
             list: true,
+            rescan: false,
         })
     }
 
@@ -879,6 +914,7 @@ impl Shared<'_> {
             progress,
             also: None,
             list: true,
+            rescan: false,
         })
     }
 
@@ -935,6 +971,7 @@ impl Shared<'_> {
             progress,
             also: Some(also),
             list: true,
+            rescan: false,
         })
     }
 }

@@ -43,6 +43,20 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Walk the whole workspace, whatever a watcher says (a check on the watcher).
+        #[arg(long)]
+        rescan: bool,
+    },
+    /// Watch the workspace's files so that captures look only at what changed (inotify);
+    /// captures walk as before whenever it cannot vouch. Exits after `watch_idle_minutes`
+    /// without a capture.
+    Watch {
+        /// Run in the background (its output goes to a log beside its socket).
+        #[arg(long, conflicts_with = "stop")]
+        detach: bool,
+        /// Stop the workspace's watcher.
+        #[arg(long)]
+        stop: bool,
     },
     /// List snapshots, newest first; with a session (`--session`, `RETRACE_SESSION`), its
     /// turns and checkpoints instead.
@@ -848,7 +862,7 @@ fn print_warnings_from(ws: &Workspace, skip: usize) {
 }
 
 fn run(cli: Cli) -> Result<u8> {
-    use commands::{agents, config, demo, docs, history, inspect, maintenance, snapshot};
+    use commands::{watch, agents, config, demo, docs, history, inspect, maintenance, snapshot};
     // An empty `RETRACE_SESSION=` (or `--session ''`) means unset, as for any variable.
     let (dir, sid) = (
         cli.dir.as_ref(),
@@ -973,10 +987,16 @@ fn run(cli: Cli) -> Result<u8> {
             label,
             label_opt,
             json,
+            rescan,
         } => {
             let ws = open_with(dir, Config::from_env(), true)?;
             refuse_in_refused_place(&ws)?;
-            snapshot::snapshot(&ws, label_of(label.or(label_opt))?, json)
+            snapshot::snapshot(&ws, label_of(label.or(label_opt))?, json, rescan)
+        }
+        Command::Watch { detach, stop } => {
+            let ws = open_with(dir, Config::from_env(), true)?;
+            refuse_in_refused_place(&ws)?;
+            watch::watch(&ws, detach, stop)
         }
         Command::Log {
             snapshots,

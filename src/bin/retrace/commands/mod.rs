@@ -9,6 +9,7 @@ pub mod history;
 pub mod inspect;
 pub mod maintenance;
 pub mod snapshot;
+pub mod watch;
 
 /// Prints one JSON value on a line.
 pub fn print_json(v: &serde_json::Value) {

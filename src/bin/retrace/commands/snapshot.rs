@@ -10,9 +10,13 @@ use crate::progress::Bar;
 use crate::{NoStore, OK, REFUSED, maintain_later};
 
 /// `retrace snapshot`.
-pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8> {
+pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool) -> Result<u8> {
     let bar = Bar::new();
-    let c = ws.snapshot_summary(label, &bar)?;
+    let c = if rescan {
+        ws.snapshot_rescan(label, &bar)?
+    } else {
+        ws.snapshot_summary(label, &bar)?
+    };
     drop(bar);
     maintain_later(ws);
     if json {
@@ -20,7 +24,7 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool) -> Result<u8>
             "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,
             "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
             "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
-            "captured_repos": c.captured_repos,
+            "captured_repos": c.captured_repos, "walked_because": c.walked_because,
         }));
     } else {
         println!("snapshot {}", c.id);
@@ -383,6 +387,7 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
         if let Some(p) = &s.pending_recovery {
             println!("recovery   pending: {p}; the next retrace command completes it");
         }
+        println!("watcher    {}", watcher_line(s.watcher.as_ref(), s.walked_because.as_deref()));
         match s.last_known {
             None => println!("state      no snapshot yet"),
             Some(_) if s.changed_count == 0 => {
@@ -401,6 +406,33 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
         }
     }
     Ok(OK)
+}
+
+/// The `watcher` line of `retrace status`: who serves the workspace, since when, what it
+/// saw, and why the last capture walked.
+fn watcher_line(w: Option<&retrace::watch::WatchStatus>, walked: Option<&str>) -> String {
+    let Some(w) = w else {
+        return "none (captures walk the workspace; `retrace watch --detach` starts one)".into();
+    };
+    let mut line = format!(
+        "pid {} since {}, {} directories, {} events, {} captures vouched, {} walked",
+        w.pid,
+        format_time(w.started_ms),
+        w.watches,
+        w.events,
+        w.vouched,
+        w.walks
+    );
+    if !w.ready {
+        line.push_str(", not ready");
+    }
+    if let Some(b) = &w.last_break {
+        line.push_str(&format!(", view last broke: {b}"));
+    }
+    if let Some(why) = walked.or(w.last_fallback.as_deref()) {
+        line.push_str(&format!("; last walk: {why}"));
+    }
+    line
 }
 
 /// `retrace status` of a workspace with no store yet: said without creating one.
