@@ -1381,7 +1381,10 @@ pub(crate) fn capture(
     let new_token = vouch.is_none() && token != cache.head().token;
     let needs_rewrite = opts.store_objects
         && (new_token || !(all_hit && total == cached_before && dirs_same && !any_left_out));
-    let quiet = capture_quiet(&scanned, &skipped, &secrets, &nested_repos, &captured_repos);
+    let quiet = capture_quiet(&scanned, &skipped, &secrets, &nested_repos, &captured_repos)
+        && !omitted
+            .iter()
+            .any(|&i| cache.at(i).is_none_or(|c| c.stat.linked));
     let listed_wanted = opts.list || opts.also.is_some();
     let order = if needs_rewrite || (listed_wanted && !omitted.is_empty()) {
         path_order(&scanned, &cache, &omitted)
@@ -1512,7 +1515,9 @@ pub(crate) fn capture(
 }
 
 /// Whether a capture that found this would find it again from the cache alone (see
-/// [`crate::statcache::Header::quiet`]).
+/// [`crate::statcache::Header::quiet`]): nothing left out, no nested repository, every
+/// listing reusable, and no file with several links (written through another path, it
+/// changes with no event the watcher sees).
 fn capture_quiet(
     scanned: &[ScanEntry],
     skipped: &[Skipped],
@@ -1524,10 +1529,10 @@ fn capture_quiet(
         && secrets.is_empty()
         && nested.is_empty()
         && captured.is_empty()
-        && scanned
-            .iter()
-            .filter(|e| e.kind == ScanKind::Dir)
-            .all(|e| e.listing)
+        && scanned.iter().all(|e| match e.kind {
+            ScanKind::Dir => e.listing,
+            _ => !e.linked,
+        })
 }
 
 /// The capture when a watcher says nothing changed since the cache on disk was written:

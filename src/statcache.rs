@@ -665,7 +665,8 @@ pub struct Header<'a> {
     pub bytes: u64,
     /// The capture left nothing out but by ignore rules (no credential, special file or
     /// unreadable path), found no nested repository, and every directory's listing may be
-    /// reused: a capture that a watcher says changed nothing would find the same.
+    /// reused, and no file has several links: a capture that a watcher says changed nothing
+    /// would find the same.
     pub quiet: bool,
 }
 

@@ -13,6 +13,7 @@ fn scan_entry(path: &[u8], mtime_ns: i64) -> ScanEntry {
         mode: 0o100_644,
         listing: false,
         clean: false,
+        linked: false,
     }
 }
 
@@ -256,6 +257,10 @@ fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothin
         root: &ObjectId::ZERO,
         written_ns: T0 + 10 * RACY_MARGIN_NS,
         rules: &[0; 32],
+        token: None,
+        files: 0,
+        bytes: 0,
+        quiet: false,
     };
     let path = d.path().join("c");
     let good: Vec<_> = [b"a".as_slice(), b"a/b", b"b"]
@@ -298,6 +303,10 @@ fn a_write_that_fails_midway_reports_the_disks_error() {
         root: &ObjectId::ZERO,
         written_ns: T0,
         rules: &[0; 32],
+        token: None,
+        files: 0,
+        bytes: 0,
+        quiet: false,
     };
     let entries = records(&list, id);
     let err = Hashing::run(full, |w| {
@@ -305,4 +314,37 @@ fn a_write_that_fails_midway_reports_the_disks_error() {
     })
     .unwrap_err();
     assert_eq!(err.raw_os_error(), Some(28), "ENOSPC, not {err}");
+}
+
+#[test]
+fn the_header_stands_alone_and_carries_the_token() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("c");
+    let id = ObjectId::of_blob(b"x");
+    let list = [scan_entry(b"a", T0)];
+    let token = crate::watch::Token { epoch: 7, seq: 9 };
+    let header = Header {
+        store_id: &STORE,
+        root: &id,
+        written_ns: T0,
+        rules: &[3; 32],
+        token: Some(token),
+        files: 1,
+        bytes: 5,
+        quiet: true,
+    };
+    let entries = records(&list, id);
+    StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied()).unwrap();
+    let head = StatCache::load_head(&path, &STORE).unwrap();
+    assert_eq!(head.root, id);
+    assert_eq!(head.token, Some(token));
+    assert_eq!((head.files, head.bytes, head.quiet), (1, 5, true));
+    assert_eq!(StatCache::load(&path, &STORE).head(), head);
+    // Another store's, or one flipped bit in the header: no header at all.
+    assert!(StatCache::load_head(&path, &[9; 16]).is_none());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[110] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(StatCache::load_head(&path, &STORE).is_none());
+    assert!(StatCache::load(&path, &STORE).is_empty());
 }

@@ -120,6 +120,7 @@ fn scan_entries() -> Vec<ScanEntry> {
             mode: 0o100_644,
             listing: false,
             clean: false,
+            linked: false,
         })
         .collect()
 }

@@ -21,14 +21,14 @@ use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 
 use crate::common::{self, Env};
 
-const DIRS: &[&str] = &["a", "b", "a/c", "b/d", "a/c/e", "n"];
-const FILES: &[&str] = &["x", "y.txt", "k.log", ".env", "z.rs"];
+pub const DIRS: &[&str] = &["a", "b", "a/c", "b/d", "a/c/e", "n"];
+pub const FILES: &[&str] = &["x", "y.txt", "k.log", ".env", "z.rs"];
 const PATTERNS: &[&str] = &[
     "*.log", "x", "d/", "!k.log", "/y.txt", "c", "e/", "*.rs", "!x",
 ];
 
 #[derive(Clone, Debug)]
-enum Op {
+pub enum Op {
     /// Writes a file of `len` bytes of `fill` (creating its directory).
     Write {
         dir: usize,
@@ -98,7 +98,7 @@ enum Op {
     },
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub fn op() -> impl Strategy<Value = Op> {
     let d = 0..DIRS.len();
     let f = 0..FILES.len();
     prop_oneof![
@@ -125,7 +125,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn remove(p: &Path) {
+pub fn remove(p: &Path) {
     match fs::symlink_metadata(p) {
         Ok(m) if m.is_dir() => {
             let _ = fs::remove_dir_all(p);
@@ -137,7 +137,7 @@ fn remove(p: &Path) {
     }
 }
 
-fn apply(root: &Path, op: &Op) {
+pub fn apply(root: &Path, op: &Op) {
     let file = |d: usize, f: usize| root.join(DIRS[d]).join(FILES[f]);
     match op {
         Op::Write {
@@ -244,7 +244,7 @@ fn apply(root: &Path, op: &Op) {
 }
 
 /// What two captures must agree on.
-fn seen(c: &retrace::Capture) -> (retrace::ObjectId, Vec<String>, Vec<String>, Vec<String>) {
+pub fn seen(c: &retrace::Capture) -> (retrace::ObjectId, Vec<String>, Vec<String>, Vec<String>) {
     (
         c.id,
         c.skipped.iter().map(|s| s.path.clone()).collect(),

@@ -56,6 +56,7 @@ mod surgical_hostile;
 mod unstable;
 mod vanish;
 mod verify;
+mod watch;
 
 /// With `autotests = false`, a file of `tests/` that no `mod` line above names is never
 /// compiled: each must be named.

@@ -123,6 +123,7 @@ pub fn statcache(data: &[u8]) {
                 mode: u32_at(rec, 12),
                 listing: false,
                 clean: false,
+                linked: false,
             };
             let hit = cache.lookup(&e);
             let mut pos = cache.position(&e.path);

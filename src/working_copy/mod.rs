@@ -431,6 +431,28 @@ impl WorkingCopy {
         }
     }
 
+    /// Says once (a marker beside the watcher's socket remembers it) that the watcher ran
+    /// out of inotify watches, with the line that raises the limit.
+    fn warn_watch_limit_once(&self, runtime_dir: &Path) {
+        let marker = crate::watch::socket_path(runtime_dir, &self.root).with_extension("limit-said");
+        if marker.exists() {
+            return;
+        }
+        let _ = std::fs::write(&marker, b"");
+        let need = self.watcher_status().map_or(0, |s| s.watches);
+        let max = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .map_or_else(|_| "unknown".into(), |t| t.trim().to_string());
+        let want = (2 * need).max(524_288);
+        self.warn(format!(
+            "the watcher of {} ran out of inotify watches (fs.inotify.max_user_watches is {max}, \
+             shared by all of this user's programs; it had {need} directories when it stopped); \
+             captures walk instead. To raise it: `sudo sysctl fs.inotify.max_user_watches={want}` \
+             and, to keep it, `echo fs.inotify.max_user_watches={want} | sudo tee \
+             /etc/sysctl.d/90-retrace-inotify.conf`",
+            self.root.display()
+        ));
+    }
+
     /// What a watcher of this workspace needs (`retrace watch`, or one hosted by `serve`).
     #[must_use]
     pub fn watch_spec(&self) -> crate::watch::WatchSpec {
@@ -557,6 +579,11 @@ impl WorkingCopy {
             }),
         };
         let captured = capture::capture(&ctx, opts);
+        if let Ok(c) = &captured
+            && c.walked_because.as_deref() == Some("watch_limit")
+        {
+            self.warn_watch_limit_once(&runtime_dir);
+        }
         if captured.is_err() {
             // A disk that filled during the write: give its pages back now (see store::space).
             self.store.give_back();

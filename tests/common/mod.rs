@@ -386,6 +386,9 @@ pub fn age_statcache(env: &Env) {
     };
     let written = i64::from_le_bytes(bytes[8..16].try_into().unwrap());
     bytes[8..16].copy_from_slice(&(written + 3_600_000_000_000).to_le_bytes());
+    // The header's own checksum (fields 0..144, sum 144..176), then the whole file's.
+    let head = *blake3::hash(&bytes[..144]).as_bytes();
+    bytes[144..176].copy_from_slice(&head);
     let body = bytes.len() - 32;
     let sum = *blake3::hash(&bytes[..body]).as_bytes();
     bytes[body..].copy_from_slice(&sum);
