@@ -106,9 +106,7 @@ fn garbage_and_foreign_caches_read_as_empty() {
     assert!(StatCache::load(&p, &[9; 16]).is_empty());
     let mut bytes = fs::read(&p).unwrap();
     bytes[32] = 0xff; // absurd count
-    let body = bytes.len() - CHECKSUM_LEN;
-    let sum = *blake3::hash(&bytes[..body]).as_bytes();
-    bytes[body..].copy_from_slice(&sum); // a checksum that agrees: the bounds still hold
+    reseal(&mut bytes); // checksums that agree: the bounds still hold
     fs::write(&p, &bytes).unwrap();
     assert!(StatCache::load(&p, &STORE).is_empty());
 }
@@ -161,9 +159,7 @@ fn records_past_the_count_are_never_read() {
     );
     bytes[32..40].copy_from_slice(&1u64.to_le_bytes());
     // A writer's bug, not damage: the checksum matches the bytes.
-    let body = bytes.len() - CHECKSUM_LEN;
-    let sum = *blake3::hash(&bytes[..body]).as_bytes();
-    bytes[body..].copy_from_slice(&sum);
+    reseal(&mut bytes);
     let c = StatCache::decode(bytes, &STORE);
     assert_eq!(c.len(), 1);
     assert!(c.lookup(&entries[0]).is_some());
@@ -234,9 +230,7 @@ fn unsorted_records_never_loop_listing_children() {
     let first = bytes[a..b].to_vec();
     bytes.copy_within(b..b + RECORD_LEN, a);
     bytes[b..b + RECORD_LEN].copy_from_slice(&first);
-    let body = bytes.len() - CHECKSUM_LEN;
-    let sum = *blake3::hash(&bytes[..body]).as_bytes();
-    bytes[body..].copy_from_slice(&sum);
+    reseal(&mut bytes);
     let c = StatCache::decode(bytes, &STORE);
     assert_eq!(c.len(), 4);
     // It ends; what it lists of a malformed file does not matter.
@@ -347,4 +341,13 @@ fn the_header_stands_alone_and_carries_the_token() {
     std::fs::write(&path, &bytes).unwrap();
     assert!(StatCache::load_head(&path, &STORE).is_none());
     assert!(StatCache::load(&path, &STORE).is_empty());
+}
+
+/// Seals edited cache bytes as a writer would: the header's checksum, then the file's.
+fn reseal(bytes: &mut [u8]) {
+    let head = *blake3::hash(&bytes[..super::HEAD_FIELDS]).as_bytes();
+    bytes[super::HEAD_FIELDS..HEADER_LEN].copy_from_slice(&head);
+    let body = bytes.len() - CHECKSUM_LEN;
+    let sum = *blake3::hash(&bytes[..body]).as_bytes();
+    bytes[body..].copy_from_slice(&sum);
 }

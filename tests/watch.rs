@@ -191,3 +191,240 @@ fn watched_captures_equal_walks_from_scratch() {
     );
     assert!(FAST.load(Ordering::Relaxed) > 0, "no capture took the unchanged answer");
 }
+
+/// A `retrace` command as the tests run one, waiting up to 30 s for the watcher (a slow
+/// machine makes captures slow, never walk for lack of an answer) and with a short idle time.
+fn cli(env: &Env, args: &[&str]) -> std::process::Output {
+    env.command(RETRACE, args)
+        .env("RETRACE_WATCH_TIMEOUT_MS", "30000")
+        .env("RETRACE_WATCH_IDLE_MINUTES", "0.1")
+        .output()
+        .unwrap()
+}
+
+fn ok(o: std::process::Output) -> String {
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// The id a capture from scratch gives (no stat cache, a full walk); the cache on disk is
+/// put back after.
+fn scratch(env: &Env, ws: &Workspace) -> retrace::ObjectId {
+    let kept = fs::read(common::statcache(env)).ok();
+    let _ = fs::remove_file(common::statcache(env));
+    let id = ws.snapshot_rescan(None, &NoProgress).unwrap().id;
+    if let Some(k) = kept {
+        fs::write(common::statcache(env), k).unwrap();
+    }
+    id
+}
+
+fn status(ws: &Workspace) -> Option<watch::WatchStatus> {
+    let spec = ws.watch_spec();
+    watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(5))
+}
+
+/// Polls `f` until it holds (a liveness wait, no timing assertion: a generous bound only
+/// keeps a broken build from hanging).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(300), "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn detach(env: &Env, extra: &[(&str, &Path)]) {
+    let mut c = env.command(RETRACE, &["watch", "--detach"]);
+    c.env("RETRACE_WATCH_IDLE_MINUTES", "5");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("watching"), "{}", stdout(&o));
+}
+
+fn stop(ws: &Workspace) {
+    let spec = ws.watch_spec();
+    let _ = watch::stop(&spec.runtime_dir, &spec.root, Duration::from_secs(5));
+    until("the watcher stopped", || status(ws).is_none());
+}
+
+#[test]
+fn a_watcher_killed_mid_way_makes_captures_walk_and_stay_exact() {
+    let env = Env::new();
+    env.write("a/b/f", "1");
+    env.write("c", "2");
+    let ws = open(&env);
+    detach(&env, &[]);
+    let first = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert_eq!(first.walked_because.as_deref(), Some("no_token"));
+    env.write("a/b/f", "changed");
+    let vouched = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert_eq!(vouched.walked_because, None);
+    assert_eq!(vouched.id, scratch(&env, &ws));
+
+    let pid = status(&ws).unwrap().pid;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    until("the killed watcher stops answering", || status(&ws).is_none());
+    env.write("a/g", "made while no watcher ran");
+    fs::remove_file(env.path("c")).unwrap();
+    let walked = ws.snapshot_summary(None, &NoProgress).unwrap();
+    // Refused, reset or gone, depending on how far the kill got: a walk in every case.
+    let why = walked.walked_because.clone().unwrap_or_default();
+    assert!(
+        ["no watcher", "the watcher went away"].contains(&why.as_str()),
+        "walked because {why:?}"
+    );
+    assert_eq!(walked.id, scratch(&env, &ws));
+
+    // A new watcher is a new epoch: the first capture walks, the next is vouched again.
+    detach(&env, &[]);
+    let again = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert_eq!(again.walked_because.as_deref(), Some("epoch"));
+    env.write("a/b/h", "new");
+    let vouched = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert_eq!(vouched.walked_because, None);
+    assert_eq!(vouched.id, scratch(&env, &ws));
+    stop(&ws);
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn an_overflowed_queue_makes_the_capture_walk_and_stay_exact() {
+    let queued: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(16_384);
+    if queued > 200_000 {
+        eprintln!("skipped: max_queued_events is {queued}, too many files to overflow it");
+        return;
+    }
+    let env = Env::new();
+    env.write("a/f", "1");
+    // Watched before the flood: files made in a directory not yet watched queue no events.
+    fs::create_dir(env.path("flood")).unwrap();
+    let pause_dir = tempfile::tempdir().unwrap();
+    let pause = pause_dir.path().join("pause");
+    let ws = open(&env);
+    detach(&env, &[("RETRACE_FAULT_WATCH_PAUSE", &pause)]);
+    ws.snapshot_summary(None, &NoProgress).unwrap();
+    // The reader stops reading; more events than the kernel queues arrive meanwhile.
+    fs::write(&pause, b"").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..queued + 2_000 {
+        fs::write(env.path(&format!("flood/{i}")), b"").unwrap();
+    }
+    env.write("a/f", "changed while the events were lost");
+    fs::remove_file(&pause).unwrap();
+    let c = ws.snapshot_summary(None, &NoProgress).unwrap();
+    let why = c.walked_because.clone().unwrap_or_default();
+    assert!(
+        ["overflow", "cookie_timeout", "starting"].contains(&why.as_str()),
+        "walked because {why:?}"
+    );
+    assert_eq!(c.id, scratch(&env, &ws));
+    until("the watcher rebuilt its view", || {
+        status(&ws).is_some_and(|s| s.ready && s.last_break.as_deref() == Some("overflow"))
+    });
+    // The rebuilt view is a new epoch; then captures are vouched again.
+    let again = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert_eq!(again.walked_because.as_deref(), Some("epoch"));
+    env.write("a/f", "after the rebuild");
+    let vouched = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert_eq!(vouched.walked_because, None);
+    assert_eq!(vouched.id, scratch(&env, &ws));
+    stop(&ws);
+}
+
+#[test]
+fn the_watch_limit_is_said_once_and_captures_walk() {
+    let can = std::process::Command::new("unshare")
+        .args(["-Ur", "sh", "-c", "echo 3 > /proc/sys/user/max_inotify_watches"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !can {
+        eprintln!("skipped: no user namespace with its own inotify limit here (unshare -Ur)");
+        return;
+    }
+    let env = Env::new();
+    for d in ["a", "b", "c/d", "c/e"] {
+        env.write(&format!("{d}/f"), d);
+    }
+    let ws = open(&env);
+    // The watcher runs in a user namespace allowed 3 watches: its crawl of 6 directories
+    // hits the limit.
+    let mut watcher = env
+        .command(
+            "unshare",
+            &[
+                "-Ur",
+                "sh",
+                "-c",
+                "echo 3 > /proc/sys/user/max_inotify_watches && exec \"$0\" watch",
+                RETRACE,
+            ],
+        )
+        .env("RETRACE_WATCH_IDLE_MINUTES", "5")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    until("the watcher hit the limit", || {
+        status(&ws).is_some_and(|s| s.last_break.as_deref() == Some("watch_limit"))
+    });
+    let first = ok(cli(&env, &["snapshot"]));
+    let o = cli(&env, &["snapshot", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(ok(o.clone()).trim()).unwrap();
+    assert_eq!(v["walked_because"], "watch_limit");
+    let said = |o: &std::process::Output| stderr(o).contains("max_user_watches");
+    let second = cli(&env, &["snapshot"]);
+    assert!(!said(&second), "said twice: {}", stderr(&second));
+    assert!(
+        first.contains("snapshot") && !said(&o),
+        "the first capture says it, the later ones do not"
+    );
+    assert_eq!(
+        v["id"].as_str().unwrap(),
+        scratch(&env, &ws).to_hex(),
+        "the walk is exact"
+    );
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}
+
+#[test]
+fn a_turn_undo_and_redo_with_a_detached_watcher_then_it_exits_when_idle() {
+    let env = Env::new();
+    env.write("src/lib.rs", "pub fn one() {}\n");
+    env.write("README", "hello\n");
+    ok(cli(&env, &["watch", "--detach"]));
+    let session = ["--session", "chat-1"];
+    let run = |args: &[&str]| ok(cli(&env, &[&session[..], args].concat()));
+    run(&["turn", "begin", "--prompt", "edit"]);
+    env.write("src/lib.rs", "pub fn one() {}\npub fn two() {}\n");
+    env.write("src/new.rs", "new\n");
+    fs::remove_file(env.path("README")).unwrap();
+    run(&["turn", "end"]);
+    let after = common::tree_of(env.root());
+    run(&["undo"]);
+    assert_eq!(env.read("src/lib.rs"), "pub fn one() {}\n");
+    assert_eq!(env.read("README"), "hello\n");
+    assert!(!env.path("src/new.rs").exists());
+    run(&["redo"]);
+    assert_eq!(common::tree_of(env.root()), after);
+    let ws = open(&env);
+    let s = status(&ws).expect("the watcher serves the workspace");
+    assert!(s.vouched > 0, "no capture was vouched: {s:?}");
+    let shown = ok(cli(&env, &["status"]));
+    assert!(shown.contains(&format!("watcher    pid {}", s.pid)), "{shown}");
+    // Nothing asks it anything now: it exits after its idle time (6 s here).
+    until("the idle watcher exited", || status(&ws).is_none());
+    let shown = ok(cli(&env, &["status"]));
+    assert!(shown.contains("watcher    none"), "{shown}");
+}

@@ -320,6 +320,21 @@ pub fn agent_pid() -> u32 {
     parent
 }
 
+/// The workspace root an event belongs to, as [`handle`] finds it (the session's remembered
+/// root, else the event's `cwd`), without opening it; `None` for an event without one.
+#[must_use]
+pub fn event_root(agent: Agent, event: &Value, config: &Config) -> Option<std::path::PathBuf> {
+    let field = |k: &str| event.get(k).and_then(Value::as_str);
+    let name = field("hook_event_name")?;
+    let remembered = Remembered::new(config.home(), agent, field("session_id")?);
+    match remembered.root() {
+        Some(root) if name != "SessionStart" => Some(root),
+        _ => crate::home::resolve_root(Path::new(field("cwd")?))
+            .ok()
+            .map(|r| r.path),
+    }
+}
+
 /// Handles one hook event from `agent`.
 ///
 /// # Errors

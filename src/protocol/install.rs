@@ -330,6 +330,7 @@ fn is_ours(command: &str, agent: Agent) -> bool {
     };
     let base = program.rsplit('/').next().unwrap_or(&program);
     let words: Vec<&str> = rest.split_whitespace().collect();
+    let words = words.strip_suffix(&["--watch"]).unwrap_or(&words);
     base.starts_with("retrace") && words.ends_with(&["hook", agent.name()])
 }
 

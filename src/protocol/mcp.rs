@@ -245,6 +245,8 @@ impl ServerHandler for McpServer {
 pub fn run(session: Session) -> Result<(), String> {
     // Maintenance on a timer while the server runs; stopped before the store is closed.
     let _maintainer = crate::maintainer::start(session.workspace(), None);
+    // Captures look only at what changed while the server runs (see `crate::watch`).
+    let _watcher = crate::watch::host(session.workspace().watch_spec());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

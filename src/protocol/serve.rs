@@ -100,6 +100,8 @@ pub struct Server {
     workspaces: HashMap<PathBuf, Workspace>,
     /// Maintenance on a timer while the server runs, one per workspace root.
     maintainers: HashMap<PathBuf, Maintainer>,
+    /// The watcher of each workspace opened, unless another process runs one.
+    watchers: HashMap<PathBuf, crate::watch::Watcher>,
     sessions: HashMap<String, Open>,
     /// The handle of each open session, by workspace root, session id and subagent flag:
     /// opening a session again returns its handle, so its turn in progress is shared.
@@ -462,6 +464,7 @@ impl Server {
             out: Arc::new(Mutex::new(out)),
             workspaces: HashMap::new(),
             maintainers: HashMap::new(),
+            watchers: HashMap::new(),
             sessions: HashMap::new(),
             handles: HashMap::new(),
             next: 1,
@@ -673,6 +676,11 @@ impl Server {
             self.maintainers
                 .entry(ws.root().to_path_buf())
                 .or_insert_with(|| ws.maintainer(None));
+            if !self.watchers.contains_key(ws.root())
+                && let Some(w) = crate::watch::host(ws.watch_spec())
+            {
+                self.watchers.insert(ws.root().to_path_buf(), w);
+            }
             self.workspaces.insert(key, ws.clone());
             ws
         };

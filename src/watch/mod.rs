@@ -243,6 +243,15 @@ fn short_path<T>(
     f(&via)
 }
 
+/// A watcher hosted by a long-lived process (`retrace serve`, `retrace mcp`): it runs until
+/// the host drops it, whatever the idle setting. `None` when another watcher serves the
+/// workspace already or it cannot be watched (captures then use the other one, or walk).
+#[must_use]
+pub fn host(mut spec: WatchSpec) -> Option<Watcher> {
+    spec.idle = Duration::from_secs(100 * 365 * 86_400);
+    Watcher::start(spec).ok()
+}
+
 /// Sends one request and reads the reply, all within `timeout`.
 ///
 /// # Errors
@@ -286,6 +295,9 @@ pub fn ask(runtime_dir: &Path, root: &Path, since: Option<Token>, timeout: Durat
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                     "no watcher".to_string()
                 }
+                std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof => "the watcher went away".to_string(),
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
                     format!("no answer within {} ms", timeout.as_millis())
                 }

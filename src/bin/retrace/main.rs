@@ -261,6 +261,9 @@ enum Command {
     Hook {
         /// The agent: `claude-code`, `codex` or `gemini`.
         agent: String,
+        /// Start the workspace's watcher (`retrace watch`) when none runs.
+        #[arg(long)]
+        watch: bool,
     },
     /// Add retrace's hooks (and `/undo`-style command files) to an agent's settings:
     /// idempotent, keeps every other hook.
@@ -275,6 +278,10 @@ enum Command {
         /// The project's settings (`.claude`, `.codex`, `.gemini`; the default).
         #[arg(long)]
         project: bool,
+        /// The hooks also start the workspace's watcher (`retrace watch`) when none runs,
+        /// so that captures look only at what changed (claude-code, codex, gemini).
+        #[arg(long)]
+        watch: bool,
     },
     /// Remove exactly the hooks `install` added.
     Uninstall {
@@ -889,18 +896,19 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Completions { shell } => docs::completions(shell),
         Command::Man => docs::man(),
         Command::MaintainDue => maintenance::maintain_due(dir),
-        Command::Hook { agent } => Ok(agents::hook(&agent)),
+        Command::Hook { agent, watch } => Ok(agents::hook(&agent, watch)),
         Command::Mcp => agents::mcp(session(dir, sid, Pick::Create)?),
         Command::Install {
             agent,
             user,
             project: _,
-        } => agents::install(&agent, dir, user, true),
+            watch,
+        } => agents::install(&agent, dir, user, true, watch),
         Command::Uninstall {
             agent,
             user,
             project: _,
-        } => agents::install(&agent, dir, user, false),
+        } => agents::install(&agent, dir, user, false, false),
         Command::Serve => Ok(agents::serve()),
         Command::Config { json } => config::config(dir, json),
         Command::Gc {

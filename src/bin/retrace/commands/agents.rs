@@ -23,7 +23,7 @@ pub fn serve() -> u8 {
 
 /// `retrace hook AGENT`: reads the event, prints the decision; any failure is one line on
 /// stderr and exit 0, so a hook never blocks the user's prompt by accident.
-pub fn hook(agent: &str) -> u8 {
+pub fn hook(agent: &str, watch: bool) -> u8 {
     use retrace::protocol::hooks::{self, Agent};
     use std::io::Read;
     let Some(agent) = Agent::from_name(agent) else {
@@ -38,7 +38,14 @@ pub fn hook(agent: &str) -> u8 {
         .read_to_string(&mut input)
         .map_err(|e| e.to_string())
         .and_then(|_| serde_json::from_str(&input).map_err(|e| format!("bad hook input: {e}")));
-    match event.and_then(|e| hooks::handle(agent, &e, &Config::from_env())) {
+    let config = Config::from_env();
+    if watch
+        && let Ok(e) = &event
+        && let Some(root) = hooks::event_root(agent, e, &config)
+    {
+        super::watch::ensure(&root);
+    }
+    match event.and_then(|e| hooks::handle(agent, &e, &config)) {
         Ok(out) => {
             if let Some(v) = out.stdout {
                 println!("{v}");
@@ -55,7 +62,13 @@ pub fn hook(agent: &str) -> u8 {
 }
 
 /// `retrace install|uninstall AGENT`.
-pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Result<u8> {
+pub fn install(
+    agent: &str,
+    dir: Option<&PathBuf>,
+    user: bool,
+    add: bool,
+    watch: bool,
+) -> Result<u8> {
     use retrace::protocol::hooks::Agent;
     use retrace::protocol::install::{self, Target};
     if matches!(agent, "pi" | "omp" | "oh-my-pi") {
@@ -86,6 +99,12 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
         Ok(retrace::home::resolve_root(&dir)?.path)
     };
     if agent == "opencode" {
+        if watch {
+            println!(
+                "retrace: opencode's plugin runs `retrace serve`, which watches the workspace \
+                 already (--watch changes nothing)"
+            );
+        }
         return install_opencode(&project()?, user, add);
     }
     let agent = Agent::from_name(agent).ok_or_else(|| {
@@ -101,6 +120,7 @@ pub fn install(agent: &str, dir: Option<&PathBuf>, user: bool, add: bool) -> Res
         let exe = std::env::current_exe()?;
         target
             .hook_command(&exe)
+            .map(|c| if watch { format!("{c} --watch") } else { c })
             .and_then(|c| install::install(&target, &c))
     } else {
         install::uninstall(&target)

@@ -56,17 +56,16 @@ fn minutes(d: Duration) -> String {
     }
 }
 
-/// Starts `retrace watch` as a process of its own (its output in `<id>.log` beside its
-/// socket) and waits until it answers.
-fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
+/// Starts `retrace watch` for the workspace at `root` as a process of its own, in its own
+/// process group, its output in `<id>.log` beside its socket.
+pub fn spawn(runtime_dir: &Path, root: &Path) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
-    let socket = watch::socket_path(runtime_dir, root);
-    let log_path = socket.with_extension("log");
+    let log_path = watch::socket_path(runtime_dir, root).with_extension("log");
     if let Some(dir) = log_path.parent() {
         retrace::home::create_private_dir(dir)?;
     }
     let log = std::fs::File::create(&log_path)?;
-    let mut child = std::process::Command::new(std::env::current_exe()?)
+    Ok(std::process::Command::new(std::env::current_exe()?)
         .arg("-C")
         .arg(root)
         .arg("watch")
@@ -74,7 +73,31 @@ fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
         .stdout(log.try_clone()?)
         .stderr(log)
         .process_group(0)
-        .spawn()?;
+        .spawn()?)
+}
+
+/// For `retrace hook AGENT --watch`: starts the workspace's watcher unless one answers
+/// (without waiting for it: the turn in progress walks, the next ones use it).
+pub fn ensure(root: &Path) {
+    let Ok(ws) = Workspace::open(root, &retrace::Config::from_env()) else {
+        return;
+    };
+    let spec = ws.watch_spec();
+    let socket = watch::socket_path(&spec.runtime_dir, &spec.root);
+    let req = watch::Request {
+        v: watch::PROTOCOL,
+        op: "status".into(),
+        since: None,
+    };
+    if watch::request(&socket, &req, Duration::from_millis(500)).is_err() {
+        let _ = spawn(&spec.runtime_dir, &spec.root);
+    }
+}
+
+/// Starts `retrace watch` as a process of its own and waits until it answers.
+fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
+    let log_path = watch::socket_path(runtime_dir, root).with_extension("log");
+    let mut child = spawn(runtime_dir, root)?;
     let started = Instant::now();
     loop {
         if let Some(s) = watch::status(runtime_dir, root, Duration::from_secs(1))
