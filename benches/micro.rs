@@ -27,6 +27,7 @@ fn entries(n: usize) -> Vec<ScanEntry> {
             mode: 0o100_644,
             listing: false,
             clean: false,
+            linked: false,
         })
         .collect();
     v.sort_by(|a, b| a.path.cmp(&b.path));

@@ -1127,7 +1127,9 @@ pub(crate) fn capture(
     // written for, after that store committed every id it holds, so its ids are usable
     // whether or not this capture stores anything.
     let head = StatCache::load_head(ctx.statcache, &store_id);
-    let since = head.and_then(|h| h.token).filter(|_| ctx.watch.is_some_and(|w| !w.rescan));
+    let since = head
+        .and_then(|h| h.token)
+        .filter(|_| ctx.watch.is_some_and(|w| !w.rescan));
     let answer = match ctx.watch {
         Some(w) => crate::watch::ask(w.runtime_dir, ctx.root, since, w.timeout),
         None => crate::watch::Answer::Absent {
@@ -1548,7 +1550,12 @@ fn unchanged(
     if !changes.is_empty() || !head.quiet || opts.list || opts.also.is_some() {
         return Ok(None);
     }
-    let rules = scan::rules(ctx.root, ctx.store_dir, ctx.nested_repos, ctx.rules_settings);
+    let rules = scan::rules(
+        ctx.root,
+        ctx.store_dir,
+        ctx.nested_repos,
+        ctx.rules_settings,
+    );
     if rules != head.rules || !reader.contains(&head.root)? {
         return Ok(None);
     }

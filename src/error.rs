@@ -298,7 +298,9 @@ impl From<RestoreError> for Error {
 #[non_exhaustive]
 pub enum WatchError {
     /// Another watcher serves the workspace already.
-    #[error("a watcher already serves {root} (its socket is {socket}); `retrace watch --stop` stops it")]
+    #[error(
+        "a watcher already serves {root} (its socket is {socket}); `retrace watch --stop` stops it"
+    )]
     Running {
         /// The workspace root.
         root: PathBuf,

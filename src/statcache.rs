@@ -676,7 +676,9 @@ fn parse_head(b: &[u8], store_id: &[u8; 16]) -> Option<Head> {
     if b.len() < HEADER_LEN || &b[..4] != MAGIC || u32_at(b, 4) != VERSION {
         return None;
     }
-    if b[16..32] != store_id[..] || blake3::hash(&b[..HEAD_FIELDS]).as_bytes()[..] != b[HEAD_FIELDS..HEADER_LEN] {
+    if b[16..32] != store_id[..]
+        || blake3::hash(&b[..HEAD_FIELDS]).as_bytes()[..] != b[HEAD_FIELDS..HEADER_LEN]
+    {
         return None;
     }
     let (epoch, seq) = (u64_at(b, 104), u64_at(b, 112));
@@ -809,8 +811,8 @@ where
         rec[40..48].copy_from_slice(&e.stat.ino.to_le_bytes());
         rec[48..80].copy_from_slice(&e.id.0);
         rec[80] = kind_byte(e.kind);
-        rec[81] = if e.listing { FLAG_LISTING } else { 0 }
-            | if e.stat.linked { FLAG_LINKED } else { 0 };
+        rec[81] =
+            if e.listing { FLAG_LISTING } else { 0 } | if e.stat.linked { FLAG_LINKED } else { 0 };
         w.put(&rec)?;
         off += e.path.len() as u64;
     }

@@ -102,7 +102,8 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.wc.snapshot_with::<SessionOp>(label, progress, true, false)
+        self.wc
+            .snapshot_with::<SessionOp>(label, progress, true, false)
     }
 
     /// [`Workspace::snapshot_with`] for a caller that needs only the id and the counts:
@@ -116,7 +117,8 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.wc.snapshot_with::<SessionOp>(label, progress, false, false)
+        self.wc
+            .snapshot_with::<SessionOp>(label, progress, false, false)
     }
 
     /// What a watcher of this workspace needs: start one with [`crate::watch::Watcher::start`].
@@ -136,7 +138,8 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, Error> {
-        self.wc.snapshot_with::<SessionOp>(label, progress, false, true)
+        self.wc
+            .snapshot_with::<SessionOp>(label, progress, false, true)
     }
 
     /// Resolves a snapshot id or unique prefix (≥ 8 hex digits); see

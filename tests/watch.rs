@@ -35,7 +35,10 @@ fn open(env: &Env) -> Workspace {
 fn ready(w: &Watcher) {
     let start = Instant::now();
     while !w.ready() {
-        assert!(start.elapsed() < Duration::from_secs(300), "the watcher never got ready");
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "the watcher never got ready"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -44,14 +47,24 @@ fn ready(w: &Watcher) {
 enum Op {
     Tree(listing_model::Op),
     /// A directory with files (and one inside) made outside, then moved in.
-    MoveIn { dir: usize, fill: u8 },
+    MoveIn {
+        dir: usize,
+        fill: u8,
+    },
     /// A directory moved out of the workspace.
-    MoveOut { dir: usize },
+    MoveOut {
+        dir: usize,
+    },
     /// A file hard-linked in from outside the workspace.
-    LinkIn { dir: usize, file: usize },
+    LinkIn {
+        dir: usize,
+        file: usize,
+    },
     /// Every file linked in is written through its outside path (no event in the
     /// workspace).
-    WriteOutside { fill: u8 },
+    WriteOutside {
+        fill: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -189,7 +202,10 @@ fn watched_captures_equal_walks_from_scratch() {
         vouched > u64::from(cases),
         "only {vouched} captures vouched in {cases} cases"
     );
-    assert!(FAST.load(Ordering::Relaxed) > 0, "no capture took the unchanged answer");
+    assert!(
+        FAST.load(Ordering::Relaxed) > 0,
+        "no capture took the unchanged answer"
+    );
 }
 
 /// A `retrace` command as the tests run one, waiting up to 30 s for the watcher (a slow
@@ -271,7 +287,9 @@ fn a_watcher_killed_mid_way_makes_captures_walk_and_stay_exact() {
         rustix::process::Signal::KILL,
     )
     .unwrap();
-    until("the killed watcher stops answering", || status(&ws).is_none());
+    until("the killed watcher stops answering", || {
+        status(&ws).is_none()
+    });
     env.write("a/g", "made while no watcher ran");
     fs::remove_file(env.path("c")).unwrap();
     let walked = ws.snapshot_summary(None, &NoProgress).unwrap();
@@ -345,7 +363,12 @@ fn an_overflowed_queue_makes_the_capture_walk_and_stay_exact() {
 #[test]
 fn the_watch_limit_is_said_once_and_captures_walk() {
     let can = std::process::Command::new("unshare")
-        .args(["-Ur", "sh", "-c", "echo 3 > /proc/sys/user/max_inotify_watches"])
+        .args([
+            "-Ur",
+            "sh",
+            "-c",
+            "echo 3 > /proc/sys/user/max_inotify_watches",
+        ])
         .output()
         .is_ok_and(|o| o.status.success());
     if !can {
@@ -422,7 +445,10 @@ fn a_turn_undo_and_redo_with_a_detached_watcher_then_it_exits_when_idle() {
     let s = status(&ws).expect("the watcher serves the workspace");
     assert!(s.vouched > 0, "no capture was vouched: {s:?}");
     let shown = ok(cli(&env, &["status"]));
-    assert!(shown.contains(&format!("watcher    pid {}", s.pid)), "{shown}");
+    assert!(
+        shown.contains(&format!("watcher    pid {}", s.pid)),
+        "{shown}"
+    );
     // Nothing asks it anything now: it exits after its idle time (6 s here).
     until("the idle watcher exited", || status(&ws).is_none());
     let shown = ok(cli(&env, &["status"]));

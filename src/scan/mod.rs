@@ -156,7 +156,12 @@ pub fn scan(
 
 /// The rules key a walk of `root` with these settings runs with ([`Scan::rules`]).
 #[must_use]
-pub fn rules(root: &Path, store_dir: Option<&Path>, nested: NestedRepos, settings: &[u8]) -> [u8; 32] {
+pub fn rules(
+    root: &Path,
+    store_dir: Option<&Path>,
+    nested: NestedRepos,
+    settings: &[u8],
+) -> [u8; 32] {
     let mut key_input = settings.to_vec();
     key_input.push(match nested {
         NestedRepos::Skip => 0,

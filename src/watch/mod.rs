@@ -31,7 +31,7 @@ pub use server::{Exit, WatchSpec, Watcher};
 
 /// How often a watcher has the next capture walk anyway, to repair what inotify cannot see
 /// (see `docs/architecture.md`, "The watcher").
-pub const SWEEP_EVERY: Duration = Duration::from_secs(600);
+pub const SWEEP_EVERY: Duration = Duration::from_mins(10);
 
 /// Protocol version of [`Request`] and [`Reply`].
 pub const PROTOCOL: u32 = 1;
@@ -219,10 +219,7 @@ pub fn socket_path(runtime_dir: &Path, root: &Path) -> PathBuf {
 
 /// Runs `f` with a path to `path` short enough for a socket address (108 bytes): `path`
 /// itself, or the same name through `/proc/self/fd/<n>` of its opened directory.
-fn short_path<T>(
-    path: &Path,
-    f: impl FnOnce(&Path) -> std::io::Result<T>,
-) -> std::io::Result<T> {
+fn short_path<T>(path: &Path, f: impl FnOnce(&Path) -> std::io::Result<T>) -> std::io::Result<T> {
     use std::os::unix::ffi::OsStrExt;
     if path.as_os_str().as_bytes().len() < 100 {
         return f(path);
@@ -248,7 +245,7 @@ fn short_path<T>(
 /// workspace already or it cannot be watched (captures then use the other one, or walk).
 #[must_use]
 pub fn host(mut spec: WatchSpec) -> Option<Watcher> {
-    spec.idle = Duration::from_secs(100 * 365 * 86_400);
+    spec.idle = Duration::from_hours(100 * 365 * 24);
     Watcher::start(spec).ok()
 }
 
@@ -275,7 +272,8 @@ pub fn request(socket: &Path, req: &Request, timeout: Duration) -> std::io::Resu
     let mut reader = BufReader::new(&stream);
     let mut buf = Vec::new();
     reader.read_until(b'\n', &mut buf)?;
-    serde_json::from_slice(&buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    serde_json::from_slice(&buf)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Asks the watcher of the workspace at `root` what changed since `since` (the token of the
@@ -311,7 +309,11 @@ pub fn ask(runtime_dir: &Path, root: &Path, since: Option<Token>, timeout: Durat
             token,
             changes: Changes {
                 dirty: reply.dirty.into_iter().map(WirePath::into_bytes).collect(),
-                subtree: reply.subtree.into_iter().map(WirePath::into_bytes).collect(),
+                subtree: reply
+                    .subtree
+                    .into_iter()
+                    .map(WirePath::into_bytes)
+                    .collect(),
             },
         },
         _ => Answer::Walk {

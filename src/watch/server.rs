@@ -27,7 +27,7 @@ const MAX_PATHS: usize = 200_000;
 /// The reader wakes at least this often to notice a stop or the idle time.
 const TICK: Duration = Duration::from_millis(200);
 /// After the watch limit was hit, a new crawl is tried this long after.
-const LIMIT_RETRY: Duration = Duration::from_secs(60);
+const LIMIT_RETRY: Duration = Duration::from_mins(1);
 
 /// What a watcher needs.
 #[derive(Clone, Debug)]
@@ -399,9 +399,10 @@ fn read_events(shared: &Shared) -> Exit {
             if rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
                 continue;
             }
-            let mounts_changed = fds
-                .get(1)
-                .is_some_and(|f| f.revents().intersects(rustix::event::PollFlags::PRI | rustix::event::PollFlags::ERR));
+            let mounts_changed = fds.get(1).is_some_and(|f| {
+                f.revents()
+                    .intersects(rustix::event::PollFlags::PRI | rustix::event::PollFlags::ERR)
+            });
             if mounts_changed {
                 break "mount_change";
             }
@@ -470,15 +471,15 @@ fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
         let s = Arc::clone(shared);
         let _ = std::thread::Builder::new()
             .name("retrace-watch-client".into())
-            .spawn(move || serve_one(&s, conn));
+            .spawn(move || serve_one(&s, &conn));
     }
 }
 
-fn serve_one(shared: &Shared, conn: UnixStream) {
+fn serve_one(shared: &Shared, conn: &UnixStream) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
     let mut line = Vec::new();
-    if BufReader::new(std::io::Read::take(&conn, 64 << 10))
+    if BufReader::new(std::io::Read::take(conn, 64 << 10))
         .read_until(b'\n', &mut line)
         .is_err()
     {
@@ -509,7 +510,7 @@ fn serve_one(shared: &Shared, conn: UnixStream) {
         return;
     };
     out.push(b'\n');
-    let _ = (&conn).write_all(&out);
+    let _ = (&*conn).write_all(&out);
 }
 
 fn refuse(token: Option<Token>, reason: &str) -> Reply {
@@ -552,10 +553,7 @@ fn sync_cookie(shared: &Shared, epoch: u64) -> Result<(), &'static str> {
     let n = shared.cookie_n.fetch_add(1, Ordering::Relaxed);
     let mut name = COOKIE_PREFIX.to_vec();
     name.extend_from_slice(format!("{}-{n}", std::process::id()).as_bytes());
-    let path = shared
-        .spec
-        .root
-        .join(std::ffi::OsStr::from_bytes(&name));
+    let path = shared.spec.root.join(std::ffi::OsStr::from_bytes(&name));
     let made = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -616,10 +614,7 @@ fn changes(shared: &Shared, since: Option<Token>) -> Reply {
     // Close the current batch: events read from now on belong to the new token.
     let upto = st.cur;
     st.cur += 1;
-    let token = Token {
-        epoch,
-        seq: st.cur,
-    };
+    let token = Token { epoch, seq: st.cur };
     let verdict = synced.and_then(|()| {
         let s = usable.map_or(0, |t| t.seq);
         if s < st.oldest || s > upto {

@@ -302,8 +302,7 @@ impl Tree {
         }
         let wd = match inotify::add_watch(&self.fd, &abs, MASK) {
             Ok(wd) => wd,
-            Err(Errno::NOSPC) => return Err(Break::WatchLimit),
-            Err(Errno::NOMEM) => return Err(Break::WatchLimit),
+            Err(Errno::NOSPC | Errno::NOMEM) => return Err(Break::WatchLimit),
             Err(_) => {
                 self.unwatchable += 1;
                 return Ok(None);
@@ -322,15 +321,12 @@ impl Tree {
             name_off,
             name_len: u32::try_from(name.len()).map_err(|_| Break::Inconsistent)?,
         };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = Some(node);
-                i
-            }
-            None => {
-                self.nodes.push(Some(node));
-                u32::try_from(self.nodes.len() - 1).map_err(|_| Break::Inconsistent)?
-            }
+        let i = if let Some(i) = self.free.pop() {
+            self.nodes[i as usize] = Some(node);
+            i
+        } else {
+            self.nodes.push(Some(node));
+            u32::try_from(self.nodes.len() - 1).map_err(|_| Break::Inconsistent)?
         };
         self.by_wd.insert(wd, i);
         if let Some(p) = parent
@@ -386,12 +382,13 @@ impl Tree {
     fn forget(&mut self, i: usize, n: Node) {
         self.by_wd.remove(&n.wd);
         let key = child_key(n.parent, self.name(&n));
-        if self.children.get(&key) == Some(&(i as u32)) {
+        let i32_ = u32::try_from(i).unwrap_or(u32::MAX);
+        if self.children.get(&key) == Some(&i32_) {
             self.children.remove(&key);
         }
         self.dead_names += n.name_len as usize;
         self.nodes[i] = None;
-        self.free.push(i as u32);
+        self.free.push(i32_);
     }
 
     fn compact_names(&mut self) {
@@ -411,7 +408,11 @@ impl Tree {
 
     /// Reads every queued event, reporting each to `sink`; `Ok(n)` with the number read
     /// when the queue is empty.
-    pub(super) fn drain(&mut self, buf: &mut [std::mem::MaybeUninit<u8>], sink: &mut dyn Sink) -> Result<u64, Break> {
+    pub(super) fn drain(
+        &mut self,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+        sink: &mut dyn Sink,
+    ) -> Result<u64, Break> {
         let fd = self.fd.try_clone().map_err(|_| Break::Inconsistent)?;
         let mut reader = inotify::Reader::new(&fd, buf);
         let mut n = 0u64;

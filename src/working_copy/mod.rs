@@ -434,7 +434,8 @@ impl WorkingCopy {
     /// Says once (a marker beside the watcher's socket remembers it) that the watcher ran
     /// out of inotify watches, with the line that raises the limit.
     fn warn_watch_limit_once(&self, runtime_dir: &Path) {
-        let marker = crate::watch::socket_path(runtime_dir, &self.root).with_extension("limit-said");
+        let marker =
+            crate::watch::socket_path(runtime_dir, &self.root).with_extension("limit-said");
         if marker.exists() {
             return;
         }
@@ -461,7 +462,7 @@ impl WorkingCopy {
             root: self.root.clone(),
             store_dir: Some(self.dir.clone()),
             runtime_dir: self.runtime_dir(),
-            idle: Duration::try_from_secs_f64(idle_secs).unwrap_or(Duration::from_secs(3600)),
+            idle: Duration::try_from_secs_f64(idle_secs).unwrap_or(Duration::from_hours(1)),
             sweep: crate::watch::SWEEP_EVERY,
         }
     }

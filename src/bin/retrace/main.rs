@@ -869,7 +869,7 @@ fn print_warnings_from(ws: &Workspace, skip: usize) {
 }
 
 fn run(cli: Cli) -> Result<u8> {
-    use commands::{watch, agents, config, demo, docs, history, inspect, maintenance, snapshot};
+    use commands::{agents, config, demo, docs, history, inspect, maintenance, snapshot, watch};
     // An empty `RETRACE_SESSION=` (or `--session ''`) means unset, as for any variable.
     let (dir, sid) = (
         cli.dir.as_ref(),

@@ -387,7 +387,10 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
         if let Some(p) = &s.pending_recovery {
             println!("recovery   pending: {p}; the next retrace command completes it");
         }
-        println!("watcher    {}", watcher_line(s.watcher.as_ref(), s.walked_because.as_deref()));
+        println!(
+            "watcher    {}",
+            watcher_line(s.watcher.as_ref(), s.walked_because.as_deref())
+        );
         match s.last_known {
             None => println!("state      no snapshot yet"),
             Some(_) if s.changed_count == 0 => {

@@ -43,7 +43,10 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
         minutes(idle)
     );
     let exit = w.wait();
-    eprintln!("retrace: the watcher of {root} stopped: {}", exit.describe());
+    eprintln!(
+        "retrace: the watcher of {root} stopped: {}",
+        exit.describe()
+    );
     Ok(OK)
 }
 
