@@ -57,6 +57,65 @@ pub fn flatten_changed(
     Ok((out, same))
 }
 
+/// The paths of snapshots `a` and `b` below every directory whose trees differ, as two
+/// sorted flat lists for [`diff`]: what [`flatten_changed`] and [`outside`] give for a flat
+/// list of `b`, read from the trees alone. `read` gives a tree by id (the store, or trees a
+/// capture built and has not committed yet); directories with the same id on both sides
+/// are not entered.
+///
+/// # Errors
+/// Whatever `read` returns for a tree it cannot give.
+pub fn flatten_pair(
+    read: &dyn Fn(&ObjectId) -> Result<crate::object::Tree, StoreError>,
+    a: &ObjectId,
+    b: &ObjectId,
+) -> Result<(Vec<FlatEntry>, Vec<FlatEntry>), StoreError> {
+    let (mut old, mut now) = (Vec::new(), Vec::new());
+    let mut stack = vec![(RelPath::default(), Some(*a), Some(*b))];
+    while let Some((prefix, x, y)) = stack.pop() {
+        if x == y {
+            continue;
+        }
+        let tx = x.map(|id| read(&id)).transpose()?.unwrap_or_default();
+        let ty = y.map(|id| read(&id)).transpose()?.unwrap_or_default();
+        let dir = |e: &crate::object::TreeEntry| (e.kind == EntryKind::Dir).then_some(e.id);
+        let flat = |prefix: &RelPath, e: &crate::object::TreeEntry| FlatEntry {
+            path: prefix.join(&e.name),
+            kind: e.kind,
+            id: e.id,
+            size: e.size,
+        };
+        let (mut i, mut j) = (0, 0);
+        while i < tx.entries.len() || j < ty.entries.len() {
+            let (ea, eb) = match (tx.entries.get(i), ty.entries.get(j)) {
+                (Some(ea), Some(eb)) if ea.name == eb.name => {
+                    i += 1;
+                    j += 1;
+                    (Some(ea), Some(eb))
+                }
+                (Some(ea), eb) if eb.is_none_or(|eb| ea.name < eb.name) => {
+                    i += 1;
+                    (Some(ea), None)
+                }
+                (_, eb) => {
+                    j += 1;
+                    (None, eb)
+                }
+            };
+            let (da, db) = (ea.and_then(dir), eb.and_then(dir));
+            if da.is_some() || db.is_some() {
+                let name = ea.or(eb).map(|e| e.name.as_slice()).unwrap_or_default();
+                stack.push((prefix.join(name), da, db));
+            }
+            old.extend(ea.map(|e| flat(&prefix, e)));
+            now.extend(eb.map(|e| flat(&prefix, e)));
+        }
+    }
+    old.sort_unstable_by(|p, q| p.path.cmp(&q.path));
+    now.sort_unstable_by(|p, q| p.path.cmp(&q.path));
+    Ok((old, now))
+}
+
 /// One path that differs between two snapshots: what it is on each side (None: absent).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {

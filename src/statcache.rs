@@ -214,6 +214,13 @@ pub struct Head {
     pub bytes: u64,
     /// See [`Header::quiet`].
     pub quiet: bool,
+    /// The checksum of the cache file's own header: which version of the cache this head
+    /// goes with.
+    pub cache: [u8; 32],
+    /// This head is a watched capture's, written beside the cache
+    /// ([`StatCache::write_watched`]): the disk is as it says, the cache's records are
+    /// older (those of the capture that wrote the cache).
+    pub beside: bool,
 }
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -244,13 +251,82 @@ impl StatCache {
     }
 
     /// The header of the cache at `path` alone (no record is read, nor the body's checksum
-    /// checked), when it is whole and written for `store_id`.
+    /// checked), when it is whole and written for `store_id`; or, when a watched capture
+    /// wrote one beside it for this version of the cache, that one
+    /// ([`StatCache::write_watched`]).
     #[must_use]
     pub fn load_head(path: &Path, store_id: &[u8; 16]) -> Option<Head> {
         let mut f = File::open(path).ok()?;
         let mut buf = [0u8; HEADER_LEN];
         std::io::Read::read_exact(&mut f, &mut buf).ok()?;
-        parse_head(&buf, store_id)
+        let head = parse_head(&buf, store_id)?;
+        Some(Self::load_watched(path, &head, store_id).unwrap_or(head))
+    }
+
+    /// The head a watched capture wrote beside the cache whose own head is `base`, if it is
+    /// whole, written for `store_id` and for that version of the cache.
+    fn load_watched(path: &Path, base: &Head, store_id: &[u8; 16]) -> Option<Head> {
+        let mut b = Vec::with_capacity(WATCHED_LEN + 1);
+        let f = File::open(watched_path(path)).ok()?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, WATCHED_LEN as u64 + 1), &mut b)
+            .ok()?;
+        if b.len() != WATCHED_LEN
+            || blake3::hash(&b[..WATCHED_LEN - 32]).as_bytes()[..] != b[WATCHED_LEN - 32..]
+            || b[HEADER_LEN..HEADER_LEN + 32] != base.cache
+        {
+            return None;
+        }
+        let head = parse_head(&b[..HEADER_LEN], store_id)?;
+        Some(Head {
+            cache: base.cache,
+            beside: true,
+            ..head
+        })
+    }
+
+    /// Writes `header` beside the cache at `path` for the cache whose own head is `base`
+    /// (`<path>.watched`, atomically: a temp file, then rename): what a capture that a
+    /// watcher told where to look found, without rewriting every record. The cache's records
+    /// stay those of `base`'s capture, which [`StatCache::load`] still gives; a later write
+    /// of the cache makes this head stale (it names another version) and removes it.
+    ///
+    /// # Errors
+    /// I/O errors; callers may ignore them (the next capture then walks).
+    pub fn write_watched(path: &Path, base: &Head, header: &Header<'_>) -> std::io::Result<()> {
+        let mut b = encode_head(header, 0);
+        b.extend_from_slice(&base.cache);
+        let sum = blake3::hash(&b);
+        b.extend_from_slice(sum.as_bytes());
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".statcache.tmp.{}.{n}", std::process::id()));
+        let wrote = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&b));
+        match wrote {
+            Ok(()) => fs::rename(&tmp, watched_path(path)),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// The cache at `path` mapped without checking its trailer (the header's own checksum
+    /// is checked): for a capture that checks every id it takes from it against a tree of
+    /// the store, so that a flipped bit costs a read, never a wrong id. `None` when the file
+    /// is not whole or its header is not `expect` (it was replaced meanwhile).
+    #[must_use]
+    pub fn load_unverified(path: &Path, store_id: &[u8; 16], expect: &Head) -> Option<StatCache> {
+        let file = File::open(path).ok()?;
+        // SAFETY: as in `load`: the file is only ever replaced by rename, and every read of
+        // the map is bounds-checked.
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        let cache = StatCache::parse(Bytes::Map(map), store_id, false);
+        (cache.head.cache == expect.cache && cache.map.is_some()).then_some(cache)
     }
 
     /// The header (see [`StatCache::load_head`]).
@@ -276,7 +352,7 @@ impl StatCache {
         let Ok(map) = (unsafe { Mmap::map(&file) }) else {
             return StatCache::empty();
         };
-        StatCache::parse(Bytes::Map(map), store_id)
+        StatCache::parse(Bytes::Map(map), store_id, true)
     }
 
     /// The cache held in `bytes`, checked exactly as [`StatCache::load`] checks a file:
@@ -284,10 +360,10 @@ impl StatCache {
     /// `load`; this is the same decoder for tests and the fuzzer.
     #[must_use]
     pub fn decode(bytes: Vec<u8>, store_id: &[u8; 16]) -> StatCache {
-        StatCache::parse(Bytes::Owned(bytes), store_id)
+        StatCache::parse(Bytes::Owned(bytes), store_id, true)
     }
 
-    fn parse(map: Bytes, store_id: &[u8; 16]) -> StatCache {
+    fn parse(map: Bytes, store_id: &[u8; 16], check: bool) -> StatCache {
         if map.len() < HEADER_LEN + CHECKSUM_LEN {
             return StatCache::empty();
         }
@@ -295,7 +371,7 @@ impl StatCache {
             return StatCache::empty();
         };
         let body = map.len() - CHECKSUM_LEN;
-        if blake3::hash(&map[..body]).as_bytes()[..] != map[body..] {
+        if check && blake3::hash(&map[..body]).as_bytes()[..] != map[body..] {
             return StatCache::empty();
         }
         let written_ns = head.written_ns;
@@ -690,7 +766,43 @@ fn parse_head(b: &[u8], store_id: &[u8; 16]) -> Option<Head> {
         files: u64_at(b, 120),
         bytes: u64_at(b, 128),
         quiet: u64_at(b, 136) & HEAD_QUIET != 0,
+        cache: b[HEAD_FIELDS..HEADER_LEN].try_into().ok()?,
+        beside: false,
     })
+}
+
+/// The file beside the cache at `path` that holds a watched capture's head
+/// ([`StatCache::write_watched`]).
+#[must_use]
+pub fn watched_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".watched");
+    name.into()
+}
+
+/// Bytes of a watched head: a header, the checksum of the cache header it goes with, and a
+/// blake3 of both.
+const WATCHED_LEN: usize = HEADER_LEN + 32 + 32;
+
+/// A header's bytes ([`HEADER_LEN`]), its own checksum last.
+fn encode_head(h: &Header<'_>, count: usize) -> Vec<u8> {
+    let mut head = Vec::with_capacity(HEADER_LEN);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&VERSION.to_le_bytes());
+    head.extend_from_slice(&h.written_ns.to_le_bytes());
+    head.extend_from_slice(h.store_id);
+    head.extend_from_slice(&(count as u64).to_le_bytes());
+    head.extend_from_slice(&h.root.0);
+    head.extend_from_slice(h.rules);
+    let token = h.token.unwrap_or(crate::watch::Token { epoch: 0, seq: 0 });
+    head.extend_from_slice(&token.epoch.to_le_bytes());
+    head.extend_from_slice(&token.seq.to_le_bytes());
+    head.extend_from_slice(&h.files.to_le_bytes());
+    head.extend_from_slice(&h.bytes.to_le_bytes());
+    head.extend_from_slice(&(if h.quiet { HEAD_QUIET } else { 0 }).to_le_bytes());
+    let sum = blake3::hash(&head);
+    head.extend_from_slice(sum.as_bytes());
+    head
 }
 
 /// A buffered writer that hashes what it writes (the cache's trailing checksum), a whole
@@ -774,22 +886,7 @@ fn write_body<'a, I>(
 where
     I: Iterator<Item = CacheEntry<'a>>,
 {
-    let mut head = Vec::with_capacity(HEADER_LEN);
-    head.extend_from_slice(MAGIC);
-    head.extend_from_slice(&VERSION.to_le_bytes());
-    head.extend_from_slice(&h.written_ns.to_le_bytes());
-    head.extend_from_slice(h.store_id);
-    head.extend_from_slice(&(count as u64).to_le_bytes());
-    head.extend_from_slice(&h.root.0);
-    head.extend_from_slice(h.rules);
-    let token = h.token.unwrap_or(crate::watch::Token { epoch: 0, seq: 0 });
-    head.extend_from_slice(&token.epoch.to_le_bytes());
-    head.extend_from_slice(&token.seq.to_le_bytes());
-    head.extend_from_slice(&h.files.to_le_bytes());
-    head.extend_from_slice(&h.bytes.to_le_bytes());
-    head.extend_from_slice(&(if h.quiet { HEAD_QUIET } else { 0 }).to_le_bytes());
-    let sum = blake3::hash(&head);
-    head.extend_from_slice(sum.as_bytes());
+    let head = encode_head(h, count);
     w.put(&head)?;
     let mut off = (HEADER_LEN + count * RECORD_LEN) as u64;
     let mut seen = 0usize;

@@ -343,6 +343,64 @@ fn the_header_stands_alone_and_carries_the_token() {
     assert!(StatCache::load(&path, &STORE).is_empty());
 }
 
+#[test]
+fn a_watched_head_stands_for_its_cache_version_only() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("c");
+    let (id, newer) = (ObjectId::of_blob(b"x"), ObjectId::of_blob(b"y"));
+    let list = [scan_entry(b"a", T0)];
+    let header = |root, token, written_ns| Header {
+        store_id: &STORE,
+        root,
+        written_ns,
+        rules: &[3; 32],
+        token: Some(crate::watch::Token {
+            epoch: 7,
+            seq: token,
+        }),
+        files: token,
+        bytes: 5,
+        quiet: true,
+    };
+    let entries = records(&list, id);
+    let write = |h: &Header<'_>| {
+        StatCache::write_sorted(&path, h, entries.len(), || entries.iter().copied()).unwrap();
+    };
+    write(&header(&id, 1, T0));
+    let base = StatCache::load_head(&path, &STORE).unwrap();
+    assert!(!base.beside);
+    StatCache::write_watched(&path, &base, &header(&newer, 2, T0 + 5)).unwrap();
+    let head = StatCache::load_head(&path, &STORE).unwrap();
+    assert!(head.beside);
+    assert_eq!((head.root, head.files, head.cache), (newer, 2, base.cache));
+    // The records are still the cache's, under its own head and time.
+    let cache = StatCache::load(&path, &STORE);
+    assert_eq!((cache.head(), cache.written_ns()), (base, T0));
+    let mapped = StatCache::load_unverified(&path, &STORE, &head).unwrap();
+    assert_eq!(mapped.len(), 1);
+    // One flipped bit in the watched head, or another store's: the cache's own head.
+    let watched = watched_path(&path);
+    let good = std::fs::read(&watched).unwrap();
+    for at in [0, 100, HEADER_LEN + 3, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 1;
+        std::fs::write(&watched, &bad).unwrap();
+        assert_eq!(
+            StatCache::load_head(&path, &STORE),
+            Some(base),
+            "bit at {at}"
+        );
+    }
+    std::fs::write(&watched, &good).unwrap();
+    assert!(StatCache::load_head(&path, &[9; 16]).is_none());
+    // A rewritten cache is another version: the watched head no longer goes with it.
+    write(&header(&id, 3, T0 + 9));
+    let head = StatCache::load_head(&path, &STORE).unwrap();
+    assert!(!head.beside);
+    assert_eq!(head.files, 3);
+    assert!(StatCache::load_unverified(&path, &STORE, &base).is_none());
+}
+
 /// Seals edited cache bytes as a writer would: the header's checksum, then the file's.
 fn reseal(bytes: &mut [u8]) {
     let head = *blake3::hash(&bytes[..super::HEAD_FIELDS]).as_bytes();

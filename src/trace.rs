@@ -9,6 +9,13 @@ fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("RETRACE_TRACE").is_some_and(|v| v == "1"))
 }
 
+/// Prints `retrace trace: <what>` on stderr when tracing.
+pub(crate) fn note(what: &str) {
+    if enabled() {
+        eprintln!("retrace trace: {what}");
+    }
+}
+
 /// Times the phases of one operation.
 pub(crate) struct Phases {
     what: &'static str,

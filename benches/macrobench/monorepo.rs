@@ -417,6 +417,9 @@ pub fn main(args: &[String]) {
     let store = Workspace::locate_store(&t.root, &Config::with_home(&t.home)).unwrap();
     let store_bytes = retrace::store::disk_bytes(&store);
     let git_bytes = super::dir_size(&t.git_dir.join("objects"));
+
+    progress("6. with a live watcher: start it, settle, no-change best of 3, the turn again");
+    let watched = watched(&t, files, &before_id);
     progress("done");
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -505,11 +508,14 @@ pub fn main(args: &[String]) {
     rss_row("session: turn end (25)", end.rss, git_turn.rss);
     rss_row("session: undo it", undo.rss, git_undo.rss);
     rss_row("session: redo it", redo.rss, git_undo.rss);
+    rss_row("watched: no-change", watched.nochange_rss, git_nochange.rss);
+    rss_row("watched: turn end (25)", watched.end.rss, git_turn.rss);
     println!(
         "(wait4 ru_maxrss, the largest of a step's runs; each includes this benchmark's own \
          {:.1} MB at the spawn)",
         mb(floor)
     );
+    watched.print(git_nochange.time, git_turn.time, walk);
 
     println!("\ntargets:");
     let target = |name: &str, ok: bool, detail: String| {
@@ -537,6 +543,27 @@ pub fn main(args: &[String]) {
         speedup >= 8.0,
         format!("git/retrace {speedup:.2}x"),
     );
+    target(
+        "with a watcher, no-change (whole command) <= 20 ms",
+        watched.nochange <= Duration::from_millis(20),
+        format!("{:.1} ms", ms(watched.nochange)),
+    );
+    target(
+        "with a watcher, turn end of 25 files (whole command) <= 60 ms",
+        watched.end.time <= Duration::from_millis(60),
+        format!("{:.1} ms", ms(watched.end.time)),
+    );
+    let allowed = 100 * watched.dirs + 20_000_000;
+    target(
+        "watcher memory <= 100 B per watched directory + 20 MB",
+        watched.rss <= allowed,
+        format!(
+            "peak RSS {:.1} MB for {} directories, {:.1} MB allowed",
+            mb(watched.rss),
+            watched.dirs,
+            mb(allowed)
+        ),
+    );
     let limit = |per_file: u64, mb_: u64| per_file * managed + mb_ * 1_000_000;
     target(
         "peak RSS, no-change <= 150 B/file + 30 MB",
@@ -563,4 +590,156 @@ pub fn main(args: &[String]) {
         if restored { "is" } else { "is NOT" },
         started.elapsed().as_secs_f64()
     );
+}
+
+/// What step 6 measured: the same commands with a live watcher.
+struct Watched {
+    /// `retrace watch --detach`, until the watcher answers ready (its crawl).
+    start: Duration,
+    /// The first capture after it started (walks: the watcher is newer than the cache).
+    settle: Ran,
+    nochange: Duration,
+    nochange_rss: u64,
+    /// Why each no-change capture walked, if one did.
+    nochange_walked: Vec<String>,
+    begin: Ran,
+    end: Ran,
+    undo: Ran,
+    /// Why the turn's captures walked, if one did (`retrace status` after the turn).
+    turn_walked: Option<String>,
+    /// Whether the undo gave back the snapshot from before the turn.
+    restored: bool,
+    /// The watcher's peak RSS (`VmHWM`), its directories and its own heap estimate.
+    rss: u64,
+    dirs: u64,
+    heap: u64,
+}
+
+/// `retrace snapshot --json`, and why it walked (`walked_because`), if it did.
+fn snapshot_json(t: &Tools) -> (Ran, Option<String>, String) {
+    let r = t.retrace(&["snapshot", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("snapshot --json printed {:?}: {e}", r.stdout));
+    let walked = v["walked_because"].as_str().map(str::to_string);
+    let id = v["id"].as_str().unwrap_or_default().to_string();
+    (r, walked, id)
+}
+
+/// The peak resident set of process `pid` (`VmHWM` in `/proc/<pid>/status`), in bytes.
+fn vm_hwm(pid: u32) -> u64 {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Step 6: `retrace watch --detach`, a settling capture, the no-change capture best of 3, the
+/// turn of step 4 again through the session, its undo (which must give back `before_id`), and
+/// the watcher's memory; then `retrace watch --stop`.
+fn watched(t: &Tools, files: usize, before_id: &str) -> Watched {
+    let ws = Workspace::open(&t.root, &Config::with_home(&t.home)).unwrap();
+    let spec = ws.watch_spec();
+    let started = Instant::now();
+    let detach = t.retrace(&["watch", "--detach"]);
+    let start = started.elapsed();
+    assert!(
+        detach.stdout.contains("watching"),
+        "retrace watch --detach: {}{}",
+        detach.stdout,
+        detach.stderr
+    );
+    let (settle, _, _) = snapshot_json(t);
+    let runs: Vec<(Ran, Option<String>, String)> = (0..3).map(|_| snapshot_json(t)).collect();
+    let nochange = runs.iter().map(|r| r.0.time).min().unwrap();
+    let nochange_rss = runs.iter().map(|r| r.0.rss).max().unwrap();
+    let nochange_walked = runs.iter().filter_map(|r| r.1.clone()).collect();
+    let ask = || {
+        retrace::watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(2))
+            .expect("the watcher answers its status")
+    };
+    let walks = ask().walks;
+    let begin = t.session(&["turn", "begin", "--prompt", "watched"]);
+    turn(&t.root, files);
+    let end = t.session(&["turn", "end"]);
+    let w = ask();
+    let turn_walked = (w.walks > walks).then(|| {
+        format!(
+            "{} of the turn's captures walked, the last because {}",
+            w.walks - walks,
+            w.last_fallback.unwrap_or_default()
+        )
+    });
+    let undo = t.session(&["undo"]);
+    let (_, _, after) = snapshot_json(t);
+    let w = ask();
+    let rss = vm_hwm(w.pid);
+    let _ = t.retrace(&["watch", "--stop"]);
+    Watched {
+        start,
+        settle,
+        nochange,
+        nochange_rss,
+        nochange_walked,
+        begin,
+        end,
+        undo,
+        turn_walked,
+        restored: after == before_id,
+        rss,
+        dirs: w.watches,
+        heap: w.heap_bytes,
+    }
+}
+
+impl Watched {
+    fn print(&self, git_nochange: Duration, git_turn: Duration, walk: Duration) {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "\nwith a live watcher (`retrace watch --detach`), each command a process of its own:"
+        );
+        println!(
+            "| measurement                 |    retrace    |      git      |  bare walk   | git/ret  | ret/walk |"
+        );
+        println!(
+            "|-----------------------------|---------------|---------------|--------------|----------|----------|"
+        );
+        let row = |name: &str, r: Duration, g: Duration| {
+            println!(
+                "| {name:<27} | {:>10.1} ms | {:>10.0} ms | {:>9.0} ms | {:>7.2}x | {:>7.2}x |",
+                ms(r),
+                ms(g),
+                ms(walk),
+                ms(g) / ms(r),
+                ms(r) / ms(walk)
+            );
+        };
+        row("no-change snapshot", self.nochange, git_nochange);
+        row("session: turn begin", self.begin.time, git_nochange);
+        row("session: turn end (25)", self.end.time, git_turn);
+        row("session: undo it", self.undo.time, git_turn);
+        println!(
+            "(watch --detach until ready: {:.0} ms; the settling capture, which walks: {:.0} ms; \
+             the watcher: {} directories, peak RSS {:.1} MB, own heap estimate {:.1} MB)",
+            ms(self.start),
+            ms(self.settle.time),
+            self.dirs,
+            self.rss as f64 / 1e6,
+            self.heap as f64 / 1e6
+        );
+        if !self.nochange_walked.is_empty() {
+            println!(
+                "warning: no-change captures walked: {:?}",
+                self.nochange_walked
+            );
+        }
+        if let Some(w) = &self.turn_walked {
+            println!("note: {w}");
+        }
+        if !self.restored {
+            println!(
+                "warning: the undo with a watcher did not give back the snapshot before the turn"
+            );
+        }
+    }
 }

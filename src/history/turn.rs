@@ -11,7 +11,7 @@ use super::record::{
     Counts, HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
 };
 use super::{InFlight, Session, SessionOp, TurnState};
-use crate::capture::FlatEntry;
+use crate::capture::Captured;
 use crate::error::{Error, StoreError};
 use crate::object::ObjectId;
 use crate::progress::NoProgress;
@@ -203,7 +203,7 @@ impl Session {
                 // host gave up waiting first: decided under the slot's lock.
                 let also = |tx: &crate::store::WriteTx<'_>,
                             root: ObjectId,
-                            entries: &[FlatEntry]|
+                            seen: &Captured<'_>|
                  -> Result<(), StoreError> {
                     let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
                     if !matches!(*g, Slot::Running) {
@@ -222,7 +222,7 @@ impl Session {
                         // The agent has not gone on yet: this is the disk where the turn
                         // left pending stopped, if anything can prove it.
                         if let Some(old) = &superseded {
-                            old.end(&w, root, entries, &session.ws.store().reader()?)?;
+                            old.end(&w, root, seen, &session.ws.store().reader()?)?;
                         }
                     }
                     *g = Slot::Committing(root);
@@ -368,7 +368,7 @@ impl Superseded {
         &self,
         w: &Writer<'_>,
         root: ObjectId,
-        entries: &[FlatEntry],
+        seen: &Captured<'_>,
         reader: &crate::store::StoreReader,
     ) -> Result<(), StoreError> {
         let Some(mut t) = w.get_turn(self.turn)? else {
@@ -388,7 +388,7 @@ impl Superseded {
         } else {
             return Ok(());
         };
-        t.counts = counts_against(reader, &self.before, entries)?;
+        t.counts = counts_against(reader, &self.before, root, seen)?;
         t.after = Some(root);
         t.state = TurnState::Complete;
         t.reason = Some(reason.into());
@@ -446,7 +446,7 @@ impl Session {
         let recorded = std::cell::RefCell::new(None);
         let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
-                    entries: &[FlatEntry]|
+                    seen: &Captured<'_>|
          -> Result<(), StoreError> {
             let w = Writer::new(tx, self.key)?;
             let state = w.state()?;
@@ -458,7 +458,7 @@ impl Session {
             let Some(mut t) = w.get_turn(n)? else {
                 return Ok(());
             };
-            let counts = counts_against(&self.ws.store().reader()?, &before, entries)?;
+            let counts = counts_against(&self.ws.store().reader()?, &before, root, seen)?;
             t.after = Some(root);
             t.counts = counts;
             t.ended_ms = Some(now_ms());
@@ -486,17 +486,15 @@ impl Session {
     }
 }
 
-/// Paths added, modified and deleted from snapshot `before` to the flat list `after` (a
-/// capture's entries, whose trees need not be in the store yet): only the subtrees whose ids
-/// differ are read.
+/// Paths added, modified and deleted from snapshot `before` to the capture `root` (see
+/// [`Captured::diff_from`]).
 fn counts_against(
     reader: &crate::store::StoreReader,
     before: &ObjectId,
-    after: &[FlatEntry],
+    root: ObjectId,
+    seen: &Captured<'_>,
 ) -> Result<Counts, StoreError> {
-    let (old, same) = crate::diff::flatten_changed(reader, before, after)?;
-    let now = crate::diff::outside(after, &same);
-    let d = crate::diff::diff(&old, &now);
+    let d = seen.diff_from(reader, before, &root)?;
     let n = |v: &Vec<String>| u32::try_from(v.len()).unwrap_or(u32::MAX);
     Ok(Counts {
         added: n(&d.added),
@@ -725,7 +723,7 @@ impl Turn {
         let recorded = std::cell::RefCell::new(None);
         let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
-                    entries: &[FlatEntry]|
+                    seen: &Captured<'_>|
          -> Result<(), StoreError> {
             let w = Writer::new(tx, s.key)?;
             let state = w.state()?;
@@ -739,7 +737,7 @@ impl Turn {
                 return Ok(());
             }
             let counts = match &before {
-                Ok(b) => counts_against(&s.ws.store().reader()?, b, entries)?,
+                Ok(b) => counts_against(&s.ws.store().reader()?, b, root, seen)?,
                 Err(_) => Counts::default(),
             };
             w.drop_lease(number)?;

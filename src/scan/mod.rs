@@ -130,6 +130,34 @@ pub fn scan(
         "walk ({} directories listed, {} reused)",
         walked.listed, walked.reused
     ));
+    sorted(walked, rules, &mut phases)
+}
+
+/// Lists the directories `dirs` alone (each with the ignore rules a walk from the root
+/// would apply in it) and walks the directories `whole` with everything below them, for a
+/// capture a watcher told where to look. The entries are theirs (a listed directory's own
+/// entry, not the directories inside it); the second list names the directories found
+/// inside `dirs`, sorted. `rules` is the walk's rules key ([`rules`]).
+#[must_use]
+pub fn scan_some(
+    root: &Path,
+    store_dir: Option<&Path>,
+    allow: Option<&globset::GlobSet>,
+    nested: NestedRepos,
+    dirs: &[Vec<u8>],
+    whole: &[Vec<u8>],
+    rules: [u8; 32],
+) -> (Scan, Vec<Vec<u8>>) {
+    let mut phases = crate::trace::Phases::new("scan");
+    let (walked, mut inside) =
+        walk::Walk::new(root, store_dir, allow, nested, None, None).run_some(dirs, whole);
+    inside.sort_unstable();
+    phases.mark("walk");
+    (sorted(walked, rules, &mut phases), inside)
+}
+
+/// A walk's findings, each list sorted.
+fn sorted(walked: walk::Walked, rules: [u8; 32], phases: &mut crate::trace::Phases) -> Scan {
     let mut entries = walked.entries;
     entries.par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
     phases.mark("sort");

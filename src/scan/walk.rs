@@ -169,6 +169,19 @@ fn same(a: &Stat, b: &Stat, with_size: bool) -> bool {
         && (!with_size || a.size == b.size)
 }
 
+/// The directory holding `rel` (the root's is `None`; a name at the top is in the root,
+/// `b""`).
+fn parent_of(rel: &[u8]) -> Option<&[u8]> {
+    if rel.is_empty() {
+        return None;
+    }
+    Some(
+        rel.iter()
+            .rposition(|&b| b == b'/')
+            .map_or(&rel[..0], |i| &rel[..i]),
+    )
+}
+
 fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(rel.len() + 1 + name.len());
     if !rel.is_empty() {
@@ -399,6 +412,75 @@ impl<'a> Walk<'a> {
                 },
             );
         });
+        self.collect()
+    }
+
+    /// Lists the directories `dirs` alone, each with the rules of its ancestors, and walks
+    /// the directories `whole` with everything below them; nothing is reused from a cache.
+    /// For a capture a watcher told where to look. Besides what they hold, returns the
+    /// directories found inside `dirs` (not entered, nor recorded as entries).
+    pub(super) fn run_some(self, dirs: &[Vec<u8>], whole: &[Vec<u8>]) -> (Walked, Vec<Vec<u8>>) {
+        let mut known = std::collections::HashMap::new();
+        let job = |rel: &Vec<u8>, known: &mut std::collections::HashMap<_, _>| Job {
+            rules: parent_of(rel).map(|p| self.rules_of(p, known)),
+            rel: rel.clone(),
+            fresh: true,
+            untracked: false,
+            cached: None,
+            watched: false,
+        };
+        let listed: Vec<Job> = dirs.iter().map(|d| job(d, &mut known)).collect();
+        let walked: Vec<Job> = whole.iter().map(|d| job(d, &mut known)).collect();
+        let inside = Mutex::new(Vec::new());
+        let me = &self;
+        rayon::scope(|s| {
+            for j in &walked {
+                s.spawn(move |s| me.dir(s, j));
+            }
+            for j in &listed {
+                let inside = &inside;
+                s.spawn(move |_| {
+                    let mut found = Found::default();
+                    let kids = me.dir_into(j, &mut found);
+                    me.hand_over(found);
+                    inside
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .extend(kids.into_iter().map(|k| k.rel));
+                });
+            }
+        });
+        let inside = inside.into_inner().unwrap_or_else(PoisonError::into_inner);
+        (self.collect(), inside)
+    }
+
+    /// The rules in force inside the directory `rel` as a walk from the root would build
+    /// them (its `.gitignore` and every ancestor's; at the root, the exclude files too),
+    /// each directory's built once in `known`.
+    fn rules_of(
+        &self,
+        rel: &[u8],
+        known: &mut std::collections::HashMap<Vec<u8>, Arc<Rules>>,
+    ) -> Arc<Rules> {
+        if let Some(r) = known.get(rel) {
+            return Arc::clone(r);
+        }
+        let dir = self.abs(rel);
+        let rules = Arc::new(Rules {
+            has_file: std::fs::symlink_metadata(dir.join(".gitignore")).is_ok(),
+            gitignore: OnceLock::new(),
+            parent: parent_of(rel).map(|p| self.rules_of(p, known)),
+            root: rel
+                .is_empty()
+                .then(|| root_rules(&dir, self.global.as_deref())),
+            dir,
+        });
+        known.insert(rel.to_vec(), Arc::clone(&rules));
+        rules
+    }
+
+    /// Everything the jobs found, from every thread's bucket.
+    fn collect(self) -> Walked {
         let mut buckets: Vec<Found> = self
             .found
             .into_iter()

@@ -1015,6 +1015,12 @@ impl StoreReader {
         ObjectRecord::decode(g.value()).map_err(|x| self.damaged(id, x.to_string()))
     }
 
+    /// The store file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     fn corrupt(&self, id: &ObjectId, detail: String) -> StoreError {
         StoreError::Corrupt {
             path: self.path.clone(),

@@ -998,7 +998,7 @@ impl Shared<'_> {
             record: Some(label),
             progress,
             also: Some(also),
-            list: true,
+            list: false,
             rescan: false,
         })
     }

@@ -33,6 +33,8 @@ use crate::scan::{self, ScanEntry, ScanKind, Skipped};
 use crate::statcache::{CacheEntry, RACY_MARGIN_NS, Stat, StatCache};
 use crate::store::{SnapshotRecord, Staged, StagedRow, Store, StoreReader, WriteStats, WriteTx};
 
+mod changed;
+
 /// Entries per parallel job when looking paths up: large enough to merge with the cache in
 /// long linear runs, small enough to balance files of very different sizes.
 const LOOK_BLOCK: usize = 256;
@@ -98,16 +100,65 @@ pub struct Capture {
     /// capture walked the workspace (no watcher, it started after the last capture, its
     /// queue overflowed…).
     pub walked_because: Option<String>,
+    /// The capture looked only at the directories the watcher named, and took every other
+    /// one from the last snapshot's trees (not serialized).
+    #[serde(skip)]
+    pub focused: bool,
     /// Every path of the snapshot, sorted by path bytes (not serialized); empty when the
     /// capture was not asked for it ([`CaptureOptions::list`]).
     #[serde(skip)]
     pub entries: Vec<FlatEntry>,
 }
 
-/// Records written in a capture's final commit, given the root id and the flat entries
-/// (history records ride along, so a turn's capture and its record cost one sync).
+/// Records written in a capture's final commit, given the root id and what the capture
+/// saw of it (history records ride along, so a turn's capture and its record cost one sync).
 pub type AlsoCommit<'a> =
-    &'a dyn Fn(&WriteTx<'_>, ObjectId, &[FlatEntry]) -> Result<(), StoreError>;
+    &'a dyn Fn(&WriteTx<'_>, ObjectId, &Captured<'_>) -> Result<(), StoreError>;
+
+/// What a capture's commit records ([`AlsoCommit`]) see of the snapshot: every path, or
+/// (when a watcher told the capture where to look) only the trees it built.
+pub enum Captured<'a> {
+    /// Every path of the snapshot, sorted by path bytes.
+    Flat(&'a [FlatEntry]),
+    /// The trees the capture built, encoded, by id; every other tree of the snapshot is in
+    /// the store already.
+    Trees(&'a std::collections::HashMap<ObjectId, Vec<u8>>),
+}
+
+impl Captured<'_> {
+    /// Paths added, modified and deleted from snapshot `before` (in the store) to this one
+    /// (`root`): only the subtrees whose ids differ are read.
+    ///
+    /// # Errors
+    /// [`StoreError`] for a tree of `before` that is missing or damaged.
+    pub fn diff_from(
+        &self,
+        reader: &StoreReader,
+        before: &ObjectId,
+        root: &ObjectId,
+    ) -> Result<crate::diff::Diff, StoreError> {
+        let (old, now) = match self {
+            Captured::Flat(after) => {
+                let (old, same) = crate::diff::flatten_changed(reader, before, after)?;
+                (old, crate::diff::outside(after, &same))
+            }
+            Captured::Trees(built) => {
+                let read = |id: &ObjectId| match built.get(id) {
+                    Some(bytes) => {
+                        crate::object::Tree::decode(bytes).map_err(|e| StoreError::Corrupt {
+                            path: reader.path().into(),
+                            id: *id,
+                            detail: format!("a tree this capture built does not decode: {e}"),
+                        })
+                    }
+                    None => reader.read_tree(id),
+                };
+                crate::diff::flatten_pair(&read, before, root)?
+            }
+        };
+        Ok(crate::diff::diff(&old, &now))
+    }
+}
 
 /// How to capture.
 pub struct CaptureOptions<'a> {
@@ -120,8 +171,8 @@ pub struct CaptureOptions<'a> {
     /// More records for the final commit.
     pub also: Option<AlsoCommit<'a>>,
     /// Fill [`Capture::entries`]. Without it the list stays empty, which spares a capture
-    /// a list of every path when its caller needs only the id and the counts; `also`
-    /// always gets the list.
+    /// a list of every path when its caller needs only the id and the counts (`also` sees
+    /// the snapshot as [`Captured`] either way).
     pub list: bool,
     /// Walk the whole workspace whatever a watcher says (`retrace snapshot --rescan`).
     pub rescan: bool,
@@ -330,6 +381,53 @@ enum Looked {
     Gone,
     /// Its first KiB holds a private-key header: left out and named.
     Secret,
+}
+
+impl<'a> Hasher<'a> {
+    fn new(
+        ctx: &CaptureContext<'a>,
+        reader: &'a StoreReader,
+        store_objects: bool,
+    ) -> Result<Hasher<'a>, StoreError> {
+        Ok(Hasher {
+            root: ctx.root,
+            allow_secrets: ctx.allow_secrets,
+            reader,
+            committed: RwLock::new(None),
+            store_objects,
+            pending: Mutex::new(Pending {
+                indexed: usize::try_from(reader.object_count()?).unwrap_or(usize::MAX),
+                ..Pending::default()
+            }),
+            store: ctx.store,
+            error: Mutex::new(None),
+            flushed: Mutex::new(WriteStats::default()),
+            writing: Mutex::new(()),
+        })
+    }
+
+    /// What the final commit writes (the frames left, the staged batches to index) and
+    /// what the batches written before it stored.
+    fn finish(self) -> (Vec<NewFrame>, Vec<u64>, WriteStats) {
+        let pending = self
+            .pending
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut batch = pending.frames;
+        if !pending.solid.is_empty() {
+            batch.push(NewFrame::pack(&pending.solid));
+        }
+        let flushed = self.flushed.into_inner().unwrap_or_default();
+        (batch, pending.staged.rows(), flushed)
+    }
+
+    /// The first error a batch write met, taken.
+    fn failed(&self) -> Option<StoreError> {
+        self.error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
 }
 
 impl Hasher<'_> {
@@ -1147,14 +1245,23 @@ pub(crate) fn capture(
         phases.mark("unchanged");
         return Ok(done);
     }
+    if let (Some(changes), Some(head), Some(token)) = (vouch, head, answer.token())
+        && let Some(done) = changed::capture(
+            ctx, opts, &reader, &store_id, &head, changes, token, started_ns,
+        )?
+    {
+        phases.mark("changed directories");
+        return Ok(done);
+    }
     // Recorded with what this capture observes: the watcher's new token, else the old one
     // (older than anything observed now, so still a safe start for the next answer).
     let token = answer.token().or(head.and_then(|h| h.token));
     let cache = StatCache::load(ctx.statcache, &store_id);
     phases.mark("stat cache load");
     // The cache on disk must be the one the token was sent for (another capture may have
-    // replaced it since the header was read).
-    let vouch = vouch.filter(|_| cache.head().token == since);
+    // replaced it since the header was read), and not one a watched capture went past.
+    let beside = head.is_some_and(|h| h.beside);
+    let vouch = vouch.filter(|_| cache.head().token == since && !beside);
     let scan = scan::scan(
         ctx.root,
         ctx.store_dir,
@@ -1182,21 +1289,7 @@ pub(crate) fn capture(
                     && c.stat.ino == e.ino
             })
         });
-    let hasher = Hasher {
-        root: ctx.root,
-        allow_secrets: ctx.allow_secrets,
-        reader: &reader,
-        committed: RwLock::new(None),
-        store_objects: opts.store_objects,
-        pending: Mutex::new(Pending {
-            indexed: usize::try_from(reader.object_count()?).unwrap_or(usize::MAX),
-            ..Pending::default()
-        }),
-        store: ctx.store,
-        error: Mutex::new(None),
-        flushed: Mutex::new(WriteStats::default()),
-        writing: Mutex::new(()),
-    };
+    let hasher = Hasher::new(ctx, &reader, opts.store_objects)?;
     let files = scan
         .entries
         .iter()
@@ -1382,7 +1475,9 @@ pub(crate) fn capture(
     // can ask the watcher.
     let new_token = vouch.is_none() && token != cache.head().token;
     let needs_rewrite = opts.store_objects
-        && (new_token || !(all_hit && total == cached_before && dirs_same && !any_left_out));
+        && (new_token
+            || beside
+            || !(all_hit && total == cached_before && dirs_same && !any_left_out));
     let quiet = capture_quiet(&scanned, &skipped, &secrets, &nested_repos, &captured_repos)
         && !omitted
             .iter()
@@ -1425,17 +1520,11 @@ pub(crate) fn capture(
         listed,
         reused,
         walked_because: answer.fallback().map(str::to_string),
+        focused: false,
         entries: Vec::new(),
     };
     if opts.store_objects {
-        let pending = hasher
-            .pending
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut batch = pending.frames;
-        if !pending.solid.is_empty() {
-            batch.push(NewFrame::pack(&pending.solid));
-        }
+        let (batch, staged, flushed) = hasher.finish();
         let record = opts
             .record
             .as_ref()
@@ -1443,18 +1532,16 @@ pub(crate) fn capture(
         let last_known = record.as_ref().map(|_| root);
         // The snapshot's commit indexes what the capture staged: nothing names an object
         // before it, and from it on every object it names is found.
-        let staged = pending.staged.rows();
         let written = ctx
             .store
             .write_with(batch, record.as_ref(), last_known, |tx| {
                 tx.index_staged(&staged)?;
                 match opts.also {
-                    Some(also) => also(tx, root, &entries),
+                    Some(also) => also(tx, root, &Captured::Flat(&entries)),
                     None => Ok(()),
                 }
             })?;
         phases.mark("commit");
-        let flushed = hasher.flushed.into_inner().unwrap_or_default();
         capture.new_objects = written.objects + flushed.objects;
         capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
         // Nothing read and the same paths: the cache on disk is already exact (and has no
@@ -1509,6 +1596,8 @@ pub(crate) fn capture(
             // The cache is disposable: failing to write it only costs re-hashing next time
             // (a record that cannot be read back ends the list early: the count then fails).
             let _ = StatCache::write_sorted(ctx.statcache, &header, total, records);
+            // The head a watched capture wrote beside the old cache names it: stale now.
+            let _ = std::fs::remove_file(crate::statcache::watched_path(ctx.statcache));
         }
         phases.mark("stat cache write");
     }
@@ -1547,7 +1636,7 @@ fn unchanged(
     head: &crate::statcache::Head,
     changes: &crate::watch::Changes,
 ) -> Result<Option<Capture>, CaptureError> {
-    if !changes.is_empty() || !head.quiet || opts.list || opts.also.is_some() {
+    if !changes.is_empty() || !head.quiet || opts.list {
         return Ok(None);
     }
     let rules = scan::rules(
@@ -1574,6 +1663,7 @@ fn unchanged(
         listed: 0,
         reused: 0,
         walked_because: None,
+        focused: false,
         entries: Vec::new(),
     };
     if opts.store_objects {
@@ -1582,9 +1672,15 @@ fn unchanged(
             .as_ref()
             .map(|label| SnapshotRecord::now(root, label.clone(), head.files, head.bytes));
         let last_known = record.as_ref().map(|_| root);
-        let written = ctx
-            .store
-            .write_with(Vec::new(), record.as_ref(), last_known, |_| Ok(()))?;
+        let none = std::collections::HashMap::new();
+        let written =
+            ctx.store
+                .write_with(Vec::new(), record.as_ref(), last_known, |tx| {
+                    match opts.also {
+                        Some(also) => also(tx, root, &Captured::Trees(&none)),
+                        None => Ok(()),
+                    }
+                })?;
         capture.new_objects = written.objects;
         capture.new_bytes = written.stored_bytes;
     }
@@ -1712,5 +1808,4 @@ pub fn abs_path(root: &Path, rel: &[u8]) -> PathBuf {
 }
 
 #[cfg(test)]
-#[path = "capture_tests.rs"]
 mod tests;
