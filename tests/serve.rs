@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::common::{self, Env, RETRACE};
 use serde_json::{Value, json};
@@ -588,4 +589,54 @@ fn revert_and_restore_paths_over_serve() {
     assert_eq!(r["written"], json!(["b.txt"]), "{r}");
     assert_eq!(env.read("b.txt"), "one\n");
     assert_eq!(env.read("a.txt"), "original");
+}
+
+/// Issue 20: `retrace serve` hosts the workspace's watcher: it answers from the server's
+/// process, vouches for the captures of a turn, and the server still exits at the end of
+/// its input when the watcher's socket directory was removed under it (it used to hang,
+/// waiting to wake its listener through that path).
+#[test]
+fn serve_hosts_a_watcher_and_exits_at_eof_even_with_its_socket_gone() {
+    let env = Env::new();
+    let (mut c, s) = one_turn_done(&env);
+    let spec = env.open().watch_spec();
+    let ask = || retrace::watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let ready = loop {
+        match ask() {
+            Some(st) if st.ready => break st,
+            _ if Instant::now() > deadline => panic!("serve's watcher never became ready"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    assert_eq!(
+        ready.pid,
+        c.child.id(),
+        "the watcher runs inside the server"
+    );
+    c.ok("begin_turn", json!({"session": s, "anchor": "n3"}));
+    c.ok("wait_before", json!({"session": s}));
+    env.write("a.txt", "agent, again");
+    env.write("dir/new.txt", "new");
+    let end = c.ok("end_turn", json!({"session": s, "anchor": "n4"}));
+    assert_eq!(
+        (end["modified"].clone(), end["added"].clone()),
+        (json!(1), json!(1))
+    );
+    let after = ask().expect("the watcher still answers");
+    assert!(
+        after.vouched > ready.vouched,
+        "the turn's end was vouched for: {ready:?} then {after:?}"
+    );
+    std::fs::remove_dir_all(retrace::watch::socket_dir(&spec.runtime_dir)).unwrap();
+    drop(c.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while c.child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = c.child.kill();
+            panic!("serve did not exit at the end of its input");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(c.child.wait().unwrap().success());
 }

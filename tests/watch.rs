@@ -528,3 +528,56 @@ fn a_turn_undo_and_redo_with_a_detached_watcher_then_it_exits_when_idle() {
     let shown = ok(cli(&env, &["status"]));
     assert!(shown.contains("watcher    none"), "{shown}");
 }
+
+#[test]
+fn install_with_watch_writes_hooks_that_start_a_watcher_and_uninstall_removes_them() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let root = env.root().display().to_string();
+    ok(cli(
+        &env,
+        &["-C", &root, "install", "claude-code", "--watch"],
+    ));
+    let settings = env.path(".claude/settings.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&settings).unwrap()).unwrap();
+    let commands: Vec<String> = v["hooks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|groups| groups.as_array().unwrap().iter())
+        .flat_map(|g| g["hooks"].as_array().unwrap().iter())
+        .map(|h| h["command"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!commands.is_empty());
+    assert!(
+        commands
+            .iter()
+            .all(|c| c.ends_with("hook claude-code --watch")),
+        "{commands:?}"
+    );
+    // Installing again finds its own hooks (with the flag) and changes nothing.
+    let again = ok(cli(
+        &env,
+        &["-C", &root, "install", "claude-code", "--watch"],
+    ));
+    assert!(again.contains("nothing to change"), "{again}");
+    // The hook, run as the agent runs it, starts the workspace's watcher.
+    let ws = open(&env);
+    assert!(status(&ws).is_none());
+    let event = serde_json::json!({"session_id": "w1", "transcript_path": "/tmp/t.jsonl",
+        "cwd": env.root(), "hook_event_name": "UserPromptSubmit", "prompt": "go"});
+    let o = env.run_with_input(
+        RETRACE,
+        &["hook", "claude-code", "--watch"],
+        event.to_string().as_bytes(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    until("the hook's watcher answers", || status(&ws).is_some());
+    ok(cli(&env, &["watch", "--stop"]));
+    until("the watcher stopped", || status(&ws).is_none());
+    // Uninstall takes the hooks out, flag and all.
+    ok(cli(&env, &["-C", &root, "uninstall", "claude-code"]));
+    let left = fs::read_to_string(&settings).unwrap_or_default();
+    assert!(!left.contains("hook claude-code"), "{left}");
+}

@@ -131,29 +131,23 @@ pub(super) fn capture(
     phases.mark("rules and cache");
     // Subtrees inside other subtrees are walked with them; listed directories inside a
     // subtree too.
-    let whole: HashSet<Vec<u8>> = changes
+    let mut whole: HashSet<Vec<u8>> = changes
         .subtree
         .iter()
         .filter(|d| !below(d, &changes.subtree))
         .cloned()
         .collect();
-    let listed: HashSet<Vec<u8>> = changes
+    let mut listed: HashSet<Vec<u8>> = changes
         .dirty
         .iter()
         .filter(|d| !whole.contains(*d) && !below(d, &whole))
         .cloned()
         .collect();
-    // Directories whose trees are rebuilt: the named ones and every ancestor.
-    let mut rebuilt: HashSet<Vec<u8>> = HashSet::new();
-    for d in whole.iter().chain(&listed) {
-        rebuilt.insert(d.clone());
-        rebuilt.extend(ancestors(d).map(<[u8]>::to_vec));
-    }
     let (dirs, walked): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (
         listed.iter().cloned().collect(),
         whole.iter().cloned().collect(),
     );
-    let (found, inside) = scan::scan_some(
+    let (found, inside, beyond) = scan::scan_some(
         ctx.root,
         ctx.store_dir,
         ctx.allow_secrets,
@@ -162,6 +156,18 @@ pub(super) fn capture(
         &walked,
         rules,
     );
+    // Ignored directories are watched too: what changed in them is in no snapshot.
+    for d in &beyond {
+        listed.remove(d);
+        whole.remove(d);
+    }
+    // Directories whose trees are rebuilt: the named ones and every ancestor.
+    // The root is always rebuilt (from its old entries, when nothing named is reached).
+    let mut rebuilt: HashSet<Vec<u8>> = HashSet::from([Vec::new()]);
+    for d in whole.iter().chain(&listed) {
+        rebuilt.insert(d.clone());
+        rebuilt.extend(ancestors(d).map(<[u8]>::to_vec));
+    }
     phases.mark("listing");
     let unusual = !found.skipped.is_empty()
         || !found.secrets.is_empty()

@@ -137,7 +137,9 @@ pub fn scan(
 /// would apply in it) and walks the directories `whole` with everything below them, for a
 /// capture a watcher told where to look. The entries are theirs (a listed directory's own
 /// entry, not the directories inside it); the second list names the directories found
-/// inside `dirs`, sorted. `rules` is the walk's rules key ([`rules`]).
+/// inside `dirs`, sorted; the third those of `dirs` and `whole` that a walk from the root
+/// would never reach (ignored or excluded, or below such a directory), left alone.
+/// `rules` is the walk's rules key ([`rules`]).
 #[must_use]
 pub fn scan_some(
     root: &Path,
@@ -147,13 +149,13 @@ pub fn scan_some(
     dirs: &[Vec<u8>],
     whole: &[Vec<u8>],
     rules: [u8; 32],
-) -> (Scan, Vec<Vec<u8>>) {
+) -> (Scan, Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let mut phases = crate::trace::Phases::new("scan");
-    let (walked, mut inside) =
+    let (walked, mut inside, beyond) =
         walk::Walk::new(root, store_dir, allow, nested, None, None).run_some(dirs, whole);
     inside.sort_unstable();
     phases.mark("walk");
-    (sorted(walked, rules, &mut phases), inside)
+    (sorted(walked, rules, &mut phases), inside, beyond)
 }
 
 /// A walk's findings, each list sorted.

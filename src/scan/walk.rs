@@ -418,9 +418,31 @@ impl<'a> Walk<'a> {
     /// Lists the directories `dirs` alone, each with the rules of its ancestors, and walks
     /// the directories `whole` with everything below them; nothing is reused from a cache.
     /// For a capture a watcher told where to look. Besides what they hold, returns the
-    /// directories found inside `dirs` (not entered, nor recorded as entries).
-    pub(super) fn run_some(self, dirs: &[Vec<u8>], whole: &[Vec<u8>]) -> (Walked, Vec<Vec<u8>>) {
+    /// directories found inside `dirs` (not entered, nor recorded as entries), and those of
+    /// `dirs` and `whole` a walk from the root would never reach (inside an ignored or
+    /// excluded directory): left alone.
+    pub(super) fn run_some(
+        self,
+        dirs: &[Vec<u8>],
+        whole: &[Vec<u8>],
+    ) -> (Walked, Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let mut known = std::collections::HashMap::new();
+        let mut found = Found::default();
+        let (mut reach, mut beyond) = (Vec::new(), Vec::new());
+        for (d, w) in dirs
+            .iter()
+            .map(|d| (d, false))
+            .chain(whole.iter().map(|d| (d, true)))
+        {
+            if self.out_of_reach(d, &mut known, &mut found) {
+                beyond.push(d.clone());
+            } else {
+                reach.push((d, w));
+            }
+        }
+        self.hand_over(found);
+        let dirs: Vec<&Vec<u8>> = reach.iter().filter(|r| !r.1).map(|r| r.0).collect();
+        let whole: Vec<&Vec<u8>> = reach.iter().filter(|r| r.1).map(|r| r.0).collect();
         let job = |rel: &Vec<u8>, known: &mut std::collections::HashMap<_, _>| Job {
             rules: parent_of(rel).map(|p| self.rules_of(p, known)),
             rel: rel.clone(),
@@ -451,7 +473,40 @@ impl<'a> Walk<'a> {
             }
         });
         let inside = inside.into_inner().unwrap_or_else(PoisonError::into_inner);
-        (self.collect(), inside)
+        (self.collect(), inside, beyond)
+    }
+
+    /// Whether a walk from the root never reaches `rel`: it or a directory above it is
+    /// hard-excluded, the store, or ignored by the rules in force where it is.
+    fn out_of_reach(
+        &self,
+        rel: &[u8],
+        known: &mut std::collections::HashMap<Vec<u8>, Arc<Rules>>,
+        found: &mut Found,
+    ) -> bool {
+        let ends = rel
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b == b'/')
+            .map(|(i, _)| i)
+            .chain((!rel.is_empty()).then_some(rel.len()));
+        for end in ends {
+            let here = &rel[..end];
+            let (parent, name) = match here.iter().rposition(|&b| b == b'/') {
+                Some(i) => (&here[..i], &here[i + 1..]),
+                None => (&here[..0], here),
+            };
+            let abs = self.abs(here);
+            if exclude::is_hard_excluded(name)
+                || self.store_dir.is_some_and(|d| d == abs)
+                || self
+                    .rules_of(parent, known)
+                    .ignored(&abs, true, found, self.root)
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// The rules in force inside the directory `rel` as a walk from the root would build

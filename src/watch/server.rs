@@ -280,8 +280,6 @@ impl Watcher {
             .take()
             .map_or(Exit::Stopped, |r| r.join().unwrap_or(Exit::Stopped));
         self.shared.stop.store(true, Ordering::SeqCst);
-        // Wakes the acceptor out of `accept`.
-        let _ = super::short_path(&self.shared.socket, |p| UnixStream::connect(p));
         if let Some(a) = self.acceptor.take() {
             let _ = a.join();
         }
@@ -460,12 +458,20 @@ fn should_exit(shared: &Shared) -> Option<Exit> {
     None
 }
 
+/// Answers connections until told to stop. It polls with a tick rather than waiting to be
+/// woken by a connection: the socket's path may be gone (its directory removed) by then.
 fn accept(shared: &Arc<Shared>, listener: &UnixListener) {
-    for conn in listener.incoming() {
-        if shared.stop.load(Ordering::SeqCst) {
-            return;
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let tick = Timespec {
+        tv_sec: 0,
+        tv_nsec: i64::try_from(TICK.as_nanos()).unwrap_or(200_000_000),
+    };
+    while !shared.stop.load(Ordering::SeqCst) {
+        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        if poll(&mut fds, Some(&tick)).is_err() || fds[0].revents().is_empty() {
+            continue;
         }
-        let Ok(conn) = conn else {
+        let Ok((conn, _)) = listener.accept() else {
             continue;
         };
         let s = Arc::clone(shared);
