@@ -23,7 +23,7 @@ LAYERS = [
     ["lease", "history"],
     ["retention", "repair", "verify", "maintainer"],
     ["workspace"],
-    ["protocol"],
+    ["protocol", "ui"],
 ]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 

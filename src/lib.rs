@@ -59,6 +59,8 @@ pub mod store;
 mod test_util;
 mod trace;
 pub use trace::report_peak_memory;
+#[cfg(feature = "ui")]
+pub mod ui;
 pub mod verify;
 pub mod watch;
 pub mod working_copy;

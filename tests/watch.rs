@@ -518,6 +518,9 @@ fn a_turn_undo_and_redo_with_a_detached_watcher_then_it_exits_when_idle() {
     let ws = open(&env);
     let s = status(&ws).expect("the watcher serves the workspace");
     assert!(s.vouched > 0, "no capture was vouched: {s:?}");
+    // The undo deleted directories (renamed out, then removed, before the watcher read
+    // their events): its view held, no capture had to walk for it.
+    assert_eq!(s.last_break, None, "the watcher's view broke: {s:?}");
     let shown = ok(cli(&env, &["status"]));
     assert!(
         shown.contains(&format!("watcher    pid {}", s.pid)),

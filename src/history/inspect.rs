@@ -102,6 +102,11 @@ pub struct EntryDetail {
     pub ended_ms: Option<u64>,
     /// Every path it changed, sorted.
     pub paths: Vec<PathChange>,
+    /// The two snapshots its change lies between (`None` before: everything in the
+    /// second), for a diff of its paths ([`WorkingCopy::patches`]); `None` when it changed
+    /// nothing that was captured.
+    #[serde(skip)]
+    pub span: Option<(Option<ObjectId>, ObjectId)>,
 }
 
 /// One snapshot of the workspace's log (`retrace log --snapshots`), with what it added.
@@ -650,6 +655,7 @@ impl Session {
             entry: item.entry,
             ended_ms: item.ended_ms,
             paths,
+            span: item.span,
         })
     }
 }

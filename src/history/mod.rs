@@ -41,6 +41,7 @@ pub mod record;
 mod revert;
 pub mod runtime;
 pub mod state;
+pub mod timeline;
 mod turn;
 mod undo;
 

@@ -370,9 +370,11 @@ impl Tree {
             if *s == 1
                 && let Some(n) = self.nodes[i].take()
             {
-                if inotify::remove_watch(&self.fd, n.wd).is_ok() {
-                    self.removed.insert(n.wd);
-                }
+                // Its `IGNORED` is coming either way: from this removal, or from the kernel
+                // when the directory is already gone (the removal then fails), with the
+                // events queued before it.
+                let _ = inotify::remove_watch(&self.fd, n.wd);
+                self.removed.insert(n.wd);
                 self.forget(i, n);
             }
         }

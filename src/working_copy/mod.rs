@@ -654,20 +654,24 @@ impl WorkingCopy {
         Ok(diff(&from, &to))
     }
 
-    /// The unified diffs ([`crate::patch`]) from snapshot `a` to snapshot `b` (or the disk)
-    /// of the changed files that [`crate::diff::selected`] keeps of `only`, sorted by path.
+    /// The unified diffs ([`crate::patch`]) from snapshot `a` (or nothing) to snapshot `b`
+    /// (or the disk) of the changed files that [`crate::diff::selected`] keeps of `only`,
+    /// sorted by path.
     ///
     /// # Errors
     /// [`Error::Store`] for a damaged snapshot tree; a file whose content cannot be read is
     /// named in its patch instead.
     pub fn patches(
         &self,
-        a: &ObjectId,
+        a: Option<&ObjectId>,
         b: Option<&ObjectId>,
         only: &[String],
     ) -> Result<Vec<crate::patch::FilePatch>, Error> {
         let reader = self.store.reader()?;
-        let from = flatten(&reader, a)?;
+        let from = match a {
+            Some(a) => flatten(&reader, a)?,
+            None => Vec::new(),
+        };
         let to = match b {
             Some(b) => flatten(&reader, b)?,
             None => self.scan_disk(&NoProgress)?.entries,

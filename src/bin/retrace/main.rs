@@ -58,6 +58,11 @@ enum Command {
         #[arg(long)]
         stop: bool,
     },
+    /// Look at the history in the terminal: sessions, each one's timeline of turns, undos
+    /// and restores, what each changed with its diff; undo, redo, revert and restore from
+    /// there (each asks first). `--session` picks the session shown first.
+    #[cfg(feature = "ui")]
+    Ui,
     /// List snapshots, newest first; with a session (`--session`, `RETRACE_SESSION`), its
     /// turns and checkpoints instead.
     Log {
@@ -990,6 +995,13 @@ fn run(cli: Cli) -> Result<u8> {
             force,
             json,
         ),
+        #[cfg(feature = "ui")]
+        Command::Ui => {
+            let ws = reading_history(dir)?;
+            let app = retrace::ui::App::new(ws, sid)?;
+            retrace::ui::run(app)?;
+            Ok(OK)
+        }
         Command::Sessions { json } => history::sessions(open_reading(dir)?.ok().as_ref(), json),
         Command::Snapshot {
             label,

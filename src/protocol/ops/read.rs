@@ -82,7 +82,7 @@ impl Operation for DiffRequest {
             .transpose()?;
         let diff = ws.diff(&from, to.as_ref())?.restricted_to(&self.paths);
         let patches = if self.patch {
-            Some(ws.patches(&from, to.as_ref(), &self.paths)?)
+            Some(ws.patches(Some(&from), to.as_ref(), &self.paths)?)
         } else {
             None
         };

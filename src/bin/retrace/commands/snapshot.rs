@@ -145,7 +145,7 @@ pub fn diff(
 ) -> Result<u8> {
     let d = ws.diff(a, b)?.restricted_to(paths);
     let patches = if show.patch || show.stat {
-        Some(ws.patches(a, b, paths)?)
+        Some(ws.patches(Some(a), b, paths)?)
     } else {
         None
     };

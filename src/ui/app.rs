@@ -1,0 +1,736 @@
+//! The state of `retrace ui` and what each key does to it: no terminal here, so tests drive
+//! it with keys and look at what [`super::view`] draws.
+
+use crate::history::inspect::{EntryDetail, PathChange};
+use crate::history::timeline::{Moment, Timeline, TimelineEntry};
+use crate::patch::FilePatch;
+use crate::progress::NoProgress;
+use crate::{Error, Mode, ObjectId, OpOptions, Outcome, RestoreOptions, SessionInfo, Workspace};
+
+/// The pane that has the keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pane {
+    /// The workspace's sessions.
+    Sessions,
+    /// The selected session's timeline.
+    Timeline,
+    /// The selected entry's changed paths.
+    Paths,
+    /// The selected path's diff.
+    Diff,
+}
+
+/// An action that changes the disk or the history, asked to be confirmed first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Undo the newest applied turn.
+    Undo,
+    /// Redo the newest undone turn.
+    Redo,
+    /// Revert one turn, keeping what came after.
+    Revert(u64),
+    /// Restore the workspace to an entry's snapshot (`turn:N`, `turn:N:before`,
+    /// `checkpoint:N`).
+    RestoreEntry(String),
+    /// Restore one path as an entry's snapshot holds it.
+    RestorePath(ObjectId, String),
+    /// Take a checkpoint of the disk now.
+    Checkpoint,
+}
+
+impl Action {
+    /// The question asked before it runs.
+    #[must_use]
+    pub fn question(&self) -> String {
+        match self {
+            Action::Undo => "Undo the last applied turn?".into(),
+            Action::Redo => "Redo the last undone turn?".into(),
+            Action::Revert(n) => format!("Revert turn {n}, keeping every later change?"),
+            Action::RestoreEntry(r) => format!("Restore the whole workspace to {r}?"),
+            Action::RestorePath(id, p) => format!("Restore {p} as snapshot {} has it?", id.short()),
+            Action::Checkpoint => "Take a checkpoint of the workspace now?".into(),
+        }
+    }
+}
+
+/// What the keys are doing: moving around, answering a question, typing a filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Moving around.
+    Browse,
+    /// The help screen.
+    Help,
+    /// A question before an action: `y` runs it, anything else does not.
+    Confirm(Action),
+    /// Typing the filter after `/`.
+    Filter,
+}
+
+/// What the right side shows: the selected entry's change, or how the disk differs from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Showing {
+    /// The paths the entry changed.
+    Change,
+    /// The paths where the disk differs from the entry's snapshot.
+    AgainstDisk(ObjectId),
+}
+
+/// The result of the last action: one line, and the paths a refusal named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    /// The line.
+    pub line: String,
+    /// Paths it names (dirty or conflicting ones), shown below it.
+    pub paths: Vec<String>,
+    /// Whether it is a refusal or an error (drawn as one).
+    pub refused: bool,
+}
+
+/// The store's size and what it is allowed, for the footer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footer {
+    /// Bytes the store takes on disk.
+    pub store_bytes: u64,
+    /// The byte budget (`max_store_bytes`).
+    pub budget: u64,
+    /// Stored bytes a GC would free now, when it could be worked out.
+    pub gc_frees: Option<u64>,
+}
+
+/// Everything `retrace ui` shows and where the keys are.
+pub struct App {
+    ws: Workspace,
+    /// The workspace's sessions, most recently used first.
+    pub sessions: Vec<SessionInfo>,
+    /// The selected session (index into [`App::sessions`]).
+    pub session: usize,
+    /// Its timeline.
+    pub timeline: Option<Timeline>,
+    /// The selected row of the (filtered) timeline.
+    pub entry: usize,
+    /// What the right side shows.
+    pub showing: Showing,
+    /// The selected entry in full (its paths), when it names a log entry.
+    pub detail: Option<EntryDetail>,
+    /// The paths shown on the right.
+    pub paths: Vec<PathChange>,
+    /// The selected path.
+    pub path: usize,
+    /// The open diff of the selected path.
+    pub diff: Option<Vec<FilePatch>>,
+    /// Lines scrolled down in the diff.
+    pub scroll: u16,
+    /// The pane with the keys.
+    pub focus: Pane,
+    /// What the keys do.
+    pub mode: Input,
+    /// The filter: prompt text or a path (case-insensitive substring).
+    pub filter: String,
+    /// The last action's result.
+    pub message: Option<Message>,
+    /// The footer's figures.
+    pub footer: Footer,
+    /// Whether to colour (off with `NO_COLOR`).
+    pub colour: bool,
+    /// Set by `q` and Ctrl-C.
+    pub quit: bool,
+    /// What the sessions looked like when last loaded (a reload when it changes).
+    stamp: Vec<(String, usize, usize, u64)>,
+}
+
+/// The sessions' stamp: enough to see another process recorded something.
+fn stamp_of(sessions: &[SessionInfo]) -> Vec<(String, usize, usize, u64)> {
+    sessions
+        .iter()
+        .map(|s| (s.id.clone(), s.turns, s.checkpoints, s.touched_ms))
+        .collect()
+}
+
+impl App {
+    /// Opens the UI's state over `ws`, with the session `session` (a name or key prefix)
+    /// selected, else the most recently used one.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read; [`Error::Inspect`] for a `session`
+    /// that names none.
+    pub fn new(ws: Workspace, session: Option<&str>) -> Result<App, Error> {
+        let sessions = ws.sessions()?;
+        let selected = match session {
+            None => 0,
+            Some(q) => match ws.find_session(q)? {
+                crate::Lookup::Found(info) => {
+                    sessions.iter().position(|s| s.key == info.key).unwrap_or(0)
+                }
+                _ => {
+                    return Err(Error::Inspect {
+                        name: q.to_string(),
+                        reason: "no session of this workspace has that name or key prefix \
+                                 (see `retrace sessions`)"
+                            .into(),
+                    });
+                }
+            },
+        };
+        let mut app = App {
+            ws,
+            stamp: stamp_of(&sessions),
+            sessions,
+            session: selected,
+            timeline: None,
+            entry: 0,
+            showing: Showing::Change,
+            detail: None,
+            paths: Vec::new(),
+            path: 0,
+            diff: None,
+            scroll: 0,
+            focus: Pane::Timeline,
+            mode: Input::Browse,
+            filter: String::new(),
+            message: None,
+            footer: Footer::default(),
+            colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            quit: false,
+        };
+        app.load_timeline();
+        app.load_footer();
+        Ok(app)
+    }
+
+    /// The workspace it looks at.
+    #[must_use]
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    /// The selected session.
+    #[must_use]
+    pub fn selected_session(&self) -> Option<&SessionInfo> {
+        self.sessions.get(self.session)
+    }
+
+    /// The timeline rows the filter keeps, with their index in the timeline.
+    #[must_use]
+    pub fn rows(&self) -> Vec<&TimelineEntry> {
+        let Some(t) = &self.timeline else {
+            return Vec::new();
+        };
+        let needle = self.filter.to_lowercase();
+        t.entries
+            .iter()
+            .filter(|e| needle.is_empty() || self.matches(e, &needle))
+            .collect()
+    }
+
+    /// Whether an entry's prompt, or a path it changed, holds `needle` (lower case).
+    fn matches(&self, e: &TimelineEntry, needle: &str) -> bool {
+        let Some(entry) = &e.entry else {
+            return false;
+        };
+        if entry
+            .text
+            .as_deref()
+            .is_some_and(|t| t.to_lowercase().contains(needle))
+        {
+            return true;
+        }
+        let Some(s) = self.selected_session() else {
+            return false;
+        };
+        // A path filter looks at what the entry changed (the session's file log).
+        let reference = e.reference().unwrap_or_default();
+        self.ws
+            .session_of(s)
+            .show(&reference)
+            .is_ok_and(|d| d.paths.iter().any(|p| p.path.to_lowercase().contains(needle)))
+    }
+
+    /// The selected timeline row.
+    #[must_use]
+    pub fn selected_entry(&self) -> Option<&TimelineEntry> {
+        self.rows().get(self.entry).copied()
+    }
+
+    fn load_footer(&mut self) {
+        let settings = self.ws.settings();
+        let grace = settings.gc_grace_secs.value;
+        self.footer = Footer {
+            store_bytes: crate::store::disk_bytes(self.ws.store().path()),
+            budget: settings.max_store_bytes.value,
+            gc_frees: self.ws.gc(grace, true).ok().map(|r| r.stored_bytes_freed),
+        };
+    }
+
+    fn load_timeline(&mut self) {
+        self.timeline = self
+            .selected_session()
+            .map(|s| self.ws.session_of(s))
+            .and_then(|s| match s.timeline() {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.message = Some(Message {
+                        line: format!("cannot read the session: {e}"),
+                        paths: Vec::new(),
+                        refused: true,
+                    });
+                    None
+                }
+            });
+        self.entry = self.entry.min(self.rows().len().saturating_sub(1));
+        self.load_detail();
+    }
+
+    /// Loads the selected entry's paths (its change, or how the disk differs from it).
+    fn load_detail(&mut self) {
+        self.detail = None;
+        self.paths.clear();
+        self.diff = None;
+        self.scroll = 0;
+        let Some(e) = self.selected_entry().cloned() else {
+            return;
+        };
+        let Some(s) = self.selected_session().map(|s| self.ws.session_of(s)) else {
+            return;
+        };
+        let shown = e.reference().map(|r| s.show(&r));
+        match &self.showing {
+            Showing::Change => {
+                if let Some(Ok(d)) = shown {
+                    self.paths.clone_from(&d.paths);
+                    self.detail = Some(d);
+                }
+            }
+            Showing::AgainstDisk(id) => {
+                self.detail = shown.and_then(Result::ok);
+                match self.ws.diff(id, None) {
+                    Ok(d) => {
+                        let change = |path: &String, change| PathChange {
+                            path: path.clone(),
+                            change,
+                            added: 0,
+                            removed: 0,
+                            binary: false,
+                        };
+                        let mut paths: Vec<PathChange> = d
+                            .added
+                            .iter()
+                            .map(|p| change(p, "A"))
+                            .chain(d.modified.iter().map(|p| change(p, "M")))
+                            .chain(d.deleted.iter().map(|p| change(p, "D")))
+                            .collect();
+                        paths.sort_by(|a, b| a.path.cmp(&b.path));
+                        self.paths = paths;
+                    }
+                    Err(e) => self.fail(&e),
+                }
+            }
+        }
+        self.path = self.path.min(self.paths.len().saturating_sub(1));
+    }
+
+    /// The two sides the selected path's diff lies between.
+    fn sides(&self) -> Option<(Option<ObjectId>, Option<ObjectId>)> {
+        match &self.showing {
+            Showing::Change => self
+                .detail
+                .as_ref()
+                .and_then(|d| d.span)
+                .map(|(a, b)| (a, Some(b))),
+            Showing::AgainstDisk(id) => Some((Some(*id), None)),
+        }
+    }
+
+    /// Opens the selected path's diff.
+    fn open_diff(&mut self) {
+        let Some(p) = self.paths.get(self.path).map(|p| p.path.clone()) else {
+            return;
+        };
+        let Some((a, b)) = self.sides() else {
+            return;
+        };
+        match self
+            .ws
+            .working_copy()
+            .patches(a.as_ref(), b.as_ref(), std::slice::from_ref(&p))
+        {
+            Ok(patches) => {
+                self.diff = Some(patches);
+                self.scroll = 0;
+                self.focus = Pane::Diff;
+            }
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    fn fail(&mut self, e: &Error) {
+        self.message = Some(Message {
+            line: e.to_string(),
+            paths: Vec::new(),
+            refused: true,
+        });
+    }
+
+    /// Reloads when another process recorded something since the last look; returns
+    /// whether it did.
+    pub fn refresh(&mut self) -> bool {
+        let Ok(sessions) = self.ws.sessions() else {
+            return false;
+        };
+        let stamp = stamp_of(&sessions);
+        if stamp == self.stamp {
+            return false;
+        }
+        let key = self.selected_session().map(|s| s.key);
+        self.session = key
+            .and_then(|k| sessions.iter().position(|s| s.key == k))
+            .unwrap_or(0);
+        self.sessions = sessions;
+        self.stamp = stamp;
+        let (path, focus) = (self.path, self.focus);
+        self.load_timeline();
+        self.load_footer();
+        self.path = path.min(self.paths.len().saturating_sub(1));
+        self.focus = focus;
+        true
+    }
+
+    /// Moves the selection of the focused pane by `by` rows.
+    fn step(&mut self, by: isize) {
+        let moved = |at: usize, len: usize| -> usize {
+            at.saturating_add_signed(by).min(len.saturating_sub(1))
+        };
+        match self.focus {
+            Pane::Sessions => {
+                let at = moved(self.session, self.sessions.len());
+                if at != self.session {
+                    self.session = at;
+                    self.entry = 0;
+                    self.showing = Showing::Change;
+                    self.load_timeline();
+                }
+            }
+            Pane::Timeline => {
+                let at = moved(self.entry, self.rows().len());
+                if at != self.entry {
+                    self.entry = at;
+                    self.showing = Showing::Change;
+                    self.load_detail();
+                }
+            }
+            Pane::Paths => {
+                let at = moved(self.path, self.paths.len());
+                if at != self.path {
+                    self.path = at;
+                    if self.diff.is_some() {
+                        self.open_diff();
+                        self.focus = Pane::Paths;
+                    }
+                }
+            }
+            Pane::Diff => {
+                let at = usize::from(self.scroll).saturating_add_signed(by);
+                self.scroll = u16::try_from(at).unwrap_or(u16::MAX);
+            }
+        }
+    }
+
+    /// What a key does. `code` is the key; `ctrl` whether Control was held.
+    pub fn key(&mut self, code: Key, ctrl: bool) {
+        if ctrl && code == Key::Char('c') {
+            self.quit = true;
+            return;
+        }
+        match self.mode.clone() {
+            Input::Help => self.mode = Input::Browse,
+            Input::Confirm(action) => {
+                self.mode = Input::Browse;
+                if code == Key::Char('y') || code == Key::Char('Y') {
+                    self.run(&action);
+                } else {
+                    self.message = Some(Message {
+                        line: "nothing done".into(),
+                        ..Message::default()
+                    });
+                }
+            }
+            Input::Filter => match code {
+                Key::Enter => self.mode = Input::Browse,
+                Key::Esc => {
+                    self.filter.clear();
+                    self.mode = Input::Browse;
+                    self.entry = 0;
+                    self.load_detail();
+                }
+                Key::Backspace => {
+                    self.filter.pop();
+                    self.entry = 0;
+                    self.load_detail();
+                }
+                Key::Char(c) => {
+                    self.filter.push(c);
+                    self.entry = 0;
+                    self.load_detail();
+                }
+                _ => {}
+            },
+            Input::Browse => self.browse(code),
+        }
+    }
+
+    fn browse(&mut self, code: Key) {
+        let page = 10;
+        match code {
+            Key::Char('q') => self.quit = true,
+            Key::Char('?') => self.mode = Input::Help,
+            Key::Char('/') => {
+                self.mode = Input::Filter;
+                self.focus = Pane::Timeline;
+            }
+            Key::Up | Key::Char('k') => self.step(-1),
+            Key::Down | Key::Char('j') => self.step(1),
+            Key::PageUp => self.step(-page),
+            Key::PageDown => self.step(page),
+            Key::Home | Key::Char('g') => self.step(isize::MIN / 2),
+            Key::End | Key::Char('G') => self.step(isize::MAX / 2),
+            Key::Tab => {
+                self.focus = match self.focus {
+                    Pane::Sessions => Pane::Timeline,
+                    Pane::Timeline => Pane::Paths,
+                    Pane::Paths if self.diff.is_some() => Pane::Diff,
+                    Pane::Paths | Pane::Diff => Pane::Sessions,
+                };
+            }
+            Key::BackTab => {
+                self.focus = match self.focus {
+                    Pane::Sessions if self.diff.is_some() => Pane::Diff,
+                    Pane::Sessions => Pane::Paths,
+                    Pane::Timeline => Pane::Sessions,
+                    Pane::Paths => Pane::Timeline,
+                    Pane::Diff => Pane::Paths,
+                };
+            }
+            Key::Enter => match self.focus {
+                Pane::Sessions => self.focus = Pane::Timeline,
+                Pane::Timeline => self.focus = Pane::Paths,
+                Pane::Paths => self.open_diff(),
+                Pane::Diff => {}
+            },
+            Key::Esc => {
+                if self.diff.take().is_some() {
+                    self.focus = Pane::Paths;
+                } else if self.showing != Showing::Change {
+                    self.showing = Showing::Change;
+                    self.load_detail();
+                } else {
+                    self.message = None;
+                }
+            }
+            Key::Char('u') => self.ask(Action::Undo),
+            Key::Char('U') => self.ask(Action::Redo),
+            Key::Char('v') => match self.selected_entry() {
+                Some(TimelineEntry {
+                    moment: Moment::Turn | Moment::Revert,
+                    entry: Some(e),
+                    ..
+                }) => {
+                    let n = e.number;
+                    self.ask(Action::Revert(n));
+                }
+                _ => self.say_refused("select a turn to revert"),
+            },
+            Key::Char('s') => match self.restore_target() {
+                Some(r) => self.ask(Action::RestoreEntry(r)),
+                None => self.say_refused("this entry has no snapshot of the files to restore"),
+            },
+            Key::Char('p') => {
+                let target = self.entry_snapshot();
+                match (target, self.paths.get(self.path)) {
+                    (Some(id), Some(p)) => {
+                        let p = p.path.clone();
+                        self.ask(Action::RestorePath(id, p));
+                    }
+                    _ => self.say_refused("select a path of an entry with a snapshot"),
+                }
+            }
+            Key::Char('c') => self.ask(Action::Checkpoint),
+            Key::Char('d') => match self.entry_snapshot() {
+                Some(id) => {
+                    self.showing = Showing::AgainstDisk(id);
+                    self.load_detail();
+                    self.focus = Pane::Paths;
+                    self.message = Some(Message {
+                        line: format!(
+                            "{} path(s) on disk differ from {} (Esc: back to its change)",
+                            self.paths.len(),
+                            id.short()
+                        ),
+                        ..Message::default()
+                    });
+                }
+                None => self.say_refused("this entry has no snapshot to compare the disk with"),
+            },
+            Key::Char('r') => {
+                self.stamp.clear();
+                self.refresh();
+            }
+            _ => {}
+        }
+    }
+
+    /// The anchor a whole restore of the selected entry goes to.
+    fn restore_target(&self) -> Option<String> {
+        let e = self.selected_entry()?;
+        let log = e.entry.as_ref()?;
+        match e.moment {
+            Moment::Checkpoint => Some(format!("checkpoint:{}", log.number)),
+            _ if log.after.is_some() => Some(format!("turn:{}", log.number)),
+            _ => None,
+        }
+    }
+
+    /// The snapshot the selected entry left the disk at.
+    fn entry_snapshot(&self) -> Option<ObjectId> {
+        let e = self.selected_entry()?;
+        e.snapshot.or_else(|| {
+            let log = e.entry.as_ref()?;
+            match e.moment {
+                Moment::Checkpoint => log.before,
+                _ => log.after,
+            }
+        })
+    }
+
+    fn ask(&mut self, action: Action) {
+        self.mode = Input::Confirm(action);
+    }
+
+    fn say_refused(&mut self, line: &str) {
+        self.message = Some(Message {
+            line: line.into(),
+            paths: Vec::new(),
+            refused: true,
+        });
+    }
+
+    /// Runs a confirmed action with the CLI's guards (no `--force`) and says what came of it.
+    fn run(&mut self, action: &Action) {
+        let Some(info) = self.selected_session().cloned() else {
+            self.say_refused("no session to act on");
+            return;
+        };
+        let session = self.ws.session_of(&info);
+        let opts = OpOptions::default();
+        let outcome = match action {
+            Action::Undo => session.undo_with(Mode::Files, opts),
+            Action::Redo => session.redo_with(opts),
+            Action::Revert(n) => session.revert(*n, opts),
+            Action::RestoreEntry(r) => session.navigate_with(r, Mode::Files, opts),
+            Action::Checkpoint => session.checkpoint(None),
+            Action::RestorePath(id, p) => {
+                let done = self.ws.restore_paths(
+                    id,
+                    std::slice::from_ref(p),
+                    RestoreOptions::default(),
+                    &NoProgress,
+                );
+                self.message = Some(match done {
+                    Ok(o) => Message {
+                        line: format!(
+                            "restored {p}: {} written, {} deleted",
+                            o.written.len(),
+                            o.deleted.len()
+                        ),
+                        ..Message::default()
+                    },
+                    Err(e) => refusal_of(&e),
+                });
+                self.after_action();
+                return;
+            }
+        };
+        self.message = Some(match outcome {
+            Ok(o) => message_of(&o),
+            Err(e) => refusal_of(&e),
+        });
+        self.after_action();
+    }
+
+    fn after_action(&mut self) {
+        self.stamp.clear();
+        let message = self.message.take();
+        self.refresh();
+        self.message = message;
+    }
+}
+
+/// The one-line result of an outcome, with the paths a refusal names.
+fn message_of(o: &Outcome) -> Message {
+    match o {
+        Outcome::Conflict { paths, count } => Message {
+            line: format!(
+                "conflict: {count} path(s) changed since; nothing written (the CLI's --force \
+                 overwrites them, keeping a safety snapshot)"
+            ),
+            paths: paths.clone(),
+            refused: true,
+        },
+        Outcome::Dirty { paths, count } => Message {
+            line: format!(
+                "the workspace has {count} change(s) not in any snapshot; nothing written; \
+                 take a checkpoint first (c)"
+            ),
+            paths: paths.clone(),
+            refused: true,
+        },
+        _ => Message {
+            line: o.message_at(None),
+            paths: Vec::new(),
+            refused: !o.is_success(),
+        },
+    }
+}
+
+/// An error as a refusal: its line, and the paths a dirty-workspace refusal names.
+fn refusal_of(e: &Error) -> Message {
+    let paths = match e {
+        Error::Restore(r) => match r.as_ref() {
+            crate::RestoreError::Dirty { paths } => paths.clone(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    Message {
+        line: e.to_string(),
+        paths,
+        refused: true,
+    }
+}
+
+/// A key, as the UI reads it (the terminal's events map onto these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// A character.
+    Char(char),
+    /// Enter.
+    Enter,
+    /// Escape.
+    Esc,
+    /// Backspace.
+    Backspace,
+    /// Tab.
+    Tab,
+    /// Shift-Tab.
+    BackTab,
+    /// Arrow up.
+    Up,
+    /// Arrow down.
+    Down,
+    /// Page up.
+    PageUp,
+    /// Page down.
+    PageDown,
+    /// Home.
+    Home,
+    /// End.
+    End,
+}

@@ -1,0 +1,125 @@
+//! `retrace ui`: a terminal interface over a workspace's sessions, their timelines and the
+//! diffs of what each entry changed, with undo, redo, revert and restores behind a
+//! confirmation.
+//!
+//! [`app`] holds the state and what each key does, [`view`] draws it, and [`run`] owns the
+//! terminal: raw mode and the alternate screen on the way in, restored on the way out
+//! whatever the way out is (quit, an error, Ctrl-C, a panic).
+
+pub mod app;
+pub mod view;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{
+    self, DisableMouseCapture, EnableMouseCapture, Event, KeyCode, KeyEventKind, KeyModifiers,
+    MouseEventKind,
+};
+use ratatui::crossterm::execute;
+
+pub use app::App;
+use app::{Key, Pane};
+
+/// How often the UI looks for what other processes recorded.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Why the UI could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    /// The terminal could not be set up, read or drawn on.
+    #[error("the terminal: {0} (`retrace ui` needs an interactive terminal)")]
+    Terminal(#[from] std::io::Error),
+    /// The workspace's history could not be read.
+    #[error(transparent)]
+    Retrace(#[from] crate::Error),
+}
+
+/// The terminal in raw mode on the alternate screen, with the mouse captured; restored
+/// when dropped, and by the panic hook it installs.
+struct Screen {
+    terminal: ratatui::DefaultTerminal,
+}
+
+impl Screen {
+    fn enter() -> std::io::Result<Screen> {
+        // `ratatui::try_init` restores the terminal on panic; the mouse too, here.
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let _ = execute!(std::io::stdout(), DisableMouseCapture);
+            before(info);
+        }));
+        let terminal = ratatui::try_init()?;
+        execute!(std::io::stdout(), EnableMouseCapture)?;
+        Ok(Screen { terminal })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = execute!(std::io::stdout(), DisableMouseCapture);
+        ratatui::restore();
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// Maps a terminal key onto the UI's keys.
+fn key_of(code: KeyCode) -> Option<Key> {
+    Some(match code {
+        KeyCode::Char(c) => Key::Char(c),
+        KeyCode::Enter => Key::Enter,
+        KeyCode::Esc => Key::Esc,
+        KeyCode::Backspace => Key::Backspace,
+        KeyCode::Tab => Key::Tab,
+        KeyCode::BackTab => Key::BackTab,
+        KeyCode::Up => Key::Up,
+        KeyCode::Down => Key::Down,
+        KeyCode::PageUp => Key::PageUp,
+        KeyCode::PageDown => Key::PageDown,
+        KeyCode::Home => Key::Home,
+        KeyCode::End => Key::End,
+        _ => return None,
+    })
+}
+
+/// Runs the UI on the terminal until the user quits; redraws when another process records.
+///
+/// # Errors
+/// [`UiError::Terminal`] when there is no terminal to draw on or it fails.
+pub fn run(mut app: App) -> Result<(), UiError> {
+    let mut screen = Screen::enter()?;
+    let mut looked = Instant::now();
+    while !app.quit {
+        screen.terminal.draw(|f| view::draw(f, &app))?;
+        let wait = POLL.saturating_sub(looked.elapsed());
+        if event::poll(wait)? {
+            match event::read()? {
+                Event::Key(k) if k.kind != KeyEventKind::Release => {
+                    if let Some(key) = key_of(k.code) {
+                        app.key(key, k.modifiers.contains(KeyModifiers::CONTROL));
+                    }
+                }
+                Event::Mouse(m) => {
+                    let by = match m.kind {
+                        MouseEventKind::ScrollUp => Key::Up,
+                        MouseEventKind::ScrollDown => Key::Down,
+                        _ => continue,
+                    };
+                    // The wheel scrolls the diff when one is open, else the timeline.
+                    let focus = app.focus;
+                    app.focus = if app.diff.is_some() { Pane::Diff } else { focus };
+                    app.key(by, false);
+                    if app.focus == Pane::Diff && focus != Pane::Diff {
+                        app.focus = focus;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if looked.elapsed() >= POLL {
+            app.refresh();
+            looked = Instant::now();
+        }
+    }
+    Ok(())
+}

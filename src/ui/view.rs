@@ -1,0 +1,452 @@
+//! Drawing `retrace ui`: sessions and timeline on the left, the selected entry's paths and
+//! a path's diff on the right, the last result and the store's figures at the bottom.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Clear, List, ListItem, ListState, Paragraph, Wrap};
+
+use super::app::{App, Input, Pane, Showing};
+use crate::history::inspect::{first_line, time_text};
+use crate::history::timeline::{Moment, TimelineEntry};
+
+/// The keys, as the help screen and the README list them.
+pub const KEYS: &[(&str, &str)] = &[
+    ("↑/↓ j/k", "move in the pane"),
+    ("PgUp/PgDn g/G", "page, first, last"),
+    ("Tab / Shift-Tab", "next / previous pane"),
+    ("Enter", "open: a session's timeline, an entry's paths, a path's diff"),
+    ("Esc", "close the diff, back to the entry's change"),
+    ("/", "filter the timeline by prompt text or path"),
+    ("u / U", "undo / redo (files)"),
+    ("v", "revert the selected turn, keeping later changes"),
+    ("s", "restore the whole workspace to the selected entry"),
+    ("p", "restore the selected path as the entry has it"),
+    ("c", "checkpoint now"),
+    ("d", "diff the selected entry against the disk"),
+    ("r", "reload"),
+    ("?", "this help"),
+    ("q / Ctrl-C", "quit"),
+];
+
+/// Styles, or none of them without colour.
+struct Paint {
+    colour: bool,
+}
+
+impl Paint {
+    fn fg(&self, c: Color) -> Style {
+        if self.colour {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+    fn border(&self, focused: bool) -> Style {
+        if focused {
+            self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        }
+    }
+}
+
+/// A byte count in at most five characters: `512B`, `12K`, `3.4M`, `1.2G`.
+#[must_use]
+pub fn short_bytes(n: u64) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let f = n as f64;
+    match n {
+        0..1024 => format!("{n}B"),
+        1024..10_240 => format!("{:.1}K", f / 1024.0),
+        10_240..1_048_576 => format!("{:.0}K", f / 1024.0),
+        1_048_576..10_485_760 => format!("{:.1}M", f / 1_048_576.0),
+        10_485_760..1_073_741_824 => format!("{:.0}M", f / 1_048_576.0),
+        _ => format!("{:.1}G", f / 1_073_741_824.0),
+    }
+}
+
+/// `MM-DD HH:MM` of Unix milliseconds (UTC).
+fn short_time(ms: u64) -> String {
+    let t = time_text(ms, false);
+    t.get(5..).unwrap_or(&t).to_string()
+}
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, app: &App) {
+    let paint = Paint {
+        colour: app.colour,
+    };
+    let message_lines = app.message.as_ref().map_or(0, |m| 1 + m.paths.len().min(3));
+    let [body, message, footer] = Layout::vertical([
+        Constraint::Fill(1),
+        Constraint::Length(u16::try_from(message_lines).unwrap_or(4)),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(body);
+    let sessions_height = u16::try_from(app.sessions.len().max(1) + 2)
+        .unwrap_or(u16::MAX)
+        .min(left.height / 3)
+        .max(3);
+    let [sessions, timeline] =
+        Layout::vertical([Constraint::Length(sessions_height), Constraint::Fill(1)]).areas(left);
+    draw_sessions(f, app, &paint, sessions);
+    draw_timeline(f, app, &paint, timeline);
+    if app.diff.is_some() {
+        let paths_height = u16::try_from(app.paths.len() + 2)
+            .unwrap_or(u16::MAX)
+            .min(right.height / 3)
+            .max(3);
+        let [paths, diff] =
+            Layout::vertical([Constraint::Length(paths_height), Constraint::Fill(1)])
+                .areas(right);
+        draw_paths(f, app, &paint, paths);
+        draw_diff(f, app, &paint, diff);
+    } else {
+        draw_paths(f, app, &paint, right);
+    }
+    draw_message(f, app, &paint, message);
+    draw_footer(f, app, footer);
+    match &app.mode {
+        Input::Help => draw_help(f, &paint),
+        Input::Confirm(action) => {
+            let text = vec![
+                Line::from(action.question()),
+                Line::from(""),
+                Line::from("y: yes    any other key: no"),
+            ];
+            draw_modal(f, " confirm ", text, &paint);
+        }
+        Input::Browse | Input::Filter => {}
+    }
+}
+
+fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
+    let width = usize::from(area.width.saturating_sub(4));
+    let items: Vec<ListItem> = app
+        .sessions
+        .iter()
+        .map(|s| {
+            let tail = format!(
+                " {:>3} turn{} {}",
+                s.turns,
+                if s.turns == 1 { " " } else { "s" },
+                short_time(s.touched_ms)
+            );
+            let name_width = width.saturating_sub(tail.chars().count()).max(4);
+            let mut name = first_line(s.shown(), name_width);
+            if let Some(a) = &s.agent {
+                let with = format!("{name} ({a})");
+                if with.chars().count() <= name_width {
+                    name = with;
+                }
+            }
+            ListItem::new(format!("{name:<name_width$}{tail}"))
+        })
+        .collect();
+    let title = format!(" sessions ({}) ", app.sessions.len());
+    let list = List::new(items)
+        .block(
+            Block::bordered()
+                .title(title)
+                .border_style(paint.border(app.focus == Pane::Sessions)),
+        )
+        .highlight_style(paint.selected());
+    let mut state = ListState::default().with_selected(Some(app.session));
+    if app.sessions.is_empty() {
+        let empty = Paragraph::new("no sessions yet: an agent's turns appear here").block(
+            Block::bordered()
+                .title(" sessions ")
+                .border_style(paint.border(app.focus == Pane::Sessions)),
+        );
+        f.render_widget(empty, area);
+    } else {
+        f.render_stateful_widget(list, area, &mut state);
+    }
+}
+
+/// The session's position as `retrace status` says it: the cursor and the redo stack.
+fn position(app: &App) -> String {
+    let Some(t) = &app.timeline else {
+        return String::new();
+    };
+    let s = &t.status;
+    let mut out = match s.cursor {
+        Some(n) => format!("at turn {n}"),
+        None => "before the first turn".into(),
+    };
+    if let Some((n, _)) = s.redo_turn {
+        out.push_str(&format!(", redo turn {n}"));
+    }
+    if let Some(p) = s.pending {
+        out.push_str(&format!(", turn {p} running"));
+    }
+    out
+}
+
+/// One timeline row, fitted to `width` columns.
+fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String, char) {
+    let log = e.entry.as_ref();
+    let mark = match (e.moment, log) {
+        (Moment::Turn | Moment::Revert, Some(l)) if Some(l.number) == cursor => '●',
+        (Moment::Turn | Moment::Revert, Some(l)) if l.undone => '↶',
+        _ => ' ',
+    };
+    let what = match (e.moment, log) {
+        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => {
+            format!("{} {}", e.moment.word(), l.number)
+        }
+        (Moment::Undo | Moment::Redo, Some(l)) => format!("{} {}", e.moment.word(), l.number),
+        (Moment::Navigate, _) => match e.to {
+            Some(n) => format!("restore→{n}"),
+            None => "restore→0".into(),
+        },
+        _ => e.moment.word().to_string(),
+    };
+    let text = match (e.moment, log) {
+        (Moment::Revert, Some(l)) => match (l.reverts, &l.text) {
+            (Some(n), None) => format!("reverts turn {n}"),
+            (_, Some(t)) => t.clone(),
+            (None, None) => String::new(),
+        },
+        (_, Some(l)) => l.text.clone().unwrap_or_default(),
+        (_, None) => String::new(),
+    };
+    let counts = match (e.moment, log) {
+        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => format!(
+            " +{} ~{} -{} {:>5}",
+            l.counts.added,
+            l.counts.modified,
+            l.counts.deleted,
+            short_bytes(l.bytes_added)
+        ),
+        _ => String::new(),
+    };
+    let head = format!("{} {what:<11} ", short_time(e.time_ms));
+    let room = width.saturating_sub(head.chars().count() + counts.chars().count() + 2);
+    let text = first_line(&text, room.max(1));
+    (format!("{mark} {head}{text:<room$}{counts}"), mark)
+}
+
+fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
+    let width = usize::from(area.width.saturating_sub(4));
+    let cursor = app.timeline.as_ref().and_then(|t| t.status.cursor);
+    let rows = app.rows();
+    let items: Vec<ListItem> = rows
+        .iter()
+        .map(|e| {
+            let (text, mark) = timeline_row(e, cursor, width);
+            let style = match (mark, e.moment) {
+                ('↶', _) => paint.fg(Color::DarkGray),
+                (_, Moment::Undo | Moment::Redo | Moment::Navigate) => paint.fg(Color::Yellow),
+                (_, Moment::Checkpoint) => paint.fg(Color::Blue),
+                _ => Style::default(),
+            };
+            ListItem::new(Line::styled(text, style))
+        })
+        .collect();
+    let mut title = format!(" timeline: {} ", position(app));
+    if app.mode == Input::Filter || !app.filter.is_empty() {
+        title = format!(" timeline /{}{} ", app.filter, if app.mode == Input::Filter { "_" } else { "" });
+    }
+    let block = Block::bordered()
+        .title(title)
+        .border_style(paint.border(app.focus == Pane::Timeline));
+    if rows.is_empty() {
+        let why = if app.filter.is_empty() {
+            "nothing recorded in this session yet"
+        } else {
+            "no entry matches the filter (Esc clears it)"
+        };
+        f.render_widget(Paragraph::new(why).block(block), area);
+        return;
+    }
+    let list = List::new(items)
+        .block(block)
+        .highlight_style(paint.selected());
+    let mut state = ListState::default().with_selected(Some(app.entry));
+    f.render_stateful_widget(list, area, &mut state);
+}
+
+fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
+    let width = usize::from(area.width.saturating_sub(4));
+    let title = match (&app.showing, app.selected_entry()) {
+        (Showing::AgainstDisk(id), _) => format!(" the disk against {} ", id.short()),
+        (Showing::Change, Some(e)) => match (&e.entry, e.moment) {
+            (Some(l), Moment::Undo | Moment::Redo) => {
+                format!(" {} of turn {}: its change ", e.moment.word(), l.number)
+            }
+            (Some(l), m) => format!(" {} {}: {} path(s) ", m.word(), l.number, app.paths.len()),
+            (None, _) => format!(" {} ", e.moment.word()),
+        },
+        (Showing::Change, None) => " paths ".into(),
+    };
+    let block = Block::bordered()
+        .title(title)
+        .border_style(paint.border(app.focus == Pane::Paths));
+    if app.paths.is_empty() {
+        let why = match app.selected_entry() {
+            None => String::new(),
+            Some(e) if e.entry.is_none() => {
+                format!("a {} moves the session; select a turn to see a change", e.moment.word())
+            }
+            Some(_) if matches!(app.showing, Showing::AgainstDisk(_)) => {
+                "the disk equals this snapshot".into()
+            }
+            Some(_) => "no file changed".into(),
+        };
+        f.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }).block(block), area);
+        return;
+    }
+    let items: Vec<ListItem> = app
+        .paths
+        .iter()
+        .map(|p| {
+            let lines = if p.binary {
+                " binary".to_string()
+            } else if p.added + p.removed > 0 {
+                format!(" +{} -{}", p.added, p.removed)
+            } else {
+                String::new()
+            };
+            let room = width.saturating_sub(2 + lines.chars().count());
+            let path = first_line(&p.path, room.max(1));
+            let colour = match p.change {
+                "A" => Color::Green,
+                "D" => Color::Red,
+                _ => Color::Yellow,
+            };
+            ListItem::new(Line::from(vec![
+                Span::styled(format!("{} ", p.change), paint.fg(colour)),
+                Span::raw(format!("{path:<room$}{lines}")),
+            ]))
+        })
+        .collect();
+    let list = List::new(items)
+        .block(block)
+        .highlight_style(paint.selected());
+    let mut state = ListState::default().with_selected(Some(app.path));
+    f.render_stateful_widget(list, area, &mut state);
+}
+
+fn draw_diff(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
+    let Some(patches) = &app.diff else {
+        return;
+    };
+    let mut lines: Vec<Line> = Vec::new();
+    for p in patches {
+        for l in p.text.lines() {
+            let style = if l.starts_with("+++") || l.starts_with("---") {
+                Style::default().add_modifier(Modifier::BOLD)
+            } else if l.starts_with('+') {
+                paint.fg(Color::Green)
+            } else if l.starts_with('-') {
+                paint.fg(Color::Red)
+            } else if l.starts_with("@@") {
+                paint.fg(Color::Cyan)
+            } else {
+                Style::default()
+            };
+            lines.push(Line::styled(l.to_string(), style));
+        }
+    }
+    if lines.is_empty() {
+        lines.push(Line::from("no content change (a directory, or the same bytes)"));
+    }
+    let title = app
+        .paths
+        .get(app.path)
+        .map_or(" diff ".into(), |p| format!(" diff {} ", p.path));
+    let para = Paragraph::new(Text::from(lines)).scroll((app.scroll, 0)).block(
+        Block::bordered()
+            .title(title)
+            .border_style(paint.border(app.focus == Pane::Diff)),
+    );
+    f.render_widget(para, area);
+}
+
+fn draw_message(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
+    let Some(m) = &app.message else {
+        return;
+    };
+    let style = if m.refused {
+        paint.fg(Color::Red)
+    } else {
+        paint.fg(Color::Green)
+    };
+    let mut lines = vec![Line::styled(m.line.clone(), style)];
+    let shown = m.paths.len().min(3);
+    for (i, p) in m.paths.iter().take(shown).enumerate() {
+        if i + 1 == shown && m.paths.len() > shown {
+            lines.push(Line::from(format!("  {p} ... and {} more", m.paths.len() - shown)));
+        } else {
+            lines.push(Line::from(format!("  {p}")));
+        }
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
+    let ft = &app.footer;
+    let gc = ft
+        .gc_frees
+        .map_or(String::new(), |b| format!(" · gc frees {}", short_bytes(b)));
+    let text = format!(
+        " store {} of {}{gc} · ? help · q quit",
+        short_bytes(ft.store_bytes),
+        short_bytes(ft.budget)
+    );
+    f.render_widget(
+        Paragraph::new(text).style(Style::default().add_modifier(Modifier::REVERSED)),
+        area,
+    );
+}
+
+fn draw_help(f: &mut Frame, paint: &Paint) {
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(format!("{k:<16}"), paint.fg(Color::Cyan)),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    lines.push(Line::from(""));
+    lines.push(Line::from("Actions ask first and keep the CLI's guards; any key closes this."));
+    draw_modal(f, " keys ", lines, paint);
+}
+
+/// A box in the middle of the screen, over what is there.
+fn draw_modal(f: &mut Frame, title: &str, lines: Vec<Line>, paint: &Paint) {
+    let area = f.area();
+    let width = lines
+        .iter()
+        .map(Line::width)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(4)
+        .min(usize::from(area.width));
+    let height = (lines.len() + 2).min(usize::from(area.height));
+    let w = u16::try_from(width).unwrap_or(area.width);
+    let h = u16::try_from(height).unwrap_or(area.height);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(title).border_style(paint.border(true))),
+        r,
+    );
+}
