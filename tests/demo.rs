@@ -1,11 +1,12 @@
 //! `retrace demo`: it runs the real CLI and shows each command before its output, explains
-//! its words before using them, prints no Rust debug formatting, removes its directory, and
-//! refuses `-C` (it always works in a directory of its own).
+//! its words before using them, prints no Rust debug formatting, ends by pointing at
+//! `retrace ui` over the history it kept, and refuses `-C` (it always works in a directory
+//! of its own).
 
 use crate::common::{Env, RETRACE, stderr, stdout};
 
 #[test]
-fn the_demo_shows_each_command_before_its_output_and_cleans_up() {
+fn the_demo_shows_each_command_before_its_output_and_keeps_its_history_for_retrace_ui() {
     let env = Env::new();
     let tmp = tempfile::tempdir().unwrap();
     let o = env
@@ -55,11 +56,26 @@ fn the_demo_shows_each_command_before_its_output_and_cleans_up() {
         let at = out.find(explained).unwrap_or(usize::MAX);
         assert!(at < first_use, "{explained:?} comes too late:\n{out}");
     }
-    assert_eq!(
-        std::fs::read_dir(tmp.path()).unwrap().count(),
-        0,
-        "the demo left its directory behind"
+    // It ends by saying how to look at what it made, and that history is there.
+    let ui = lines
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("RETRACE_HOME="))
+        .unwrap_or_else(|| panic!("no `retrace ui` line in:\n{out}"));
+    let (home, rest) = ui.split_once(' ').unwrap();
+    let project = rest.strip_prefix("retrace ui -C ").unwrap();
+    let look = env
+        .command(RETRACE, &["-C", project, "--session", "demo", "log"])
+        .env("RETRACE_HOME", home)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&look).contains("fix the greeting"),
+        "{}",
+        stdout(&look)
     );
+    let kept: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(kept.len(), 1, "the demo keeps one directory");
+    assert!(out.contains("Remove it with: rm -rf "), "{out}");
 }
 
 #[test]

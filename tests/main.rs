@@ -53,6 +53,8 @@ mod serve;
 mod sessions;
 mod surgical;
 mod surgical_hostile;
+#[cfg(feature = "ui")]
+mod ui;
 mod unstable;
 mod vanish;
 mod verify;

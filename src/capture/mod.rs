@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{CaptureError, StoreError};
-use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT};
+use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, TREE_FRAME_RAW_BYTES};
 use crate::object::{
     CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, DeltaBase, EntryKind, NewFrame,
     ObjectId, ObjectKind, PendingObject, RelPath, Tree, TreeEntry,
@@ -214,6 +214,9 @@ struct Pending {
     /// Small objects for the shared frame being filled.
     solid: Vec<PendingObject>,
     solid_bytes: usize,
+    /// Trees for the tree frame being filled ([`TREE_FRAME_RAW_BYTES`]).
+    trees: Vec<PendingObject>,
+    trees_bytes: usize,
     /// Ids queued in this capture and not yet committed (identical files are stored once).
     queued: HashSet<ObjectId>,
     /// The first 8 bytes of every id this capture queued, committed or not: an id whose
@@ -417,6 +420,9 @@ impl<'a> Hasher<'a> {
         if !pending.solid.is_empty() {
             batch.push(NewFrame::pack(&pending.solid));
         }
+        if !pending.trees.is_empty() {
+            batch.push(NewFrame::pack(&pending.trees));
+        }
         let flushed = self.flushed.into_inner().unwrap_or_default();
         (batch, pending.staged.rows(), flushed)
     }
@@ -502,13 +508,23 @@ impl Hasher<'_> {
                     self.push_frame(NewFrame::pack(&[o]));
                     continue;
                 }
-                p.solid_bytes += o.payload.len();
-                p.solid.push(o);
-                if p.solid_bytes < FRAME_RAW_BYTES {
-                    continue;
+                if o.kind == ObjectKind::Tree {
+                    p.trees_bytes += o.payload.len();
+                    p.trees.push(o);
+                    if p.trees_bytes < TREE_FRAME_RAW_BYTES {
+                        continue;
+                    }
+                    p.trees_bytes = 0;
+                    std::mem::take(&mut p.trees)
+                } else {
+                    p.solid_bytes += o.payload.len();
+                    p.solid.push(o);
+                    if p.solid_bytes < FRAME_RAW_BYTES {
+                        continue;
+                    }
+                    p.solid_bytes = 0;
+                    std::mem::take(&mut p.solid)
                 }
-                p.solid_bytes = 0;
-                std::mem::take(&mut p.solid)
             };
             self.push_frame(NewFrame::pack(&full));
         }

@@ -35,6 +35,11 @@ pub const SOLID_MAX_OBJECT: usize = 64 * 1024;
 /// A shared frame is closed once it holds this many raw bytes.
 pub const FRAME_RAW_BYTES: usize = 1024 * 1024;
 
+/// Trees share frames of their own, closed at this many raw bytes: reading one directory's
+/// tree (a capture that looks only where a watcher points, a diff, a restore) decompresses
+/// at most this much, never a megabyte of file contents.
+pub const TREE_FRAME_RAW_BYTES: usize = 64 * 1024;
+
 /// No frame is larger than this once decompressed (the largest real ones are trees of
 /// directories with hundreds of thousands of entries). A record claiming more is corrupt,
 /// and refusing it keeps a damaged store from making a reader allocate gigabytes.
@@ -367,6 +372,24 @@ impl NewFrame {
             raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
             members,
         }
+    }
+
+    /// Trees compressed together into frames of up to [`TREE_FRAME_RAW_BYTES`] each.
+    #[must_use]
+    pub fn pack_trees(trees: &[PendingObject]) -> Vec<NewFrame> {
+        let mut frames = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, t) in trees.iter().enumerate() {
+            bytes += t.payload.len();
+            if bytes >= TREE_FRAME_RAW_BYTES {
+                frames.push(NewFrame::pack(&trees[start..=i]));
+                (start, bytes) = (i + 1, 0);
+            }
+        }
+        if start < trees.len() {
+            frames.push(NewFrame::pack(&trees[start..]));
+        }
+        frames
     }
 
     /// `objects` end to end in one frame stored as is: delta payloads, which are zstd

@@ -239,10 +239,11 @@ impl App {
         };
         // A path filter looks at what the entry changed (the session's file log).
         let reference = e.reference().unwrap_or_default();
-        self.ws
-            .session_of(s)
-            .show(&reference)
-            .is_ok_and(|d| d.paths.iter().any(|p| p.path.to_lowercase().contains(needle)))
+        self.ws.session_of(s).show(&reference).is_ok_and(|d| {
+            d.paths
+                .iter()
+                .any(|p| p.path.to_lowercase().contains(needle))
+        })
     }
 
     /// The selected timeline row.
@@ -503,10 +504,9 @@ impl App {
             Key::BackTab => {
                 self.focus = match self.focus {
                     Pane::Sessions if self.diff.is_some() => Pane::Diff,
-                    Pane::Sessions => Pane::Paths,
+                    Pane::Sessions | Pane::Diff => Pane::Paths,
                     Pane::Timeline => Pane::Sessions,
                     Pane::Paths => Pane::Timeline,
-                    Pane::Diff => Pane::Paths,
                 };
             }
             Key::Enter => match self.focus {

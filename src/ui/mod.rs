@@ -7,6 +7,8 @@
 //! whatever the way out is (quit, an error, Ctrl-C, a panic).
 
 pub mod app;
+#[cfg(test)]
+mod tests;
 pub mod view;
 
 use std::io::Write;
@@ -107,7 +109,11 @@ pub fn run(mut app: App) -> Result<(), UiError> {
                     };
                     // The wheel scrolls the diff when one is open, else the timeline.
                     let focus = app.focus;
-                    app.focus = if app.diff.is_some() { Pane::Diff } else { focus };
+                    app.focus = if app.diff.is_some() {
+                        Pane::Diff
+                    } else {
+                        focus
+                    };
                     app.key(by, false);
                     if app.focus == Pane::Diff && focus != Pane::Diff {
                         app.focus = focus;

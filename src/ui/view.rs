@@ -1,6 +1,8 @@
 //! Drawing `retrace ui`: sessions and timeline on the left, the selected entry's paths and
 //! a path's diff on the right, the last result and the store's figures at the bottom.
 
+use std::fmt::Write as _;
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -16,7 +18,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("↑/↓ j/k", "move in the pane"),
     ("PgUp/PgDn g/G", "page, first, last"),
     ("Tab / Shift-Tab", "next / previous pane"),
-    ("Enter", "open: a session's timeline, an entry's paths, a path's diff"),
+    (
+        "Enter",
+        "open: a session's timeline, an entry's paths, a path's diff",
+    ),
     ("Esc", "close the diff, back to the entry's change"),
     ("/", "filter the timeline by prompt text or path"),
     ("u / U", "undo / redo (files)"),
@@ -29,6 +34,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("?", "this help"),
     ("q / Ctrl-C", "quit"),
 ];
+
+/// The mark of the selected row of each list (seen without colour too).
+const SYMBOL: &str = "▸ ";
+/// Its width in columns.
+const SYMBOL_WIDTH: u16 = 2;
 
 /// Styles, or none of them without colour.
 struct Paint {
@@ -43,7 +53,7 @@ impl Paint {
             Style::default()
         }
     }
-    fn selected(&self) -> Style {
+    fn selected() -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
     }
     fn border(&self, focused: bool) -> Style {
@@ -78,10 +88,11 @@ fn short_time(ms: u64) -> String {
 
 /// Draws the whole screen.
 pub fn draw(f: &mut Frame, app: &App) {
-    let paint = Paint {
-        colour: app.colour,
-    };
-    let message_lines = app.message.as_ref().map_or(0, |m| 1 + m.paths.len().min(3));
+    let paint = Paint { colour: app.colour };
+    let columns = usize::from(f.area().width.max(1));
+    let message_lines = app.message.as_ref().map_or(0, |m| {
+        m.line.chars().count().div_ceil(columns).max(1) + m.paths.len().min(3)
+    });
     let [body, message, footer] = Layout::vertical([
         Constraint::Fill(1),
         Constraint::Length(u16::try_from(message_lines).unwrap_or(4)),
@@ -89,7 +100,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     ])
     .areas(f.area());
     let [left, right] =
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Fill(1)]).areas(body);
+        Layout::horizontal([Constraint::Percentage(58), Constraint::Fill(1)]).areas(body);
     let sessions_height = u16::try_from(app.sessions.len().max(1) + 2)
         .unwrap_or(u16::MAX)
         .min(left.height / 3)
@@ -104,8 +115,7 @@ pub fn draw(f: &mut Frame, app: &App) {
             .min(right.height / 3)
             .max(3);
         let [paths, diff] =
-            Layout::vertical([Constraint::Length(paths_height), Constraint::Fill(1)])
-                .areas(right);
+            Layout::vertical([Constraint::Length(paths_height), Constraint::Fill(1)]).areas(right);
         draw_paths(f, app, &paint, paths);
         draw_diff(f, app, &paint, diff);
     } else {
@@ -128,7 +138,7 @@ pub fn draw(f: &mut Frame, app: &App) {
 }
 
 fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
-    let width = usize::from(area.width.saturating_sub(4));
+    let width = usize::from(area.width.saturating_sub(2 + SYMBOL_WIDTH));
     let items: Vec<ListItem> = app
         .sessions
         .iter()
@@ -157,7 +167,8 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
                 .title(title)
                 .border_style(paint.border(app.focus == Pane::Sessions)),
         )
-        .highlight_style(paint.selected());
+        .highlight_style(Paint::selected())
+        .highlight_symbol(SYMBOL);
     let mut state = ListState::default().with_selected(Some(app.session));
     if app.sessions.is_empty() {
         let empty = Paragraph::new("no sessions yet: an agent's turns appear here").block(
@@ -182,32 +193,33 @@ fn position(app: &App) -> String {
         None => "before the first turn".into(),
     };
     if let Some((n, _)) = s.redo_turn {
-        out.push_str(&format!(", redo turn {n}"));
+        let _ = write!(out, ", redo turn {n}");
     }
     if let Some(p) = s.pending {
-        out.push_str(&format!(", turn {p} running"));
+        let _ = write!(out, ", turn {p} running");
     }
     out
 }
 
-/// One timeline row, fitted to `width` columns.
+/// The short word of a row: `turn 3`, `ckpt 1`, `undo 3`, `restore→2`.
+fn what_of(e: &TimelineEntry) -> String {
+    let log = e.entry.as_ref();
+    match (e.moment, log) {
+        (Moment::Checkpoint, Some(l)) => format!("ckpt {}", l.number),
+        (Moment::Navigate, _) => format!("restore→{}", e.to.unwrap_or(0)),
+        (m, Some(l)) => format!("{} {}", m.word(), l.number),
+        (m, None) => m.word().to_string(),
+    }
+}
+
+/// One timeline row, fitted to `width` columns: the date and the bytes only when there is
+/// room for them and for some of the prompt.
 fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String, char) {
     let log = e.entry.as_ref();
     let mark = match (e.moment, log) {
         (Moment::Turn | Moment::Revert, Some(l)) if Some(l.number) == cursor => '●',
         (Moment::Turn | Moment::Revert, Some(l)) if l.undone => '↶',
         _ => ' ',
-    };
-    let what = match (e.moment, log) {
-        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => {
-            format!("{} {}", e.moment.word(), l.number)
-        }
-        (Moment::Undo | Moment::Redo, Some(l)) => format!("{} {}", e.moment.word(), l.number),
-        (Moment::Navigate, _) => match e.to {
-            Some(n) => format!("restore→{n}"),
-            None => "restore→0".into(),
-        },
-        _ => e.moment.word().to_string(),
     };
     let text = match (e.moment, log) {
         (Moment::Revert, Some(l)) => match (l.reverts, &l.text) {
@@ -218,24 +230,37 @@ fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String
         (_, Some(l)) => l.text.clone().unwrap_or_default(),
         (_, None) => String::new(),
     };
+    let wide = width >= 64;
     let counts = match (e.moment, log) {
-        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => format!(
-            " +{} ~{} -{} {:>5}",
-            l.counts.added,
-            l.counts.modified,
-            l.counts.deleted,
-            short_bytes(l.bytes_added)
-        ),
+        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => {
+            let c = format!(
+                " +{} ~{} -{}",
+                l.counts.added, l.counts.modified, l.counts.deleted
+            );
+            if wide {
+                format!("{c} {:>5}", short_bytes(l.bytes_added))
+            } else {
+                c
+            }
+        }
         _ => String::new(),
     };
-    let head = format!("{} {what:<11} ", short_time(e.time_ms));
-    let room = width.saturating_sub(head.chars().count() + counts.chars().count() + 2);
-    let text = first_line(&text, room.max(1));
-    (format!("{mark} {head}{text:<room$}{counts}"), mark)
+    let time = short_time(e.time_ms);
+    let time = if wide {
+        time.as_str()
+    } else {
+        time.get(6..).unwrap_or(&time)
+    };
+    let head = format!("{mark} {time} {:<9} ", what_of(e));
+    let room = width
+        .saturating_sub(head.chars().count() + counts.chars().count())
+        .max(1);
+    let text = first_line(&text, room);
+    (format!("{head}{text:<room$}{counts}"), mark)
 }
 
 fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
-    let width = usize::from(area.width.saturating_sub(4));
+    let width = usize::from(area.width.saturating_sub(2 + SYMBOL_WIDTH));
     let cursor = app.timeline.as_ref().and_then(|t| t.status.cursor);
     let rows = app.rows();
     let items: Vec<ListItem> = rows
@@ -253,7 +278,11 @@ fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         .collect();
     let mut title = format!(" timeline: {} ", position(app));
     if app.mode == Input::Filter || !app.filter.is_empty() {
-        title = format!(" timeline /{}{} ", app.filter, if app.mode == Input::Filter { "_" } else { "" });
+        title = format!(
+            " timeline /{}{} ",
+            app.filter,
+            if app.mode == Input::Filter { "_" } else { "" }
+        );
     }
     let block = Block::bordered()
         .title(title)
@@ -269,13 +298,14 @@ fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     }
     let list = List::new(items)
         .block(block)
-        .highlight_style(paint.selected());
+        .highlight_style(Paint::selected())
+        .highlight_symbol(SYMBOL);
     let mut state = ListState::default().with_selected(Some(app.entry));
     f.render_stateful_widget(list, area, &mut state);
 }
 
 fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
-    let width = usize::from(area.width.saturating_sub(4));
+    let width = usize::from(area.width.saturating_sub(2 + SYMBOL_WIDTH));
     let title = match (&app.showing, app.selected_entry()) {
         (Showing::AgainstDisk(id), _) => format!(" the disk against {} ", id.short()),
         (Showing::Change, Some(e)) => match (&e.entry, e.moment) {
@@ -294,14 +324,20 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         let why = match app.selected_entry() {
             None => String::new(),
             Some(e) if e.entry.is_none() => {
-                format!("a {} moves the session; select a turn to see a change", e.moment.word())
+                format!(
+                    "a {} moves the session; select a turn to see a change",
+                    e.moment.word()
+                )
             }
             Some(_) if matches!(app.showing, Showing::AgainstDisk(_)) => {
                 "the disk equals this snapshot".into()
             }
             Some(_) => "no file changed".into(),
         };
-        f.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }).block(block), area);
+        f.render_widget(
+            Paragraph::new(why).wrap(Wrap { trim: true }).block(block),
+            area,
+        );
         return;
     }
     let items: Vec<ListItem> = app
@@ -330,7 +366,8 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         .collect();
     let list = List::new(items)
         .block(block)
-        .highlight_style(paint.selected());
+        .highlight_style(Paint::selected())
+        .highlight_symbol(SYMBOL);
     let mut state = ListState::default().with_selected(Some(app.path));
     f.render_stateful_widget(list, area, &mut state);
 }
@@ -357,17 +394,21 @@ fn draw_diff(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         }
     }
     if lines.is_empty() {
-        lines.push(Line::from("no content change (a directory, or the same bytes)"));
+        lines.push(Line::from(
+            "no content change (a directory, or the same bytes)",
+        ));
     }
     let title = app
         .paths
         .get(app.path)
         .map_or(" diff ".into(), |p| format!(" diff {} ", p.path));
-    let para = Paragraph::new(Text::from(lines)).scroll((app.scroll, 0)).block(
-        Block::bordered()
-            .title(title)
-            .border_style(paint.border(app.focus == Pane::Diff)),
-    );
+    let para = Paragraph::new(Text::from(lines))
+        .scroll((app.scroll, 0))
+        .block(
+            Block::bordered()
+                .title(title)
+                .border_style(paint.border(app.focus == Pane::Diff)),
+        );
     f.render_widget(para, area);
 }
 
@@ -384,12 +425,15 @@ fn draw_message(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     let shown = m.paths.len().min(3);
     for (i, p) in m.paths.iter().take(shown).enumerate() {
         if i + 1 == shown && m.paths.len() > shown {
-            lines.push(Line::from(format!("  {p} ... and {} more", m.paths.len() - shown)));
+            lines.push(Line::from(format!(
+                "  {p} ... and {} more",
+                m.paths.len() - shown
+            )));
         } else {
             lines.push(Line::from(format!("  {p}")));
         }
     }
-    f.render_widget(Paragraph::new(lines), area);
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
 }
 
 fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
@@ -419,7 +463,9 @@ fn draw_help(f: &mut Frame, paint: &Paint) {
         })
         .collect();
     lines.push(Line::from(""));
-    lines.push(Line::from("Actions ask first and keep the CLI's guards; any key closes this."));
+    lines.push(Line::from(
+        "Actions ask first and keep the CLI's guards; any key closes this.",
+    ));
     draw_modal(f, " keys ", lines, paint);
 }
 
@@ -444,9 +490,11 @@ fn draw_modal(f: &mut Frame, title: &str, lines: Vec<Line>, paint: &Paint) {
     };
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(title).border_style(paint.border(true))),
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::bordered()
+                .title(title)
+                .border_style(paint.border(true)),
+        ),
         r,
     );
 }

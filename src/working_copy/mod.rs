@@ -982,12 +982,7 @@ impl Shared<'_> {
         if let Some(e) = fault {
             return Err(e.into());
         }
-        let frames = if trees.is_empty() {
-            Vec::new()
-        } else {
-            vec![crate::object::NewFrame::pack(&trees)]
-        };
-        Ok((root, frames))
+        Ok((root, crate::object::NewFrame::pack_trees(&trees)))
     }
 
     /// [`Shared::record`], writing `also`'s records in the capture's final commit.

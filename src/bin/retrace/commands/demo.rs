@@ -132,14 +132,29 @@ pub fn run(dir: Option<&PathBuf>) -> Result<u8> {
     };
     fs::create_dir_all(&demo.root).context("creating the demo directory")?;
     let result = walkthrough(&demo);
-    let _ = fs::remove_dir_all(&base);
     match result {
         Ok(()) => {}
         // Output closed early: exit as a process killed by SIGPIPE would, as other commands do.
-        Err(e) if broken_pipe(&e) => return Ok(141),
-        Err(e) => return Err(e),
+        Err(e) if broken_pipe(&e) => {
+            let _ = fs::remove_dir_all(&base);
+            return Ok(141);
+        }
+        Err(e) => {
+            let _ = fs::remove_dir_all(&base);
+            return Err(e);
+        }
     }
-    out!("\nall steps passed; the demo directory is removed.");
+    // The history stays, to be looked at; its home is the demo's own.
+    out!("\nall steps passed. The history it made is kept for you to look at:");
+    out!(
+        "    RETRACE_HOME={} retrace ui -C {}",
+        quoted(&demo.home.display().to_string()),
+        quoted(&demo.root.display().to_string())
+    );
+    out!(
+        "(sessions, turns, diffs; `?` lists the keys, `q` quits). Remove it with: rm -rf {}",
+        quoted(&base.display().to_string())
+    );
     Ok(0)
 }
 

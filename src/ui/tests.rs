@@ -1,0 +1,305 @@
+//! `retrace ui` drawn on ratatui's `TestBackend` over a fixture store (two sessions, turns,
+//! a checkpoint, an undo, a conflict), the screens kept as insta snapshots; and its keys
+//! driving real actions on the fixture's disk.
+
+use std::fs;
+use std::time::Duration;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+
+use super::app::{App, Input, Key, Pane};
+use super::view;
+use crate::{Config, Mode, Workspace};
+
+/// The fixture: a workspace with a history, and its home.
+struct Fixture {
+    ws: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn write(&self, rel: &str, content: &[u8]) {
+        let p = self.ws.path().join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+
+    fn open(&self) -> Workspace {
+        Workspace::open(self.ws.path(), &Config::with_home(self.home.path())).unwrap()
+    }
+
+    fn app(&self, session: Option<&str>) -> App {
+        let mut app = App::new(self.open(), session).unwrap();
+        app.colour = false;
+        app
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.ws.path().join(rel)).unwrap_or_default()
+    }
+}
+
+/// One turn of `session`: `work` runs between its begin and its end.
+fn turn(ws: &Workspace, session: &str, agent: &str, prompt: &str, work: impl FnOnce()) {
+    let s = ws.session(session).for_agent(agent);
+    let t = s.begin_turn(None, Some(prompt.into())).unwrap();
+    t.wait_before(Duration::from_mins(2)).unwrap();
+    work();
+    t.end(None).unwrap();
+}
+
+/// Two sessions: claude-1 with two turns, a checkpoint between them and the second turn
+/// undone; codex-2 with one turn that changed a path claude-1's undone turn changed, so
+/// redoing it conflicts.
+fn fixture() -> Fixture {
+    let f = Fixture {
+        ws: tempfile::tempdir().unwrap(),
+        home: tempfile::tempdir().unwrap(),
+    };
+    f.write("a.txt", b"one\n");
+    f.write("src/lib.rs", b"pub fn lib() {}\n");
+    f.write("logo.png", b"\x89PNG\r\n\x1a\n\0\0\0binary");
+    let ws = f.open();
+    turn(
+        &ws,
+        "claude-1",
+        "claude-code",
+        "add a greeting to a.txt",
+        || {
+            f.write("a.txt", b"one\nhello\n");
+            f.write(
+                "src/greet.rs",
+                b"pub fn greet() -> &'static str {\n    \"hello\"\n}\n",
+            );
+        },
+    );
+    ws.session("claude-1")
+        .checkpoint(Some("before the refactor".into()))
+        .unwrap();
+    turn(
+        &ws,
+        "claude-1",
+        "claude-code",
+        "refactor lib.rs and drop the logo\nwith a second line that is not shown",
+        || {
+            f.write("src/lib.rs", b"pub fn lib() -> u32 {\n    42\n}\n");
+            fs::remove_file(f.ws.path().join("logo.png")).unwrap();
+        },
+    );
+    ws.session("claude-1").undo(Mode::Files).unwrap();
+    turn(&ws, "codex-2", "codex", "document the library", || {
+        f.write("docs/guide.md", b"# Guide\n\nCall `lib()`.\n");
+        f.write("src/lib.rs", b"/// The library.\npub fn lib() {}\n");
+    });
+    f
+}
+
+/// The screen as text, times and ids replaced so that it does not change between runs.
+fn screen(app: &App, width: u16, height: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
+    t.draw(|f| view::draw(f, app)).unwrap();
+    t.backend().to_string()
+}
+
+fn assert_screen(name: &str, app: &App, width: u16, height: u16) {
+    let text = screen(app, width, height);
+    insta::with_settings!({filters => vec![
+        (r"\d\d-\d\d \d\d:\d\d", "MM-DD hh:mm"),
+        (r"\b\d\d:\d\d\b", "hh:mm"),
+        (r"store +\S+ of", "store [size] of"),
+        (r"gc frees +\S+", "gc frees [size]"),
+        (r"\b[0-9a-f]{12}\b", "[snapshot id]"),
+    ]}, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+fn keys(app: &mut App, keys: &[Key]) {
+    for k in keys {
+        app.key(*k, false);
+    }
+}
+
+#[test]
+fn the_main_view_lists_sessions_the_timeline_and_the_selected_entrys_paths() {
+    let f = fixture();
+    let app = f.app(Some("claude-1"));
+    let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
+    assert_eq!(rows, ["undo", "turn", "checkpoint", "turn"]);
+    assert_screen("main_80x24", &app, 80, 24);
+    assert_screen("main_160x48", &app, 160, 48);
+}
+
+#[test]
+fn a_paths_diff_opens_with_enter_and_names_a_binary_change() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    // The newest row is the undo of turn 2: its change is turn 2's.
+    keys(&mut app, &[Key::Tab, Key::Enter]);
+    assert_eq!(app.focus, Pane::Diff);
+    let text: String = app.diff.iter().flatten().map(|p| p.text.clone()).collect();
+    assert!(text.contains("Binary files"), "{text}");
+    // Turn 1: a.txt's diff.
+    keys(&mut app, &[Key::Esc, Key::Tab, Key::Tab]);
+    assert_eq!(app.focus, Pane::Timeline);
+    keys(
+        &mut app,
+        &[Key::Down, Key::Down, Key::Down, Key::Enter, Key::Enter],
+    );
+    let e = app.selected_entry().unwrap();
+    assert_eq!(e.moment.word(), "turn");
+    assert_eq!(app.paths[app.path].path, "a.txt");
+    assert_screen("diff_80x24", &app, 80, 24);
+    assert_screen("diff_160x48", &app, 160, 48);
+}
+
+#[test]
+fn a_refused_redo_names_the_conflicting_path_and_writes_nothing() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    let before = f.read("src/lib.rs");
+    keys(&mut app, &[Key::Char('U')]);
+    assert!(matches!(app.mode, Input::Confirm(_)));
+    assert_screen("confirm_80x24", &app, 80, 24);
+    keys(&mut app, &[Key::Char('y')]);
+    let m = app.message.clone().unwrap();
+    assert!(m.refused, "{m:?}");
+    assert_eq!(m.paths, ["src/lib.rs"], "{m:?}");
+    assert_eq!(f.read("src/lib.rs"), before);
+    assert_screen("conflict_80x24", &app, 80, 24);
+}
+
+#[test]
+fn help_lists_every_key() {
+    let f = fixture();
+    let mut app = f.app(None);
+    keys(&mut app, &[Key::Char('?')]);
+    let text = screen(&app, 80, 24);
+    for (k, _) in view::KEYS {
+        assert!(text.contains(k), "{k} missing from\n{text}");
+    }
+    assert_screen("help_80x24", &app, 80, 24);
+    keys(&mut app, &[Key::Char('x')]);
+    assert_eq!(app.mode, Input::Browse);
+}
+
+#[test]
+fn reverting_a_turn_after_confirming_keeps_later_changes() {
+    let f = fixture();
+    let mut app = f.app(Some("codex-2"));
+    // codex-2's turn: revert it, answering no first, then yes.
+    keys(&mut app, &[Key::Char('v'), Key::Char('n')]);
+    assert!(f.ws.path().join("docs/guide.md").exists());
+    assert_eq!(app.message.as_ref().unwrap().line, "nothing done");
+    keys(&mut app, &[Key::Char('v'), Key::Char('y')]);
+    let m = app.message.clone().unwrap();
+    assert!(!m.refused, "{m:?}");
+    assert!(!f.ws.path().join("docs/guide.md").exists());
+    assert_eq!(f.read("src/lib.rs"), "pub fn lib() {}\n");
+    // The revert is on the timeline now, newest.
+    assert_eq!(app.rows()[0].moment.word(), "revert");
+}
+
+#[test]
+fn a_path_is_restored_alone_and_a_checkpoint_taken() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    // Turn 1 (the undo, turn 2 and the checkpoint are newer): restore greet.rs after the
+    // user deleted it, nothing else.
+    fs::remove_file(f.ws.path().join("src/greet.rs")).unwrap();
+    keys(&mut app, &[Key::Char('c'), Key::Char('y')]);
+    assert!(!app.message.as_ref().unwrap().refused, "{:?}", app.message);
+    assert_eq!(app.rows()[0].moment.word(), "checkpoint");
+    keys(&mut app, &[Key::End, Key::Tab, Key::Down]);
+    assert_eq!(app.paths[app.path].path, "src/greet.rs");
+    keys(&mut app, &[Key::Char('p'), Key::Char('y')]);
+    assert!(!app.message.as_ref().unwrap().refused, "{:?}", app.message);
+    assert!(f.read("src/greet.rs").contains("hello"));
+    assert_eq!(f.read("a.txt"), "one\nhello\n");
+}
+
+#[test]
+fn the_disk_is_diffed_against_an_entry_and_the_filter_finds_paths_and_prompts() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    f.write("a.txt", b"changed by hand\n");
+    // The checkpoint against the disk: a.txt differs.
+    keys(&mut app, &[Key::Down, Key::Down, Key::Char('d')]);
+    assert!(
+        app.paths.iter().any(|p| p.path == "a.txt"),
+        "{:?}",
+        app.paths
+    );
+    keys(&mut app, &[Key::Esc]);
+    // `/greet` keeps turn 1 (it added src/greet.rs); `/refactor` turn 2, its undo and the
+    // checkpoint labelled "before the refactor".
+    keys(&mut app, &[Key::Char('/')]);
+    for c in "greet".chars() {
+        app.key(Key::Char(c), false);
+    }
+    keys(&mut app, &[Key::Enter]);
+    let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
+    assert_eq!(rows, ["turn"]);
+    keys(&mut app, &[Key::Char('/'), Key::Esc, Key::Char('/')]);
+    for c in "REFACTOR".chars() {
+        app.key(Key::Char(c), false);
+    }
+    let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
+    assert_eq!(rows, ["undo", "turn", "checkpoint"]);
+    assert_screen("filter_80x24", &app, 80, 24);
+}
+
+#[test]
+fn without_colour_no_cell_is_coloured() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    keys(&mut app, &[Key::Tab, Key::Enter]);
+    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    t.draw(|fr| view::draw(fr, &app)).unwrap();
+    let plain = t
+        .backend()
+        .buffer()
+        .content
+        .iter()
+        .all(|c| c.fg == Color::Reset);
+    assert!(plain, "a cell has a colour with colour off");
+    app.colour = true;
+    t.draw(|fr| view::draw(fr, &app)).unwrap();
+    let coloured = t
+        .backend()
+        .buffer()
+        .content
+        .iter()
+        .any(|c| c.fg != Color::Reset);
+    assert!(coloured, "nothing is coloured with colour on");
+}
+
+#[test]
+fn another_process_recording_is_seen_by_refresh() {
+    let f = fixture();
+    let mut app = f.app(Some("codex-2"));
+    assert!(!app.refresh(), "nothing changed yet");
+    turn(&f.open(), "codex-2", "codex", "a second turn", || {
+        f.write("b.txt", b"b\n");
+    });
+    assert!(app.refresh());
+    assert_eq!(app.rows().len(), 2);
+    assert_eq!(app.selected_session().unwrap().shown(), "codex-2");
+}
+
+#[test]
+fn short_bytes_fit_five_columns() {
+    for (n, s) in [
+        (0, "0B"),
+        (1023, "1023B"),
+        (1024, "1.0K"),
+        (20 << 10, "20K"),
+        (3 << 20, "3.0M"),
+        (500 << 20, "500M"),
+        (3 << 30, "3.0G"),
+    ] {
+        assert_eq!(view::short_bytes(n), s);
+    }
+}
