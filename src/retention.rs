@@ -183,6 +183,21 @@ pub fn resolve_snapshot(wc: &WorkingCopy, prefix: &str) -> Result<ObjectId, Erro
     .into())
 }
 
+/// The stored bytes [`gc`] would free now, worked out beside running captures: it holds
+/// the workspace lock shared (a restore finishes first; captures go on, and what they add
+/// is young, so kept), writes nothing and completes no interrupted restore.
+///
+/// # Errors
+/// [`Error::Store`] when the store fails or stays busy.
+pub fn gc_estimate(wc: &WorkingCopy, grace_secs: u64) -> Result<u64, Error> {
+    let _shared = wc.lock_shared(crate::store::LOCK_WAIT)?;
+    let roots = gc_roots(wc)?;
+    Ok(wc
+        .store()
+        .collect(&roots, grace_secs, true)?
+        .stored_bytes_freed)
+}
+
 /// Collects unreferenced objects older than `grace_secs` and compacts the store. Holds
 /// the workspace lock exclusively (captures wait; the wait is bounded), and completes an
 /// interrupted restore first.

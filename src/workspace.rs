@@ -344,6 +344,15 @@ impl Workspace {
         crate::retention::gc(&self.wc, grace_secs, dry_run)
     }
 
+    /// The stored bytes a GC would free now, without holding captures up (see
+    /// [`crate::retention::gc_estimate`]).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails or stays busy.
+    pub fn gc_estimate(&self, grace_secs: u64) -> Result<u64, Error> {
+        crate::retention::gc_estimate(&self.wc, grace_secs)
+    }
+
     /// A full maintenance pass (see [`crate::retention::maintain`]).
     ///
     /// # Errors

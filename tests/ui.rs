@@ -155,3 +155,22 @@ fn a_turn_is_selected_diffed_and_reverted_from_the_terminal_interface() {
         "the alternate screen was not left: {tail:?}"
     );
 }
+
+#[test]
+fn without_a_terminal_it_says_so_and_changes_nothing() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    cli(&env, &["snapshot"]);
+    let o = env.command(RETRACE, &["ui"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("needs an interactive terminal"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !stdout(&o).contains("\x1b["),
+        "escape codes written: {:?}",
+        stdout(&o)
+    );
+}

@@ -421,6 +421,12 @@ impl NewFrame {
             });
             raw.extend_from_slice(&o.payload);
         }
+        // A frame of empty objects only (empty files) still takes a byte of the log: frames
+        // are known by their offset (the readers' cache, maintenance, GC), and an empty one
+        // would share its offset with the next frame.
+        if raw.is_empty() {
+            raw.push(0);
+        }
         (raw, members)
     }
 }

@@ -36,6 +36,38 @@ fn frames_place_members_end_to_end() {
     assert_eq!(&raw[3..5], b"bb");
 }
 
+/// A frame of empty files alone is a byte long: an empty one would sit at the offset of
+/// the frame after it, and frames are known by their offset (a tree read the empty frame).
+#[test]
+fn a_frame_of_empty_objects_takes_a_byte() {
+    let empty = PendingObject::whole(ObjectId::of_blob(b""), ObjectKind::Blob, 0, Vec::new());
+    let f = NewFrame::pack(&[empty]);
+    assert_eq!(f.raw_len, 1);
+    assert_eq!(f.stored.len(), 1);
+    assert_eq!((f.members[0].within, f.members[0].len), (0, 0));
+    assert_eq!(decompress(f.codec, &f.stored, f.raw_len).unwrap().len(), 1);
+    assert!(NewFrame::pack_trees(&[]).is_empty());
+}
+
+/// Trees are cut into frames of about [`TREE_FRAME_RAW_BYTES`], none of them empty.
+#[test]
+fn trees_are_packed_in_small_frames() {
+    let trees: Vec<PendingObject> = (0..100u32)
+        .map(|i| {
+            let bytes = vec![u8::try_from(i % 251).unwrap(); 2000];
+            PendingObject::whole(ObjectId::of_tree(&bytes), ObjectKind::Tree, 2000, bytes)
+        })
+        .collect();
+    let frames = NewFrame::pack_trees(&trees);
+    assert_eq!(frames.iter().map(|f| f.members.len()).sum::<usize>(), 100);
+    assert!(frames.len() >= 3, "{} frames", frames.len());
+    assert!(
+        frames
+            .iter()
+            .all(|f| (f.raw_len as usize) < TREE_FRAME_RAW_BYTES + 2000)
+    );
+}
+
 #[test]
 fn records_refuse_future_versions_and_out_of_frame_payloads() {
     let mut r = ObjectRecord {

@@ -136,6 +136,8 @@ pub struct App {
     pub quit: bool,
     /// What the sessions looked like when last loaded (a reload when it changes).
     stamp: Vec<(String, usize, usize, u64)>,
+    /// What a GC would free, being worked out.
+    gc_job: Option<std::sync::mpsc::Receiver<Option<u64>>>,
 }
 
 /// The sessions' stamp: enough to see another process recorded something.
@@ -191,6 +193,7 @@ impl App {
             footer: Footer::default(),
             colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
             quit: false,
+            gc_job: None,
         };
         app.load_timeline();
         app.load_footer();
@@ -252,14 +255,59 @@ impl App {
         self.rows().get(self.entry).copied()
     }
 
+    /// The store's size now; what a GC would free is worked out on a thread of its own (it
+    /// reads every tree the history keeps) and shown when [`App::poll`] sees it.
     fn load_footer(&mut self) {
         let settings = self.ws.settings();
         let grace = settings.gc_grace_secs.value;
-        self.footer = Footer {
-            store_bytes: crate::store::disk_bytes(self.ws.store().path()),
-            budget: settings.max_store_bytes.value,
-            gc_frees: self.ws.gc(grace, true).ok().map(|r| r.stored_bytes_freed),
+        self.footer.store_bytes = crate::store::disk_bytes(self.ws.store().path());
+        self.footer.budget = settings.max_store_bytes.value;
+        if self.gc_job.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let ws = self.ws.clone();
+            let started = std::thread::Builder::new()
+                .name("retrace-ui-gc-estimate".into())
+                .spawn(move || {
+                    let _ = tx.send(ws.gc_estimate(grace).ok());
+                });
+            if started.is_ok() {
+                self.gc_job = Some(rx);
+            }
+        }
+    }
+
+    /// Takes in what background work found; returns whether anything changed.
+    pub fn poll(&mut self) -> bool {
+        let Some(rx) = &self.gc_job else {
+            return false;
         };
+        match rx.try_recv() {
+            Ok(frees) => {
+                self.footer.gc_frees = frees;
+                self.gc_job = None;
+                true
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => false,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                self.gc_job = None;
+                false
+            }
+        }
+    }
+
+    /// Waits for background work to finish (tests draw what it found).
+    pub fn settle(&mut self) {
+        if let Some(rx) = self.gc_job.take()
+            && let Ok(frees) = rx.recv()
+        {
+            self.footer.gc_frees = frees;
+        }
+    }
+
+    /// Whether background work is still running.
+    #[must_use]
+    pub fn working(&self) -> bool {
+        self.gc_job.is_some()
     }
 
     fn load_timeline(&mut self) {

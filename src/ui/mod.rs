@@ -29,6 +29,12 @@ const POLL: Duration = Duration::from_millis(500);
 /// Why the UI could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
+    /// Standard input or output is not a terminal (a pipe, a file, a CI job).
+    #[error(
+        "`retrace ui` needs an interactive terminal (standard input and output are not both \
+         one); `retrace log`, `retrace show` and `retrace diff` print the same history"
+    )]
+    NotATerminal,
     /// The terminal could not be set up, read or drawn on.
     #[error("the terminal: {0} (`retrace ui` needs an interactive terminal)")]
     Terminal(#[from] std::io::Error),
@@ -87,8 +93,12 @@ fn key_of(code: KeyCode) -> Option<Key> {
 /// Runs the UI on the terminal until the user quits; redraws when another process records.
 ///
 /// # Errors
-/// [`UiError::Terminal`] when there is no terminal to draw on or it fails.
+/// [`UiError::NotATerminal`] without a terminal; [`UiError::Terminal`] when it fails.
 pub fn run(mut app: App) -> Result<(), UiError> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(UiError::NotATerminal);
+    }
     let mut screen = Screen::enter()?;
     let mut looked = Instant::now();
     while !app.quit {
@@ -122,6 +132,7 @@ pub fn run(mut app: App) -> Result<(), UiError> {
                 _ => {}
             }
         }
+        app.poll();
         if looked.elapsed() >= POLL {
             app.refresh();
             looked = Instant::now();

@@ -33,6 +33,7 @@ impl Fixture {
     fn app(&self, session: Option<&str>) -> App {
         let mut app = App::new(self.open(), session).unwrap();
         app.colour = false;
+        app.settle();
         app
     }
 
@@ -103,7 +104,8 @@ fn screen(app: &App, width: u16, height: u16) -> String {
     t.backend().to_string()
 }
 
-fn assert_screen(name: &str, app: &App, width: u16, height: u16) {
+fn assert_screen(name: &str, app: &mut App, width: u16, height: u16) {
+    app.settle();
     let text = screen(app, width, height);
     insta::with_settings!({filters => vec![
         (r"\d\d-\d\d \d\d:\d\d", "MM-DD hh:mm"),
@@ -125,11 +127,16 @@ fn keys(app: &mut App, keys: &[Key]) {
 #[test]
 fn the_main_view_lists_sessions_the_timeline_and_the_selected_entrys_paths() {
     let f = fixture();
-    let app = f.app(Some("claude-1"));
+    let mut app = f.app(Some("claude-1"));
     let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
     assert_eq!(rows, ["undo", "turn", "checkpoint", "turn"]);
-    assert_screen("main_80x24", &app, 80, 24);
-    assert_screen("main_160x48", &app, 160, 48);
+    // The footer's estimate is what a dry-run GC reports.
+    let ws = f.open();
+    let gc = ws.gc(ws.settings().gc_grace_secs.value, true).unwrap();
+    assert_eq!(app.footer.gc_frees, Some(gc.stored_bytes_freed));
+    assert!(app.footer.store_bytes > 0);
+    assert_screen("main_80x24", &mut app, 80, 24);
+    assert_screen("main_160x48", &mut app, 160, 48);
 }
 
 #[test]
@@ -151,8 +158,8 @@ fn a_paths_diff_opens_with_enter_and_names_a_binary_change() {
     let e = app.selected_entry().unwrap();
     assert_eq!(e.moment.word(), "turn");
     assert_eq!(app.paths[app.path].path, "a.txt");
-    assert_screen("diff_80x24", &app, 80, 24);
-    assert_screen("diff_160x48", &app, 160, 48);
+    assert_screen("diff_80x24", &mut app, 80, 24);
+    assert_screen("diff_160x48", &mut app, 160, 48);
 }
 
 #[test]
@@ -162,13 +169,13 @@ fn a_refused_redo_names_the_conflicting_path_and_writes_nothing() {
     let before = f.read("src/lib.rs");
     keys(&mut app, &[Key::Char('U')]);
     assert!(matches!(app.mode, Input::Confirm(_)));
-    assert_screen("confirm_80x24", &app, 80, 24);
+    assert_screen("confirm_80x24", &mut app, 80, 24);
     keys(&mut app, &[Key::Char('y')]);
     let m = app.message.clone().unwrap();
     assert!(m.refused, "{m:?}");
     assert_eq!(m.paths, ["src/lib.rs"], "{m:?}");
     assert_eq!(f.read("src/lib.rs"), before);
-    assert_screen("conflict_80x24", &app, 80, 24);
+    assert_screen("conflict_80x24", &mut app, 80, 24);
 }
 
 #[test]
@@ -180,7 +187,7 @@ fn help_lists_every_key() {
     for (k, _) in view::KEYS {
         assert!(text.contains(k), "{k} missing from\n{text}");
     }
-    assert_screen("help_80x24", &app, 80, 24);
+    assert_screen("help_80x24", &mut app, 80, 24);
     keys(&mut app, &[Key::Char('x')]);
     assert_eq!(app.mode, Input::Browse);
 }
@@ -248,7 +255,7 @@ fn the_disk_is_diffed_against_an_entry_and_the_filter_finds_paths_and_prompts() 
     }
     let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
     assert_eq!(rows, ["undo", "turn", "checkpoint"]);
-    assert_screen("filter_80x24", &app, 80, 24);
+    assert_screen("filter_80x24", &mut app, 80, 24);
 }
 
 #[test]

@@ -438,9 +438,11 @@ fn draw_message(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
 
 fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     let ft = &app.footer;
-    let gc = ft
-        .gc_frees
-        .map_or(String::new(), |b| format!(" · gc frees {}", short_bytes(b)));
+    let gc = match ft.gc_frees {
+        Some(b) => format!(" · gc frees {}", short_bytes(b)),
+        None if app.working() => " · gc frees …".into(),
+        None => String::new(),
+    };
     let text = format!(
         " store {} of {}{gc} · ? help · q quit",
         short_bytes(ft.store_bytes),

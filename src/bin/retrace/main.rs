@@ -999,8 +999,12 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Ui => {
             let ws = reading_history(dir)?;
             let app = retrace::ui::App::new(ws, sid)?;
-            retrace::ui::run(app)?;
-            Ok(OK)
+            match retrace::ui::run(app) {
+                Ok(()) => Ok(OK),
+                // Run where it cannot be: a mistake in the call, as a missing `-C` is.
+                Err(e @ retrace::ui::UiError::NotATerminal) => Err(Usage(e.to_string()).into()),
+                Err(e) => Err(e.into()),
+            }
         }
         Command::Sessions { json } => history::sessions(open_reading(dir)?.ok().as_ref(), json),
         Command::Snapshot {
