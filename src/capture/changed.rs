@@ -27,7 +27,7 @@ use super::{
 use crate::object::{EntryKind, ObjectId, ObjectKind, PendingObject, RelPath, Tree};
 use crate::scan::{self, ScanKind};
 use crate::statcache::{Head, StatCache};
-use crate::store::{SnapshotRecord, StoreReader};
+use crate::store::StoreReader;
 use crate::watch::{Changes, Token};
 
 /// More directories than this named by the watcher: the capture walks (each costs a
@@ -393,23 +393,7 @@ pub(super) fn capture(
         ..Capture::default()
     };
     if opts.store_objects {
-        let (batch, staged, flushed) = hasher.finish();
-        let record = opts
-            .record
-            .as_ref()
-            .map(|label| SnapshotRecord::now(root, label.clone(), files, bytes));
-        let last_known = record.as_ref().map(|_| root);
-        let written = ctx
-            .store
-            .write_with(batch, record.as_ref(), last_known, |tx| {
-                tx.index_staged(&staged)?;
-                match opts.also {
-                    Some(also) => also(tx, root, &seen),
-                    None => Ok(()),
-                }
-            })?;
-        capture.new_objects = written.objects + flushed.objects;
-        capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
+        super::commit(ctx, opts, hasher, &seen, &mut capture)?;
         phases.mark("commit");
         let header = crate::statcache::Header {
             store_id,

@@ -223,7 +223,7 @@ struct Pending {
     /// prefix is new is new to the capture, and only the rest (identical files) ask the
     /// store whether an earlier batch holds them. A set of full ids would hold 69 MB at a
     /// million new files; this one 19 MB.
-    seen: HashSet<u64, BuildHasherDefault<PrefixHasher>>,
+    seen: HashSet<u64, BuildHasherDefault<crate::object::Prehashed>>,
     /// Batches this capture wrote and has not indexed yet; the final commit indexes them.
     staged: Staged,
     /// Objects indexed: the store's at the start, and those this capture indexed since.
@@ -236,24 +236,6 @@ struct Pending {
 fn prefix(id: &ObjectId) -> u64 {
     let [a, b, c, d, e, f, g, h, ..] = id.0;
     u64::from_le_bytes([a, b, c, d, e, f, g, h])
-}
-
-/// Hashes a [`prefix`] to itself (a `u64` is all it is given).
-#[derive(Default)]
-struct PrefixHasher(u64);
-
-impl std::hash::Hasher for PrefixHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
 }
 
 /// A file's content is a private key (see [`scan::exclude::looks_like_private_key`]).
@@ -384,6 +366,38 @@ enum Looked {
     Gone,
     /// Its first KiB holds a private-key header: left out and named.
     Secret,
+}
+
+/// The capture's final commit: what it queued, its snapshot record (with
+/// `opts.record`) and `opts.also`'s records, shown what the snapshot holds (`seen`). The
+/// commit indexes what the capture staged: nothing names an object before it, and from it
+/// on every object it names is found. Counts what it stored into `capture`.
+fn commit(
+    ctx: &CaptureContext<'_>,
+    opts: &CaptureOptions<'_>,
+    hasher: Hasher<'_>,
+    seen: &Captured<'_>,
+    capture: &mut Capture,
+) -> Result<(), CaptureError> {
+    let (root, files, bytes) = (capture.id, capture.files, capture.bytes);
+    let (batch, staged, flushed) = hasher.finish();
+    let record = opts
+        .record
+        .as_ref()
+        .map(|label| SnapshotRecord::now(root, label.clone(), files, bytes));
+    let last_known = record.as_ref().map(|_| root);
+    let written = ctx
+        .store
+        .write_with(batch, record.as_ref(), last_known, |tx| {
+            tx.index_staged(&staged)?;
+            match opts.also {
+                Some(also) => also(tx, root, seen),
+                None => Ok(()),
+            }
+        })?;
+    capture.new_objects = written.objects + flushed.objects;
+    capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
+    Ok(())
 }
 
 impl<'a> Hasher<'a> {
@@ -1540,26 +1554,8 @@ pub(crate) fn capture(
         entries: Vec::new(),
     };
     if opts.store_objects {
-        let (batch, staged, flushed) = hasher.finish();
-        let record = opts
-            .record
-            .as_ref()
-            .map(|label| SnapshotRecord::now(root, label.clone(), files, bytes));
-        let last_known = record.as_ref().map(|_| root);
-        // The snapshot's commit indexes what the capture staged: nothing names an object
-        // before it, and from it on every object it names is found.
-        let written = ctx
-            .store
-            .write_with(batch, record.as_ref(), last_known, |tx| {
-                tx.index_staged(&staged)?;
-                match opts.also {
-                    Some(also) => also(tx, root, &Captured::Flat(&entries)),
-                    None => Ok(()),
-                }
-            })?;
+        commit(ctx, opts, hasher, &Captured::Flat(&entries), &mut capture)?;
         phases.mark("commit");
-        capture.new_objects = written.objects + flushed.objects;
-        capture.new_bytes = written.stored_bytes + flushed.stored_bytes;
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.
         if needs_rewrite {

@@ -108,9 +108,9 @@ fn an_id_sharing_only_the_prefix_of_a_committed_one_is_claimed() {
 fn prefixes_hash_to_themselves() {
     use std::hash::{BuildHasher, Hash, Hasher as _};
     let id = ObjectId::of_blob(b"x");
-    let b = BuildHasherDefault::<PrefixHasher>::default();
+    let b = BuildHasherDefault::<crate::object::Prehashed>::default();
     assert_eq!(b.hash_one(prefix(&id)), prefix(&id));
-    let mut h = PrefixHasher::default();
+    let mut h = crate::object::Prehashed::default();
     [1u8, 2].hash(&mut h);
     assert_ne!(h.finish(), 0);
 }

@@ -87,25 +87,7 @@ struct Node {
     name_len: u32,
 }
 
-/// A `u64` key that is already a hash.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type ByKey = HashMap<u64, u32, BuildHasherDefault<Prehashed>>;
+type ByKey = HashMap<u64, u32, BuildHasherDefault<crate::object::Prehashed>>;
 
 fn child_key(parent: u32, name: &[u8]) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
