@@ -106,7 +106,7 @@ pub struct EntryDetail {
     /// second), for a diff of its paths ([`WorkingCopy::patches`]); `None` when it changed
     /// nothing that was captured.
     #[serde(skip)]
-    pub span: Option<(Option<ObjectId>, ObjectId)>,
+    pub span: Span,
 }
 
 /// One snapshot of the workspace's log (`retrace log --snapshots`), with what it added.
@@ -122,7 +122,7 @@ pub struct SnapshotLogEntry {
 }
 
 /// The two snapshots an entry's change lies between: `(None, b)` is everything in `b`.
-type Span = Option<(Option<ObjectId>, ObjectId)>;
+pub type Span = Option<(Option<ObjectId>, ObjectId)>;
 
 /// A leaf path's entry on each side of a change (None: absent there).
 type LeafChange = (Option<FlatEntry>, Option<FlatEntry>);
@@ -657,6 +657,33 @@ impl Session {
             paths,
             span: item.span,
         })
+    }
+}
+
+impl Session {
+    /// Every path that changed between the two snapshots of `span` (an entry's change, as
+    /// [`EntryDetail::span`] and [`crate::history::timeline::TimelineEntry::span`] name
+    /// it), sorted, with its lines counted: what [`Session::show`] lists, for one entry
+    /// without reading the whole log again.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when a snapshot tree is damaged or the store cannot be read.
+    pub fn span_changes(&self, span: Span) -> Result<Vec<PathChange>, Error> {
+        let reader = self.ws.store().reader()?;
+        let changes = leaf_changes(&reader, span)?;
+        Ok(selected_changes(&reader, &changes, &[]))
+    }
+
+    /// The paths of [`Session::span_changes`] alone, no line counted (reads trees only).
+    ///
+    /// # Errors
+    /// As [`Session::span_changes`].
+    pub fn span_paths(&self, span: Span) -> Result<Vec<String>, Error> {
+        let reader = self.ws.store().reader()?;
+        Ok(leaf_changes(&reader, span)?
+            .into_iter()
+            .filter_map(|(old, new)| old.or(new).map(|e| e.path.show()))
+            .collect())
     }
 }
 

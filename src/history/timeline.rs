@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 
+use super::inspect::{Span, session_log};
 use super::record::Op;
 use super::{LogEntry, Session, SessionStatus, db};
 use crate::error::Error;
@@ -60,6 +61,10 @@ pub struct TimelineEntry {
     pub to: Option<u64>,
     /// An undo, redo or navigation: the snapshot the disk was left equal to.
     pub snapshot: Option<ObjectId>,
+    /// The change of [`TimelineEntry::entry`]: the two snapshots it lies between, for
+    /// [`Session::span_changes`] (None when it changed nothing that was captured).
+    #[serde(skip)]
+    pub span: Span,
 }
 
 impl TimelineEntry {
@@ -90,22 +95,22 @@ impl Session {
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or a record does not decode.
     pub fn timeline(&self) -> Result<Timeline, Error> {
-        let log = self.log()?;
+        let (loaded, items) = session_log(&self.ws, self.key)?;
         let ops = {
             let tx = self.ws.store().begin_read()?;
             db::ops(&tx, &self.key)?
         };
         let turn = |n: u64| {
-            log.entries
+            items
                 .iter()
-                .find(|e| e.kind != "checkpoint" && e.number == n)
-                .cloned()
+                .find(|i| i.entry.kind != "checkpoint" && i.entry.number == n)
+                .map(|i| (i.entry.clone(), i.span))
         };
         let mut entries = Vec::new();
         // Newest first, as the log is; at the same millisecond an op comes first (an undo
         // follows the turn it undoes).
         for rec in ops.into_iter().rev() {
-            let (moment, entry, to, snapshot) = match rec.op {
+            let (moment, found, to, snapshot) = match rec.op {
                 Op::Undo {
                     turn: n,
                     to,
@@ -118,29 +123,32 @@ impl Session {
                 Op::Navigate { to, snapshot } => (Moment::Navigate, None, to, snapshot),
                 _ => continue,
             };
+            let (entry, span) = found.map_or((None, None), |(e, s)| (Some(e), s));
             entries.push(TimelineEntry {
                 moment,
                 time_ms: rec.time_ms,
                 entry,
                 to,
                 snapshot,
+                span,
             });
         }
-        entries.extend(log.entries.iter().map(|e| TimelineEntry {
-            moment: match e.kind {
+        entries.extend(items.iter().map(|i| TimelineEntry {
+            moment: match i.entry.kind {
                 "checkpoint" => Moment::Checkpoint,
                 "revert" => Moment::Revert,
                 _ => Moment::Turn,
             },
-            time_ms: e.time_ms,
-            entry: Some(e.clone()),
+            time_ms: i.entry.time_ms,
+            entry: Some(i.entry.clone()),
             to: None,
             snapshot: None,
+            span: i.span,
         }));
         // A stable sort: ties keep the order above.
         entries.sort_by_key(|e| std::cmp::Reverse(e.time_ms));
         Ok(Timeline {
-            status: log.status,
+            status: self.status_of(&loaded),
             entries,
         })
     }

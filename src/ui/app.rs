@@ -1,7 +1,7 @@
 //! The state of `retrace ui` and what each key does to it: no terminal here, so tests drive
 //! it with keys and look at what [`super::view`] draws.
 
-use crate::history::inspect::{EntryDetail, PathChange};
+use crate::history::inspect::PathChange;
 use crate::history::timeline::{Moment, Timeline, TimelineEntry};
 use crate::patch::FilePatch;
 use crate::progress::NoProgress;
@@ -110,8 +110,6 @@ pub struct App {
     pub entry: usize,
     /// What the right side shows.
     pub showing: Showing,
-    /// The selected entry in full (its paths), when it names a log entry.
-    pub detail: Option<EntryDetail>,
     /// The paths shown on the right.
     pub paths: Vec<PathChange>,
     /// The selected path.
@@ -138,6 +136,8 @@ pub struct App {
     stamp: Vec<(String, usize, usize, u64)>,
     /// What a GC would free, being worked out.
     gc_job: Option<std::sync::mpsc::Receiver<Option<u64>>>,
+    /// The paths each timeline entry changed (by index), read as the filter needs them.
+    paths_of: std::cell::RefCell<std::collections::HashMap<usize, Vec<String>>>,
 }
 
 /// The sessions' stamp: enough to see another process recorded something.
@@ -181,7 +181,7 @@ impl App {
             timeline: None,
             entry: 0,
             showing: Showing::Change,
-            detail: None,
+            paths_of: std::cell::RefCell::default(),
             paths: Vec::new(),
             path: 0,
             diff: None,
@@ -212,7 +212,7 @@ impl App {
         self.sessions.get(self.session)
     }
 
-    /// The timeline rows the filter keeps, with their index in the timeline.
+    /// The timeline rows the filter keeps.
     #[must_use]
     pub fn rows(&self) -> Vec<&TimelineEntry> {
         let Some(t) = &self.timeline else {
@@ -221,12 +221,14 @@ impl App {
         let needle = self.filter.to_lowercase();
         t.entries
             .iter()
-            .filter(|e| needle.is_empty() || self.matches(e, &needle))
+            .enumerate()
+            .filter(|(i, e)| needle.is_empty() || self.matches(*i, e, &needle))
+            .map(|(_, e)| e)
             .collect()
     }
 
-    /// Whether an entry's prompt, or a path it changed, holds `needle` (lower case).
-    fn matches(&self, e: &TimelineEntry, needle: &str) -> bool {
+    /// Whether entry `i`'s prompt, or a path it changed, holds `needle` (lower case).
+    fn matches(&self, i: usize, e: &TimelineEntry, needle: &str) -> bool {
         let Some(entry) = &e.entry else {
             return false;
         };
@@ -240,13 +242,17 @@ impl App {
         let Some(s) = self.selected_session() else {
             return false;
         };
-        // A path filter looks at what the entry changed (the session's file log).
-        let reference = e.reference().unwrap_or_default();
-        self.ws.session_of(s).show(&reference).is_ok_and(|d| {
-            d.paths
-                .iter()
-                .any(|p| p.path.to_lowercase().contains(needle))
-        })
+        let mut known = self.paths_of.borrow_mut();
+        let paths = known.entry(i).or_insert_with(|| {
+            self.ws
+                .session_of(s)
+                .span_paths(e.span)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| p.to_lowercase())
+                .collect()
+        });
+        paths.iter().any(|p| p.contains(needle))
     }
 
     /// The selected timeline row.
@@ -311,6 +317,7 @@ impl App {
     }
 
     fn load_timeline(&mut self) {
+        self.paths_of.borrow_mut().clear();
         self.timeline = self
             .selected_session()
             .map(|s| self.ws.session_of(s))
@@ -331,7 +338,6 @@ impl App {
 
     /// Loads the selected entry's paths (its change, or how the disk differs from it).
     fn load_detail(&mut self) {
-        self.detail = None;
         self.paths.clear();
         self.diff = None;
         self.scroll = 0;
@@ -341,38 +347,32 @@ impl App {
         let Some(s) = self.selected_session().map(|s| self.ws.session_of(s)) else {
             return;
         };
-        let shown = e.reference().map(|r| s.show(&r));
         match &self.showing {
-            Showing::Change => {
-                if let Some(Ok(d)) = shown {
-                    self.paths.clone_from(&d.paths);
-                    self.detail = Some(d);
+            Showing::Change => match s.span_changes(e.span) {
+                Ok(paths) => self.paths = paths,
+                Err(err) => self.fail(&err),
+            },
+            Showing::AgainstDisk(id) => match self.ws.diff(id, None) {
+                Ok(d) => {
+                    let change = |path: &String, change| PathChange {
+                        path: path.clone(),
+                        change,
+                        added: 0,
+                        removed: 0,
+                        binary: false,
+                    };
+                    let mut paths: Vec<PathChange> = d
+                        .added
+                        .iter()
+                        .map(|p| change(p, "A"))
+                        .chain(d.modified.iter().map(|p| change(p, "M")))
+                        .chain(d.deleted.iter().map(|p| change(p, "D")))
+                        .collect();
+                    paths.sort_by(|a, b| a.path.cmp(&b.path));
+                    self.paths = paths;
                 }
-            }
-            Showing::AgainstDisk(id) => {
-                self.detail = shown.and_then(Result::ok);
-                match self.ws.diff(id, None) {
-                    Ok(d) => {
-                        let change = |path: &String, change| PathChange {
-                            path: path.clone(),
-                            change,
-                            added: 0,
-                            removed: 0,
-                            binary: false,
-                        };
-                        let mut paths: Vec<PathChange> = d
-                            .added
-                            .iter()
-                            .map(|p| change(p, "A"))
-                            .chain(d.modified.iter().map(|p| change(p, "M")))
-                            .chain(d.deleted.iter().map(|p| change(p, "D")))
-                            .collect();
-                        paths.sort_by(|a, b| a.path.cmp(&b.path));
-                        self.paths = paths;
-                    }
-                    Err(e) => self.fail(&e),
-                }
-            }
+                Err(err) => self.fail(&err),
+            },
         }
         self.path = self.path.min(self.paths.len().saturating_sub(1));
     }
@@ -381,9 +381,8 @@ impl App {
     fn sides(&self) -> Option<(Option<ObjectId>, Option<ObjectId>)> {
         match &self.showing {
             Showing::Change => self
-                .detail
-                .as_ref()
-                .and_then(|d| d.span)
+                .selected_entry()
+                .and_then(|e| e.span)
                 .map(|(a, b)| (a, Some(b))),
             Showing::AgainstDisk(id) => Some((Some(*id), None)),
         }
