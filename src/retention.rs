@@ -183,14 +183,13 @@ pub fn resolve_snapshot(wc: &WorkingCopy, prefix: &str) -> Result<ObjectId, Erro
     .into())
 }
 
-/// The stored bytes [`gc`] would free now, worked out beside running captures: it holds
-/// the workspace lock shared (a restore finishes first; captures go on, and what they add
-/// is young, so kept), writes nothing and completes no interrupted restore.
+/// The stored bytes [`gc`] would free now, an estimate worked out beside everything else:
+/// it takes no lock (captures, undos and restores go on; what they add meanwhile is young,
+/// so kept), writes nothing and completes no interrupted restore.
 ///
 /// # Errors
-/// [`Error::Store`] when the store fails or stays busy.
+/// [`Error::Store`] when the store fails.
 pub fn gc_estimate(wc: &WorkingCopy, grace_secs: u64) -> Result<u64, Error> {
-    let _shared = wc.lock_shared(crate::store::LOCK_WAIT)?;
     let roots = gc_roots(wc)?;
     Ok(wc
         .store()

@@ -344,7 +344,7 @@ impl Workspace {
         crate::retention::gc(&self.wc, grace_secs, dry_run)
     }
 
-    /// The stored bytes a GC would free now, without holding captures up (see
+    /// The stored bytes a GC would free now, an estimate that holds nothing up (see
     /// [`crate::retention::gc_estimate`]).
     ///
     /// # Errors

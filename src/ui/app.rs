@@ -140,6 +140,15 @@ pub struct App {
     paths_of: std::cell::RefCell<std::collections::HashMap<usize, Vec<String>>>,
 }
 
+/// What names a timeline row across reloads.
+fn identity(e: &TimelineEntry) -> (Moment, Option<(&'static str, u64)>, u64) {
+    (
+        e.moment,
+        e.entry.as_ref().map(|l| (l.kind, l.number)),
+        e.time_ms,
+    )
+}
+
 /// The sessions' stamp: enough to see another process recorded something.
 fn stamp_of(sessions: &[SessionInfo]) -> Vec<(String, usize, usize, u64)> {
     sessions
@@ -336,21 +345,28 @@ impl App {
         self.load_detail();
     }
 
-    /// Loads the selected entry's paths (its change, or how the disk differs from it).
-    fn load_detail(&mut self) {
+    /// Loads the selected entry's paths (its change, or how the disk differs from it);
+    /// false when they could not be read (the message says why).
+    fn load_detail(&mut self) -> bool {
         self.paths.clear();
         self.diff = None;
         self.scroll = 0;
         let Some(e) = self.selected_entry().cloned() else {
-            return;
+            return true;
         };
         let Some(s) = self.selected_session().map(|s| self.ws.session_of(s)) else {
-            return;
+            return true;
         };
-        match &self.showing {
+        let read = match &self.showing {
             Showing::Change => match s.span_changes(e.span) {
-                Ok(paths) => self.paths = paths,
-                Err(err) => self.fail(&err),
+                Ok(paths) => {
+                    self.paths = paths;
+                    true
+                }
+                Err(err) => {
+                    self.fail(&err);
+                    false
+                }
             },
             Showing::AgainstDisk(id) => match self.ws.diff(id, None) {
                 Ok(d) => {
@@ -370,11 +386,16 @@ impl App {
                         .collect();
                     paths.sort_by(|a, b| a.path.cmp(&b.path));
                     self.paths = paths;
+                    true
                 }
-                Err(err) => self.fail(&err),
+                Err(err) => {
+                    self.fail(&err);
+                    false
+                }
             },
-        }
+        };
         self.path = self.path.min(self.paths.len().saturating_sub(1));
+        read
     }
 
     /// The two sides the selected path's diff lies between.
@@ -434,12 +455,36 @@ impl App {
             .unwrap_or(0);
         self.sessions = sessions;
         self.stamp = stamp;
-        let (path, focus) = (self.path, self.focus);
+        // The same entry stays selected (a new turn comes in above it), its view too.
+        let keep = self.selected_entry().map(identity);
+        let (path, focus, showing) = (self.path, self.focus, self.showing.clone());
         self.load_timeline();
-        self.load_footer();
+        let found = keep.and_then(|k| self.rows().iter().position(|e| identity(e) == k));
+        if let Some(i) = found {
+            self.entry = i;
+            self.showing = showing;
+        } else {
+            self.showing = Showing::Change;
+        }
+        self.load_detail();
         self.path = path.min(self.paths.len().saturating_sub(1));
-        self.focus = focus;
+        self.focus = if focus == Pane::Diff {
+            Pane::Paths
+        } else {
+            focus
+        };
+        self.load_footer();
         true
+    }
+
+    /// Selects timeline row `at`, showing its change.
+    fn select_row(&mut self, at: usize) {
+        self.entry = at;
+        self.showing = Showing::Change;
+        self.load_detail();
+        if self.focus == Pane::Diff {
+            self.focus = Pane::Paths;
+        }
     }
 
     /// Moves the selection of the focused pane by `by` rows.
@@ -460,9 +505,7 @@ impl App {
             Pane::Timeline => {
                 let at = moved(self.entry, self.rows().len());
                 if at != self.entry {
-                    self.entry = at;
-                    self.showing = Showing::Change;
-                    self.load_detail();
+                    self.select_row(at);
                 }
             }
             Pane::Paths => {
@@ -476,7 +519,15 @@ impl App {
                 }
             }
             Pane::Diff => {
-                let at = usize::from(self.scroll).saturating_add_signed(by);
+                let lines: usize = self
+                    .diff
+                    .iter()
+                    .flatten()
+                    .map(|p| p.text.lines().count())
+                    .sum();
+                let at = usize::from(self.scroll)
+                    .saturating_add_signed(by)
+                    .min(lines.saturating_sub(1));
                 self.scroll = u16::try_from(at).unwrap_or(u16::MAX);
             }
         }
@@ -484,8 +535,9 @@ impl App {
 
     /// What a key does. `code` is the key; `ctrl` whether Control was held.
     pub fn key(&mut self, code: Key, ctrl: bool) {
-        if ctrl && code == Key::Char('c') {
-            self.quit = true;
+        if ctrl {
+            // Ctrl-C quits; other chords (Ctrl-U, Ctrl-D of other tools) do nothing here.
+            self.quit |= code == Key::Char('c');
             return;
         }
         match self.mode.clone() {
@@ -506,18 +558,15 @@ impl App {
                 Key::Esc => {
                     self.filter.clear();
                     self.mode = Input::Browse;
-                    self.entry = 0;
-                    self.load_detail();
+                    self.select_row(0);
                 }
                 Key::Backspace => {
                     self.filter.pop();
-                    self.entry = 0;
-                    self.load_detail();
+                    self.select_row(0);
                 }
                 Key::Char(c) => {
                     self.filter.push(c);
-                    self.entry = 0;
-                    self.load_detail();
+                    self.select_row(0);
                 }
                 _ => {}
             },
@@ -603,7 +652,10 @@ impl App {
             Key::Char('d') => match self.entry_snapshot() {
                 Some(id) => {
                     self.showing = Showing::AgainstDisk(id);
-                    self.load_detail();
+                    if !self.load_detail() {
+                        self.showing = Showing::Change;
+                        return;
+                    }
                     self.focus = Pane::Paths;
                     self.message = Some(Message {
                         line: format!(
@@ -624,13 +676,14 @@ impl App {
         }
     }
 
-    /// The anchor a whole restore of the selected entry goes to.
+    /// The anchor a whole restore of the selected entry goes to: the state it left.
     fn restore_target(&self) -> Option<String> {
         let e = self.selected_entry()?;
-        let log = e.entry.as_ref()?;
-        match e.moment {
-            Moment::Checkpoint => Some(format!("checkpoint:{}", log.number)),
-            _ if log.after.is_some() => Some(format!("turn:{}", log.number)),
+        match (e.moment, e.entry.as_ref()) {
+            (Moment::Checkpoint, Some(l)) => Some(format!("checkpoint:{}", l.number)),
+            (Moment::Undo, Some(l)) => Some(format!("turn:{}:before", l.number)),
+            (Moment::Navigate, _) => e.to.map(|n| format!("turn:{n}")),
+            (_, Some(l)) if l.after.is_some() => Some(format!("turn:{}", l.number)),
             _ => None,
         }
     }

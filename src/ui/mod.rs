@@ -57,9 +57,12 @@ impl Screen {
             let _ = execute!(std::io::stdout(), DisableMouseCapture);
             before(info);
         }));
-        let terminal = ratatui::try_init()?;
+        let screen = Screen {
+            terminal: ratatui::try_init()?,
+        };
+        // Dropped on failure: the terminal is given back.
         execute!(std::io::stdout(), EnableMouseCapture)?;
-        Ok(Screen { terminal })
+        Ok(screen)
     }
 }
 
@@ -111,11 +114,12 @@ pub fn run(mut app: App) -> Result<(), UiError> {
                         app.key(key, k.modifiers.contains(KeyModifiers::CONTROL));
                     }
                 }
-                Event::Mouse(m) => {
+                // The wheel moves things only while browsing (never answers a question).
+                Event::Mouse(m) if app.mode == app::Input::Browse => {
                     let by = match m.kind {
                         MouseEventKind::ScrollUp => Key::Up,
                         MouseEventKind::ScrollDown => Key::Down,
-                        _ => continue,
+                        _ => Key::Char('\0'),
                     };
                     // The wheel scrolls the diff when one is open, else the timeline.
                     let focus = app.focus;

@@ -294,6 +294,38 @@ fn another_process_recording_is_seen_by_refresh() {
     assert!(app.refresh());
     assert_eq!(app.rows().len(), 2);
     assert_eq!(app.selected_session().unwrap().shown(), "codex-2");
+    // The new turn came in above: the turn that was selected still is.
+    let e = app.selected_entry().unwrap();
+    assert_eq!(
+        e.entry.as_ref().unwrap().text.as_deref(),
+        Some("document the library")
+    );
+}
+
+#[test]
+fn each_row_restores_the_state_it_left_and_chords_do_nothing() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    // The undo of turn 2 left the disk as before turn 2.
+    keys(&mut app, &[Key::Char('s')]);
+    assert_eq!(
+        app.mode,
+        Input::Confirm(super::app::Action::RestoreEntry("turn:2:before".into()))
+    );
+    keys(&mut app, &[Key::Char('n'), Key::Down, Key::Char('s')]);
+    assert_eq!(
+        app.mode,
+        Input::Confirm(super::app::Action::RestoreEntry("turn:2".into()))
+    );
+    keys(&mut app, &[Key::Char('n')]);
+    // Ctrl-U is not `u`.
+    app.key(Key::Char('u'), true);
+    assert_eq!(app.mode, Input::Browse);
+    // A filter typed after `d` shows the new row's own change, not the old disk diff.
+    keys(&mut app, &[Key::Char('d')]);
+    assert!(matches!(app.showing, super::app::Showing::AgainstDisk(_)));
+    keys(&mut app, &[Key::Char('/'), Key::Char('a')]);
+    assert_eq!(app.showing, super::app::Showing::Change);
 }
 
 #[test]

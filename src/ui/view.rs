@@ -99,8 +99,10 @@ pub fn draw(f: &mut Frame, app: &App) {
         Constraint::Length(1),
     ])
     .areas(f.area());
+    // An open diff takes most of the width: code lines are long.
+    let left_share = if app.diff.is_some() { 38 } else { 58 };
     let [left, right] =
-        Layout::horizontal([Constraint::Percentage(58), Constraint::Fill(1)]).areas(body);
+        Layout::horizontal([Constraint::Percentage(left_share), Constraint::Fill(1)]).areas(body);
     let sessions_height = u16::try_from(app.sessions.len().max(1) + 2)
         .unwrap_or(u16::MAX)
         .min(left.height / 3)
@@ -212,8 +214,8 @@ fn what_of(e: &TimelineEntry) -> String {
     }
 }
 
-/// One timeline row, fitted to `width` columns: the date and the bytes only when there is
-/// room for them and for some of the prompt.
+/// One timeline row, fitted to `width` columns: the date only when there is room for it
+/// and for some of the prompt.
 fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String, char) {
     let log = e.entry.as_ref();
     let mark = match (e.moment, log) {
@@ -232,17 +234,13 @@ fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String
     };
     let wide = width >= 64;
     let counts = match (e.moment, log) {
-        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => {
-            let c = format!(
-                " +{} ~{} -{}",
-                l.counts.added, l.counts.modified, l.counts.deleted
-            );
-            if wide {
-                format!("{c} {:>5}", short_bytes(l.bytes_added))
-            } else {
-                c
-            }
-        }
+        (Moment::Turn | Moment::Revert | Moment::Checkpoint, Some(l)) => format!(
+            " +{} ~{} -{} {:>5}",
+            l.counts.added,
+            l.counts.modified,
+            l.counts.deleted,
+            short_bytes(l.bytes_added)
+        ),
         _ => String::new(),
     };
     let time = short_time(e.time_ms);
@@ -390,7 +388,8 @@ fn draw_diff(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
             } else {
                 Style::default()
             };
-            lines.push(Line::styled(l.to_string(), style));
+            // A terminal cell cannot hold a tab: four spaces keep the indentation.
+            lines.push(Line::styled(l.replace('\t', "    "), style));
         }
     }
     if lines.is_empty() {
@@ -481,7 +480,9 @@ fn draw_modal(f: &mut Frame, title: &str, lines: Vec<Line>, paint: &Paint) {
         .unwrap_or(0)
         .saturating_add(4)
         .min(usize::from(area.width));
-    let height = (lines.len() + 2).min(usize::from(area.height));
+    let inner = width.saturating_sub(2).max(1);
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let height = (rows + 2).min(usize::from(area.height));
     let w = u16::try_from(width).unwrap_or(area.width);
     let h = u16::try_from(height).unwrap_or(area.height);
     let r = Rect {
