@@ -342,3 +342,50 @@ fn short_bytes_fit_five_columns() {
         assert_eq!(view::short_bytes(n), s);
     }
 }
+
+/// Any terminal size draws, down to a single cell, with every overlay: nothing panics.
+#[test]
+fn tiny_terminals_draw_without_a_panic() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    for (w, h) in [(1, 1), (20, 5), (80, 3), (3, 40), (200, 60)] {
+        screen(&app, w, h);
+    }
+    keys(&mut app, &[Key::Tab, Key::Enter]);
+    keys(&mut app, &[Key::Char('?')]);
+    for (w, h) in [(1, 1), (20, 5), (80, 3)] {
+        screen(&app, w, h);
+    }
+    keys(&mut app, &[Key::Esc, Key::Char('v')]);
+    for (w, h) in [(1, 1), (20, 5), (80, 3)] {
+        screen(&app, w, h);
+    }
+    keys(&mut app, &[Key::Char('n'), Key::Char('q')]);
+    assert!(app.quit, "q quits");
+}
+
+/// Wide characters take two columns: a row of them still fits its pane, counts included.
+#[test]
+fn wide_characters_are_fitted_by_their_columns() {
+    let f = fixture();
+    let ws = f.open();
+    turn(
+        &ws,
+        "claude-1",
+        "claude-code",
+        &"日本語のプロンプト".repeat(8),
+        || {
+            f.write("日本/ファイル.txt", b"x\n");
+        },
+    );
+    let app = f.app(Some("claude-1"));
+    let text = screen(&app, 80, 24);
+    let row = text
+        .lines()
+        .find(|l| l.contains("turn 3") && l.contains("日本語"))
+        .unwrap_or_else(|| panic!("no row of turn 3 in\n{text}"));
+    assert!(
+        row.contains("+1 ~0 -0"),
+        "the counts were pushed out: {row}"
+    );
+}

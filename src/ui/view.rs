@@ -11,6 +11,34 @@ use ratatui::widgets::{Block, Clear, List, ListItem, ListState, Paragraph, Wrap}
 
 use super::app::{App, Input, Pane, Showing};
 use crate::history::inspect::{first_line, time_text};
+
+/// Columns a string takes on a terminal (wide characters take two).
+fn columns(text: &str) -> usize {
+    Span::raw(text).width()
+}
+
+/// The first line of `text` in exactly `cols` terminal columns: cut with `…`, or padded.
+fn fit(text: &str, cols: usize) -> String {
+    let line = first_line(text, usize::MAX);
+    let mut out = String::new();
+    let mut used = 0;
+    let cut = columns(&line) > cols;
+    let room = if cut { cols.saturating_sub(1) } else { cols };
+    for c in line.chars() {
+        let w = columns(c.encode_utf8(&mut [0; 4]));
+        if used + w > room {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    if cut && cols > 0 {
+        out.push('…');
+        used += 1;
+    }
+    out.extend(std::iter::repeat_n(' ', cols.saturating_sub(used)));
+    out
+}
 use crate::history::timeline::{Moment, TimelineEntry};
 
 /// The keys, as the help screen and the README list them.
@@ -151,15 +179,14 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
                 if s.turns == 1 { " " } else { "s" },
                 short_time(s.touched_ms)
             );
-            let name_width = width.saturating_sub(tail.chars().count()).max(4);
-            let mut name = first_line(s.shown(), name_width);
-            if let Some(a) = &s.agent {
-                let with = format!("{name} ({a})");
-                if with.chars().count() <= name_width {
-                    name = with;
+            let name_width = width.saturating_sub(columns(&tail)).max(4);
+            let name = match &s.agent {
+                Some(a) if columns(s.shown()) + columns(a) + 3 <= name_width => {
+                    format!("{} ({a})", s.shown())
                 }
-            }
-            ListItem::new(format!("{name:<name_width$}{tail}"))
+                _ => s.shown().to_string(),
+            };
+            ListItem::new(format!("{}{tail}", fit(&name, name_width)))
         })
         .collect();
     let title = format!(" sessions ({}) ", app.sessions.len());
@@ -251,10 +278,9 @@ fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String
     };
     let head = format!("{mark} {time} {:<9} ", what_of(e));
     let room = width
-        .saturating_sub(head.chars().count() + counts.chars().count())
+        .saturating_sub(columns(&head) + columns(&counts))
         .max(1);
-    let text = first_line(&text, room);
-    (format!("{head}{text:<room$}{counts}"), mark)
+    (format!("{head}{}{counts}", fit(&text, room)), mark)
 }
 
 fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
@@ -349,8 +375,8 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
             } else {
                 String::new()
             };
-            let room = width.saturating_sub(2 + lines.chars().count());
-            let path = first_line(&p.path, room.max(1));
+            let room = width.saturating_sub(2 + columns(&lines)).max(1);
+            let path = fit(&p.path, room);
             let colour = match p.change {
                 "A" => Color::Green,
                 "D" => Color::Red,
@@ -358,7 +384,7 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
             };
             ListItem::new(Line::from(vec![
                 Span::styled(format!("{} ", p.change), paint.fg(colour)),
-                Span::raw(format!("{path:<room$}{lines}")),
+                Span::raw(format!("{path}{lines}")),
             ]))
         })
         .collect();
