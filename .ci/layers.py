@@ -14,7 +14,7 @@ import sys
 # Lowest first. A module may name modules of its own layer or of a lower one.
 LAYERS = [
     # The vocabulary: errors, object ids and records, settings, paths of the home, locks.
-    ["error", "object", "progress", "trace", "config", "home", "lock", "test_util"],
+    ["error", "fault", "object", "progress", "trace", "config", "home", "lock", "test_util"],
     ["scan", "statcache", "watch"],
     ["store"],
     ["capture", "diff", "inverse", "patch", "merge"],

@@ -38,6 +38,7 @@ pub mod capture;
 pub mod config;
 pub mod diff;
 pub mod error;
+mod fault;
 pub mod history;
 pub mod home;
 mod inverse;

@@ -26,6 +26,7 @@ mod history;
 mod history_model;
 mod hooks;
 mod hostile;
+mod hostile_capture;
 mod ignore;
 mod incremental;
 mod inspect;

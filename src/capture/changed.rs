@@ -77,12 +77,10 @@ impl OldTrees<'_> {
             let id = if rel.is_empty() {
                 Some(self.root)
             } else {
-                self.get(parent)?.and_then(|t| {
-                    t.entries
-                        .iter()
-                        .find(|e| e.name == name && e.kind == EntryKind::Dir)
-                        .map(|e| e.id)
-                })
+                self.get(parent)?
+                    .and_then(|t| t.entry(name))
+                    .filter(|e| e.kind == EntryKind::Dir)
+                    .map(|e| e.id)
             };
             let tree = id.map(|id| self.reader.read_tree(&id)).transpose()?;
             self.trees.insert(rel.to_vec(), tree);
@@ -221,11 +219,10 @@ pub(super) fn capture(
         if d.is_empty() || listed.contains(parent) {
             continue;
         }
-        let held = old.get(parent)?.is_some_and(|t| {
-            t.entries
-                .iter()
-                .any(|e| e.name == name && e.kind == EntryKind::Dir)
-        });
+        let held = old
+            .get(parent)?
+            .and_then(|t| t.entry(name))
+            .is_some_and(|e| e.kind == EntryKind::Dir);
         if !held || !present.contains(d.as_slice()) {
             return Ok(declined("a named directory its parent did not hold"));
         }
@@ -242,9 +239,7 @@ pub(super) fn capture(
             continue;
         }
         let (parent, name) = parent_and_name(d);
-        let was = old
-            .get(parent)?
-            .and_then(|t| t.entries.iter().find(|e| e.name == name).cloned());
+        let was = old.get(parent)?.and_then(|t| t.entry(name).cloned());
         match was {
             Some(e) if e.kind == EntryKind::Dir => rows.push(FlatEntry {
                 path: RelPath::from(d.as_slice()),
@@ -263,7 +258,7 @@ pub(super) fn capture(
         let (parent, name) = parent_and_name(&e.path);
         let before = old
             .get(parent)?
-            .and_then(|t| t.entries.iter().find(|t| t.name == name))
+            .and_then(|t| t.entry(name))
             .map(|t| (t.kind, t.id));
         // A listed directory's own `.gitignore` decides what is ignored below it: a new,
         // changed or vanished one means walking.
@@ -279,7 +274,7 @@ pub(super) fn capture(
         let (gi, had) = (
             crate::object::RelPath::from(d.as_slice()).join(b".gitignore"),
             old.get(d)?
-                .is_some_and(|t| t.entries.iter().any(|e| e.name == b".gitignore")),
+                .is_some_and(|t| t.entry(b".gitignore").is_some()),
         );
         let has = found
             .entries

@@ -251,7 +251,9 @@ impl std::fmt::Display for SecretFound {
 impl std::error::Error for SecretFound {}
 
 struct Hasher<'a> {
-    root: &'a Path,
+    /// The root, open: every file and symlink is read beneath it, following no symlink
+    /// (`None` when it could not be opened: every read then fails, named).
+    beneath: Option<scan::beneath::Root>,
     allow_secrets: Option<&'a globset::GlobSet>,
     /// The store as the capture began: what it knows is what the capture need not write.
     reader: &'a StoreReader,
@@ -282,46 +284,80 @@ struct Merge<'a> {
 
 /// The directory of the file a job read last, open (`O_PATH`): files are opened relative to
 /// it, so the kernel resolves one name per file instead of every component of its path
-/// (a sixth of a cold capture's CPU went to path lookups at a million files).
+/// (a sixth of a cold capture's CPU went to path lookups at a million files). It is opened
+/// beneath the root ([`scan::beneath`]): a directory swapped for a symlink since the walk
+/// is never followed.
 #[derive(Default)]
 struct Parent {
     dir: Vec<u8>,
     fd: Option<rustix::fd::OwnedFd>,
 }
 
+/// Why a path is left out when a directory on its way turned into a symlink.
+fn swapped_parent() -> std::io::Error {
+    std::io::Error::other(
+        "a directory on its path was replaced by a symlink while the capture ran (never \
+         followed): left out, captured next time",
+    )
+}
+
 impl Parent {
-    /// Opens `rel` (a regular file by the walk) for reading, without following a symlink
-    /// that replaced it since (`ELOOP`, reported as not found: no file is there now).
-    fn open(&mut self, root: &Path, rel: &[u8]) -> std::io::Result<File> {
-        use rustix::fs::{Mode, OFlags};
+    /// The directory of `rel`, open beneath the root, and `rel`'s last component.
+    fn at<'r>(
+        &mut self,
+        root: Option<&scan::beneath::Root>,
+        rel: &'r [u8],
+    ) -> std::io::Result<(&rustix::fd::OwnedFd, &'r [u8])> {
         let (dir, name) = match rel.iter().rposition(|&b| b == b'/') {
             Some(i) => (&rel[..i], &rel[i + 1..]),
             None => (&rel[..0], rel),
         };
         if self.fd.is_none() || self.dir != dir {
             self.fd = None;
-            let fd = rustix::fs::open(
-                abs_path(root, dir),
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
+            let root =
+                root.ok_or_else(|| std::io::Error::other("the workspace root cannot be opened"))?;
+            let fd = match root.dir(dir) {
+                Ok(fd) => fd,
+                Err(e) if scan::beneath::swapped(e) => return Err(swapped_parent()),
+                Err(e) => return Err(e.into()),
+            };
             self.dir.clear();
             self.dir.extend_from_slice(dir);
             self.fd = Some(fd);
         }
-        let Some(fd) = &self.fd else {
-            return Err(std::io::ErrorKind::NotFound.into());
-        };
+        match &self.fd {
+            Some(fd) => Ok((fd, name)),
+            None => Err(std::io::ErrorKind::NotFound.into()),
+        }
+    }
+
+    /// Opens `rel` (a regular file by the walk) for reading, without following a symlink
+    /// that replaced it since (`ELOOP`, reported as not found: no file is there now), nor
+    /// blocking on a FIFO put in its place.
+    fn open(&mut self, root: Option<&scan::beneath::Root>, rel: &[u8]) -> std::io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let (fd, name) = self.at(root, rel)?;
         match rustix::fs::openat(
             fd,
             std::ffi::OsStr::from_bytes(name),
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
             Ok(f) => Ok(File::from(f)),
             Err(rustix::io::Errno::LOOP) => Err(std::io::ErrorKind::NotFound.into()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The target of the symlink `rel`, read beneath the root.
+    fn read_link(
+        &mut self,
+        root: Option<&scan::beneath::Root>,
+        rel: &[u8],
+    ) -> std::io::Result<Vec<u8>> {
+        let (fd, name) = self.at(root, rel)?;
+        let target = rustix::fs::readlinkat(fd, std::ffi::OsStr::from_bytes(name), Vec::new())?;
+        Ok(target.into_bytes())
     }
 }
 
@@ -407,7 +443,7 @@ impl<'a> Hasher<'a> {
         store_objects: bool,
     ) -> Result<Hasher<'a>, StoreError> {
         Ok(Hasher {
-            root: ctx.root,
+            beneath: scan::beneath::Root::open(ctx.root).ok(),
             allow_secrets: ctx.allow_secrets,
             reader,
             committed: RwLock::new(None),
@@ -712,11 +748,13 @@ impl Hasher<'_> {
                 hashed: false,
                 fresh: None,
             },
-            ScanKind::Symlink => match std::fs::read_link(abs_path(self.root, &e.path)) {
-                Ok(target) => {
-                    let bytes = target.as_os_str().as_bytes();
-                    let id = ObjectId::of_blob(bytes);
-                    let blob = self.object(ObjectKind::Blob, bytes.to_vec(), id, None);
+            ScanKind::Symlink => match {
+                crate::fault::reached(crate::fault::Point::Read);
+                parent.read_link(self.beneath.as_ref(), &e.path)
+            } {
+                Ok(bytes) => {
+                    let id = ObjectId::of_blob(&bytes);
+                    let blob = self.object(ObjectKind::Blob, bytes, id, None);
                     self.queue(blob.into_iter().collect());
                     Looked::Done {
                         id,
@@ -734,11 +772,12 @@ impl Hasher<'_> {
                 // A file changed since fails the check after the read and is read again, with
                 // its own `fstat` this time.
                 let mut known = Some(Stat::of(e));
+                crate::fault::reached(crate::fault::Point::Read);
                 for _ in 0..3 {
                     let allowed = self
                         .allow_secrets
                         .is_some_and(|a| a.is_match(std::ffi::OsStr::from_bytes(&e.path)));
-                    let mut open = || parent.open(self.root, &e.path);
+                    let mut open = || parent.open(self.beneath.as_ref(), &e.path);
                     match self.read_file(&mut open, !allowed, previous, known.take()) {
                         Err(err)
                             if err.get_ref().is_some_and(
@@ -805,6 +844,11 @@ impl Hasher<'_> {
             k
         } else {
             let m = f.metadata()?;
+            // Opened beneath the root without following a symlink; a FIFO or device put in
+            // the file's place since the walk is not content.
+            if !m.is_file() {
+                return Err(std::io::Error::other(scan::special_reason(m.file_type())));
+            }
             Stat {
                 mode: m.mode(),
                 size: m.len(),

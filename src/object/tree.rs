@@ -93,6 +93,16 @@ pub fn is_safe_name(name: &[u8]) -> bool {
 }
 
 impl Tree {
+    /// The entry named `name`, by binary search (entries are strictly sorted by name: a
+    /// decoded tree is checked to be).
+    #[must_use]
+    pub fn entry(&self, name: &[u8]) -> Option<&TreeEntry> {
+        self.entries
+            .binary_search_by(|e| e.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
     /// Encodes the tree; entries must already be sorted (capture builds them sorted). The
     /// bytes are postcard's encoding of `{ version: u8, entries: [TreeEntry] }` (docs/format.md),
     /// written out here so that encoding cannot fail: the version byte, a varint count, then

@@ -96,11 +96,7 @@ impl Faults {
             .filter(|(p, at, _)| *p == point && *at == n)
         {
             let _gate = self.gate.lock();
-            if std::fs::write(file, b"paused").is_ok() {
-                while file.exists() {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-            }
+            crate::fault::hold(file);
         }
     }
 }

@@ -13,6 +13,7 @@
 //! A directory the previous capture's stat cache vouches for is not listed again: see
 //! `docs/architecture.md` ("Reused listings") for when a listing is reused.
 
+pub mod beneath;
 pub mod exclude;
 mod walk;
 

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
 use rustix::io::Errno;
 
 use super::{ScanEntry, ScanKind, Skipped, exclude};
@@ -98,6 +98,8 @@ pub(super) struct Walk<'a> {
     global: Option<PathBuf>,
     /// The workspace root's device: only directories on it may reuse a listing.
     root_dev: Option<u64>,
+    /// The root, open: every directory is opened beneath it, following no symlink.
+    root_dir: Result<super::beneath::Root, Errno>,
     /// One bucket per worker thread (and one for any other thread), so handing a
     /// directory's results over never waits on another thread.
     found: Vec<Mutex<Found>>,
@@ -201,22 +203,26 @@ fn gone(e: Errno) -> bool {
 }
 
 impl Rules {
-    fn gitignore(&self, found: &mut Found, root: &Path) -> &Gitignore {
+    fn gitignore(&self, found: &mut Found, walk: &Walk<'_>) -> &Gitignore {
         self.gitignore.get_or_init(|| {
             if !self.has_file {
                 return Gitignore::empty();
             }
             let path = self.dir.join(".gitignore");
-            // A FIFO or device named `.gitignore` would block or never end: not read.
-            if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= RULES_FILE_MAX) {
+            let rel = rel_of(walk.root, &path);
+            // Read beneath the root like every file; a FIFO or device named `.gitignore`
+            // would block or never end: not read.
+            let Some(bytes) = walk
+                .open_beneath(&rel, OFlags::RDONLY | OFlags::NONBLOCK)
+                .ok()
+                .and_then(|fd| small_fd(fd.into()))
+            else {
                 return Gitignore::empty();
-            }
-            let mut b = GitignoreBuilder::new(&self.dir);
-            let err = b.add(&path);
-            let gi = b.build().unwrap_or_else(|_| Gitignore::empty());
-            if let Some(err) = err.filter(|e| !is_not_found(e)) {
+            };
+            let (gi, err) = parse_gitignore(&self.dir, &path, &bytes);
+            if let Some(err) = err {
                 found.skipped.push(Skipped {
-                    path: crate::object::show_path(&rel_of(root, &path)),
+                    path: crate::object::show_path(&rel),
                     reason: err.to_string(),
                 });
             }
@@ -227,10 +233,10 @@ impl Rules {
     /// Whether `path` (absolute, inside this directory) is ignored: the nearest
     /// `.gitignore` with a matching pattern decides, then the root's exclude file, then the
     /// global one, as git and the `ignore` crate decide.
-    fn ignored(&self, path: &Path, is_dir: bool, found: &mut Found, root: &Path) -> bool {
+    fn ignored(&self, path: &Path, is_dir: bool, found: &mut Found, walk: &Walk<'_>) -> bool {
         let mut node = Some(self);
         while let Some(r) = node {
-            match r.gitignore(found, root).matched(path, is_dir) {
+            match r.gitignore(found, walk).matched(path, is_dir) {
                 Match::Ignore(_) => return true,
                 Match::Whitelist(_) => return false,
                 Match::None => {}
@@ -249,11 +255,6 @@ impl Rules {
         }
         false
     }
-}
-
-fn is_not_found(e: &ignore::Error) -> bool {
-    e.io_error()
-        .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
 }
 
 fn rel_of(root: &Path, path: &Path) -> Vec<u8> {
@@ -281,8 +282,65 @@ fn git_common_dir(dir: &Path) -> PathBuf {
     }
 }
 
+/// Why a directory the walk listed is left out: it was swapped for a symlink meanwhile.
+pub(crate) const SWAPPED: &str = "replaced by a symlink or a file while the capture ran (never \
+                                  followed): left out, captured next time";
+
 /// Ignore files and `.git` files larger than this are not read (no real one comes close).
 const RULES_FILE_MAX: u64 = 16 << 20;
+
+/// Builds the rules of one `.gitignore` (`path`, in `dir`) from its bytes, as
+/// `GitignoreBuilder::add` would from the file: lines split on `\n`, a leading BOM dropped,
+/// lines that are not UTF-8 or not valid globs reported (and skipped).
+fn parse_gitignore(dir: &Path, path: &Path, bytes: &[u8]) -> (Gitignore, Option<ignore::Error>) {
+    let mut b = GitignoreBuilder::new(dir);
+    let mut errs = Vec::new();
+    let tag = |line: usize, err: ignore::Error| ignore::Error::WithPath {
+        path: path.to_path_buf(),
+        err: Box::new(ignore::Error::WithLineNumber {
+            line: line as u64 + 1,
+            err: Box::new(err),
+        }),
+    };
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    for (i, line) in body.split(|&c| c == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Ok(line) = std::str::from_utf8(line) else {
+            let invalid = std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            );
+            errs.push(tag(i, ignore::Error::Io(invalid)));
+            continue;
+        };
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        if let Err(err) = b.add_line(Some(path.to_path_buf()), line) {
+            errs.push(tag(i, err));
+        }
+    }
+    let gi = b.build().unwrap_or_else(|_| Gitignore::empty());
+    let err = match errs.len() {
+        0 => None,
+        1 => errs.pop(),
+        _ => Some(ignore::Error::Partial(errs)),
+    };
+    (gi, err)
+}
+
+/// The bytes of an open file if it is a regular file of at most [`RULES_FILE_MAX`].
+fn small_fd(f: std::fs::File) -> Option<Vec<u8>> {
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.len() > RULES_FILE_MAX {
+        return None;
+    }
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, RULES_FILE_MAX), &mut out).ok()?;
+    Some(out)
+}
 
 /// The bytes of `path` if it is a regular file (after symlinks) of at most
 /// [`RULES_FILE_MAX`]: never a FIFO that would block, nor `/dev/zero`.
@@ -388,6 +446,8 @@ impl<'a> Walk<'a> {
             vouch: vouch.filter(|_| prior.is_some()),
             global: ignore::gitignore::gitconfig_excludes_path(),
             root_dev: rustix::fs::stat(root).ok().map(|s| s.st_dev),
+            root_dir: super::beneath::Root::open(root)
+                .map_err(|e| Errno::from_io_error(&e).unwrap_or(Errno::IO)),
             found: (0..=rayon::current_num_threads())
                 .map(|_| Mutex::new(Found::default()))
                 .collect(),
@@ -501,7 +561,7 @@ impl<'a> Walk<'a> {
                 || self.store_dir.is_some_and(|d| d == abs)
                 || self
                     .rules_of(parent, known)
-                    .ignored(&abs, true, found, self.root)
+                    .ignored(&abs, true, found, self)
             {
                 return true;
             }
@@ -522,7 +582,9 @@ impl<'a> Walk<'a> {
         }
         let dir = self.abs(rel);
         let rules = Arc::new(Rules {
-            has_file: std::fs::symlink_metadata(dir.join(".gitignore")).is_ok(),
+            has_file: self
+                .open_beneath(&join(rel, b".gitignore"), OFlags::PATH)
+                .is_ok(),
             gitignore: OnceLock::new(),
             parent: parent_of(rel).map(|p| self.rules_of(p, known)),
             root: rel
@@ -585,6 +647,14 @@ impl<'a> Walk<'a> {
         all.secrets.append(&mut mine.secrets);
         all.omitted.append(&mut mine.omitted);
         all.omitted_bytes += mine.omitted_bytes;
+    }
+
+    /// Opens `rel` beneath the root ([`super::beneath`]).
+    fn open_beneath(&self, rel: &[u8], flags: OFlags) -> rustix::io::Result<rustix::fd::OwnedFd> {
+        match &self.root_dir {
+            Ok(root) => root.open_at(rel, flags),
+            Err(e) => Err(*e),
+        }
     }
 
     fn abs(&self, rel: &[u8]) -> PathBuf {
@@ -651,14 +721,22 @@ impl<'a> Walk<'a> {
             return children;
         }
         let abs = self.abs(&job.rel);
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(rustix::fs::CWD, &abs, flags, Mode::empty()) {
+        let fd = match self.open_beneath(&job.rel, OFlags::RDONLY | OFlags::DIRECTORY) {
             Ok(fd) => fd,
-            // Listed, then deleted (or replaced by a file or symlink) before it could be
-            // entered: it is simply not there.
-            Err(e) if gone(e) && !is_root => return Vec::new(),
+            // Listed, then deleted before it could be entered: it is simply not there.
+            Err(Errno::NOENT) if !is_root => return Vec::new(),
+            // Replaced by a symlink or a file (or a directory above it was) since it was
+            // listed: never followed, left out and named.
+            Err(e) if (gone(e) || super::beneath::swapped(e)) && !is_root => {
+                Self::skip(found, &job.rel, SWAPPED.into());
+                return Vec::new();
+            }
             Err(e) => {
-                if !is_root && let Ok(st) = statat(rustix::fs::CWD, abs.as_os_str().as_bytes()) {
+                if !is_root
+                    && let Ok(st) = self
+                        .open_beneath(&job.rel, OFlags::PATH)
+                        .and_then(|fd| rustix::fs::fstat(fd).map(|s| stat_of(&s)))
+                {
                     found
                         .entries
                         .push(entry(job.rel.clone(), ScanKind::Dir, &st, false));
@@ -684,7 +762,9 @@ impl<'a> Walk<'a> {
             return children;
         }
         self.listed.fetch_add(1, Ordering::Relaxed);
-        self.list(job, fd, &st, &abs, found, trusted)
+        let children = self.list(job, fd, &st, &abs, found, trusted);
+        crate::fault::reached(crate::fault::Point::Listed);
+        children
     }
 
     /// The directory's entries from the cache, when it vouches for its listing; `None`
@@ -943,7 +1023,7 @@ impl<'a> Walk<'a> {
             root: rules_root,
         });
         let skipped_before = found.skipped.len();
-        rules_here.gitignore(found, self.root);
+        rules_here.gitignore(found, self);
         if found.skipped.len() > skipped_before {
             listing_ok = false;
         }
@@ -994,7 +1074,7 @@ impl<'a> Walk<'a> {
                 stat = Some(now);
                 kind_of(now.mode) == Some(ScanKind::Dir)
             };
-            if rules_here.ignored(&child_abs, is_dir, found, self.root) {
+            if rules_here.ignored(&child_abs, is_dir, found, self) {
                 continue;
             }
             let Some(now) =
@@ -1012,7 +1092,7 @@ impl<'a> Walk<'a> {
             };
             // The kind changed between the listing and the `lstat`: match again with it.
             if (kind == ScanKind::Dir) != is_dir
-                && rules_here.ignored(&child_abs, kind == ScanKind::Dir, found, self.root)
+                && rules_here.ignored(&child_abs, kind == ScanKind::Dir, found, self)
             {
                 continue;
             }

@@ -11,14 +11,15 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
+use crate::scan::beneath::Root;
 use crate::scan::exclude;
 
 /// What each directory is watched for: every change to its entries and to itself, never
@@ -102,6 +103,8 @@ const ROOT: u32 = 0;
 pub(super) struct Tree {
     fd: OwnedFd,
     root: PathBuf,
+    /// The root, open: directories are opened and watched beneath it, following no symlink.
+    beneath: Option<Root>,
     store_dir: Option<PathBuf>,
     nodes: Vec<Option<Node>>,
     free: Vec<u32>,
@@ -123,6 +126,7 @@ impl Tree {
         Ok(Tree {
             fd: inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?,
             root: root.to_path_buf(),
+            beneath: Root::open(root).ok(),
             store_dir: store_dir.map(Path::to_path_buf),
             nodes: Vec::new(),
             free: Vec::new(),
@@ -216,9 +220,8 @@ impl Tree {
         let mut stack = vec![top];
         while let Some(i) = stack.pop() {
             let rel = self.path(i);
-            let abs = self.abs(&rel);
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let Ok(fd) = rustix::fs::openat(rustix::fs::CWD, &abs, flags, Mode::empty()) else {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+            let Some(Ok(fd)) = self.beneath.as_ref().map(|r| r.open_at(&rel, flags)) else {
                 continue;
             };
             let Ok(mut dir) = rustix::fs::Dir::new(fd) else {
@@ -282,7 +285,16 @@ impl Tree {
             // Replaced since it was watched (a rename over it): the old watches go first.
             self.remove_subtree(old);
         }
-        let wd = match inotify::add_watch(&self.fd, &abs, MASK) {
+        // Watched through a descriptor opened beneath the root: a directory swapped for a
+        // symlink is not followed out of the workspace.
+        let Some(dir) = self.beneath.as_ref().and_then(|r| r.dir(&rel).ok()) else {
+            self.unwatchable += 1;
+            return Ok(None);
+        };
+        let via = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        // The magic link names the directory opened: followed (it is no symlink of the tree).
+        let wd = match inotify::add_watch(&self.fd, &via, MASK.difference(WatchFlags::DONT_FOLLOW))
+        {
             Ok(wd) => wd,
             Err(Errno::NOSPC | Errno::NOMEM) => return Err(Break::WatchLimit),
             Err(_) => {

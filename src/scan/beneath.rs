@@ -1,0 +1,191 @@
+//! Opening paths below the workspace root without ever leaving it.
+//!
+//! A capture reads what a walk listed a moment before, and another process may swap a
+//! directory for a symlink in between (`mv d d.real; ln -s /elsewhere d`). Resolving
+//! `root/d/f` by path would then follow the symlink and read files outside the workspace.
+//! Every read of the walk, the capture and the watcher's crawl goes through [`Root`]: the
+//! root is opened once (its path is the user's choice, resolved normally), and every path
+//! below it is resolved from that descriptor with no symlink followed in any component
+//! (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or, where the kernel has no
+//! `openat2`, one `openat(O_NOFOLLOW | O_DIRECTORY)` per component). A swapped directory
+//! then fails to open (`ELOOP`): it is left out and named, never followed.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+
+/// Cleared once `openat2` is found missing (old kernels, some seccomp filters): from then
+/// on paths are resolved one component at a time.
+static HAS_OPENAT2: AtomicBool = AtomicBool::new(true);
+
+/// The workspace root, open, from which paths below it are resolved.
+#[derive(Debug)]
+pub struct Root {
+    path: PathBuf,
+    fd: OwnedFd,
+}
+
+/// What a failed resolution beneath the root means for the path asked for.
+#[must_use]
+pub fn swapped(e: Errno) -> bool {
+    e == Errno::LOOP || e == Errno::XDEV
+}
+
+impl Root {
+    /// Opens `path` (symlinks in it followed: the root is the user's choice).
+    ///
+    /// # Errors
+    /// The error of `open(2)`.
+    pub fn open(path: &Path) -> std::io::Result<Root> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Root {
+            path: path.to_path_buf(),
+            fd,
+        })
+    }
+
+    /// The root's path (for messages).
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The root directory's descriptor (`O_PATH`).
+    #[must_use]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Opens `rel` (workspace-relative; empty: the root itself) with `flags`, following no
+    /// symlink in any component, the last included. `ELOOP` (see [`swapped`]) when a
+    /// component is a symlink, `ENOTDIR` when a directory component is not a directory.
+    ///
+    /// # Errors
+    /// The errno of the failed open.
+    pub fn open_at(&self, rel: &[u8], flags: OFlags) -> rustix::io::Result<OwnedFd> {
+        open_beneath(self.fd.as_fd(), rel, flags)
+    }
+
+    /// [`Root::open_at`] for a directory, as `O_PATH` (for `*at` calls relative to it).
+    ///
+    /// # Errors
+    /// As [`Root::open_at`].
+    pub fn dir(&self, rel: &[u8]) -> rustix::io::Result<OwnedFd> {
+        self.open_at(rel, OFlags::PATH | OFlags::DIRECTORY)
+    }
+}
+
+/// Opens `rel` below `dir` with `flags | O_CLOEXEC | O_NOFOLLOW`, following no symlink.
+///
+/// # Errors
+/// The errno of the failed open (`ELOOP` for a symlink on the way).
+pub fn open_beneath(dir: BorrowedFd<'_>, rel: &[u8], flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    let flags = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let rel = if rel.is_empty() { &b"."[..] } else { rel };
+    if HAS_OPENAT2.load(Ordering::Relaxed) {
+        let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        for _ in 0..4 {
+            match rustix::fs::openat2(dir, OsStr::from_bytes(rel), flags, Mode::empty(), how) {
+                // A rename elsewhere on the system raced the lookup: the kernel asks again.
+                Err(Errno::AGAIN) => {}
+                Err(Errno::NOSYS) => {
+                    HAS_OPENAT2.store(false, Ordering::Relaxed);
+                    break;
+                }
+                // A filter that refuses the call itself: resolve by hand this time.
+                Err(Errno::PERM) => break,
+                r => return r,
+            }
+        }
+    }
+    by_components(dir, rel, flags)
+}
+
+/// The fallback of [`open_beneath`]: one `openat` per component, none followed, every one
+/// checked to be a directory by its descriptor.
+fn by_components(dir: BorrowedFd<'_>, rel: &[u8], flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    let mut parts = rel
+        .split(|&b| b == b'/')
+        .filter(|p| !p.is_empty())
+        .peekable();
+    let mut here: Option<OwnedFd> = None;
+    while let Some(part) = parts.next() {
+        if part == b".." {
+            return Err(Errno::XDEV);
+        }
+        let at = here.as_ref().map_or(dir, AsFd::as_fd);
+        if parts.peek().is_none() {
+            return rustix::fs::openat(at, OsStr::from_bytes(part), flags, Mode::empty());
+        }
+        let next = rustix::fs::openat(
+            at,
+            OsStr::from_bytes(part),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // O_PATH with O_NOFOLLOW can open a symlink itself on some kernels: check.
+        if FileType::from_raw_mode(rustix::fs::fstat(&next)?.st_mode) != FileType::Directory {
+            return Err(Errno::LOOP);
+        }
+        here = Some(next);
+    }
+    rustix::fs::openat(dir, ".", flags, Mode::empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Root) {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        std::fs::create_dir_all(ws.join("d/sub")).unwrap();
+        std::fs::write(ws.join("d/sub/f"), b"inside").unwrap();
+        std::fs::create_dir_all(t.path().join("outside/sub")).unwrap();
+        std::fs::write(t.path().join("outside/sub/f"), b"SECRET").unwrap();
+        std::os::unix::fs::symlink(t.path().join("outside"), ws.join("link")).unwrap();
+        let root = Root::open(&ws).unwrap();
+        (t, root)
+    }
+
+    fn read(fd: OwnedFd) -> Vec<u8> {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn opens_below_the_root_and_never_through_a_symlink() {
+        let (_t, root) = setup();
+        assert_eq!(
+            read(root.open_at(b"d/sub/f", OFlags::RDONLY).unwrap()),
+            b"inside"
+        );
+        for rel in [&b"link/sub/f"[..], b"link/sub", b"link", b"d/../link/sub/f"] {
+            let e = root.open_at(rel, OFlags::RDONLY).unwrap_err();
+            assert!(swapped(e), "{}: {e}", String::from_utf8_lossy(rel));
+            let e = by_components(root.fd(), rel, OFlags::RDONLY | OFlags::NOFOLLOW).unwrap_err();
+            assert!(
+                swapped(e),
+                "by components, {}: {e}",
+                String::from_utf8_lossy(rel)
+            );
+        }
+        let f = by_components(root.fd(), b"d/sub/f", OFlags::RDONLY | OFlags::NOFOLLOW);
+        assert_eq!(read(f.unwrap()), b"inside");
+        assert!(root.dir(b"").is_ok() && root.dir(b"d/sub").is_ok());
+        assert_eq!(
+            root.open_at(b"d/nothing/f", OFlags::RDONLY).unwrap_err(),
+            Errno::NOENT
+        );
+    }
+}
