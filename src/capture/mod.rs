@@ -251,6 +251,9 @@ impl std::fmt::Display for SecretFound {
 impl std::error::Error for SecretFound {}
 
 struct Hasher<'a> {
+    /// Objects the store forgot as damaged: met again, stored whole (see
+    /// [`crate::store::schema::META_FORGOTTEN_IDS`]).
+    revived: HashSet<ObjectId>,
     /// The root, open: every file and symlink is read beneath it, following no symlink
     /// (`None` when it could not be opened: every read then fails, named).
     beneath: Option<scan::beneath::Root>,
@@ -443,6 +446,7 @@ impl<'a> Hasher<'a> {
         store_objects: bool,
     ) -> Result<Hasher<'a>, StoreError> {
         Ok(Hasher {
+            revived: reader.forgotten_ids()?,
             beneath: scan::beneath::Root::open(ctx.root).ok(),
             allow_secrets: ctx.allow_secrets,
             reader,
@@ -683,7 +687,9 @@ impl Hasher<'_> {
             return None;
         }
         let size = data.len() as u64;
-        if let Some(previous) = previous.filter(|p| *p != id)
+        // A forgotten object stored again is whole: the deltas that named it as their base
+        // then read again whatever their depth.
+        if let Some(previous) = previous.filter(|p| *p != id && !self.revived.contains(&id))
             && let Some((base, delta)) = self.delta(kind, &data, &previous)
         {
             return Some(PendingObject {

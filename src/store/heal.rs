@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use redb::{ReadableTable, WriteTransaction};
 use serde::Serialize;
 
-use super::schema::{META, META_FORGOTTEN, OBJECTS};
+use super::schema::{META, META_FORGOTTEN, META_FORGOTTEN_IDS, OBJECTS};
 use super::{SharedDb, Store, StoreReader};
 use crate::error::StoreError;
 use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord};
@@ -94,6 +94,18 @@ fn forget_in(
             .and_then(|g| g.value().try_into().ok().map(u64::from_le_bytes))
             .unwrap_or(0);
         meta.insert(META_FORGOTTEN, (n + 1).to_le_bytes().as_slice())
+            .map_err(|x| e(x.into()))?;
+        let mut ids = meta
+            .get(META_FORGOTTEN_IDS)
+            .map_err(|x| e(x.into()))?
+            .map(|g| g.value().to_vec())
+            .unwrap_or_default();
+        for id in &gone {
+            if !ids.chunks_exact(32).any(|c| c == id.0) {
+                ids.extend_from_slice(&id.0);
+            }
+        }
+        meta.insert(META_FORGOTTEN_IDS, ids.as_slice())
             .map_err(|x| e(x.into()))?;
     }
     Ok(gone)
@@ -191,6 +203,20 @@ impl StoreReader {
             .iter()
             .map(|(id, _)| *id)
             .collect()
+    }
+
+    /// The objects ever forgotten as damaged ([`META_FORGOTTEN_IDS`]): a capture stores their
+    /// content whole when it meets it again.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn forgotten_ids(&self) -> Result<std::collections::HashSet<ObjectId>, StoreError> {
+        Ok(self
+            .meta_value(META_FORGOTTEN_IDS)?
+            .unwrap_or_default()
+            .chunks_exact(32)
+            .filter_map(|c| c.try_into().ok().map(ObjectId))
+            .collect())
     }
 
     /// The 16 bytes a stat cache must name to be trusted: the store id while no object was

@@ -70,6 +70,11 @@ pub const META_MAINTAINED: &str = "maintained";
 /// changes the key a stat cache must name ([`crate::store::StoreReader::cache_key`]), so no
 /// cache vouches for a forgotten object.
 pub const META_FORGOTTEN: &str = "forgotten";
+/// The ids of the objects forgotten as damaged, 32 bytes each, concatenated (absent: none).
+/// A capture that meets such an id's content again stores it whole, so that every delta
+/// naming it as its base reads again: stored again as a delta, it could sit at a depth no
+/// lower than its dependents', which the chain check takes for damage.
+pub const META_FORGOTTEN_IDS: &str = "forgotten_ids";
 /// Packed bytes the last maintenance pass could not go below without evicting what is
 /// never evicted, u64 little endian; absent when it met the byte budget.
 pub const META_OVER_BUDGET: &str = "over_budget";
