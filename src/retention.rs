@@ -504,7 +504,22 @@ fn evict_to_budget(
             break;
         }
         evictable.sort_unstable();
-        let take = (evictable.len() / 4).max(1);
+        // Only a batch whose eviction frees bytes, once the deltas it orphans are stored
+        // again, is evicted: the first quarter, else more, up to everything evictable. When
+        // evicting everything evictable cannot bring the store under the budget (its
+        // versions are small deltas of what stays, or what stays is too big), the history is
+        // kept and the pass says so: evicting would lose turns and could grow the store.
+        let all = eviction_frees(wc, &evictable, grace_secs, now_ms)?;
+        if report.store_bytes.saturating_sub(all) > budget {
+            report.over_budget = true;
+            break;
+        }
+        let mut take = (evictable.len() / 4).max(1);
+        while take < evictable.len()
+            && eviction_frees(wc, &evictable[..take], grace_secs, now_ms)? == 0
+        {
+            take = (take * 2).min(evictable.len());
+        }
         let batch = &evictable[..take];
         let newest_end = batch.iter().map(|b| b.5).max().unwrap_or(0);
         for key in batch
@@ -525,6 +540,58 @@ fn evict_to_budget(
         sessions = candidates(wc, now_ms)?;
     }
     Ok(())
+}
+
+/// The compressed bytes evicting the turns of `batch` (as `evict_to_budget` lists them:
+/// session key and turn number at 4 and 3) would free, net of what collecting their objects
+/// writes again (deltas whose base goes, stored whole or re-based; survivors of rewritten
+/// frames): a dry-run collection over the roots that would be left. Log records naming only
+/// those turns' snapshots go with them, as the pass prunes them.
+fn eviction_frees(
+    wc: &Exclusive<'_>,
+    batch: &[(bool, bool, u64, u64, db::SessionKey, u64)],
+    grace_secs: u64,
+    now_ms: u64,
+) -> Result<u64, Error> {
+    let evicted = |h: &Holder| {
+        matches!(h, Holder::Turn { session, number }
+            if batch.iter().any(|b| b.4 == *session && b.3 == *number))
+    };
+    let reader = wc.store().reader()?;
+    let tx = wc.store().begin_read()?;
+    let found = history_roots(&reader, &tx)?;
+    let roots_of = |keep: &dyn Fn(&Root) -> bool| -> Vec<ObjectId> {
+        found
+            .iter()
+            .filter_map(|f| match f {
+                Found::Root(r) if keep(r) => Some(r.id),
+                _ => None,
+            })
+            .collect()
+    };
+    let gone: std::collections::HashSet<ObjectId> =
+        roots_of(&|r| evicted(&r.holder)).into_iter().collect();
+    let still: std::collections::HashSet<ObjectId> =
+        roots_of(&|r| !evicted(&r.holder) && !matches!(r.holder, Holder::Log))
+            .into_iter()
+            .collect();
+    let mut roots = roots_of(&|r| match r.holder {
+        Holder::Log => !gone.contains(&r.id) || still.contains(&r.id),
+        _ => !evicted(&r.holder),
+    });
+    let cache = StatCache::load(&wc.dir().join("statcache"), &reader.cache_key()?);
+    if cache.root() != ObjectId::ZERO {
+        roots.push(cache.root());
+    }
+    drop((reader, tx));
+    roots.sort_unstable();
+    roots.dedup();
+    let dry = wc
+        .store()
+        .collect_at(&roots, grace_secs, true, now_ms / 1000)?;
+    Ok(dry
+        .stored_bytes_freed
+        .saturating_sub(dry.stored_bytes_added))
 }
 
 /// Holds the store under `budget` bytes of packed objects by evicting old turns (as the
@@ -642,8 +709,9 @@ fn candidates(wc: &WorkingCopy, now_ms: u64) -> Result<Vec<Candidate>, Error> {
 fn over_budget_warning(report: &MaintenanceReport) -> String {
     format!(
         "the store holds {} of history, more than its byte budget of {} (max_store_bytes); \
-         retrace kept it because it is the newest snapshot or what an undo or redo still \
-         needs. Raise max_store_bytes (0 = no budget) or leave the big files out with \
+         retrace kept its history because evicting the turns it may evict would not bring \
+         it under (the newest snapshot and what an undo or redo needs are never evicted, and \
+         versions stored as small deltas free little). Raise max_store_bytes (0 = no budget) or leave the big files out with \
          .gitignore",
         human_bytes(report.store_bytes),
         human_bytes(report.max_store_bytes)

@@ -43,6 +43,11 @@ pub struct GcReport {
     pub materialised: u64,
     /// Compressed bytes of the pack log no longer referenced.
     pub stored_bytes_freed: u64,
+    /// In a dry run: the compressed bytes the collection would write again (survivors of
+    /// rewritten frames, deltas stored whole or re-based), estimated by compressing each. What
+    /// a collection frees is `stored_bytes_freed` less this: a budget pass evicts only when
+    /// that is positive.
+    pub stored_bytes_added: u64,
     /// Pack values deleted.
     pub packs_freed: u64,
     /// Disk space of the store file before.
@@ -252,6 +257,13 @@ impl Store {
             }
         }
         let idle = removed.is_empty() && rewrite.is_empty() && made_whole.is_empty();
+        if dry_run {
+            report.stored_bytes_added = rewrite
+                .iter()
+                .chain(&made_whole)
+                .map(|o| crate::object::record::compress(&o.payload).1.len() as u64)
+                .sum();
+        }
         if dry_run || (idle && reader.staged_rows()? == 0) {
             report.disk_bytes_after = report.disk_bytes_before;
             return Ok(report);
