@@ -504,6 +504,19 @@ impl Hasher<'_> {
         }
     }
 
+    /// Whether the stored copy of `id`, which this capture just read as `data`, holds
+    /// exactly `data`: a snapshot that reports success must restore what it reported, so a
+    /// damaged copy is forgotten at once and the capture stores `data` in its place. Only
+    /// files whose content is already stored pay this (a frame read, shared by the files
+    /// of that frame), never a stat-cache hit.
+    fn sound(&self, id: &ObjectId, data: &[u8]) -> bool {
+        if self.reader.holds_exactly(id, data) {
+            return true;
+        }
+        self.reader.forget_found();
+        false
+    }
+
     /// Whether `id` is new to this capture, which then claims it for writing: it is not
     /// queued, and not in a batch this capture already committed (staged or indexed).
     fn claim(&self, p: &mut Pending, id: &ObjectId) -> bool {
@@ -683,7 +696,7 @@ impl Hasher<'_> {
         id: ObjectId,
         previous: Option<ObjectId>,
     ) -> Option<PendingObject> {
-        if !self.store_objects || self.known(&id) {
+        if !self.store_objects || self.known(&id) && self.sound(&id, &data) {
             return None;
         }
         let size = data.len() as u64;

@@ -161,6 +161,34 @@ impl Drop for StoreReader {
 }
 
 impl StoreReader {
+    /// Whether the stored object `id` holds exactly `data` (a capture that just read `data`
+    /// and found its id stored checks the copy it reuses). `false` when it does not: the
+    /// damage (the object, or the delta of its chain that is damaged) is recorded, and
+    /// [`StoreReader::forget_found`] forgets it so that the capture's copy replaces it.
+    pub(crate) fn holds_exactly(&self, id: &ObjectId, data: &[u8]) -> bool {
+        let Ok(rec) = self.record(id) else {
+            return false;
+        };
+        match self.payload(id, &rec) {
+            Ok(bytes) if bytes == data => true,
+            Ok(_) => {
+                let _ = self.content_damage(id, &rec, "content does not hash to its id".into());
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Forgets now (in a transaction of its own) the damage this reader found, as dropping
+    /// it would: a capture that found a stored copy damaged then writes its own.
+    pub(crate) fn forget_found(&self) {
+        let found = std::mem::take(&mut *self.found.lock().unwrap_or_else(PoisonError::into_inner));
+        if let (Some(heal), false) = (&self.heal, found.is_empty()) {
+            heal.damage.add(found);
+            try_forget(&heal.db, &heal.damage, &heal.path);
+        }
+    }
+
     /// Records `id` as damaged (the store forgets it) and returns the error to report.
     pub(super) fn damaged(&self, id: &ObjectId, detail: String) -> StoreError {
         let raw = self
