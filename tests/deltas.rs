@@ -644,7 +644,12 @@ fn a_base_stored_again_after_repair_revives_every_version_that_depends_on_it() {
     let o = env.run(common::RETRACE, &["snapshot"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let o = env.run(common::RETRACE, &["repair"]);
-    assert!(o.status.success(), "{}{}", common::stdout(&o), common::stderr(&o));
+    assert!(
+        o.status.success(),
+        "{}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
     // Every version reads again.
     let ws = env.open();
     for (i, (root, bytes)) in versions.iter().enumerate() {
