@@ -688,3 +688,131 @@ fn revert_and_diff_are_answered_by_the_hook() {
     decision(&prompt(&env, "/undo"));
     assert_eq!(env.read("a.txt"), "two\nmore\n");
 }
+
+/// Claude Code fires `SessionStart` again on compact, clear and resume, with the cwd the
+/// agent's shell has then: a subfolder of a non-git workspace must not become the session's
+/// workspace (two stores, and an `/undo` that takes back only the subfolder's part).
+#[test]
+fn a_session_start_in_a_subfolder_keeps_the_sessions_workspace() {
+    for a in &AGENTS {
+        let env = Env::new();
+        assert!(!env.path(".git").exists());
+        env.write("sub/keep", "k");
+        let sub = env.path("sub");
+        a.send(
+            &env,
+            "SessionStart",
+            env.root(),
+            json!({"source": "startup"}),
+        );
+        a.prompt(&env, "one", 1);
+        env.write("top1", "1");
+        env.write("sub/x1", "1");
+        a.stop(&env, &sub, false, 1);
+        // Compacted while the agent's shell is in `sub`.
+        a.send(&env, "SessionStart", &sub, json!({"source": "compact"}));
+        a.prompt_in(&env, &sub, "two", 2);
+        env.write("top2", "2");
+        env.write("sub/x2", "2");
+        a.stop(&env, &sub, false, 2);
+        let stores = std::fs::read_dir(env.home.path().join("workspaces"))
+            .unwrap()
+            .count();
+        assert_eq!(stores, 1, "{}: the session was re-rooted", a.name);
+        for (turn, gone) in [(2, ["top2", "sub/x2"]), (1, ["top1", "sub/x1"])] {
+            let d = a.prompt_in(&env, &sub, "/undo", 10 + turn);
+            let said = d["reason"].as_str().unwrap();
+            assert!(said.contains("restored files"), "{}: {said}", a.name);
+            for f in gone {
+                assert!(!env.path(f).exists(), "{}: {f} after {said}", a.name);
+            }
+        }
+        assert!(env.path("sub/keep").exists(), "{}", a.name);
+    }
+}
+
+/// Codex names the turn each Stop ends. A Stop of an earlier turn that arrives late, while
+/// the next turn runs, neither ends the running turn (whose later edits would then belong to
+/// no turn) nor, with none running, extends the last one.
+#[test]
+fn a_late_codex_stop_of_an_earlier_turn_leaves_the_running_turn_alone() {
+    let a = &AGENTS[1];
+    assert_eq!(a.name, "codex");
+    let env = Env::new();
+    let root = root_of(&env);
+    a.prompt(&env, "one", 1);
+    env.write("a", "a");
+    a.stop(&env, &root, false, 1);
+    a.prompt(&env, "two", 2);
+    env.write("b", "b");
+    a.stop(&env, &root, false, 1);
+    a.stop(&env, &root, true, 1);
+    let o = env.run(RETRACE, &["log", "--json", "--session", a.session]);
+    let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(log["status"]["pending"], 2, "{log}");
+    env.write("c", "c");
+    a.stop(&env, &root, false, 2);
+    // The user edits; then turn 1's Stop comes again, as a repeat.
+    env.write("user", "the user's edit");
+    a.stop(&env, &root, true, 1);
+    let said = a.undo(&env);
+    assert!(said.contains("restored files"), "{said}");
+    for gone in ["b", "c"] {
+        assert!(!env.path(gone).exists(), "{gone}: {said}");
+    }
+    assert_eq!(env.read("a"), "a");
+    assert_eq!(env.read("user"), "the user's edit");
+}
+
+/// A hook run through a wrapper (`timeout 900 retrace hook …`, `env X=1 …`, and the agent's
+/// `sh -c` around them): the turn belongs to the agent behind them, not to the wrapper,
+/// which exits with the hook; so an interrupted turn ends where the next prompt begins. The
+/// test process plays the agent: it runs the hook commands and stays alive.
+#[test]
+fn a_hook_run_through_a_wrapper_is_owned_by_the_agent_behind_it() {
+    let agent = std::process::id();
+    let hook = format!("'{RETRACE}' hook claude-code");
+    let direct = [RETRACE, "hook", "claude-code"];
+    // `; true`: the shell waits for the hook instead of becoming it.
+    let (in_timeout, in_env, plain) = (
+        format!("timeout 900 {hook}"),
+        format!("env X=1 nice -n 1 {hook}; true"),
+        format!("{hook}; true"),
+    );
+    let wrapped: [(&str, Vec<&str>); 5] = [
+        ("timeout", [&["900"][..], &direct].concat()),
+        ("env", [&["X=1"][..], &direct].concat()),
+        ("sh", vec!["-c", &in_timeout]),
+        ("sh", vec!["-c", &in_env]),
+        ("timeout", vec!["900", "sh", "-c", &plain]),
+    ];
+    for (program, args) in &wrapped {
+        let env = Env::new();
+        let prompt = |text: &str| {
+            let event = json!({"session_id": "wrapped", "transcript_path": "/tmp/t.jsonl",
+                "cwd": env.root(), "hook_event_name": "UserPromptSubmit", "prompt": text});
+            // No deadline for the before-snapshot: a loaded machine makes the hook slow,
+            // never the turn conversation-only.
+            let mut run = env.command(program, args);
+            run.env("RETRACE_HOOK_DEADLINE_MS", "600000");
+            let o = crate::common::output_with_input(&mut run, event.to_string().as_bytes());
+            assert!(
+                o.status.success() && stderr(&o).is_empty(),
+                "{}",
+                stderr(&o)
+            );
+            let o = env.run(crate::common::RETRACE_DUMP, &["sessions", "--json"]);
+            let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+            assert_eq!(v[0]["lease"]["pid"], agent, "{program} {args:?}: {v}");
+        };
+        prompt("one");
+        env.write("one", "1");
+        // Interrupted: no Stop. The agent, alive, takes the next prompt.
+        prompt("two");
+        let o = env.run(RETRACE, &["log", "--json", "--session", "wrapped"]);
+        let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let entries = log["entries"].as_array().unwrap();
+        let first = entries.iter().find(|e| e["number"] == 1).unwrap();
+        assert_eq!(first["state"], "complete", "{program} {args:?}: {log}");
+    }
+}

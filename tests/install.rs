@@ -808,3 +808,68 @@ fn every_install_ends_with_what_to_do_next() {
         assert!(!stdout(&o).contains("new session"), "{}", stdout(&o));
     }
 }
+
+// ---- issue 37: a binary not named `retrace` ----
+
+/// retrace installed under another name (`rt`, a hard link of it): its entries are
+/// retrace's because install recorded their program, so uninstalling with `rt` or with
+/// `retrace` takes them out and a reinstall from either replaces them. Without the record
+/// (another `RETRACE_HOME`, say) uninstall cannot tell, and says what it left.
+#[test]
+fn entries_of_a_binary_named_otherwise_are_recognised_by_what_install_recorded() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let rt = dir.path().join("rt");
+    std::fs::hard_link(RETRACE, &rt).unwrap();
+    let rt = rt.to_str().unwrap();
+    let path = path_without_retrace();
+    let run = |env: &Env, bin: &str, args: &[&str]| {
+        succeeded(run_with_path(env, bin, &path, args), &args.join(" "))
+    };
+    let theirs = "{\n  \"model\": \"opus\"\n}\n";
+    let all = "UserPromptSubmit, Stop, SessionStart, SessionEnd";
+    for uninstaller in [rt, RETRACE] {
+        let env = Env::new();
+        env.write(".claude/settings.json", theirs);
+        run(&env, rt, &["install", "claude-code"]);
+        let cmds = commands(&env.path(".claude/settings.json"));
+        assert_eq!(cmds.len(), 4, "{cmds:?}");
+        assert!(
+            cmds.iter()
+                .all(|(_, c)| c.ends_with("/rt' hook claude-code")),
+            "{cmds:?}"
+        );
+        let o = run(&env, uninstaller, &["uninstall", "claude-code"]);
+        assert!(
+            stdout(&o).contains(&format!("removed hooks for {all}")),
+            "{uninstaller}: {}",
+            stdout(&o)
+        );
+        assert_eq!(env.read(".claude/settings.json"), theirs, "{uninstaller}");
+        assert!(!env.path(".claude/commands").exists(), "{uninstaller}");
+    }
+    // A reinstall from `retrace` replaces rt's entries instead of adding its own beside them.
+    let env = Env::new();
+    run(&env, rt, &["install", "claude-code"]);
+    run(&env, RETRACE, &["install", "claude-code"]);
+    let cmds = commands(&env.path(".claude/settings.json"));
+    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert!(
+        cmds.iter()
+            .all(|(_, c)| c.ends_with("/retrace' hook claude-code")),
+        "{cmds:?}"
+    );
+    // No record: the entries stay, and uninstall names them.
+    let env = Env::new();
+    env.write(".claude/settings.json", theirs);
+    run(&env, rt, &["install", "claude-code"]);
+    std::fs::remove_file(env.home.path().join("installed.json")).unwrap();
+    let o = run(&env, RETRACE, &["uninstall", "claude-code"]);
+    let said = stdout(&o);
+    assert!(
+        said.contains(&format!(
+            "left hooks for {all} running `'{rt}' hook claude-code`"
+        )),
+        "{said}"
+    );
+    assert_eq!(commands(&env.path(".claude/settings.json")).len(), 4);
+}

@@ -584,3 +584,62 @@ fn install_with_watch_writes_hooks_that_start_a_watcher_and_uninstall_removes_th
     let left = fs::read_to_string(&settings).unwrap_or_default();
     assert!(!left.contains("hook claude-code"), "{left}");
 }
+
+/// Sends `signal` (`-STOP`, `-CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let o = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kill {signal} {pid}: {}", stderr(&o));
+}
+
+/// A stopped process, continued when this is dropped (also when the test fails).
+struct Thawed(u32);
+
+impl Drop for Thawed {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+/// `retrace watch --detach` with a watcher already serving starts none and says which one
+/// serves and where it answers; when that watcher does not answer (stopped here with
+/// SIGSTOP: it holds the workspace but never replies), it says that too, busy.
+#[test]
+fn detach_with_a_watcher_already_running_says_which_one_serves_and_where() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    detach(&env, &[]);
+    let ws = open(&env);
+    let s = status(&ws).expect("the watcher serves the workspace");
+    let spec = ws.watch_spec();
+    let socket = watch::socket_path(&spec.runtime_dir, &spec.root);
+    let o = cli(&env, &["watch", "--detach"]);
+    let said = ok(o);
+    let root = spec.root.display();
+    assert!(
+        said.contains(&format!("a watcher already serves {root} (pid {}", s.pid)),
+        "{said}"
+    );
+    assert!(said.contains(&socket.display().to_string()), "{said}");
+    assert!(said.contains("none was started"), "{said}");
+    assert_eq!(status(&ws).map(|t| t.pid), Some(s.pid));
+
+    signal(s.pid, "-STOP");
+    let thawed = Thawed(s.pid);
+    let o = cli(&env, &["watch", "--detach"]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    let said = stdout(&o);
+    assert!(
+        said.contains(&format!(
+            "a watcher already serves {root} but does not answer"
+        )),
+        "{said}{}",
+        stderr(&o)
+    );
+    assert!(said.contains(&socket.display().to_string()), "{said}");
+    drop(thawed);
+    assert_eq!(status(&ws).map(|t| t.pid), Some(s.pid));
+    stop(&ws);
+}

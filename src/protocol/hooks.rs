@@ -31,6 +31,10 @@ use super::ops::{
 use crate::history::Outcome;
 use crate::{Config, Workspace};
 
+mod owner;
+
+pub use owner::agent_pid;
+
 /// How long a prompt waits for its before-snapshot before the turn goes conversation-only
 /// (`RETRACE_HOOK_DEADLINE_MS` overrides).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(20);
@@ -229,9 +233,10 @@ fn shell_word(s: &str) -> Option<String> {
 }
 
 /// The workspace a hook session works in, remembered in the retrace home
-/// (`hook-sessions/<hash of agent and session id>`, holding the root path) from its
-/// `SessionStart` or first prompt until its `SessionEnd`. Entries untouched for 30 days are
-/// swept at a `SessionStart`.
+/// (`hook-sessions/<hash of agent and session id>`, holding the root path) from its first
+/// event (`SessionStart`, or the first prompt) until its `SessionEnd`; a later
+/// `SessionStart` of the session (resume, clear, compact) keeps it. Entries untouched for 30
+/// days are swept when a new one is remembered.
 struct Remembered {
     dir: std::path::PathBuf,
     file: std::path::PathBuf,
@@ -296,43 +301,18 @@ impl Remembered {
     }
 }
 
-/// The process that owns a turn begun by a hook: the agent, i.e. the hook's parent, or its
-/// grandparent when the parent is the shell that ran the hook command.
-#[must_use]
-pub fn agent_pid() -> u32 {
-    let parent = std::os::unix::process::parent_id();
-    let comm = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    if matches!(comm(parent).as_str(), "sh" | "bash" | "dash" | "zsh") {
-        let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).unwrap_or_default();
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok());
-        if let Some(p) = ppid.filter(|p| *p > 1) {
-            return p;
-        }
-    }
-    parent
-}
-
 /// The workspace root an event belongs to, as [`handle`] finds it (the session's remembered
 /// root, else the event's `cwd`), without opening it; `None` for an event without one.
 #[must_use]
 pub fn event_root(agent: Agent, event: &Value, config: &Config) -> Option<std::path::PathBuf> {
     let field = |k: &str| event.get(k).and_then(Value::as_str);
-    let name = field("hook_event_name")?;
+    field("hook_event_name")?;
     let remembered = Remembered::new(config.home(), agent, field("session_id")?);
-    match remembered.root() {
-        Some(root) if name != "SessionStart" => Some(root),
-        _ => crate::home::resolve_root(Path::new(field("cwd")?))
+    remembered.root().or_else(|| {
+        crate::home::resolve_root(Path::new(field("cwd")?))
             .ok()
-            .map(|r| r.path),
-    }
+            .map(|r| r.path)
+    })
 }
 
 /// Handles one hook event from `agent`.
@@ -350,10 +330,11 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     let id = field("session_id").ok_or("no session_id in the hook input")?;
     let remembered = Remembered::new(config.home(), agent, id);
     // The agent's cwd moves (a `cd` in its shell): the session's workspace is the one its
-    // start (or first prompt) was in, not each event's cwd.
+    // start (or first prompt) was in, not each event's cwd; also for the SessionStart that
+    // Claude Code fires again on compact, clear and resume, which must not re-root it.
     let ws = match remembered.root() {
-        Some(root) if name != "SessionStart" => Workspace::open(&root, config),
-        _ => Workspace::open(Path::new(cwd), config).inspect(|ws| remembered.set(ws.root())),
+        Some(root) => Workspace::open(&root, config),
+        None => Workspace::open(Path::new(cwd), config).inspect(|ws| remembered.set(ws.root())),
     }
     .map_err(|e| e.to_string())?;
     let session = ws.session(id).for_agent(agent.name()).owned_by(agent_pid());
@@ -363,6 +344,13 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     // Codex names each turn; the id anchors the turn in retrace's history.
     let anchor = field("turn_id").map(str::to_string);
     if ends {
+        // A late Stop naming an earlier turn (Codex sends each turn's id) is not about the
+        // running turn: ending it there would leave its later edits in no turn.
+        if let Some(stop) = anchor.as_deref()
+            && about_another_turn(&ws, id, stop)?
+        {
+            return Ok(agent.quiet());
+        }
         let end = EndTurnRequest {
             anchor: anchor.clone(),
         };
@@ -448,6 +436,25 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         reason.push_str(agent.conversation_note(command == PromptCommand::Redo));
     }
     Ok(agent.block(&reason))
+}
+
+/// Whether a stop event naming turn `stop` (Codex's `turn_id`) is about another turn than
+/// the one it would end or extend: the session's open turn, else its last one. A turn begun
+/// without an id is not compared.
+fn about_another_turn(ws: &Workspace, id: &str, stop: &str) -> Result<bool, String> {
+    use crate::history::{db, record};
+    let tx = ws.store().begin_read().map_err(|e| e.to_string())?;
+    let l = db::load(&tx, &db::session_key(id)).map_err(|e| e.to_string())?;
+    let turn = l
+        .state
+        .pending
+        .or_else(|| l.state.next_turn.checked_sub(1))
+        .and_then(|n| l.turn(n));
+    // Anchors are stored cut to their longest length.
+    let stop = record::truncate(stop.to_string(), record::MAX_ANCHOR_BYTES);
+    Ok(turn
+        .and_then(|t| t.anchor.as_deref())
+        .is_some_and(|open| open != stop))
 }
 
 /// Most files `/diff` lists.

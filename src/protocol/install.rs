@@ -322,16 +322,23 @@ fn first_word(command: &str) -> Option<(String, &str)> {
     Some((word, ""))
 }
 
-/// Whether a hook command is one of retrace's for `agent`, whatever the binary's path and
-/// however it is quoted.
-fn is_ours(command: &str, agent: Agent) -> bool {
-    let Some((program, rest)) = first_word(command) else {
-        return false;
-    };
-    let base = program.rsplit('/').next().unwrap_or(&program);
+/// The program of a hook command shaped as retrace's for `agent` (`PROGRAM … hook <agent>`,
+/// `--watch` allowed after), as `sh` reads that word.
+fn hook_program(command: &str, agent: Agent) -> Option<String> {
+    let (program, rest) = first_word(command)?;
     let words: Vec<&str> = rest.split_whitespace().collect();
     let words = words.strip_suffix(&["--watch"]).unwrap_or(&words);
-    base.starts_with("retrace") && words.ends_with(&["hook", agent.name()])
+    words.ends_with(&["hook", agent.name()]).then_some(program)
+}
+
+/// Whether a hook command is one of retrace's for `agent`, however it is quoted: its binary
+/// is named `retrace…` wherever it lives, or is one of the `programs` an install wrote (a
+/// binary installed under another name, `rt` say).
+fn is_ours(command: &str, agent: Agent, programs: &BTreeSet<String>) -> bool {
+    hook_program(command, agent).is_some_and(|program| {
+        let base = program.rsplit('/').next().unwrap_or(&program);
+        base.starts_with("retrace") || programs.contains(&program)
+    })
 }
 
 // ---- The settings file as text ----
@@ -669,16 +676,54 @@ fn entries<'n>(text: &str, group: &'n Node) -> Option<(&'n Node, Vec<Option<Stri
     Some((list, commands))
 }
 
-/// The first of retrace's entries in an event's groups: the group's index, its `hooks`
-/// list, the entry's index there.
-fn find_ours<'n>(text: &str, groups: &'n [Node], agent: Agent) -> Option<(usize, &'n Node, usize)> {
+/// The first of retrace's entries in an event's groups ([`is_ours`]): the group's index,
+/// its `hooks` list, the entry's index there.
+fn find_ours<'n>(
+    text: &str,
+    groups: &'n [Node],
+    agent: Agent,
+    programs: &BTreeSet<String>,
+) -> Option<(usize, &'n Node, usize)> {
     groups.iter().enumerate().find_map(|(gi, g)| {
         let (list, commands) = entries(text, g)?;
         let ei = commands
             .iter()
-            .position(|c| c.as_deref().is_some_and(|c| is_ours(c, agent)))?;
+            .position(|c| c.as_deref().is_some_and(|c| is_ours(c, agent, programs)))?;
         Some((gi, list, ei))
     })
+}
+
+/// The hook commands left in the settings `text` that look like retrace's hook for `agent`
+/// (`PROGRAM hook <agent>`) though their program is not known to be retrace, each with its
+/// events: what an uninstall cannot tell is retrace's, to be named rather than kept quiet.
+fn unrecognised(
+    text: &str,
+    path: &Path,
+    agent: Agent,
+) -> Result<BTreeMap<String, Vec<&'static str>>, String> {
+    let mut left: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
+    if text.trim().is_empty() {
+        return Ok(left);
+    }
+    let root = scan(text, path)?;
+    let Some((_, hooks)) = root.member("hooks") else {
+        return Ok(left);
+    };
+    for event in agent.events() {
+        let groups = hooks.member(event).and_then(|(_, l)| l.elements());
+        for g in groups.unwrap_or_default() {
+            let commands = entries(text, g).map(|(_, c)| c).unwrap_or_default();
+            for c in commands.into_iter().flatten() {
+                if hook_program(&c, agent).is_some() {
+                    let events = left.entry(c).or_default();
+                    if !events.contains(event) {
+                        events.push(event);
+                    }
+                }
+            }
+        }
+    }
+    Ok(left)
 }
 
 /// Reads the settings text; a missing or blank file is `{}`.
@@ -876,6 +921,10 @@ struct Installed {
     /// the key was not there), for uninstall to put back.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     set: BTreeMap<String, Option<String>>,
+    /// The programs of the hook commands installs wrote (their first word, as `sh` reads
+    /// it): an entry running one is retrace's whatever the binary is named.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    programs: BTreeSet<String>,
 }
 
 impl Installed {
@@ -1036,7 +1085,9 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
             if current {
                 break;
             }
-            if let Some((gi, entries, ei)) = find_ours(&text, groups, target.agent) {
+            if let Some((gi, entries, ei)) =
+                find_ours(&text, groups, target.agent, &record.programs)
+            {
                 text = if entries.len() > 1 {
                     remove(&text, entries, ei)
                 } else {
@@ -1068,6 +1119,9 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
             }
             Some(_) => {}
         }
+    }
+    if let Some(program) = hook_program(command, target.agent) {
+        record.programs.insert(program);
     }
     // Each command file: whether it holds retrace's text, `None` when missing.
     let mut files = Vec::new();
@@ -1131,7 +1185,9 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
                 let Some(groups) = list.elements() else {
                     continue;
                 };
-                let Some((gi, entries, ei)) = find_ours(&text, groups, target.agent) else {
+                let Some((gi, entries, ei)) =
+                    find_ours(&text, groups, target.agent, &record.programs)
+                else {
                     continue;
                 };
                 // The innermost container that stays.
@@ -1154,6 +1210,14 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
         let mut what = Vec::new();
         if !removed.is_empty() {
             what.push(format!("removed hooks for {}", removed.join(", ")));
+        }
+        for (command, events) in unrecognised(&text, &path, target.agent)? {
+            what.push(format!(
+                "left hooks for {} running `{command}`: shaped as retrace's, but no install \
+                 recorded that program; if it is retrace under another name, remove them by \
+                 hand (or install, then uninstall, with that binary)",
+                events.join(", ")
+            ));
         }
         // Left as an install started from it: the file goes if install created it, a blank
         // one gets its text back.

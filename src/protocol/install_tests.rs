@@ -61,7 +61,7 @@ fn retraces_own_hook_commands_are_recognised_wherever_the_binary_lives() {
         r#""/opt/a \"b\" \$c/retrace" hook codex"#,
         r#"/opt/mixed' 'dir"/x"/retrace hook codex"#,
     ] {
-        assert!(is_ours(c, Agent::Codex), "{c}");
+        assert!(is_ours(c, Agent::Codex, &BTreeSet::new()), "{c}");
     }
     for c in [
         "'/usr/local/bin/retrace' hook gemini",
@@ -71,7 +71,26 @@ fn retraces_own_hook_commands_are_recognised_wherever_the_binary_lives() {
         "'/unterminated/retrace hook codex",
         "",
     ] {
-        assert!(!is_ours(c, Agent::Codex), "{c}");
+        assert!(!is_ours(c, Agent::Codex, &BTreeSet::new()), "{c}");
+    }
+}
+
+#[test]
+fn a_binary_named_otherwise_is_retraces_when_an_install_recorded_it() {
+    let recorded = BTreeSet::from(["/opt/my tools/rt".to_string()]);
+    for c in [
+        "'/opt/my tools/rt' hook codex",
+        "\"/opt/my tools/rt\" hook codex --watch",
+    ] {
+        assert!(is_ours(c, Agent::Codex, &recorded), "{c}");
+        assert!(!is_ours(c, Agent::Codex, &BTreeSet::new()), "{c}");
+    }
+    for c in [
+        "'/opt/my tools/rt' hook gemini",
+        "'/opt/my tools/rt' status",
+        "'/opt/rt' hook codex",
+    ] {
+        assert!(!is_ours(c, Agent::Codex, &recorded), "{c}");
     }
 }
 
@@ -88,8 +107,9 @@ fn hook_commands_quote_any_path_for_sh() {
     ] {
         let exe = Path::new(dir).join("retrace");
         let command = hook_command(&exe, Agent::Gemini).unwrap();
-        assert!(is_ours(&command, Agent::Gemini), "{command}");
-        assert!(!is_ours(&command, Agent::Codex), "{command}");
+        let none = BTreeSet::new();
+        assert!(is_ours(&command, Agent::Gemini, &none), "{command}");
+        assert!(!is_ours(&command, Agent::Codex, &none), "{command}");
         assert_eq!(
             first_word(&command).map(|(w, _)| w),
             Some(exe.display().to_string())

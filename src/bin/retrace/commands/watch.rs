@@ -5,12 +5,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use retrace::Workspace;
-use retrace::watch::{self, Watcher};
+use retrace::error::WatchError;
+use retrace::watch::{self, WatchStatus, Watcher};
 
-use crate::OK;
+use crate::{BUSY, OK};
 
 /// How long `--detach` waits for the new watcher's crawl before saying it still runs it.
 const READY_WAIT: Duration = Duration::from_secs(30);
+
+/// How long `--detach` asks once more, when a watcher that holds the workspace did not
+/// answer at first (a loaded machine), before saying it does not answer.
+const LATE_ANSWER: Duration = Duration::from_secs(5);
 
 /// `retrace watch [--detach | --stop]`.
 pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
@@ -25,17 +30,21 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
         return Ok(OK);
     }
     if let Some(s) = watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(1)) {
-        println!(
-            "retrace: a watcher already serves {root} (pid {}, {} directories)",
-            s.pid, s.watches
-        );
+        already(&spec.runtime_dir, &spec.root, &s);
         return Ok(OK);
     }
     if detach {
         return detached(&spec.runtime_dir, &spec.root);
     }
     let idle = spec.idle;
-    let w = Watcher::start(spec)?;
+    let w = match Watcher::start(spec) {
+        // One holds the workspace but did not answer above: busy, not broken.
+        Err(e @ WatchError::Running { .. }) => {
+            eprintln!("retrace: {e}");
+            return Ok(BUSY);
+        }
+        w => w?,
+    };
     eprintln!(
         "retrace: watching {root} (pid {}); it exits after {} without a capture, on Ctrl-C, \
          or with `retrace watch --stop`",
@@ -48,6 +57,18 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
         exit.describe()
     );
     Ok(OK)
+}
+
+/// Says that the watcher `s` serves the workspace at `root` already, and where it answers.
+fn already(runtime_dir: &Path, root: &Path, s: &WatchStatus) {
+    println!(
+        "retrace: a watcher already serves {} (pid {}, {} directories; its socket is {}); \
+         none was started. `retrace watch --stop` stops it",
+        root.display(),
+        s.pid,
+        s.watches,
+        watch::socket_path(runtime_dir, root).display()
+    );
 }
 
 fn minutes(d: Duration) -> String {
@@ -103,7 +124,15 @@ fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
     let mut child = spawn(runtime_dir, root)?;
     let started = Instant::now();
     loop {
-        if let Some(s) = watch::status(runtime_dir, root, Duration::from_secs(1))
+        let answer = watch::status(runtime_dir, root, Duration::from_secs(1));
+        if let Some(s) = &answer
+            && s.pid != child.id()
+        {
+            // Another watcher, which the first look missed: ours finds it and exits.
+            already(runtime_dir, root, s);
+            return Ok(OK);
+        }
+        if let Some(s) = answer
             && s.ready
         {
             println!(
@@ -115,6 +144,11 @@ fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
             return Ok(OK);
         }
         if let Some(status) = child.try_wait()? {
+            // Ours found another watcher (exit 0, having said so in its log) or its lock held
+            // (busy): one serves already.
+            if status.success() || status.code() == Some(BUSY.into()) {
+                return Ok(held(runtime_dir, root));
+            }
             let said = std::fs::read_to_string(&log_path).unwrap_or_default();
             bail!(
                 "the watcher exited ({status}) before it was ready: {}",
@@ -132,4 +166,21 @@ fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `--detach` found the workspace held by a watcher that did not answer (the new one could
+/// not take its lock): asks it once more, then says it serves but does not answer.
+fn held(runtime_dir: &Path, root: &Path) -> u8 {
+    if let Some(s) = watch::status(runtime_dir, root, LATE_ANSWER) {
+        already(runtime_dir, root, &s);
+        return OK;
+    }
+    println!(
+        "retrace: a watcher already serves {} but does not answer on its socket, {} (stopped, \
+         or overloaded); none was started. Captures walk until it answers; end its process to \
+         start another",
+        root.display(),
+        watch::socket_path(runtime_dir, root).display()
+    );
+    BUSY
 }
