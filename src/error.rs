@@ -271,6 +271,22 @@ pub enum RestoreError {
         /// Why.
         reason: String,
     },
+    /// The workspace's disk has too little free space for what the restore writes: refused
+    /// before anything is written or deleted.
+    #[error(
+        "not enough disk space in the workspace {path}: this restore writes about {}, {} \
+         free; nothing was changed. Free some space on that disk and run it again",
+        human_bytes(*needed),
+        human_bytes(*free)
+    )]
+    NoSpace {
+        /// The workspace root.
+        path: PathBuf,
+        /// Bytes the restore writes, with a margin.
+        needed: u64,
+        /// Bytes free on the workspace's filesystem.
+        free: u64,
+    },
     /// Writing a file failed midway.
     #[error("cannot write {path}: {source}")]
     Io {

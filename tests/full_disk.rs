@@ -233,3 +233,48 @@ fn gc_frees_what_a_failed_write_left_on_a_full_disk() {
     assert!(v.status.success(), "{}", stdout(&v));
     assert!(fs.run(RETRACE, &["snapshot"]).status.success());
 }
+
+#[test]
+fn a_restore_that_cannot_fit_in_the_workspace_is_refused_before_anything_changes() {
+    let env = Env::new();
+    // Compressible: the store holds little, the restore writes 3 MB.
+    env.write("big.txt", "a line of a big text file\n".repeat(120_000));
+    env.write("small.txt", "v1");
+    let config = Config::with_home(env.home.path()).free_space_probe(two_mb_free);
+    let ws = Workspace::open(env.root(), &config).unwrap();
+    let first = ws.snapshot(None).unwrap().id;
+    std::fs::remove_file(env.path("big.txt")).unwrap();
+    env.write("small.txt", "v2");
+    env.write("other.txt", "only in the second");
+    ws.snapshot(None).unwrap();
+    let before = common::tree_of(env.root());
+    let err = ws
+        .restore(
+            &first,
+            retrace::RestoreOptions {
+                force: true,
+                dry_run: false,
+            },
+        )
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("not enough disk space in the workspace")
+            && message.contains("nothing was changed"),
+        "{message}"
+    );
+    assert_eq!(
+        common::tree_of(env.root()),
+        before,
+        "nothing written or deleted"
+    );
+    drop(ws);
+    // No interrupted restore is left behind: the next command reports none and works.
+    let o = env.run(RETRACE, &["status"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stdout(&o).contains("interrupted") && !stderr(&o).contains("interrupted"),
+        "{}",
+        stdout(&o)
+    );
+}

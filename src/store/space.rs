@@ -52,6 +52,12 @@ impl Store {
         (self.free_space)(dir).unwrap_or(u64::MAX)
     }
 
+    /// Free bytes on the filesystem holding `dir`, measured as the store measures its own
+    /// (`u64::MAX` when it cannot be measured).
+    pub(crate) fn free_bytes_at(&self, dir: &Path) -> u64 {
+        (self.free_space)(dir).unwrap_or(u64::MAX)
+    }
+
     /// Refuses a large write that cannot fit: its frames, plus an eighth for redb's pages
     /// (leaf headers, index records, copied-on-write branches), plus 1 MiB.
     pub(super) fn check_space(&self, frames: &[NewFrame]) -> Result<(), StoreError> {

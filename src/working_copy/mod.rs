@@ -807,6 +807,7 @@ impl WorkingCopy {
             (Vec::new(), None)
         } else {
             let data = apply::verify(reader, &plan)?;
+            self.check_workspace_space(&plan)?;
             let beneath = crate::restore::beneath::Beneath::open(&self.root)?;
             apply::preflight(&beneath, &plan)?;
             (data, Some(beneath))
@@ -817,6 +818,30 @@ impl WorkingCopy {
             out,
             beneath,
         })
+    }
+
+    /// Refuses, before anything is written or deleted, a restore whose writes cannot fit on
+    /// the workspace's disk: their bytes, a block per file and 1 MiB (each version is written
+    /// beside the one it replaces before that one is freed).
+    fn check_workspace_space(&self, plan: &plan::Plan) -> Result<(), RestoreError> {
+        if plan.writes.is_empty() {
+            return Ok(());
+        }
+        let bytes: u64 = plan
+            .writes
+            .iter()
+            .map(|w| w.entry.size.saturating_add(4096))
+            .sum();
+        let needed = bytes.saturating_add(1 << 20);
+        let free = self.store.free_bytes_at(&self.root);
+        if free < needed {
+            return Err(RestoreError::NoSpace {
+                path: self.root.clone(),
+                needed,
+                free,
+            });
+        }
+        Ok(())
     }
 
     /// Root, store, counts, exclusions and whether the disk differs from the last known state.
