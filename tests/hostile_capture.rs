@@ -179,3 +179,58 @@ fn a_directory_swapped_for_a_symlink_during_cold_captures_is_never_followed() {
     // Not asserted (timing): how many swaps fell inside a capture.
     eprintln!("{landed} of 100 captures saw the swap");
 }
+
+#[test]
+fn a_write_through_a_shared_mapping_is_in_the_next_watched_snapshot() {
+    use std::io::BufRead;
+    // inotify sees no write through a shared writable mapping: the watcher names the
+    // directories of the files mapped so, and the capture looks at them again.
+    let env = Env::new();
+    env.write("data/state.bin", vec![b'.'; 4096]);
+    env.write("other.txt", "x");
+    let cli = |args: &[&str]| {
+        let o = env
+            .command(RETRACE, args)
+            .env("RETRACE_WATCH_TIMEOUT_MS", "30000")
+            .env("RETRACE_WATCH_IDLE_MINUTES", "0.5")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    };
+    cli(&["watch", "--detach"]);
+    cli(&["snapshot"]);
+    let settled: serde_json::Value = serde_json::from_str(&cli(&["snapshot", "--json"])).unwrap();
+    assert!(
+        settled["walked_because"].is_null(),
+        "not watched: {settled}"
+    );
+    let script = "import mmap,sys\n\
+                  f=open(sys.argv[1],'r+b')\n\
+                  m=mmap.mmap(f.fileno(),4096,mmap.MAP_SHARED,mmap.PROT_READ|mmap.PROT_WRITE)\n\
+                  m[0:4]=b'EDIT'\n\
+                  print('written',flush=True)\n\
+                  sys.stdin.read()\n";
+    let mut writer = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(env.path("data/state.bin"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufReader::new(writer.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "written");
+    let v: serde_json::Value = serde_json::from_str(&cli(&["snapshot", "--json"])).unwrap();
+    drop(writer.stdin.take());
+    let _ = writer.wait();
+    let _ = env.command(RETRACE, &["watch", "--stop"]).output();
+    assert!(v["walked_because"].is_null(), "the capture walked: {v}");
+    let id = v["id"].as_str().unwrap();
+    assert!(
+        snapshot_content(&env, id).contains("EDIT"),
+        "the write through the mapping is in no snapshot: {v}"
+    );
+}

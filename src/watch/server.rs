@@ -592,6 +592,46 @@ fn sync_cookie(shared: &Shared, epoch: u64) -> Result<(), &'static str> {
 }
 
 /// Answers a capture holding `since`.
+/// The directories (workspace-relative) of the files under `root` that some process maps
+/// shared and writable, read from `/proc/<pid>/maps` of every process whose maps this one
+/// may read (the user's own). Empty where `/proc` cannot be read.
+fn mapped_for_writing(root: &Path) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut prefix = root.as_os_str().as_bytes().to_vec();
+    prefix.push(b'/');
+    let mut out = HashSet::new();
+    for p in procs.flatten() {
+        if !p.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(maps) = std::fs::read(p.path().join("maps")) else {
+            continue;
+        };
+        for line in maps.split(|&b| b == b'\n') {
+            // address perms offset dev inode path: "rw-s" is a shared writable mapping.
+            let mut fields = line.splitn(6, |&b| b == b' ');
+            let perms = fields.nth(1).unwrap_or_default();
+            if perms.get(1) != Some(&b'w') || perms.get(3) != Some(&b's') {
+                continue;
+            }
+            let path = fields.nth(3).unwrap_or_default().trim_ascii_start();
+            if let Some(rel) = path.strip_prefix(prefix.as_slice())
+                && !rel.ends_with(b" (deleted)")
+            {
+                let dir = rel
+                    .iter()
+                    .rposition(|&b| b == b'/')
+                    .map_or(&rel[..0], |i| &rel[..i]);
+                out.insert(dir.to_vec());
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
 fn changes(shared: &Shared, since: Option<Token>) -> Reply {
     let epoch = {
         let mut st = shared.lock();
@@ -633,7 +673,11 @@ fn changes(shared: &Shared, since: Option<Token>) -> Reply {
     });
     match verdict {
         Ok(from) => {
-            let mut dirty = HashSet::new();
+            // Writes through a shared writable mapping raise no inotify event: the
+            // directories of the workspace files mapped so now are listed again (the write
+            // shows in the file's mtime), so a before-snapshot holds what they hold.
+            let mut dirty: HashSet<Vec<u8>> =
+                mapped_for_writing(&shared.spec.root).into_iter().collect();
             let mut subtree = HashSet::new();
             for (_, b) in st.batches.range(from..=upto) {
                 dirty.extend(b.dirty.iter().cloned());
