@@ -54,6 +54,7 @@ mod serve;
 mod sessions;
 mod surgical;
 mod surgical_hostile;
+mod terminal_escapes;
 #[cfg(feature = "ui")]
 mod ui;
 mod unstable;

@@ -247,8 +247,9 @@ fn odd_session_names_keep_the_sessions_table_one_row_each() {
     let (code, out, err) = run(&env, &["sessions"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().count(), 4, "{out}");
+    // What a terminal would act on is shown escaped.
     assert!(
-        out.contains("line?break") && out.contains("?[31mred"),
+        out.contains(r"line\nbreak") && out.contains(r"\x1b[31mred"),
         "{out}"
     );
     assert!(!out.contains('\u{1b}'), "{out}");

@@ -369,8 +369,16 @@ pub fn blame(wc: &WorkingCopy, only: Option<SessionKey>, path: &str) -> Result<B
             session_name: item.name.clone(),
             turn: Some(item.entry.number),
             time_ms: Some(item.entry.time_ms),
-            prompt: (kind == OriginKind::Turn)
-                .then(|| first_line(item.entry.text.as_deref().unwrap_or(""), 200)),
+            // Exact, as JSON gives it; `Origin::text` escapes it for a terminal.
+            prompt: (kind == OriginKind::Turn).then(|| {
+                let line = item.entry.text.as_deref().unwrap_or("").lines().next();
+                let line = line.unwrap_or("");
+                if line.chars().count() > 200 {
+                    format!("{}…", line.chars().take(199).collect::<String>())
+                } else {
+                    line.to_string()
+                }
+            }),
         };
         walk.step(at(before)?, &of(OriginKind::BetweenTurns))?;
         walk.step(at(after)?, &of(OriginKind::Turn))?;

@@ -722,16 +722,11 @@ pub fn time_text(ms: u64, seconds: bool) -> String {
     out
 }
 
-/// The first line of `text`, cut at `max` characters (with `…`), control characters as `?`.
+/// The first line of `text`, cut at `max` characters (with `…`), what a terminal would act
+/// on shown escaped ([`crate::object::terminal_line`]).
 #[must_use]
 pub fn first_line(text: &str, max: usize) -> String {
-    let line: String = text
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
+    let line = crate::object::terminal_line(text.lines().next().unwrap_or("")).into_owned();
     if line.chars().count() > max {
         format!(
             "{}…",

@@ -32,5 +32,5 @@ fn times_and_first_lines_read_as_the_cli_prints_them() {
     assert_eq!(time_text(1_796_120_520_000, false), "2026-12-01 10:22");
     assert_eq!(first_line("fix the bug\nthen more", 60), "fix the bug");
     assert_eq!(first_line("abcdef", 4), "abc…");
-    assert_eq!(first_line("a\tb", 10), "a?b");
+    assert_eq!(first_line("a\tb\x1b[2J", 20), r"a\tb\x1b[2J");
 }

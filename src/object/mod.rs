@@ -1,9 +1,11 @@
-//! Objects of the content-addressed store: ids, trees, index records and payload codecs.
+//! Objects of the content-addressed store: ids, trees, index records and payload codecs;
+//! and how paths and other text from outside are shown.
 
 pub mod delta;
 mod id;
 mod path;
 pub mod record;
+mod terminal;
 pub mod tree;
 
 pub use id::ObjectId;
@@ -11,6 +13,7 @@ pub use path::RelPath;
 pub use record::{
     ChunkList, Codec, DeltaBase, FrameMember, NewFrame, ObjectKind, ObjectRecord, PendingObject,
 };
+pub use terminal::{terminal_line, terminal_text};
 pub use tree::{EntryKind, Tree, TreeEntry};
 
 /// Files larger than this are split by FastCDC into chunk blobs.

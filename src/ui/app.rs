@@ -1,7 +1,16 @@
 //! The state of `retrace ui` and what each key does to it: no terminal here, so tests drive
 //! it with keys and look at what [`super::view`] draws.
+//!
+//! What the UI does on its own, without a key, reads on threads of its own: the reload when
+//! another process records ([`App::start_reload`]) and the GC estimate. A read can wait on
+//! another process's commit (the store's header lock), so the keys never wait for them:
+//! [`App::poll`] takes in what they found when it is there.
 
-use crate::history::inspect::PathChange;
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use crate::history::db::SessionKey;
+use crate::history::inspect::{PathChange, Span};
 use crate::history::timeline::{Moment, Timeline, TimelineEntry};
 use crate::patch::FilePatch;
 use crate::progress::NoProgress;
@@ -135,18 +144,160 @@ pub struct App {
     /// What the sessions looked like when last loaded (a reload when it changes).
     stamp: Vec<(String, usize, usize, u64)>,
     /// What a GC would free, being worked out.
-    gc_job: Option<std::sync::mpsc::Receiver<Option<u64>>>,
-    /// The paths each timeline entry changed (by index), read as the filter needs them.
-    paths_of: std::cell::RefCell<std::collections::HashMap<usize, Vec<String>>>,
+    gc_job: Option<Receiver<Option<u64>>>,
+    /// A reload being read (None in it: nothing had changed).
+    reload_job: Option<Receiver<Option<Reloaded>>>,
+    /// The paths (lower case) each change changed, by its span, read as the filter needs
+    /// them; kept across reloads (a span's paths never change).
+    paths_of: std::cell::RefCell<HashMap<Span, Vec<String>>>,
+    /// Tests: the next reload's reading waits until this receives (or its sender is gone).
+    #[cfg(test)]
+    hold_reload: Option<Receiver<()>>,
 }
 
 /// What names a timeline row across reloads.
-fn identity(e: &TimelineEntry) -> (Moment, Option<(&'static str, u64)>, u64) {
+type Identity = (Moment, Option<(&'static str, u64)>, u64);
+
+fn identity(e: &TimelineEntry) -> Identity {
     (
         e.moment,
         e.entry.as_ref().map(|l| (l.kind, l.number)),
         e.time_ms,
     )
+}
+
+/// What is selected: the session, the row, what the right side shows of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Selection {
+    session: Option<SessionKey>,
+    row: Option<Identity>,
+    showing: Showing,
+}
+
+/// A reload as it is asked for, read on a thread ([`ReloadAsk::read`]).
+struct ReloadAsk {
+    ws: Workspace,
+    /// The sessions' stamp at the last look: nothing is read beyond the sessions while it
+    /// holds (empty: read whatever it is).
+    stamp: Vec<(String, usize, usize, u64)>,
+    /// The selection when asked: the reload reads that session's timeline and that row's
+    /// paths.
+    at: Selection,
+    /// With a filter typed: the spans whose paths are known (the others' are read).
+    known: Option<HashSet<Span>>,
+    #[cfg(test)]
+    hold: Option<Receiver<()>>,
+}
+
+/// What a reload read: the sessions, and for the session that stays selected its timeline,
+/// the paths of the row that stays selected and those the filter needs.
+struct Reloaded {
+    at: Selection,
+    sessions: Vec<SessionInfo>,
+    stamp: Vec<(String, usize, usize, u64)>,
+    /// Whose timeline it read (None: there are no sessions).
+    timeline_of: Option<SessionKey>,
+    timeline: Result<Option<Timeline>, String>,
+    /// The paths of row `at.row` as `at.showing` shows them (None: the row is gone).
+    detail: Option<Result<Vec<PathChange>, String>>,
+    paths_of: Vec<(Span, Vec<String>)>,
+}
+
+impl ReloadAsk {
+    /// Reads what a reload shows; None when nothing was recorded since the stamp (or the
+    /// sessions cannot be read: the next look tries again).
+    fn read(self) -> Option<Reloaded> {
+        #[cfg(test)]
+        if let Some(hold) = &self.hold {
+            let _ = hold.recv();
+        }
+        let sessions = self.ws.sessions().ok()?;
+        let stamp = stamp_of(&sessions);
+        if stamp == self.stamp {
+            return None;
+        }
+        // The selected session stays selected, else the first is.
+        let info = self
+            .at
+            .session
+            .and_then(|k| sessions.iter().find(|s| s.key == k))
+            .or(sessions.first());
+        let timeline = info
+            .map(|i| self.ws.session_of(i).timeline())
+            .transpose()
+            .map_err(|e| e.to_string());
+        let mut detail = None;
+        let mut paths_of: Vec<(Span, Vec<String>)> = Vec::new();
+        if let (Some(info), Ok(Some(t))) = (info, &timeline) {
+            let row = self
+                .at
+                .row
+                .and_then(|k| t.entries.iter().find(|e| identity(e) == k));
+            detail = row.map(|e| {
+                read_detail(&self.ws, info, e.span, &self.at.showing).map_err(|e| e.to_string())
+            });
+            if let Some(known) = &self.known {
+                let session = self.ws.session_of(info);
+                for e in &t.entries {
+                    if !known.contains(&e.span) && !paths_of.iter().any(|(s, _)| *s == e.span) {
+                        paths_of.push((e.span, lower_paths(&session, e.span)));
+                    }
+                }
+            }
+        }
+        Some(Reloaded {
+            at: self.at,
+            timeline_of: info.map(|i| i.key),
+            sessions,
+            stamp,
+            timeline,
+            detail,
+            paths_of,
+        })
+    }
+}
+
+/// The paths a change of `session` changed, lower case (for the filter; none when they
+/// cannot be read).
+fn lower_paths(session: &crate::Session, span: Span) -> Vec<String> {
+    session
+        .span_paths(span)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| p.to_lowercase())
+        .collect()
+}
+
+/// The paths shown for the row with `span` of session `info`: its change, or how the disk
+/// differs from the snapshot `showing` names.
+fn read_detail(
+    ws: &Workspace,
+    info: &SessionInfo,
+    span: Span,
+    showing: &Showing,
+) -> Result<Vec<PathChange>, Error> {
+    match showing {
+        Showing::Change => ws.session_of(info).span_changes(span),
+        Showing::AgainstDisk(id) => {
+            let d = ws.diff(id, None)?;
+            let change = |path: &String, change| PathChange {
+                path: path.clone(),
+                change,
+                added: 0,
+                removed: 0,
+                binary: false,
+            };
+            let mut paths: Vec<PathChange> = d
+                .added
+                .iter()
+                .map(|p| change(p, "A"))
+                .chain(d.modified.iter().map(|p| change(p, "M")))
+                .chain(d.deleted.iter().map(|p| change(p, "D")))
+                .collect();
+            paths.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(paths)
+        }
+    }
 }
 
 /// The sessions' stamp: enough to see another process recorded something.
@@ -203,6 +354,9 @@ impl App {
             colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
             quit: false,
             gc_job: None,
+            reload_job: None,
+            #[cfg(test)]
+            hold_reload: None,
         };
         app.load_timeline();
         app.load_footer();
@@ -230,14 +384,12 @@ impl App {
         let needle = self.filter.to_lowercase();
         t.entries
             .iter()
-            .enumerate()
-            .filter(|(i, e)| needle.is_empty() || self.matches(*i, e, &needle))
-            .map(|(_, e)| e)
+            .filter(|e| needle.is_empty() || self.matches(e, &needle))
             .collect()
     }
 
-    /// Whether entry `i`'s prompt, or a path it changed, holds `needle` (lower case).
-    fn matches(&self, i: usize, e: &TimelineEntry, needle: &str) -> bool {
+    /// Whether entry `e`'s prompt, or a path it changed, holds `needle` (lower case).
+    fn matches(&self, e: &TimelineEntry, needle: &str) -> bool {
         let Some(entry) = &e.entry else {
             return false;
         };
@@ -252,15 +404,9 @@ impl App {
             return false;
         };
         let mut known = self.paths_of.borrow_mut();
-        let paths = known.entry(i).or_insert_with(|| {
-            self.ws
-                .session_of(s)
-                .span_paths(e.span)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| p.to_lowercase())
-                .collect()
-        });
+        let paths = known
+            .entry(e.span)
+            .or_insert_with(|| lower_paths(&self.ws.session_of(s), e.span));
         paths.iter().any(|p| p.contains(needle))
     }
 
@@ -291,27 +437,41 @@ impl App {
         }
     }
 
-    /// Takes in what background work found; returns whether anything changed.
+    /// Takes in what background work found (a reload, the GC estimate), never waiting for
+    /// it; returns whether anything changed.
     pub fn poll(&mut self) -> bool {
-        let Some(rx) = &self.gc_job else {
-            return false;
-        };
-        match rx.try_recv() {
-            Ok(frees) => {
-                self.footer.gc_frees = frees;
-                self.gc_job = None;
-                true
-            }
-            Err(std::sync::mpsc::TryRecvError::Empty) => false,
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                self.gc_job = None;
-                false
+        let mut changed = false;
+        if let Some(rx) = &self.reload_job {
+            match rx.try_recv() {
+                Ok(read) => {
+                    self.reload_job = None;
+                    changed = read.is_some_and(|r| self.take_reload(r));
+                }
+                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Disconnected) => self.reload_job = None,
             }
         }
+        if let Some(rx) = &self.gc_job {
+            match rx.try_recv() {
+                Ok(frees) => {
+                    self.footer.gc_frees = frees;
+                    self.gc_job = None;
+                    changed = true;
+                }
+                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Disconnected) => self.gc_job = None,
+            }
+        }
+        changed
     }
 
-    /// Waits for background work to finish (tests draw what it found).
+    /// Waits for background work to finish and takes it in (tests draw what it found).
     pub fn settle(&mut self) {
+        if let Some(rx) = self.reload_job.take()
+            && let Ok(Some(r)) = rx.recv()
+        {
+            self.take_reload(r);
+        }
         if let Some(rx) = self.gc_job.take()
             && let Ok(frees) = rx.recv()
         {
@@ -319,83 +479,84 @@ impl App {
         }
     }
 
-    /// Whether background work is still running.
+    /// Whether background work (a reload, the GC estimate) is still running.
     #[must_use]
     pub fn working(&self) -> bool {
+        self.reload_job.is_some() || self.gc_job.is_some()
+    }
+
+    /// Whether a reload is still being read.
+    pub(super) fn reloading(&self) -> bool {
+        self.reload_job.is_some()
+    }
+
+    /// Whether the GC estimate is still being worked out.
+    #[must_use]
+    pub fn estimating(&self) -> bool {
         self.gc_job.is_some()
     }
 
+    /// The selected session's timeline, read now.
+    fn read_timeline(&self) -> Result<Option<Timeline>, String> {
+        self.selected_session()
+            .map(|s| self.ws.session_of(s).timeline())
+            .transpose()
+            .map_err(|e| e.to_string())
+    }
+
     fn load_timeline(&mut self) {
-        self.paths_of.borrow_mut().clear();
-        self.timeline = self
-            .selected_session()
-            .map(|s| self.ws.session_of(s))
-            .and_then(|s| match s.timeline() {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    self.message = Some(Message {
-                        line: format!("cannot read the session: {e}"),
-                        paths: Vec::new(),
-                        refused: true,
-                    });
-                    None
-                }
-            });
-        self.entry = self.entry.min(self.rows().len().saturating_sub(1));
+        let read = self.read_timeline();
+        self.set_timeline(read);
         self.load_detail();
+    }
+
+    /// Takes a timeline as read (or why it could not be); the selected row stays in range.
+    fn set_timeline(&mut self, read: Result<Option<Timeline>, String>) {
+        self.timeline = match read {
+            Ok(t) => t,
+            Err(e) => {
+                self.message = Some(Message {
+                    line: format!("cannot read the session: {e}"),
+                    paths: Vec::new(),
+                    refused: true,
+                });
+                None
+            }
+        };
+        self.entry = self.entry.min(self.rows().len().saturating_sub(1));
     }
 
     /// Loads the selected entry's paths (its change, or how the disk differs from it);
     /// false when they could not be read (the message says why).
     fn load_detail(&mut self) -> bool {
+        let read = match (self.selected_entry(), self.selected_session()) {
+            (Some(e), Some(s)) => {
+                Some(read_detail(&self.ws, s, e.span, &self.showing).map_err(|e| e.to_string()))
+            }
+            _ => None,
+        };
+        self.set_detail(read)
+    }
+
+    /// Takes the selected entry's paths as read (None: no entry to read them of), closing
+    /// the diff; false when they could not be read (the message says why).
+    fn set_detail(&mut self, read: Option<Result<Vec<PathChange>, String>>) -> bool {
         self.paths.clear();
         self.diff = None;
         self.scroll = 0;
-        let Some(e) = self.selected_entry().cloned() else {
-            return true;
-        };
-        let Some(s) = self.selected_session().map(|s| self.ws.session_of(s)) else {
-            return true;
-        };
-        let read = match &self.showing {
-            Showing::Change => match s.span_changes(e.span) {
-                Ok(paths) => {
-                    self.paths = paths;
-                    true
-                }
-                Err(err) => {
-                    self.fail(&err);
-                    false
-                }
-            },
-            Showing::AgainstDisk(id) => match self.ws.diff(id, None) {
-                Ok(d) => {
-                    let change = |path: &String, change| PathChange {
-                        path: path.clone(),
-                        change,
-                        added: 0,
-                        removed: 0,
-                        binary: false,
-                    };
-                    let mut paths: Vec<PathChange> = d
-                        .added
-                        .iter()
-                        .map(|p| change(p, "A"))
-                        .chain(d.modified.iter().map(|p| change(p, "M")))
-                        .chain(d.deleted.iter().map(|p| change(p, "D")))
-                        .collect();
-                    paths.sort_by(|a, b| a.path.cmp(&b.path));
-                    self.paths = paths;
-                    true
-                }
-                Err(err) => {
-                    self.fail(&err);
-                    false
-                }
-            },
+        let ok = match read {
+            None => return true,
+            Some(Ok(paths)) => {
+                self.paths = paths;
+                true
+            }
+            Some(Err(line)) => {
+                self.say_refused(&line);
+                false
+            }
         };
         self.path = self.path.min(self.paths.len().saturating_sub(1));
-        read
+        ok
     }
 
     /// The two sides the selected path's diff lies between.
@@ -439,34 +600,102 @@ impl App {
         });
     }
 
-    /// Reloads when another process recorded something since the last look; returns
-    /// whether it did.
+    /// Reloads now when another process recorded something since the last look; returns
+    /// whether it did. The terminal's loop reloads on a thread instead
+    /// ([`App::start_reload`]).
     pub fn refresh(&mut self) -> bool {
-        let Ok(sessions) = self.ws.sessions() else {
-            return false;
-        };
-        let stamp = stamp_of(&sessions);
-        if stamp == self.stamp {
-            return false;
+        // A reload under way read what this one reads again, or less.
+        self.reload_job = None;
+        let ask = self.ask_reload();
+        ask.read().is_some_and(|r| self.take_reload(r))
+    }
+
+    /// Starts reading on a thread what other processes recorded since the last look;
+    /// [`App::poll`] takes it in. One at a time; `again` (the `r` key) drops the one under
+    /// way and reads whatever the sessions' stamp says.
+    pub fn start_reload(&mut self, again: bool) {
+        if again {
+            self.stamp.clear();
+            self.reload_job = None;
         }
-        let key = self.selected_session().map(|s| s.key);
-        self.session = key
-            .and_then(|k| sessions.iter().position(|s| s.key == k))
+        if self.reload_job.is_some() {
+            return;
+        }
+        let ask = self.ask_reload();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = std::thread::Builder::new()
+            .name("retrace-ui-reload".into())
+            .spawn(move || {
+                let _ = tx.send(ask.read());
+            });
+        if started.is_ok() {
+            self.reload_job = Some(rx);
+        }
+    }
+
+    /// Tests: the next reload's reading waits until `release` receives or its sender is
+    /// dropped.
+    #[cfg(test)]
+    pub(super) fn hold_next_reload(&mut self, release: Receiver<()>) {
+        self.hold_reload = Some(release);
+    }
+
+    fn selection(&self) -> Selection {
+        Selection {
+            session: self.selected_session().map(|s| s.key),
+            row: self.selected_entry().map(identity),
+            showing: self.showing.clone(),
+        }
+    }
+
+    fn ask_reload(&mut self) -> ReloadAsk {
+        ReloadAsk {
+            ws: self.ws.clone(),
+            stamp: self.stamp.clone(),
+            at: self.selection(),
+            known: (!self.filter.is_empty())
+                .then(|| self.paths_of.borrow().keys().copied().collect()),
+            #[cfg(test)]
+            hold: self.hold_reload.take(),
+        }
+    }
+
+    /// Takes in what a reload read: the same session, row and view stay selected (a new
+    /// turn comes in above the row), reading again only what the selection moved to since.
+    fn take_reload(&mut self, r: Reloaded) -> bool {
+        let at = self.selection();
+        self.session = at
+            .session
+            .and_then(|k| r.sessions.iter().position(|s| s.key == k))
             .unwrap_or(0);
-        self.sessions = sessions;
-        self.stamp = stamp;
-        // The same entry stays selected (a new turn comes in above it), its view too.
-        let keep = self.selected_entry().map(identity);
-        let (path, focus, showing) = (self.path, self.focus, self.showing.clone());
-        self.load_timeline();
-        let found = keep.and_then(|k| self.rows().iter().position(|e| identity(e) == k));
+        self.sessions = r.sessions;
+        self.stamp = r.stamp;
+        self.paths_of.borrow_mut().extend(r.paths_of);
+        let (path, focus) = (self.path, self.focus);
+        let read_here = self.selected_session().map(|s| s.key) == r.timeline_of;
+        let timeline = if read_here {
+            r.timeline
+        } else {
+            self.read_timeline()
+        };
+        self.set_timeline(timeline);
+        let found = at
+            .row
+            .and_then(|k| self.rows().iter().position(|e| identity(e) == k));
         if let Some(i) = found {
             self.entry = i;
-            self.showing = showing;
+            self.showing = at.showing.clone();
         } else {
             self.showing = Showing::Change;
         }
-        self.load_detail();
+        match r.detail {
+            Some(detail) if read_here && found.is_some() && r.at == at => {
+                self.set_detail(Some(detail));
+            }
+            _ => {
+                self.load_detail();
+            }
+        }
         self.path = path.min(self.paths.len().saturating_sub(1));
         self.focus = if focus == Pane::Diff {
             Pane::Paths
@@ -668,10 +897,7 @@ impl App {
                 }
                 None => self.say_refused("this entry has no snapshot to compare the disk with"),
             },
-            Key::Char('r') => {
-                self.stamp.clear();
-                self.refresh();
-            }
+            Key::Char('r') => self.start_reload(true),
             _ => {}
         }
     }

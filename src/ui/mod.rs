@@ -25,6 +25,8 @@ use app::{Key, Pane};
 
 /// How often the UI looks for what other processes recorded.
 const POLL: Duration = Duration::from_millis(500);
+/// How often it looks for what a reload read, while one runs.
+const GLANCE: Duration = Duration::from_millis(50);
 
 /// Why the UI could not run.
 #[derive(Debug, thiserror::Error)]
@@ -103,44 +105,77 @@ pub fn run(mut app: App) -> Result<(), UiError> {
         return Err(UiError::NotATerminal);
     }
     let mut screen = Screen::enter()?;
-    let mut looked = Instant::now();
-    while !app.quit {
-        screen.terminal.draw(|f| view::draw(f, &app))?;
-        let wait = POLL.saturating_sub(looked.elapsed());
-        if event::poll(wait)? {
-            match event::read()? {
-                Event::Key(k) if k.kind != KeyEventKind::Release => {
-                    if let Some(key) = key_of(k.code) {
-                        app.key(key, k.modifiers.contains(KeyModifiers::CONTROL));
-                    }
-                }
-                // The wheel moves things only while browsing (never answers a question).
-                Event::Mouse(m) if app.mode == app::Input::Browse => {
-                    let by = match m.kind {
-                        MouseEventKind::ScrollUp => Key::Up,
-                        MouseEventKind::ScrollDown => Key::Down,
-                        _ => Key::Char('\0'),
-                    };
-                    // The wheel scrolls the diff when one is open, else the timeline.
-                    let focus = app.focus;
-                    app.focus = if app.diff.is_some() {
-                        Pane::Diff
-                    } else {
-                        focus
-                    };
-                    app.key(by, false);
-                    if app.focus == Pane::Diff && focus != Pane::Diff {
-                        app.focus = focus;
-                    }
-                }
-                _ => {}
+    drive(
+        &mut app,
+        &mut |app| screen.terminal.draw(|f| view::draw(f, app)).map(|_| ()),
+        &mut |wait| {
+            if event::poll(wait)? {
+                event::read().map(Some)
+            } else {
+                Ok(None)
             }
+        },
+    )?;
+    Ok(())
+}
+
+/// The loop of [`run`]: draws, waits up to a look's interval for the next event (`next`
+/// gives None when none came in time) and answers it, takes in background work, and every
+/// [`POLL`] starts a reload. Nothing here waits for the store: a reload and the GC estimate
+/// read on threads of their own (a read can wait for another process's commit), so a key
+/// is answered at once whatever they are doing.
+fn drive(
+    app: &mut App,
+    draw: &mut impl FnMut(&App) -> std::io::Result<()>,
+    next: &mut impl FnMut(Duration) -> std::io::Result<Option<Event>>,
+) -> std::io::Result<()> {
+    let mut looked: Option<Instant> = None;
+    while !app.quit {
+        if looked.is_none_or(|t| t.elapsed() >= POLL) {
+            app.start_reload(false);
+            looked = Some(Instant::now());
+        }
+        draw(app)?;
+        let mut wait = looked.map_or(POLL, |t| POLL.saturating_sub(t.elapsed()));
+        if app.reloading() {
+            // What it reads is shown soon after it is there.
+            wait = wait.min(GLANCE);
+        }
+        if let Some(event) = next(wait)? {
+            answer(app, &event);
         }
         app.poll();
-        if looked.elapsed() >= POLL {
-            app.refresh();
-            looked = Instant::now();
-        }
     }
     Ok(())
+}
+
+/// What a terminal event does: a key, or the mouse wheel.
+fn answer(app: &mut App, event: &Event) {
+    match event {
+        Event::Key(k) if k.kind != KeyEventKind::Release => {
+            if let Some(key) = key_of(k.code) {
+                app.key(key, k.modifiers.contains(KeyModifiers::CONTROL));
+            }
+        }
+        // The wheel moves things only while browsing (never answers a question).
+        Event::Mouse(m) if app.mode == app::Input::Browse => {
+            let by = match m.kind {
+                MouseEventKind::ScrollUp => Key::Up,
+                MouseEventKind::ScrollDown => Key::Down,
+                _ => Key::Char('\0'),
+            };
+            // The wheel scrolls the diff when one is open, else the timeline.
+            let focus = app.focus;
+            app.focus = if app.diff.is_some() {
+                Pane::Diff
+            } else {
+                focus
+            };
+            app.key(by, false);
+            if app.focus == Pane::Diff && focus != Pane::Diff {
+                app.focus = focus;
+            }
+        }
+        _ => {}
+    }
 }

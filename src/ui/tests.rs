@@ -389,3 +389,89 @@ fn wide_characters_are_fitted_by_their_columns() {
         "the counts were pushed out: {row}"
     );
 }
+
+/// A prompt and a path holding what a terminal would act on (a title change, a screen
+/// clear, a lone CR, a right-to-left override) are drawn escaped; the app keeps them exact.
+#[test]
+fn a_prompt_with_terminal_escapes_is_drawn_escaped() {
+    let f = fixture();
+    let prompt = "retitle \x1b]0;pwned\x07 clear \x1b[2J\rover \u{202e}txt.exe";
+    turn(&f.open(), "claude-1", "claude-code", prompt, || {
+        f.write("evil\x1b[31m.txt", b"x\n");
+    });
+    let mut app = f.app(Some("claude-1"));
+    let e = app.selected_entry().unwrap();
+    assert_eq!(e.entry.as_ref().unwrap().text.as_deref(), Some(prompt));
+    assert_eq!(app.paths[0].path, "evil\x1b[31m.txt");
+    let raw = ['\x1b', '\x07', '\r', '\u{202e}'];
+    let text = screen(&app, 200, 40);
+    let row = text
+        .lines()
+        .find(|l| l.contains("retitle"))
+        .unwrap_or_else(|| panic!("no row of turn 3 in\n{text}"));
+    assert!(
+        row.contains(r"retitle \x1b]0;pwned\x07 clear \x1b[2J\rover \u{202e}txt.exe"),
+        "{row}"
+    );
+    assert!(
+        !text.contains(raw),
+        "a raw escape reached the screen:\n{text}"
+    );
+    // The path in the paths pane, the diff's title and its headers.
+    keys(&mut app, &[Key::Tab, Key::Enter]);
+    let text = screen(&app, 200, 40);
+    assert!(text.contains(r" diff evil\x1b[31m.txt "), "{text}");
+    assert!(text.contains(r"A evil\x1b[31m.txt"), "{text}");
+    assert!(
+        !text.contains(raw),
+        "a raw escape reached the screen:\n{text}"
+    );
+}
+
+/// Keys are answered while a reload is still being read (a read can wait on another
+/// process's commit): the loop starts the reload on a thread and `q` quits with it held.
+#[test]
+fn q_quits_while_a_reload_is_still_being_read() {
+    use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+    use std::sync::mpsc;
+
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    turn(
+        &f.open(),
+        "claude-1",
+        "claude-code",
+        "from another process",
+        || {
+            f.write("b.txt", b"b\n");
+        },
+    );
+    let (release, hold) = mpsc::channel();
+    app.hold_next_reload(hold);
+    // A guard against a hang, not a timing check: a loop that waited for the reload gets
+    // it after this and fails the assertion below instead of hanging.
+    let (done, finished) = mpsc::channel::<()>();
+    let guard = std::thread::spawn(move || {
+        if finished.recv_timeout(Duration::from_mins(2)).is_err() {
+            let _ = release.send(());
+        }
+        release
+    });
+    let press = |c| Event::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+    let mut script = vec![press('j'), press('q')].into_iter();
+    super::drive(&mut app, &mut |_| Ok(()), &mut |_| {
+        Ok(Some(script.next().expect("the loop did not quit on q")))
+    })
+    .unwrap();
+    let held = app.reloading();
+    done.send(()).unwrap();
+    let release = guard.join().unwrap();
+    assert!(app.quit);
+    assert!(held, "the loop waited for the reload before it answered q");
+    // Let go, the reload comes in: the new turn above, `j`'s row still selected.
+    let _ = release.send(());
+    app.settle();
+    let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
+    assert_eq!(rows, ["turn", "undo", "turn", "checkpoint", "turn"]);
+    assert_eq!(app.entry, 2, "j's row (turn 2) stays selected");
+}

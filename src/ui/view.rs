@@ -1,5 +1,8 @@
 //! Drawing `retrace ui`: sessions and timeline on the left, the selected entry's paths and
 //! a path's diff on the right, the last result and the store's figures at the bottom.
+//!
+//! Prompts, names, paths and file lines are drawn with what a terminal would act on shown
+//! escaped ([`terminal_line`], and `first_line` for rows): the app keeps the exact text.
 
 use std::fmt::Write as _;
 
@@ -11,13 +14,15 @@ use ratatui::widgets::{Block, Clear, List, ListItem, ListState, Paragraph, Wrap}
 
 use super::app::{App, Input, Pane, Showing};
 use crate::history::inspect::{first_line, time_text};
+use crate::object::terminal_line;
 
 /// Columns a string takes on a terminal (wide characters take two).
 fn columns(text: &str) -> usize {
     Span::raw(text).width()
 }
 
-/// The first line of `text` in exactly `cols` terminal columns: cut with `…`, or padded.
+/// The first line of `text` in exactly `cols` terminal columns (escaped as `first_line`
+/// escapes it): cut with `…`, or padded.
 fn fit(text: &str, cols: usize) -> String {
     let line = first_line(text, usize::MAX);
     let mut out = String::new();
@@ -119,7 +124,12 @@ pub fn draw(f: &mut Frame, app: &App) {
     let paint = Paint { colour: app.colour };
     let columns = usize::from(f.area().width.max(1));
     let message_lines = app.message.as_ref().map_or(0, |m| {
-        m.line.chars().count().div_ceil(columns).max(1) + m.paths.len().min(3)
+        terminal_line(&m.line)
+            .chars()
+            .count()
+            .div_ceil(columns)
+            .max(1)
+            + m.paths.len().min(3)
     });
     let [body, message, footer] = Layout::vertical([
         Constraint::Fill(1),
@@ -157,7 +167,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         Input::Help => draw_help(f, &paint),
         Input::Confirm(action) => {
             let text = vec![
-                Line::from(action.question()),
+                Line::from(terminal_line(&action.question()).into_owned()),
                 Line::from(""),
                 Line::from("y: yes    any other key: no"),
             ];
@@ -304,7 +314,7 @@ fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     if app.mode == Input::Filter || !app.filter.is_empty() {
         title = format!(
             " timeline /{}{} ",
-            app.filter,
+            terminal_line(&app.filter),
             if app.mode == Input::Filter { "_" } else { "" }
         );
     }
@@ -415,7 +425,8 @@ fn draw_diff(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
                 Style::default()
             };
             // A terminal cell cannot hold a tab: four spaces keep the indentation.
-            lines.push(Line::styled(l.replace('\t', "    "), style));
+            let l = l.replace('\t', "    ");
+            lines.push(Line::styled(terminal_line(&l).into_owned(), style));
         }
     }
     if lines.is_empty() {
@@ -423,10 +434,9 @@ fn draw_diff(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
             "no content change (a directory, or the same bytes)",
         ));
     }
-    let title = app
-        .paths
-        .get(app.path)
-        .map_or(" diff ".into(), |p| format!(" diff {} ", p.path));
+    let title = app.paths.get(app.path).map_or(" diff ".into(), |p| {
+        format!(" diff {} ", terminal_line(&p.path))
+    });
     let para = Paragraph::new(Text::from(lines))
         .scroll((app.scroll, 0))
         .block(
@@ -446,9 +456,10 @@ fn draw_message(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     } else {
         paint.fg(Color::Green)
     };
-    let mut lines = vec![Line::styled(m.line.clone(), style)];
+    let mut lines = vec![Line::styled(terminal_line(&m.line).into_owned(), style)];
     let shown = m.paths.len().min(3);
     for (i, p) in m.paths.iter().take(shown).enumerate() {
+        let p = terminal_line(p);
         if i + 1 == shown && m.paths.len() > shown {
             lines.push(Line::from(format!(
                 "  {p} ... and {} more",
@@ -465,7 +476,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     let ft = &app.footer;
     let gc = match ft.gc_frees {
         Some(b) => format!(" · gc frees {}", short_bytes(b)),
-        None if app.working() => " · gc frees …".into(),
+        None if app.estimating() => " · gc frees …".into(),
         None => String::new(),
     };
     let text = format!(

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use retrace::object::{terminal_line, terminal_text};
 use retrace::{Config, Error, Mode, RestoreError, Session, Workspace};
 
 mod commands;
@@ -494,7 +495,8 @@ fn main() -> ExitCode {
             } else {
                 format!("{e:#}")
             };
-            eprintln!("retrace: {message}");
+            // Paths and names from outside are in it: shown escaped, exact in JSON.
+            eprintln!("retrace: {}", terminal_text(&message));
             // With --json a caller always gets one JSON object on stdout.
             if std::env::args().any(|a| a == "--json") {
                 println!(
@@ -561,12 +563,12 @@ fn open_with(dir: Option<&PathBuf>, config: Config, says_refusal: bool) -> Resul
     let refused = ws.conversation_only().map(|why| format!("{why}:"));
     for w in ws.warnings() {
         if !says_refusal || refused.as_ref().is_none_or(|r| !w.starts_with(r.as_str())) {
-            eprintln!("retrace: warning: {w}");
+            eprintln!("retrace: warning: {}", terminal_text(&w));
         }
     }
     // What a background maintenance pass warned about since the last command: said once.
     for w in ws.take_deferred_warnings().unwrap_or_default() {
-        eprintln!("retrace: warning: {w}");
+        eprintln!("retrace: warning: {}", terminal_text(&w));
     }
     Ok(ws)
 }
@@ -665,7 +667,7 @@ fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
     match implied(&all, pick) {
         Implied::Default => Ok(ws.session(DEFAULT_SESSION)),
         Implied::One(info, why) => {
-            eprintln!("retrace: session {} ({why})", info.shown());
+            eprintln!("retrace: session {} ({why})", terminal_line(info.shown()));
             Ok(ws.session_of(info))
         }
         Implied::None => Err(Refused(format!(
@@ -856,7 +858,7 @@ fn maintain_later(ws: &retrace::WorkingCopy) {
         retrace::maintainer::maintain_later(ws)
     {
         for w in warnings {
-            eprintln!("retrace: warning: {w}");
+            eprintln!("retrace: warning: {}", terminal_text(&w));
         }
     }
 }
@@ -869,7 +871,7 @@ fn print_warnings(ws: &Workspace) {
 /// Prints the workspace's warnings from the `skip`th on, each one line on stderr.
 fn print_warnings_from(ws: &Workspace, skip: usize) {
     for w in ws.warnings().iter().skip(skip) {
-        eprintln!("retrace: warning: {w}");
+        eprintln!("retrace: warning: {}", terminal_text(w));
     }
 }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use retrace::object::{terminal_line, terminal_text};
 
 use super::print_json;
 use crate::OK;
@@ -13,7 +14,7 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
     let root = retrace::home::resolve_root(&dir)?.path;
     let (s, warnings) = retrace::config::Settings::load(Some(&root));
     for w in &warnings {
-        eprintln!("retrace: warning: {w}");
+        eprintln!("retrace: warning: {}", terminal_text(w));
     }
     let (home, source) = retrace::home::default_home_and_source();
     // The effective value: an unset runtime directory is the one under the home.
@@ -36,19 +37,20 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
             "XDG_STATE_HOME" => "$XDG_STATE_HOME/retrace",
             _ => "default: ~/.local/state/retrace",
         };
-        println!("{:<17} {:<14} ({from})", "home", home.display());
+        let shown = |p: &std::path::Path| terminal_line(&p.to_string_lossy()).into_owned();
+        println!("{:<17} {:<14} ({from})", "home", shown(&home));
         for (k, v, src) in s.rows() {
             let v = if k == "runtime_dir" {
                 format!("{runtime:?}")
             } else {
                 v
             };
-            println!("{k:<17} {v:<14} ({src})");
+            println!("{}", terminal_line(&format!("{k:<17} {v:<14} ({src})")));
         }
         if let Some(u) = retrace::config::user_file() {
-            println!("user file         {}", u.display());
+            println!("user file         {}", shown(&u));
         }
-        println!("project file      {}", root.join(".retrace.toml").display());
+        println!("project file      {}", shown(&root.join(".retrace.toml")));
     }
     Ok(OK)
 }

@@ -4,12 +4,15 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use retrace::history::inspect::first_line;
+use retrace::object::{terminal_line, terminal_text};
 use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Report, Session, SessionLog};
 
 use crate::progress::Bar;
 use crate::{BUSY, OK, REFUSED};
 
-/// Prints an outcome (JSON or one line plus details) and returns its exit code.
+/// Prints an outcome (JSON or one line plus details) and returns its exit code. Paths,
+/// prompts and labels are printed escaped for the terminal; JSON keeps them exact.
 pub fn report(o: &Outcome, json: bool) -> Result<u8> {
     report_at(o, None, json)
 }
@@ -34,13 +37,13 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
                     );
                 }
                 for p in paths {
-                    println!("  {p}");
+                    println!("  {}", terminal_line(p));
                 }
                 if *count > paths.len() {
                     println!("  ... and {} more", count - paths.len());
                 }
             }
-            _ => println!("{}", o.message_at(target)),
+            _ => println!("{}", terminal_line(&o.message_at(target))),
         }
         if let Outcome::Restored {
             files_written,
@@ -51,13 +54,17 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
         } = o
         {
             for p in files_written {
-                println!("  wrote {p}");
+                println!("  wrote {}", terminal_line(p));
             }
             for p in files_deleted {
-                println!("  deleted {p}");
+                println!("  deleted {}", terminal_line(p));
             }
             for s in skipped {
-                println!("  left alone {}: {}", s.path, s.reason);
+                println!(
+                    "  left alone {}: {}",
+                    terminal_line(&s.path),
+                    terminal_line(&s.reason)
+                );
             }
             if let Some(s) = safety_snapshot {
                 println!(
@@ -69,7 +76,7 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             }
         }
         if let Some(a) = o.anchor() {
-            println!("conversation: move to {a}");
+            println!("conversation: move to {}", terminal_line(a));
         }
         if let Outcome::Restored {
             prompt: Some(p), ..
@@ -78,7 +85,7 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             prompt: Some(p), ..
         } = o
         {
-            println!("prompt: {p}");
+            println!("prompt: {}", terminal_text(p));
         }
     }
     Ok(match o {
@@ -118,9 +125,10 @@ pub fn begin(
             None => "it is no longer kept".into(),
         };
         eprintln!(
-            "retrace: warning: turn {open} was still open when turn {} began; {how}. End each \
+            "retrace: warning: turn {open} was still open when turn {} began; {}. End each \
              turn with `retrace turn end`.",
-            turn.number()
+            turn.number(),
+            terminal_line(&how)
         );
     }
     if json {
@@ -137,7 +145,11 @@ pub fn begin(
                 );
             }
             BeforeStatus::ConversationOnly { reason } => {
-                println!("turn {} begun, conversation only: {reason}", turn.number());
+                println!(
+                    "turn {} begun, conversation only: {}",
+                    turn.number(),
+                    terminal_line(reason)
+                );
             }
             BeforeStatus::Subagent => println!("subagent session: nothing recorded"),
         }
@@ -182,12 +194,17 @@ pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
             sum.added,
             sum.modified,
             sum.deleted,
-            sum.reason
-                .as_ref()
-                .map_or(String::new(), |r| format!(" (conversation only: {r})"))
+            sum.reason.as_ref().map_or(String::new(), |r| format!(
+                " (conversation only: {})",
+                terminal_line(r)
+            ))
         );
         for k in &sum.skipped {
-            println!("  skipped {}: {}", k.path, k.reason);
+            println!(
+                "  skipped {}: {}",
+                terminal_line(&k.path),
+                terminal_line(&k.reason)
+            );
         }
     }
     Ok(OK)
@@ -237,10 +254,10 @@ pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) ->
                 } else {
                     ""
                 };
-                println!("would write {path}{merged}");
+                println!("would write {}{merged}", terminal_line(path));
             }
             for path in &p.would_delete {
-                println!("would delete {path}");
+                println!("would delete {}", terminal_line(path));
             }
             for c in &p.conflicts {
                 let then = if force {
@@ -248,13 +265,24 @@ pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) ->
                 } else {
                     "conflict"
                 };
-                println!("{then} {}: {}", c.path, c.reason);
+                println!(
+                    "{then} {}: {}",
+                    terminal_line(&c.path),
+                    terminal_line(&c.reason)
+                );
             }
             for c in &p.skipped {
-                println!("would leave alone {}: {}", c.path, c.reason);
+                println!(
+                    "would leave alone {}: {}",
+                    terminal_line(&c.path),
+                    terminal_line(&c.reason)
+                );
             }
             match &p.refused {
-                Some(o) => println!("dry run of revert of turn {turn}: {}", o.message()),
+                Some(o) => println!(
+                    "dry run of revert of turn {turn}: {}",
+                    terminal_line(&o.message())
+                ),
                 None => println!(
                     "dry run of revert of turn {turn}: {} to write ({} merged), {} to delete",
                     p.would_write.len(),
@@ -273,7 +301,10 @@ pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) ->
     drop(bar);
     if !json && let Outcome::Restored { merged, .. } = &o {
         for p in merged {
-            println!("  merged {p} (the changes made since the turn kept)");
+            println!(
+                "  merged {} (the changes made since the turn kept)",
+                terminal_line(p)
+            );
         }
     }
     let code = report_at(&o, Some(&format!("revert of turn {turn}")), json)?;
@@ -316,7 +347,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
         if json {
             println!("{}", serde_json::json!({"status": null, "entries": []}));
         } else {
-            println!("session {id} has no turns yet");
+            println!("session {} has no turns yet", terminal_line(id));
         }
         return Ok(OK);
     };
@@ -327,7 +358,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
         println!("{}", serde_json::to_string(&log)?);
         return Ok(OK);
     }
-    let name = log.status.name.as_deref().unwrap_or(&log.status.session);
+    let name = terminal_line(log.status.name.as_deref().unwrap_or(&log.status.session));
     if empty {
         println!("session {name} has no turns yet");
         return Ok(OK);
@@ -363,7 +394,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
                 super::format_time(e.time_ms),
                 what,
                 retrace::config::bytes_approx(e.bytes_added),
-                first_line(e.text.as_deref().unwrap_or("")),
+                first_line(e.text.as_deref().unwrap_or(""), 61),
             ]
         })
         .collect();
@@ -377,16 +408,6 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
     Ok(OK)
 }
 
-/// The first line of `text`, cut at 60 characters.
-fn first_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or("");
-    if line.chars().count() > 60 {
-        format!("{}…", line.chars().take(60).collect::<String>())
-    } else {
-        line.to_string()
-    }
-}
-
 /// `retrace status --session`: the session, then the workspace (`"workspace"` in JSON).
 pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
     let st = s.status()?;
@@ -397,9 +418,11 @@ pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
     } else {
         println!(
             "session    {}{}",
-            st.name
-                .as_ref()
-                .map_or(st.session.clone(), |n| format!("{n} ({})", st.session)),
+            st.name.as_ref().map_or(st.session.clone(), |n| format!(
+                "{} ({})",
+                terminal_line(n),
+                st.session
+            )),
             if st.subagent { " (subagent)" } else { "" }
         );
         println!(
@@ -431,19 +454,10 @@ pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
     Ok(OK)
 }
 
-/// A session's name as a table or a message shows it: control characters (a newline, an
-/// escape sequence) as `?`, at most 40 characters.
+/// A session's name as a table or a message shows it: on one line, what a terminal would act
+/// on (a newline, an escape sequence) shown escaped, at most 40 characters.
 pub fn shown_name(s: &retrace::SessionInfo) -> String {
-    let clean: String = s
-        .shown()
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if clean.chars().count() > 40 {
-        format!("{}…", clean.chars().take(39).collect::<String>())
-    } else {
-        clean
-    }
+    first_line(&terminal_line(s.shown()), 40)
 }
 
 /// `retrace sessions`.
@@ -467,21 +481,21 @@ pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
         .max()
         .unwrap_or(0)
         .max(4);
-    let agent = all
+    let agents: Vec<String> = all
         .iter()
-        .filter_map(|s| s.agent.as_deref())
-        .map(str::len)
-        .max();
+        .map(|s| s.agent.as_deref().map_or("-".into(), |a| first_line(a, 40)))
+        .collect();
+    let agent = agents.iter().map(|a| a.chars().count()).max();
     let agent = agent.unwrap_or(0).max(5);
     println!(
         "{:<width$}  {:<agent$}  {:<16}  TURNS  CHECKPOINTS  {:<19}  OPEN",
         "NAME", "AGENT", "KEY", "LAST ACTIVE"
     );
-    for (s, name) in all.iter().zip(&names) {
+    for ((s, name), agent_name) in all.iter().zip(&names).zip(&agents) {
         println!(
             "{:<width$}  {:<agent$}  {:<16}  {:>5}  {:>11}  {}  {}",
             name,
-            s.agent.as_deref().unwrap_or("-"),
+            agent_name,
             s.id,
             s.turns,
             s.checkpoints,

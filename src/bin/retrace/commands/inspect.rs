@@ -1,10 +1,12 @@
 //! Reading history by path and by entry (issue 17): `log -- PATH`, `show`, `blame`. The
 //! library computes and formats ([`retrace::history::inspect`], [`retrace::history::blame`]);
-//! these print.
+//! these print: for a terminal, with what it would act on in prompts, names and paths shown
+//! escaped ([`terminal_text`]); `--json` keeps the exact text.
 
 use anyhow::Result;
 use retrace::history::blame::Blame;
 use retrace::history::inspect::{FileLogEntry, file_log_text};
+use retrace::object::{terminal_line, terminal_text};
 use retrace::{Session, Workspace};
 
 use super::print_json;
@@ -21,9 +23,12 @@ fn print_file_log(
     if json {
         print_json(&serde_json::to_value(&entries)?);
     } else if entries.is_empty() {
-        println!("no turn or checkpoint changed {}", paths.join(", "));
+        println!(
+            "no turn or checkpoint changed {}",
+            terminal_line(&paths.join(", "))
+        );
     } else {
-        print!("{}", file_log_text(&entries));
+        print!("{}", terminal_text(&file_log_text(&entries)));
     }
     Ok(OK)
 }
@@ -62,7 +67,7 @@ pub fn show(s: &Session, reference: &str, json: bool) -> Result<u8> {
     if json {
         print_json(&serde_json::to_value(&detail)?);
     } else {
-        print!("{}", detail.text());
+        print!("{}", terminal_text(&detail.text()));
     }
     Ok(OK)
 }
@@ -72,7 +77,7 @@ pub fn blame(b: &Blame, json: bool) -> Result<u8> {
     if json {
         print_json(&serde_json::to_value(b)?);
     } else {
-        print!("{}", b.text());
+        print!("{}", terminal_text(&b.text()));
     }
     Ok(OK)
 }

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use retrace::Workspace;
 use retrace::config::bytes_approx as bytes;
+use retrace::object::terminal_line;
 use retrace::retention::{self, GcOptions};
 
 use super::print_json;
@@ -110,8 +111,9 @@ pub fn repair(ws: &Workspace, json: bool) -> Result<u8> {
             r.forgotten.len(),
             r.restored
         );
+        // Each names a path or a session: shown escaped.
         for f in r.faults.iter().take(20) {
-            println!("  {f}");
+            println!("  {}", terminal_line(f));
         }
         if r.broken.is_empty() {
             println!("every snapshot is whole");
@@ -121,7 +123,11 @@ pub fn repair(ws: &Workspace, json: bool) -> Result<u8> {
                 r.broken.len()
             );
             for b in &r.broken {
-                println!("  {}  {}", b.id.short(), b.used_by.join(", "));
+                println!(
+                    "  {}  {}",
+                    b.id.short(),
+                    terminal_line(&b.used_by.join(", "))
+                );
             }
         }
     }

@@ -1,8 +1,10 @@
 //! The workspace commands: `snapshot`, `log`, `diff`, `restore` and `status` (without a
-//! session).
+//! session). Paths and labels are printed for a terminal escaped ([`terminal_line`]), exact
+//! in `--json`; a patch (`diff -p`) is printed as it is, as `git diff` prints one.
 
 use anyhow::Result;
 use retrace::config::bytes_approx;
+use retrace::object::terminal_line;
 use retrace::{ObjectId, RestoreOptions, Workspace};
 
 use super::{format_time, print_json};
@@ -36,16 +38,23 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
             c.hashed
         );
         for n in &c.nested_repos {
-            println!("nested repository left alone: {n}");
+            println!("nested repository left alone: {}", terminal_line(n));
         }
         for n in &c.captured_repos {
-            println!("nested repository captured: {n}");
+            println!("nested repository captured: {}", terminal_line(n));
         }
         for s in &c.skipped {
-            println!("skipped {}: {}", s.path, s.reason);
+            println!(
+                "skipped {}: {}",
+                terminal_line(&s.path),
+                terminal_line(&s.reason)
+            );
         }
         for s in &c.secrets {
-            println!("secret left out: {s} (allow it with the allow_secrets setting)");
+            println!(
+                "secret left out: {} (allow it with the allow_secrets setting)",
+                terminal_line(s)
+            );
         }
     }
     Ok(OK)
@@ -80,7 +89,7 @@ pub fn log(
             .collect();
         print_json(&serde_json::Value::Array(rows));
     } else if empty && !paths.is_empty() {
-        println!("no snapshot changed {}", paths.join(", "));
+        println!("no snapshot changed {}", terminal_line(&paths.join(", ")));
     } else if empty {
         // An empty answer is a success (as `--json`'s `[]` is). Where files are never
         // snapshotted, no snapshot command is suggested.
@@ -89,7 +98,10 @@ pub fn log(
             Err(none) => none.refused.clone(),
         };
         match refused {
-            Some(why) => println!("no snapshots: {why}, so files are never snapshotted here"),
+            Some(why) => println!(
+                "no snapshots: {}, so files are never snapshotted here",
+                terminal_line(&why)
+            ),
             None => println!("no snapshots yet; take one with `retrace snapshot`"),
         }
     } else {
@@ -111,7 +123,7 @@ pub fn log(
                 s.root.short(),
                 format_time(s.time_ms),
                 s.files,
-                s.label.as_deref().unwrap_or("")
+                terminal_line(s.label.as_deref().unwrap_or(""))
             );
         }
     }
@@ -223,7 +235,7 @@ fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
     }
     let width = patches
         .iter()
-        .map(|p| p.path.chars().count())
+        .map(|p| terminal_line(&p.path).chars().count())
         .max()
         .unwrap_or(0);
     let most = patches
@@ -256,7 +268,7 @@ fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
                 "-".repeat(usize::try_from(scale(p.removed)).unwrap_or(0))
             )
         };
-        out.push_str(&format!(" {:<width$} | {bar}\n", p.path));
+        out.push_str(&format!(" {:<width$} | {bar}\n", terminal_line(&p.path)));
     }
     let (added, removed): (u64, u64) = patches
         .iter()
@@ -301,14 +313,18 @@ pub fn restore(
     } else {
         let verb = if dry_run { "would write" } else { "wrote" };
         for p in &r.written {
-            println!("{verb} {p}");
+            println!("{verb} {}", terminal_line(p));
         }
         let verb = if dry_run { "would delete" } else { "deleted" };
         for p in &r.deleted {
-            println!("{verb} {p}");
+            println!("{verb} {}", terminal_line(p));
         }
         for s in &r.left_alone {
-            println!("left alone {}: {}", s.path, s.reason);
+            println!(
+                "left alone {}: {}",
+                terminal_line(&s.path),
+                terminal_line(&s.reason)
+            );
         }
         if let Some(s) = r.safety_snapshot {
             println!(
@@ -319,14 +335,15 @@ pub fn restore(
         if !r.verified {
             println!(
                 "warning: these paths changed during the restore: {}",
-                r.verify_diff.join(", ")
+                terminal_line(&r.verify_diff.join(", "))
             );
         }
+        let named = terminal_line(&r.paths.join(", ")).into_owned();
         let what = match (dry_run, r.paths.is_empty()) {
             (true, true) => "dry run of restore to".to_string(),
             (false, true) => "restored".to_string(),
-            (true, false) => format!("dry run of restore of {} from", r.paths.join(", ")),
-            (false, false) => format!("restored {} from", r.paths.join(", ")),
+            (true, false) => format!("dry run of restore of {named} from"),
+            (false, false) => format!("restored {named} from"),
         };
         println!(
             "{what} {}: {} written, {} deleted",
@@ -343,7 +360,7 @@ pub fn restore(
                 f.count
             );
             for p in &f.paths {
-                println!("  {p}");
+                println!("  {}", terminal_line(p));
             }
             if f.count > f.paths.len() {
                 println!("  ... and {} more", f.count - f.paths.len());
@@ -369,27 +386,36 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
     if json {
         print_json(&serde_json::to_value(&s)?);
     } else {
-        println!("workspace  {}", s.root.display());
+        println!("workspace  {}", shown_path(&s.root));
         println!(
             "store      {} ({})",
-            s.store.display(),
+            shown_path(&s.store),
             bytes_approx(s.store_bytes)
         );
         println!("snapshots  {}", s.snapshots);
-        println!("excluded   {}", s.exclusions.join(", "));
+        println!("excluded   {}", terminal_line(&s.exclusions.join(", ")));
         println!(
             "nested     {}",
             nested_line(s.nested_repos_mode, &s.nested_repos, &s.captured_repos)
         );
         if let Some(why) = &s.conversation_only {
-            println!("policy     {why}: conversation history only, files never snapshotted");
+            println!(
+                "policy     {}: conversation history only, files never snapshotted",
+                terminal_line(why)
+            );
         }
         if let Some(p) = &s.pending_recovery {
-            println!("recovery   pending: {p}; the next retrace command completes it");
+            println!(
+                "recovery   pending: {}; the next retrace command completes it",
+                terminal_line(p)
+            );
         }
         println!(
             "watcher    {}",
-            watcher_line(s.watcher.as_ref(), s.walked_because.as_deref())
+            terminal_line(&watcher_line(
+                s.watcher.as_ref(),
+                s.walked_because.as_deref()
+            ))
         );
         match s.last_known {
             None => println!("state      no snapshot yet"),
@@ -403,7 +429,7 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
                     k.short()
                 );
                 for p in &s.changed {
-                    println!("  {p}");
+                    println!("  {}", terminal_line(p));
                 }
             }
         }
@@ -449,18 +475,26 @@ fn status_of_none(none: &NoStore, json: bool) -> Result<u8> {
         }));
         return Ok(OK);
     }
-    println!("workspace  {}", none.root.display());
+    println!("workspace  {}", shown_path(&none.root));
     match &none.refused {
         Some(why) => {
-            println!("policy     {why}: conversation history only, files never snapshotted");
+            println!(
+                "policy     {}: conversation history only, files never snapshotted",
+                terminal_line(why)
+            );
         }
         None => println!(
             "store      none yet: the first snapshot or turn creates {}",
-            none.store.display()
+            shown_path(&none.store)
         ),
     }
     println!("state      no snapshot yet");
     Ok(OK)
+}
+
+/// A path of the machine (the workspace root, the store) for the terminal.
+fn shown_path(path: &std::path::Path) -> String {
+    terminal_line(&path.to_string_lossy()).into_owned()
 }
 
 /// The `nested_repos` setting of a workspace with no store yet.
@@ -488,10 +522,14 @@ fn nested_line(
         (NestedRepos::Skip, false) => format!(
             "{word} ({}): {} (left alone; nested_repos = \"capture\" captures their files)",
             repos.len(),
-            repos.join(", ")
+            terminal_line(&repos.join(", "))
         ),
         (NestedRepos::Capture, false) => {
-            format!("{word} ({}): {}", repos.len(), repos.join(", "))
+            format!(
+                "{word} ({}): {}",
+                repos.len(),
+                terminal_line(&repos.join(", "))
+            )
         }
     }
 }
@@ -509,6 +547,7 @@ fn change_line(mark: char, path: &str, colour: bool) -> String {
         'M' => "33",
         _ => "31",
     };
+    let path = terminal_line(path);
     if colour {
         format!("\x1b[{code}m{mark}\x1b[0m {path}")
     } else {
