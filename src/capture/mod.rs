@@ -299,8 +299,8 @@ struct Parent {
 /// Why a path is left out when a directory on its way turned into a symlink.
 fn swapped_parent() -> std::io::Error {
     std::io::Error::other(
-        "a directory on its path was replaced by a symlink while the capture ran (never \
-         followed): left out, captured next time",
+        "a directory on its path was replaced by a symlink or a file while the capture ran \
+         (never followed): left out, captured next time",
     )
 }
 
@@ -738,6 +738,12 @@ impl Hasher<'_> {
         crate::object::delta::pays(delta.len(), data).then_some((base, delta))
     }
 
+    /// The target of the symlink `rel`, read beneath the root.
+    fn read_link(&self, parent: &mut Parent, rel: &[u8]) -> std::io::Result<Vec<u8>> {
+        crate::fault::reached(crate::fault::Point::Read);
+        parent.read_link(self.beneath.as_ref(), rel)
+    }
+
     /// Looks at one scanned path: a stat cache hit, or (files, symlinks) a read.
     /// `previous`: the id the stat cache held for the path on a miss (a delta base).
     fn look(
@@ -767,10 +773,7 @@ impl Hasher<'_> {
                 hashed: false,
                 fresh: None,
             },
-            ScanKind::Symlink => match {
-                crate::fault::reached(crate::fault::Point::Read);
-                parent.read_link(self.beneath.as_ref(), &e.path)
-            } {
+            ScanKind::Symlink => match self.read_link(parent, &e.path) {
                 Ok(bytes) => {
                     let id = ObjectId::of_blob(&bytes);
                     let blob = self.object(ObjectKind::Blob, bytes, id, None);

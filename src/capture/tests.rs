@@ -14,7 +14,8 @@ fn blob(bytes: Vec<u8>) -> PendingObject {
 
 fn hasher<'a>(store: &'a Store, reader: &'a StoreReader, root: &'a Path) -> Hasher<'a> {
     Hasher {
-        root,
+        revived: HashSet::new(),
+        beneath: scan::beneath::Root::open(root).ok(),
         allow_secrets: None,
         reader,
         committed: RwLock::new(None),

@@ -30,10 +30,12 @@ pub struct Root {
     fd: OwnedFd,
 }
 
-/// What a failed resolution beneath the root means for the path asked for.
+/// Whether a failed resolution beneath the root means that a component is no longer a
+/// real directory below the root (a symlink or a file was put in its place; `ELOOP`,
+/// `ENOTDIR`, or `EXDEV` for a way out).
 #[must_use]
 pub fn swapped(e: Errno) -> bool {
-    e == Errno::LOOP || e == Errno::XDEV
+    e == Errno::LOOP || e == Errno::NOTDIR || e == Errno::XDEV
 }
 
 impl Root {
@@ -66,8 +68,8 @@ impl Root {
     }
 
     /// Opens `rel` (workspace-relative; empty: the root itself) with `flags`, following no
-    /// symlink in any component, the last included. `ELOOP` (see [`swapped`]) when a
-    /// component is a symlink, `ENOTDIR` when a directory component is not a directory.
+    /// symlink in any component, the last included: an error [`swapped`] recognises when a
+    /// component is a symlink or not a directory.
     ///
     /// # Errors
     /// The errno of the failed open.
