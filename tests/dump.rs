@@ -112,3 +112,35 @@ fn stats_and_tree_show_sizes_in_binary_units() {
     .unwrap();
     assert_eq!(v["logical_bytes"], 20 * 1024, "{v}");
 }
+
+#[test]
+fn stats_figures_add_up_after_gc_frees_packs() {
+    let env = crate::common::Env::new();
+    let ws = env.open();
+    for n in 0..6u64 {
+        env.write("r.bin", crate::common::noise(n, 300_000));
+        ws.snapshot(None).unwrap();
+    }
+    drop(ws);
+    let o = env.run(crate::common::RETRACE, &["gc", "--grace", "0"]);
+    assert!(o.status.success(), "{}", crate::common::stderr(&o));
+    let ws = env.open();
+    let store = retrace::store::Store::open_read_only(ws.store_path()).unwrap();
+    let s = store.reader().unwrap().stats().unwrap();
+    assert!(s.frame_bytes > 0, "{s:?}");
+    assert!(
+        s.frame_bytes <= s.packed_bytes,
+        "live frames fit in the packs: {s:?}"
+    );
+    assert!(
+        s.packed_bytes
+            <= s.log_bytes
+                .next_multiple_of(retrace::store::schema::PACK_BYTES),
+        "{s:?}"
+    );
+    let shown = crate::common::stdout(&env.run(crate::common::RETRACE_DUMP, &["stats"]));
+    assert!(
+        shown.contains("compressed in the frames objects use"),
+        "{shown}"
+    );
+}

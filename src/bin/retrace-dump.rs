@@ -188,9 +188,13 @@ fn run(cli: Cli) -> Result<bool> {
                     );
                     println!("logical    {} (blob content)", bytes(s.logical_bytes));
                     println!(
-                        "stored     {} compressed in the pack log ({} framed)",
-                        bytes(s.log_bytes),
-                        bytes(s.payload_bytes)
+                        "stored     {} compressed in the frames objects use ({} of payloads \
+                         before compression); the pack log holds {} in packs, {} appended \
+                         since the store began",
+                        bytes(s.frame_bytes),
+                        bytes(s.payload_bytes),
+                        bytes(s.packed_bytes),
+                        bytes(s.log_bytes)
                     );
                     println!(
                         "deltas     {} of {} objects stored as deltas, saving {} before \

@@ -218,7 +218,13 @@ pub struct StoreStats {
     pub logical_bytes: u64,
     /// Sum of payload lengths (uncompressed, as framed).
     pub payload_bytes: u64,
-    /// Size of the pack log: the compressed bytes stored.
+    /// Compressed bytes of the frames the index names (each frame once): what the live
+    /// objects take in the pack log.
+    pub frame_bytes: u64,
+    /// Bytes of the pack log still held in packs (what the byte budget counts); frames no
+    /// object names wait there until GC frees their packs.
+    pub packed_bytes: u64,
+    /// The pack log's end: every compressed byte ever appended, freed or not.
     pub log_bytes: u64,
     /// Length of the redb file.
     pub file_bytes: u64,
@@ -1552,8 +1558,12 @@ impl StoreReader {
     /// [`StoreError::Db`] when redb fails.
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let mut s = StoreStats::default();
+        let mut frames = std::collections::HashSet::new();
         for (_, rec) in self.objects()? {
             let Ok(rec) = rec else { continue };
+            if frames.insert(rec.offset) {
+                s.frame_bytes += u64::from(rec.stored_len);
+            }
             match rec.delta {
                 Some(d) => {
                     s.deltas += 1;
@@ -1573,6 +1583,7 @@ impl StoreReader {
             s.payload_bytes += u64::from(rec.len);
         }
         s.log_bytes = self.log_end()?;
+        s.packed_bytes = self.packed_bytes()?;
         s.file_bytes = std::fs::metadata(&self.path).map_or(0, |m| m.len());
         s.disk_bytes = disk_bytes(&self.path);
         s.snapshots = self.snapshot_count()?;
