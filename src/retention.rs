@@ -559,7 +559,15 @@ fn eviction_frees(
     };
     let reader = wc.store().reader()?;
     let tx = wc.store().begin_read()?;
-    let found = history_roots(&reader, &tx)?;
+    let mut found = history_roots(&reader, &tx)?;
+    // What cannot be read cannot be known to stay: nothing is evicted (as GC stops).
+    if let Some(at) = found.iter().position(|f| matches!(f, Found::Unreadable(_)))
+        && let Found::Unreadable(
+            Unreadable::Sessions(e) | Unreadable::Session(_, e) | Unreadable::Journal(e),
+        ) = found.swap_remove(at)
+    {
+        return Err(e.into());
+    }
     let roots_of = |keep: &dyn Fn(&Root) -> bool| -> Vec<ObjectId> {
         found
             .iter()

@@ -513,7 +513,12 @@ impl Hasher<'_> {
         if self.reader.holds_exactly(id, data) {
             return true;
         }
+        // Forgotten now, waiting for the write lock if it must: the commit keeps a record
+        // the index still holds, so the damaged one must be gone before it.
         self.reader.forget_found();
+        if let Err(e) = self.store.forget_damaged() {
+            self.fail(e);
+        }
         false
     }
 

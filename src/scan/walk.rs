@@ -212,11 +212,24 @@ impl Rules {
             let rel = rel_of(walk.root, &path);
             // Read beneath the root like every file; a FIFO or device named `.gitignore`
             // would block or never end: not read.
-            let Some(bytes) = walk
-                .open_beneath(&rel, OFlags::RDONLY | OFlags::NONBLOCK)
-                .ok()
-                .and_then(|fd| small_fd(fd.into()))
-            else {
+            let bytes = match walk.open_beneath(&rel, OFlags::RDONLY | OFlags::NONBLOCK) {
+                Ok(fd) => small_fd(fd.into()),
+                // Gone, or a symlink (captured as a symlink; git does not follow one either).
+                Err(Errno::NOENT | Errno::LOOP) => None,
+                // Unreadable: its rules are not applied, and that is said (the listing is
+                // then not reused).
+                Err(e) => {
+                    found.skipped.push(Skipped {
+                        path: crate::object::show_path(&rel),
+                        reason: format!(
+                            "cannot be read, its rules are not applied: {}",
+                            std::io::Error::from(e)
+                        ),
+                    });
+                    None
+                }
+            };
+            let Some(bytes) = bytes else {
                 return Gitignore::empty();
             };
             let (gi, err) = parse_gitignore(&self.dir, &path, &bytes);

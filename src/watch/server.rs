@@ -650,6 +650,13 @@ fn changes(shared: &Shared, since: Option<Token>) -> Reply {
         Some(_) => sync_cookie(shared, epoch),
         None => Err(if since.is_some() { "epoch" } else { "no_token" }),
     };
+    // Read before the state lock is taken: reading every process's maps must never hold
+    // up the thread that reads inotify's events.
+    let mapped = if synced.is_ok() {
+        mapped_for_writing(&shared.spec.root)
+    } else {
+        Vec::new()
+    };
     let mut st = shared.lock();
     if st.epoch != epoch || !st.ready {
         let reason = st.broken.unwrap_or("epoch");
@@ -676,8 +683,7 @@ fn changes(shared: &Shared, since: Option<Token>) -> Reply {
             // Writes through a shared writable mapping raise no inotify event: the
             // directories of the workspace files mapped so now are listed again (the write
             // shows in the file's mtime), so a before-snapshot holds what they hold.
-            let mut dirty: HashSet<Vec<u8>> =
-                mapped_for_writing(&shared.spec.root).into_iter().collect();
+            let mut dirty: HashSet<Vec<u8>> = mapped.into_iter().collect();
             let mut subtree = HashSet::new();
             for (_, b) in st.batches.range(from..=upto) {
                 dirty.extend(b.dirty.iter().cloned());
