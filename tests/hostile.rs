@@ -15,7 +15,7 @@ use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::common::{self, Env, Node, RETRACE, stderr, stdout, tree_of};
+use crate::common::{self, Env, Node, RETRACE, stderr, stdout, tree_of, wait_paused};
 
 /// A workspace with `a/f0000..` at v1 (snapshot S1), then v2 (S2); with `extra`, S2 also
 /// adds `a/x0000..` (so restoring S1 deletes them). Returns (S1, S2).
@@ -54,29 +54,7 @@ fn swap(env: &Env, target: &Path) {
 }
 
 fn restore(env: &Env, id: &str, pause: Option<(&str, usize, &Path)>) -> Child {
-    let mut c = env.command(RETRACE, &["restore", id, "--force"]);
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some((point, n, file)) = pause {
-        c.env(
-            "RETRACE_FAULT_PAUSE",
-            format!("{point}:{n}:{}", file.display()),
-        )
-        .env("RAYON_NUM_THREADS", "1");
-    }
-    c.spawn().unwrap()
-}
-
-/// Waits until the paused restore created `file` (or ended without reaching the point).
-fn wait_paused(child: &mut Child, file: &Path) -> bool {
-    loop {
-        if file.exists() {
-            return true;
-        }
-        if child.try_wait().unwrap().is_some() {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    common::spawn_paused(env, &["restore", id, "--force"], pause)
 }
 
 fn finish(child: Child) -> String {

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Child, Stdio};
 
-use crate::common::{Env, RETRACE, stderr, stdout};
+use crate::common::{Env, RETRACE, spawn_paused, stderr, stdout, wait_paused};
 
 const MARK: &str = "SECRET";
 
@@ -43,28 +43,7 @@ fn swap_back(env: &Env) {
 }
 
 fn snapshot(env: &Env, pause: Option<(&str, usize, &Path)>) -> Child {
-    let mut c = env.command(RETRACE, &["snapshot", "--json"]);
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some((point, n, file)) = pause {
-        c.env(
-            "RETRACE_FAULT_PAUSE",
-            format!("{point}:{n}:{}", file.display()),
-        )
-        .env("RAYON_NUM_THREADS", "1");
-    }
-    c.spawn().unwrap()
-}
-
-fn wait_paused(child: &mut Child, file: &Path) -> bool {
-    loop {
-        if file.exists() {
-            return true;
-        }
-        if child.try_wait().unwrap().is_some() {
-            return false;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    spawn_paused(env, &["snapshot", "--json"], pause)
 }
 
 /// Every file's bytes in snapshot `id`, as one string.

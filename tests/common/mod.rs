@@ -394,3 +394,36 @@ pub fn age_statcache(env: &Env) {
     bytes[body..].copy_from_slice(&sum);
     fs::write(&p, bytes).unwrap();
 }
+
+/// Spawns `retrace ARGS` with piped output, stopped at `pause` (`point`, N-th time, the file
+/// it creates) by the `RETRACE_FAULT_PAUSE` hook, on one thread so the points are exact.
+pub fn spawn_paused(
+    env: &Env,
+    args: &[&str],
+    pause: Option<(&str, usize, &Path)>,
+) -> std::process::Child {
+    let mut c = env.command(RETRACE, args);
+    c.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some((point, n, file)) = pause {
+        c.env(
+            "RETRACE_FAULT_PAUSE",
+            format!("{point}:{n}:{}", file.display()),
+        )
+        .env("RAYON_NUM_THREADS", "1");
+    }
+    c.spawn().unwrap()
+}
+
+/// Waits until a paused process created `file` (or ended without reaching the point).
+pub fn wait_paused(child: &mut std::process::Child, file: &Path) -> bool {
+    loop {
+        if file.exists() {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
