@@ -459,6 +459,15 @@ fn the_budget_across_workspaces_trims_the_least_recently_used_first() {
     }
 }
 
+fn packed_bytes(ws: &Workspace) -> u64 {
+    ws.working_copy()
+        .store()
+        .reader()
+        .unwrap()
+        .packed_bytes()
+        .unwrap()
+}
+
 #[test]
 fn a_budget_over_delta_versions_keeps_the_history_and_never_grows_the_store() {
     // 40 turns each changing 16 bytes of a 200 KB random file: every version after the first
@@ -478,13 +487,7 @@ fn a_budget_over_delta_versions_keeps_the_history_and_never_grows_the_store() {
         let o = s.undo(Mode::Both).unwrap();
         assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
     }
-    let packed = ws
-        .working_copy()
-        .store()
-        .reader()
-        .unwrap()
-        .packed_bytes()
-        .unwrap();
+    let packed = packed_bytes(&ws);
     drop((s, ws));
     let clock = now_ms() + 2 * HOUR;
     for budget in [packed - 11 * 1024, packed - 4 * 1024, 100 * 1024] {
@@ -492,13 +495,7 @@ fn a_budget_over_delta_versions_keeps_the_history_and_never_grows_the_store() {
         let r = ws.maintain(clock, 3600).unwrap();
         assert_eq!(r.turns_evicted, 0, "budget {budget}: {r:?}");
         assert!(r.over_budget, "budget {budget}: {r:?}");
-        let after = ws
-            .working_copy()
-            .store()
-            .reader()
-            .unwrap()
-            .packed_bytes()
-            .unwrap();
+        let after = packed_bytes(&ws);
         assert!(
             after <= packed,
             "budget {budget}: the store grew from {packed} to {after}"
