@@ -295,6 +295,36 @@ pub enum RestoreError {
         /// The cause.
         source: io::Error,
     },
+    /// A restore failed midway (a write the disk refused) and put back every path it had
+    /// changed: the workspace is as it was before it, and its history unchanged.
+    #[error(
+        "{cause}; the restore stopped and put back the {restored} path(s) it had changed: the \
+         workspace is as it was{}",
+        if kept.is_empty() { String::new() } else {
+            format!(" (except {} path(s) edited meanwhile, left as they are: {})",
+                kept.len(), kept.join(", "))
+        }
+    )]
+    RolledBack {
+        /// Why the restore failed.
+        cause: Box<RestoreError>,
+        /// Paths put back.
+        restored: usize,
+        /// Up to 5 paths someone else changed meanwhile, left as they are.
+        kept: Vec<String>,
+    },
+    /// A restore failed midway and putting the workspace back failed too: its journal
+    /// stays, and the next retrace command completes the restore.
+    #[error(
+        "{cause}; putting the workspace back failed too ({back}); the next retrace command \
+         completes the restore once the cause is fixed"
+    )]
+    Stopped {
+        /// Why the restore failed.
+        cause: Box<RestoreError>,
+        /// Why putting it back failed.
+        back: String,
+    },
     /// Scanning the current state failed.
     #[error(transparent)]
     Capture(#[from] CaptureError),

@@ -452,3 +452,60 @@ fn sigkill_during_delta_captures_and_rebasing_gc_loses_nothing() {
     assert!(failures.is_empty(), "seed {seed}: {failures:#?}");
     assert!(verify(&env).is_ok());
 }
+
+/// A restore whose write fails midway (the disk refuses it, as a full one does) puts back
+/// every path it had changed and says so: no mix of states, no interrupted restore for the
+/// next command, the history unchanged; once the cause is gone the same undo works.
+#[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
+fn a_restore_whose_write_fails_midway_puts_the_workspace_back_and_says_so() {
+    let env = Env::new();
+    let (before, after) = setup(&env, 120);
+    let cursor_after = cursor(&env);
+    for (fail_at, cmd) in [("20", vec!["undo"]), ("1", vec!["undo"])] {
+        let o = env
+            .command(RETRACE, &args(&cmd))
+            .env("RETRACE_FAULT_FAIL_WRITE", fail_at)
+            .env("RAYON_NUM_THREADS", "1")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert!(!o.status.success(), "the failed write must fail the undo");
+        assert!(
+            err.contains("No space left on device")
+                && err.contains("the restore stopped and put back")
+                && err.contains("the workspace is as it was"),
+            "{err}"
+        );
+        assert!(tree_of(env.root()) == after, "not put back exactly");
+        assert_eq!(cursor(&env), cursor_after, "the history moved");
+        let status = run_ok(&env, &["status"]);
+        assert!(!status.contains("interrupted"), "{status}");
+        verify(&env).unwrap();
+    }
+    // A forced restore of an older snapshot fails the same way and is put back too.
+    let o = env.run(RETRACE, &args(&["log", "--snapshots", "--json"]));
+    let log: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let oldest = log
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|s| s["id"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no snapshots: {log}"));
+    let o = env
+        .command(RETRACE, &args(&["restore", &oldest, "--force"]))
+        .env("RETRACE_FAULT_FAIL_WRITE", "7")
+        .env("RAYON_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("put back"), "{}", stderr(&o));
+    assert!(tree_of(env.root()) == after, "restore not put back exactly");
+    // Without the fault, the undo goes through.
+    run_ok(&env, &["undo"]);
+    assert!(tree_of(env.root()) == before, "the undo after the failures");
+    verify(&env).unwrap();
+}

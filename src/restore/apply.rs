@@ -78,6 +78,7 @@ fn write_one(
             path: dest.clone(),
             source,
         };
+        b.faults().writing().map_err(io)?;
         match bytes.take() {
             Some(bytes) => out.write_all(&bytes).map_err(io),
             None => reader.read_blob_into(&e.id, out)?.map_err(io),

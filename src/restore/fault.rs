@@ -5,6 +5,9 @@
 //!
 //! - `RETRACE_FAULT_ABORT_AFTER_WRITES=N`: the process aborts (as abruptly as a SIGKILL)
 //!   once the restore has deleted or written N files.
+//! - `RETRACE_FAULT_FAIL_WRITE=N`: the N-th file the restore writes fails as a full disk
+//!   does (`ENOSPC`, its temp file already created), once per process, so that a test can
+//!   see a restore that fails midway put the workspace back.
 //! - `RETRACE_FAULT_PAUSE=<point>:<N>:<file>`: at the N-th time the restore reaches
 //!   `<point>` (`done`: a file written or deleted; `taken`: a version taken out of its path,
 //!   before it is checked; `back`: the restore's own version swapped back out of a path
@@ -39,6 +42,8 @@ pub enum Point {
 #[derive(Debug, Default)]
 pub struct Faults {
     abort_after: Option<usize>,
+    fail_write: Option<usize>,
+    writes: AtomicUsize,
     pause: Vec<(Point, usize, PathBuf)>,
     done: AtomicUsize,
     taken: AtomicUsize,
@@ -52,6 +57,9 @@ impl Faults {
     #[must_use]
     pub fn from_env() -> Faults {
         let abort_after = std::env::var("RETRACE_FAULT_ABORT_AFTER_WRITES")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        let fail_write = std::env::var("RETRACE_FAULT_FAIL_WRITE")
             .ok()
             .and_then(|v| v.parse().ok());
         let var = std::env::var("RETRACE_FAULT_PAUSE").unwrap_or_default();
@@ -71,9 +79,28 @@ impl Faults {
             .collect();
         Faults {
             abort_after,
+            fail_write,
             pause,
             ..Faults::default()
         }
+    }
+
+    /// Called as each file's bytes are about to be written.
+    ///
+    /// # Errors
+    /// `ENOSPC` for the write `RETRACE_FAULT_FAIL_WRITE` names.
+    pub fn writing(&self) -> std::io::Result<()> {
+        let Some(at) = self.fail_write else {
+            return Ok(());
+        };
+        // Once per process: the restore that puts the workspace back writes normally.
+        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if self.writes.fetch_add(1, Ordering::SeqCst) + 1 == at
+            && !FIRED.swap(true, Ordering::SeqCst)
+        {
+            return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+        }
+        Ok(())
     }
 
     /// Marks that `point` was reached once more.
@@ -119,4 +146,14 @@ impl Faults {
     #[inline]
     #[allow(clippy::unused_self)] // the signature of the hooks with the feature
     pub fn reached(&self, _point: Point) {}
+
+    /// Never fails.
+    ///
+    /// # Errors
+    /// None.
+    #[inline]
+    #[allow(clippy::unused_self)] // the signature of the hooks with the feature
+    pub fn writing(&self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

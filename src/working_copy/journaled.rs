@@ -15,8 +15,8 @@ use std::fmt::Write;
 
 use super::{Applied, Exclusive, WorkingCopy};
 use crate::capture::{Capture, FlatEntry};
-use crate::diff::changes;
-use crate::error::{Error, StoreError};
+use crate::diff::{Change, changes};
+use crate::error::{Error, RestoreError, StoreError};
 use crate::inverse::{find, same, target_of};
 use crate::object::{EntryKind, NewFrame, ObjectId, RelPath};
 use crate::progress::Progress;
@@ -105,8 +105,24 @@ impl Exclusive<'_> {
                 if !f.touched {
                     self.store
                         .write_with(Vec::new(), None, None, journal::clear)?;
+                    return Err((*f.error).into());
                 }
-                return Err((*f.error).into());
+                // Failed midway (a write the disk refused): put back what was changed, so
+                // that the workspace is as it was; if that fails too, the journal stays and
+                // the next command completes the restore.
+                return Err(match self.roll_back(reader, j.source, j.target, progress) {
+                    Ok((restored, kept)) => RestoreError::RolledBack {
+                        cause: f.error,
+                        restored,
+                        kept,
+                    }
+                    .into(),
+                    Err(back) => RestoreError::Stopped {
+                        cause: f.error,
+                        back: back.to_string(),
+                    }
+                    .into(),
+                });
             }
         };
         let exact = !applied.rescan
@@ -132,6 +148,53 @@ impl Exclusive<'_> {
             capture,
             recorded,
         })
+    }
+
+    /// Puts back the paths a restore from `source` to `target` that failed midway had
+    /// changed (those the disk shows at their `target` version), then removes its journal:
+    /// the history stays as it was. Paths someone else changed meanwhile are left as they are
+    /// and named (up to 5). Returns how many paths were put back.
+    ///
+    /// # Errors
+    /// [`Error`] when the disk cannot be read or written back; the journal then stays, and
+    /// the next command completes the restore instead.
+    fn roll_back(
+        &self,
+        reader: &StoreReader,
+        source: ObjectId,
+        target: ObjectId,
+        progress: &dyn Progress,
+    ) -> Result<(usize, Vec<String>), Error> {
+        let disk = self.store_disk(progress)?;
+        let mut kept = Vec::new();
+        let back: Vec<Change> = changes(reader, &source, &target)?
+            .into_iter()
+            .filter_map(|c| {
+                let d = find(&disk.entries, &c.path);
+                if same(d, c.old.as_ref()) {
+                    None // not reached
+                } else if same(d, c.new.as_ref()) {
+                    Some(Change {
+                        path: c.path,
+                        old: c.new,
+                        new: c.old,
+                    })
+                } else {
+                    kept.push(c.path.show());
+                    None
+                }
+            })
+            .collect();
+        let wanted = target_of(&disk.entries, &back);
+        let applied = self.apply_target(reader, &disk.entries, &wanted, false, progress)?;
+        let exact = !applied.rescan && applied.verify_diff.is_empty() && kept.is_empty();
+        // Exactly as it was: the last known state is the source again.
+        let last_known = exact.then_some(source);
+        self.store
+            .write_with(Vec::new(), None, last_known, journal::clear)?;
+        kept.extend(applied.verify_diff);
+        kept.truncate(5);
+        Ok((back.len(), kept))
     }
 
     /// Completes a restore interrupted by a crash, if the journal names one: rolls it
