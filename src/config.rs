@@ -61,6 +61,55 @@ impl fmt::Display for NestedRepos {
     }
 }
 
+/// When a step (an agent's tool call) is bracketed by captures: the `step_captures`
+/// setting. Edit tools name their files and need none; this is about shell tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepCaptures {
+    /// Around every shell tool while a watcher runs (milliseconds each); without one, only
+    /// around commands that can destroy work (`git checkout|restore|reset|stash|clean|
+    /// switch`, `rm`, `mv`, `sed -i`, a `>` redirection, `truncate`, ...).
+    #[default]
+    Auto,
+    /// Around every shell tool, watcher or not.
+    Always,
+    /// Only around commands that can destroy work, watcher or not.
+    Destructive,
+    /// Never: a shell tool's changes are told apart from others' only at turn boundaries.
+    Off,
+}
+
+impl StepCaptures {
+    /// The setting's value as written.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepCaptures::Auto => "auto",
+            StepCaptures::Always => "always",
+            StepCaptures::Destructive => "destructive",
+            StepCaptures::Off => "off",
+        }
+    }
+
+    /// Reads `auto`, `always`, `destructive` or `off` (any case, blanks allowed).
+    #[must_use]
+    pub fn parse(text: &str) -> Option<StepCaptures> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(StepCaptures::Auto),
+            "always" => Some(StepCaptures::Always),
+            "destructive" => Some(StepCaptures::Destructive),
+            "off" => Some(StepCaptures::Off),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for StepCaptures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "from", content = "at")]
@@ -140,6 +189,8 @@ pub struct Settings {
     /// Milliseconds a capture waits for the watcher's answer before it walks instead.
     /// Default 50.
     pub watch_timeout_ms: Setting<u64>,
+    /// When a shell tool's step is bracketed by captures. Default `auto`.
+    pub step_captures: Setting<StepCaptures>,
 }
 
 impl Default for Settings {
@@ -158,6 +209,7 @@ impl Default for Settings {
             nested_repos: Setting::new(NestedRepos::Skip),
             watch_idle_minutes: Setting::new(60.0),
             watch_timeout_ms: Setting::new(50),
+            step_captures: Setting::new(StepCaptures::Auto),
         }
     }
 }
@@ -281,6 +333,11 @@ impl Settings {
                 format!("{:?}", self.nested_repos.value.as_str()),
                 &self.nested_repos.source,
             ),
+            (
+                "step_captures",
+                format!("{:?}", self.step_captures.value.as_str()),
+                &self.step_captures.source,
+            ),
         ]
     }
 
@@ -396,6 +453,7 @@ impl Settings {
             ("RETRACE_NESTED_REPOS", "nested_repos"),
             ("RETRACE_WATCH_IDLE_MINUTES", "watch_idle_minutes"),
             ("RETRACE_WATCH_TIMEOUT_MS", "watch_timeout_ms"),
+            ("RETRACE_STEP_CAPTURES", "step_captures"),
         ] {
             if let Some(v) = std::env::var_os(var) {
                 let v = v.to_string_lossy().into_owned();
@@ -466,6 +524,11 @@ impl Settings {
                 nested_repos,
                 NestedRepos::parse,
                 "not \"skip\" or \"capture\""
+            ),
+            "step_captures" => put!(
+                step_captures,
+                StepCaptures::parse,
+                "not \"auto\", \"always\", \"destructive\" or \"off\""
             ),
             _ => false,
         }

@@ -209,6 +209,54 @@ pub fn changes(
     Ok(out)
 }
 
+/// The files and symlinks that differ between two flat lists (any order; directories are
+/// not listed, a directory on one side counts as nothing there), as [`Change`]s sorted by
+/// path: the pairs [`flatten_pair`] or [`flatten_changed`] give, typed.
+#[must_use]
+pub fn pair(old: &[FlatEntry], now: &[FlatEntry]) -> Vec<Change> {
+    let leaves = |l: &[FlatEntry]| {
+        let mut v: Vec<FlatEntry> = l
+            .iter()
+            .filter(|e| e.kind != EntryKind::Dir)
+            .cloned()
+            .collect();
+        v.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        v
+    };
+    let (a, b) = (leaves(old), leaves(now));
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    while i < a.len() || j < b.len() {
+        let (x, y) = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.path == y.path => {
+                i += 1;
+                j += 1;
+                (Some(x), Some(y))
+            }
+            (Some(x), y) if y.is_none_or(|y| x.path < y.path) => {
+                i += 1;
+                (Some(x), None)
+            }
+            (_, y) => {
+                j += 1;
+                (None, y)
+            }
+        };
+        if let (Some(x), Some(y)) = (x, y)
+            && x.kind == y.kind
+            && x.id == y.id
+        {
+            continue;
+        }
+        out.push(Change {
+            path: x.or(y).map(|e| e.path.clone()).unwrap_or_default(),
+            old: x.cloned(),
+            new: y.cloned(),
+        });
+    }
+    out
+}
+
 /// The entries of the sorted list `list` that lie strictly below none of the directories
 /// `dirs` (any order): [`below_any`] for a whole list, one range search per directory
 /// instead of one search per path and level.

@@ -73,7 +73,7 @@ pub use diff::Diff;
 pub use error::{CaptureError, Error, RestoreError, StoreError};
 pub use history::{
     BeforeStatus, LogEntry, Lookup, Mode, OpOptions, Outcome, Report, Session, SessionInfo,
-    SessionLog, SessionStatus, Turn, TurnState, TurnSummary,
+    SessionLog, SessionStatus, StepInfo, StepRecord, Turn, TurnState, TurnSummary,
 };
 pub use maintainer::Maintainer;
 pub use object::ObjectId;

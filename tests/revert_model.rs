@@ -1,8 +1,9 @@
 //! Model-based property test of `revert` (issue 17): random turns over a few text files by
 //! two sessions and edits by the user between them, then a revert of a random past turn
 //! (forced or not). A small model computes the files the revert must leave (the turn's own
-//! lines taken back, every later change kept, clean merges included) or the conflict that
-//! must leave every file as it was; undo of the revert must give back the disk exactly, and
+//! lines taken back, every later change kept, clean merges included, a file the disk holds
+//! as the turn left it but another writer last wrote left alone: the ownership rule) or the
+//! conflict that must leave every file as it was; undo of the revert must give back the disk exactly, and
 //! redo the revert's result exactly. `PROPTEST_CASES` sets the number of cases (default
 //! 1000).
 
@@ -114,9 +115,29 @@ fn read_disk(env: &Env) -> Files {
     out
 }
 
-/// What reverting the change `before` → `after` over `disk` must give: `Ok(files)`, or the
-/// conflicting paths (`force` then takes the before-version there).
+/// Who last changed a file, as the ledger sees it: a session's turn, or the user (between
+/// turns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writer {
+    Session(usize),
+    User,
+}
+
+/// Files whose content differs between `old` and `new`.
+fn changed<'a>(old: &'a Files, new: &'a Files) -> impl Iterator<Item = &'static str> + 'a {
+    FILES
+        .iter()
+        .copied()
+        .filter(move |f| old.get(f) != new.get(f))
+}
+
+/// What reverting session `session`'s change `before` → `after` over `disk` must give:
+/// `Ok(files)`, or the conflicting paths (`force` then takes the before-version there). The
+/// ownership rule: a file the disk holds as the turn left it, but in a version the session
+/// never wrote there (another writer's), is left as it is.
 fn model_revert(
+    session: usize,
+    writers: &BTreeMap<&'static str, Vec<(Option<Content>, Writer)>>,
     before: &Files,
     after: &Files,
     disk: &Files,
@@ -134,7 +155,14 @@ fn model_revert(
             None => out.remove(name),
         };
         if d == a {
-            back(&mut out);
+            // The ownership rule: taken back only where the session left this version.
+            let left = writers.get(name).is_some_and(|h| {
+                h.iter()
+                    .any(|(c, w)| c.as_ref() == d && *w == Writer::Session(session))
+            });
+            if left {
+                back(&mut out);
+            }
             continue;
         }
         let (Some(b), Some(a), Some(d)) = (b, a, d) else {
@@ -176,6 +204,9 @@ fn run(steps: &[Step], pick: usize, force: bool) {
     let mut disk = Files::new();
     // (session, turn number, before, after)
     let mut turns: Vec<(usize, u64, Files, Files)> = Vec::new();
+    // The ledger's model: each file's versions with their writers, learned at each capture.
+    let mut writers: BTreeMap<&'static str, Vec<(Option<Content>, Writer)>> = BTreeMap::new();
+    let mut captured = Files::new();
     for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Turn(s, edits) => {
@@ -183,6 +214,12 @@ fn run(steps: &[Step], pick: usize, force: bool) {
                     .begin_turn(None, Some(format!("step {i}")))
                     .unwrap();
                 t.wait_before(Duration::from_secs(60)).unwrap();
+                for f in changed(&captured, &disk) {
+                    writers
+                        .entry(f)
+                        .or_default()
+                        .push((disk.get(f).copied(), Writer::User));
+                }
                 let n = t.number();
                 let before = disk.clone();
                 for (f, e) in edits {
@@ -190,6 +227,13 @@ fn run(steps: &[Step], pick: usize, force: bool) {
                 }
                 write_disk(&env, &disk);
                 t.end(None).unwrap();
+                for f in changed(&before, &disk) {
+                    writers
+                        .entry(f)
+                        .or_default()
+                        .push((disk.get(f).copied(), Writer::Session(*s)));
+                }
+                captured = disk.clone();
                 turns.push((*s, n, before, disk.clone()));
             }
             Step::User(f, e) => {
@@ -207,7 +251,14 @@ fn run(steps: &[Step], pick: usize, force: bool) {
         force,
         progress: &NoProgress,
     };
-    let expected = model_revert(before, after, &disk, force);
+    // The revert's own look at the disk: edits since the last turn are the user's.
+    for f in changed(&captured, &disk) {
+        writers
+            .entry(f)
+            .or_default()
+            .push((disk.get(f).copied(), Writer::User));
+    }
+    let expected = model_revert(*s, &writers, before, after, &disk, force);
     let got = session.revert(*n, opts).unwrap();
     let ctx = format!("revert of turn {n} of session {s} (force {force}): {got:?}");
     match expected {
@@ -222,7 +273,9 @@ fn run(steps: &[Step], pick: usize, force: bool) {
             assert!(
                 matches!(
                     got,
-                    Outcome::NothingToUndo { .. } | Outcome::Restored { .. }
+                    Outcome::NothingToUndo { .. }
+                        | Outcome::Restored { .. }
+                        | Outcome::NothingRestored { .. }
                 ),
                 "{ctx}: nothing to change"
             );

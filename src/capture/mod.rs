@@ -137,7 +137,32 @@ impl Captured<'_> {
         before: &ObjectId,
         root: &ObjectId,
     ) -> Result<crate::diff::Diff, StoreError> {
-        let (old, now) = match self {
+        let (old, now) = self.flat_pair(reader, before, root)?;
+        Ok(crate::diff::diff(&old, &now))
+    }
+
+    /// [`Captured::diff_from`] as typed changes of files and symlinks (paths as bytes, the
+    /// entries on both sides).
+    ///
+    /// # Errors
+    /// As [`Captured::diff_from`].
+    pub fn changes_from(
+        &self,
+        reader: &StoreReader,
+        before: &ObjectId,
+        root: &ObjectId,
+    ) -> Result<Vec<crate::diff::Change>, StoreError> {
+        let (old, now) = self.flat_pair(reader, before, root)?;
+        Ok(crate::diff::pair(&old, &now))
+    }
+
+    fn flat_pair(
+        &self,
+        reader: &StoreReader,
+        before: &ObjectId,
+        root: &ObjectId,
+    ) -> Result<(Vec<FlatEntry>, Vec<FlatEntry>), StoreError> {
+        Ok(match self {
             Captured::Flat(after) => {
                 let (old, same) = crate::diff::flatten_changed(reader, before, after)?;
                 (old, crate::diff::outside(after, &same))
@@ -155,8 +180,7 @@ impl Captured<'_> {
                 };
                 crate::diff::flatten_pair(&read, before, root)?
             }
-        };
-        Ok(crate::diff::diff(&old, &now))
+        })
     }
 }
 

@@ -4,11 +4,12 @@ use std::path::Path;
 
 use super::record::{
     CheckpointRecord, HISTORY_VERSION, Op, OpRecord, RevertRecord, SessionName, SessionRecord,
-    TurnRecord, TurnState, decode, encode,
+    StepRecord, TurnRecord, TurnState, decode, encode,
 };
 use super::state::SessionState;
 use crate::error::StoreError;
 use crate::lease::LeaseRecord;
+use crate::object::ObjectId;
 use crate::store::now_ms;
 use crate::store::{ReadTx, Rows, WriteTx};
 
@@ -107,6 +108,42 @@ impl Loaded {
         }
         out
     }
+}
+
+/// Steps per turn are numbered below this mask: the step table's row is
+/// `turn << 20 | step`.
+pub const STEP_MASK: u64 = (1 << 20) - 1;
+
+/// The step table's row number of step `step` of turn `turn`.
+#[must_use]
+pub fn step_row(turn: u64, step: u64) -> u64 {
+    (turn << 20) | (step & STEP_MASK)
+}
+
+type EachRow<'a> = &'a mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>;
+
+fn steps_in(
+    path: &Path,
+    turn: u64,
+    each: impl FnOnce(u64, u64, EachRow<'_>) -> Result<(), StoreError>,
+) -> Result<Vec<StepRecord>, StoreError> {
+    let b = bad(path);
+    let mut out = Vec::new();
+    each(step_row(turn, 0), step_row(turn, STEP_MASK), &mut |_, v| {
+        out.push(decode::<StepRecord>(v).map_err(&b)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The steps of turn `turn` of session `key`, in order.
+///
+/// # Errors
+/// [`StoreError::Db`]; [`StoreError::History`].
+pub fn steps(tx: &ReadTx, key: &SessionKey, turn: u64) -> Result<Vec<StepRecord>, StoreError> {
+    steps_in(tx.path(), turn, |first, last, f| {
+        tx.each_row_in(Rows::Steps, &key.0, first, last, f)
+    })
 }
 
 /// Reads a session: its ops replayed, its turns and checkpoints.
@@ -408,6 +445,47 @@ impl<'a> Writer<'a> {
         Ok(changed.len() as u64)
     }
 
+    /// The steps of turn `turn`, in order.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; [`StoreError::History`].
+    pub fn steps_of(&self, turn: u64) -> Result<Vec<StepRecord>, StoreError> {
+        steps_in(self.tx.path(), turn, |first, last, f| {
+            self.tx
+                .each_row_in(Rows::Steps, &self.key.0, first, last, f)
+        })
+    }
+
+    /// Writes (or replaces) a step record.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn step(&self, rec: &StepRecord) -> Result<(), StoreError> {
+        self.tx.put_row(
+            Rows::Steps,
+            &self.key.0,
+            step_row(rec.turn, rec.number),
+            &encoded(self.tx.path(), rec)?,
+        )
+    }
+
+    /// Ends every step of turn `turn` still running, at snapshot `root` (the turn ended).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; [`StoreError::History`].
+    pub fn close_steps(&self, turn: u64, root: ObjectId) -> Result<(), StoreError> {
+        for mut s in self.steps_of(turn)? {
+            if s.ended_ms.is_none() {
+                s.ended_ms = Some(now_ms());
+                if s.shell() {
+                    s.after = Some(root);
+                }
+                self.step(&s)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Removes every record of the session.
     ///
     /// # Errors
@@ -420,6 +498,7 @@ impl<'a> Writer<'a> {
             Rows::Leases,
             Rows::Names,
             Rows::Reverts,
+            Rows::Steps,
         ] {
             self.tx.remove_rows_through(table, &self.key.0, u64::MAX)?;
         }
@@ -479,6 +558,12 @@ impl<'a> Writer<'a> {
             for n in &victims {
                 self.tx.remove_row(Rows::Turns, &self.key.0, *n)?;
                 self.tx.remove_row(Rows::Reverts, &self.key.0, *n)?;
+                self.tx.remove_rows_between(
+                    Rows::Steps,
+                    &self.key.0,
+                    step_row(*n, 0),
+                    step_row(*n, STEP_MASK),
+                )?;
             }
             dropped = victims.len() as u64;
         }

@@ -32,15 +32,18 @@
 pub mod blame;
 pub mod db;
 pub mod inspect;
+pub mod ledger;
 pub mod list;
 pub mod liveness;
 mod navigate;
 mod outcome;
+mod ownership;
 pub(crate) mod paths;
 pub mod record;
 mod revert;
 pub mod runtime;
 pub mod state;
+mod step;
 pub mod timeline;
 mod turn;
 mod undo;
@@ -61,8 +64,9 @@ use db::{Loaded, SessionKey, Writer};
 pub use list::{Lookup, SessionInfo};
 pub use outcome::{Outcome, Report};
 use record::{CheckpointRecord, HISTORY_VERSION, MAX_ANCHOR_BYTES, Op, truncate};
-pub use record::{Mode, TurnState};
+pub use record::{Mode, StepRecord, TurnState};
 pub use revert::RevertPreview;
+pub use step::{StepInfo, can_destroy};
 pub use turn::{BeforeStatus, Turn, TurnSummary};
 
 /// In-process state of one session: captures running now (for `capture_in_flight`).
@@ -214,7 +218,12 @@ pub struct SessionLog {
 pub struct SessionOp(pub SessionKey, pub Op);
 
 impl Then for SessionOp {
-    fn record(self, tx: &WriteTx<'_>, snapshot: ObjectId) -> Result<(), StoreError> {
+    fn record(
+        self,
+        tx: &WriteTx<'_>,
+        snapshot: ObjectId,
+        reader: &crate::store::StoreReader,
+    ) -> Result<(), StoreError> {
         #[cfg(test)]
         if fail_writes() {
             return Err(StoreError::History {
@@ -222,6 +231,20 @@ impl Then for SessionOp {
                 detail: "injected write failure".into(),
             });
         }
+        // The ledger: what the restore wrote is this session's operation's, in the same
+        // commit as its record.
+        let what = match &self.1 {
+            Op::Undo { turn, .. } => format!("undo of turn {turn}"),
+            Op::Redo { turn, .. } => format!("redo of turn {turn}"),
+            Op::Revert { turn, as_turn, .. } => format!("revert of turn {turn} (turn {as_turn})"),
+            Op::Navigate { .. } => "navigation".to_string(),
+            _ => "restore".to_string(),
+        };
+        let writer = ledger::Writer::Op {
+            session: Some(self.0.0),
+            what,
+        };
+        ledger::claim_changes(tx, reader, &writer, snapshot)?;
         let w = Writer::new(tx, self.0)?;
         match self.1.with_snapshot(snapshot) {
             op @ Op::Revert { .. } => revert::record(&w, op),

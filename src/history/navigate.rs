@@ -224,6 +224,7 @@ impl Session {
         let reader = self.ws.store().reader()?;
         // Stored, so the journal's source is a complete snapshot even with unsaved edits.
         let mut disk = lock.store_disk(opts.progress)?;
+        super::ledger::up_to(self.ws.store(), disk.id)?;
         if disk.id == snapshot && target.cursor == l.state.cursor {
             return Ok(Outcome::Restored {
                 turn: target.cursor,

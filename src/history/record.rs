@@ -341,6 +341,43 @@ impl Op {
     }
 }
 
+/// One tool call of an agent's turn (a step): what ran, what it named, and the snapshots
+/// taken around it (a shell tool's; an edit tool names its files instead).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// The turn it belongs to.
+    pub turn: u64,
+    /// Its number within the turn, from 1 (`turn:N.K`).
+    pub number: u64,
+    /// The host's id of the tool call, to match its end to its start (empty: none given).
+    pub call: String,
+    /// The tool's name (`Bash`, `Edit`, `write`, ...).
+    pub tool: String,
+    /// One line of its input (the command, the file), at most 200 bytes.
+    pub summary: String,
+    /// Files it names, workspace-relative path bytes: an edit tool writes only these. Empty
+    /// for a shell tool, which may write anything.
+    pub files: Vec<Vec<u8>>,
+    /// Unix milliseconds.
+    pub began_ms: u64,
+    /// Unix milliseconds; None while it runs.
+    pub ended_ms: Option<u64>,
+    /// The disk when it began (shell tools).
+    pub before: Option<ObjectId>,
+    /// The disk when it ended (shell tools).
+    pub after: Option<ObjectId>,
+}
+
+impl StepRecord {
+    /// Whether it may write any path (a shell tool), not only the files it names.
+    #[must_use]
+    pub fn shell(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
 /// What a turn that reverted another turn reverted (kept beside its turn record, so that
 /// it outlives the op log's compaction).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

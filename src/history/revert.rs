@@ -188,6 +188,7 @@ impl Session {
             }
         };
         let disk = lock.store_disk(opts.progress)?;
+        super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let plan = self.plan(&reader, &disk.entries, &disk.id, before, after)?;
         let mut change = plan.change;
@@ -281,7 +282,21 @@ impl Session {
             .collect();
         nested.sort_unstable();
         turn.retain(|c| !is_nested(c) && !below_any(&c.path, &nested));
-        let theirs = self.open_turn_paths(reader, disk_id)?;
+        // The ownership rule: paths whose last writer is not this session are left alone;
+        // those the ledger never saw written, when a running turn of another session
+        // changed them.
+        let (mut theirs, unknown) = self.not_mine(turn.iter().map(|c| {
+            let d = find(disk, &c.path);
+            (&c.path, same(d, c.new.as_ref()) || same(d, c.old.as_ref()))
+        }))?;
+        if !unknown.is_empty() {
+            let unknown: std::collections::HashSet<RelPath> = unknown.into_iter().collect();
+            for (path, why) in self.open_turn_paths(reader, disk_id)? {
+                if unknown.contains(&path) {
+                    theirs.entry(path).or_insert(why);
+                }
+            }
+        }
         let mut plan = Plan {
             change: Vec::new(),
             merged: Vec::new(),
@@ -419,6 +434,7 @@ impl Session {
             Err(refusal) => return Ok(*refusal),
         };
         let mut disk = lock.store_disk(opts.progress)?;
+        super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let plan = self.plan(&reader, &disk.entries, &disk.id, before, after)?;
         let mut change = plan.change;

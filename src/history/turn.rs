@@ -135,10 +135,12 @@ impl Session {
         // pending until it is ended or the next turn begins.
         let lease = crate::lease::new_lease(self.ws.home(), self.owner).ok();
         let superseded = self.superseded()?;
-        let number = self.write(|w, s| {
+        let (number, closed) = self.write(|w, s| {
+            let mut closed = None;
             if let Some(p) = s.pending
                 && let Some(mut old) = w.get_turn(p)?
             {
+                closed = Some(p);
                 w.drop_lease(p)?;
                 // Conversation-only unless this turn's before-snapshot proves its end (see
                 // `Superseded`): that is decided in the capture's commit.
@@ -180,7 +182,7 @@ impl Session {
             if let Some(lease) = &lease {
                 w.put_lease(number, lease)?;
             }
-            Ok(number)
+            Ok((number, closed))
         })?;
         if let Some(why) = &self.ws.conversation_only() {
             // Nothing is captured here: the turn is conversation-only from the start.
@@ -205,6 +207,18 @@ impl Session {
                             root: ObjectId,
                             seen: &Captured<'_>|
                  -> Result<(), StoreError> {
+                    // What changed before the turn began is not the turn's.
+                    // (and what changed since a turn it closed stopped is that turn's).
+                    super::ledger::in_capture(
+                        tx,
+                        &session.ws.store().reader()?,
+                        seen,
+                        root,
+                        super::ledger::Window {
+                            began: Some((session.key, number)),
+                            ran: closed.map(|p| (session.key, p)),
+                        },
+                    )?;
                     let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
                     if !matches!(*g, Slot::Running) {
                         return Ok(());
@@ -448,6 +462,17 @@ impl Session {
                     root: ObjectId,
                     seen: &Captured<'_>|
          -> Result<(), StoreError> {
+            // The turn it extends ran meanwhile.
+            super::ledger::in_capture(
+                tx,
+                &self.ws.store().reader()?,
+                seen,
+                root,
+                super::ledger::Window {
+                    began: None,
+                    ran: Some((self.key, n)),
+                },
+            )?;
             let w = Writer::new(tx, self.key)?;
             let state = w.state()?;
             let ended_last = matches!(w.last_op()?, Some(Op::TurnEnded { turn, .. }) if turn == n);
@@ -725,7 +750,16 @@ impl Turn {
                     root: ObjectId,
                     seen: &Captured<'_>|
          -> Result<(), StoreError> {
+            // While the turn still runs: what changed meanwhile is its (or its steps').
+            super::ledger::in_capture(
+                tx,
+                &s.ws.store().reader()?,
+                seen,
+                root,
+                super::ledger::Window::default(),
+            )?;
             let w = Writer::new(tx, s.key)?;
+            w.close_steps(number, root)?;
             let state = w.state()?;
             let mut t = w.get_turn(number)?.ok_or_else(|| StoreError::History {
                 path: path.into(),

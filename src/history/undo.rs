@@ -342,25 +342,36 @@ impl Session {
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
         let disk = ex.store_disk(opts.progress)?;
+        // The ledger learns what changed until now (and who could have written it).
+        super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
-        // Paths another session's concurrent turn changed are that turn's: left alone. So
-        // are those a turn of another session still running has changed so far. A turn
-        // still running spans from its start to now.
-        let mut span = t.clone();
-        if span.ended_ms.is_none() {
-            span.after = Some(disk.id);
-            span.ended_ms = Some(now_ms());
-        }
-        let mut theirs = self.concurrent_paths(&span, &reader)?;
-        let ours: std::collections::HashSet<&[u8]> =
-            change.iter().map(|c| c.path.as_bytes()).collect();
-        for (path, why) in self.open_turn_paths(&reader, &disk.id)? {
-            if ours.contains(path.as_bytes()) {
-                theirs.entry(path).or_insert(why);
+        // The ownership rule: paths whose last writer is not this session are left alone.
+        let (mut theirs, unknown) = self.not_mine(change.iter().map(|c| {
+            let d = find(&disk.entries, &c.path);
+            (&c.path, same(d, c.old.as_ref()) || same(d, c.new.as_ref()))
+        }))?;
+        if !unknown.is_empty() {
+            // Paths the ledger never saw written: the time-window rules. Paths another
+            // session's concurrent turn changed are that turn's, and so are those a turn of
+            // another session still running has changed so far (a turn still running spans
+            // from its start to now).
+            let unknown: std::collections::HashSet<RelPath> = unknown.into_iter().collect();
+            let mut span = t.clone();
+            if span.ended_ms.is_none() {
+                span.after = Some(disk.id);
+                span.ended_ms = Some(now_ms());
+            }
+            let legacy = self
+                .concurrent_paths(&span, &reader)?
+                .into_iter()
+                .chain(self.open_turn_paths(&reader, &disk.id)?);
+            for (path, why) in legacy {
+                if unknown.contains(&path) {
+                    theirs.entry(path).or_insert(why);
+                }
             }
         }
-        drop(ours);
         change.retain(|c| !theirs.contains_key(&c.path));
         if !theirs.is_empty() && change.iter().all(is_nested) {
             // Nothing of the turn is ours to restore: say so, and leave the cursor.

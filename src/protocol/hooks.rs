@@ -99,9 +99,30 @@ impl Agent {
     #[must_use]
     pub fn events(self) -> &'static [&'static str] {
         match self {
-            Agent::ClaudeCode => &["UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"],
+            Agent::ClaudeCode => &[
+                "UserPromptSubmit",
+                "Stop",
+                "SessionStart",
+                "SessionEnd",
+                "PreToolUse",
+                "PostToolUse",
+            ],
             Agent::Codex => &["UserPromptSubmit", "Stop", "SessionStart"],
             Agent::Gemini => &["BeforeAgent", "AfterAgent", "SessionStart", "SessionEnd"],
+        }
+    }
+
+    /// Whether `name` is this agent's event for the start (true) or the end (false) of a
+    /// tool call.
+    fn tool_event(self, name: &str) -> Option<bool> {
+        match (self, name) {
+            (Agent::ClaudeCode | Agent::Codex, "PreToolUse") | (Agent::Gemini, "BeforeTool") => {
+                Some(true)
+            }
+            (Agent::ClaudeCode | Agent::Codex, "PostToolUse") | (Agent::Gemini, "AfterTool") => {
+                Some(false)
+            }
+            _ => None,
         }
     }
 
@@ -323,6 +344,9 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     let field = |k: &str| event.get(k).and_then(Value::as_str);
     let name = field("hook_event_name").ok_or("no hook_event_name in the hook input")?;
     let ends = name == agent.stop_event() || name == "SessionEnd";
+    if let Some(start) = agent.tool_event(name) {
+        return tool_step(agent, event, config, start);
+    }
     if name != agent.prompt_event() && !ends && name != "SessionStart" {
         return Ok(agent.quiet());
     }
@@ -436,6 +460,81 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         reason.push_str(agent.conversation_note(command == PromptCommand::Redo));
     }
     Ok(agent.block(&reason))
+}
+
+/// What a tool call can write: `Some(files)` for an edit tool (the files it names), `Some([])`
+/// for a shell tool (anything), None for a tool that writes nothing in the workspace.
+fn tool_writes(tool: &str, input: &Value) -> Option<Vec<String>> {
+    let text = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
+    match tool {
+        "Bash" | "run_shell_command" | "shell" | "local_shell" | "exec_command" => Some(Vec::new()),
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "write_file" | "replace" | "edit" => {
+            let files: Vec<String> = ["file_path", "notebook_path", "absolute_path", "path"]
+                .iter()
+                .filter_map(|k| text(k))
+                .take(1)
+                .collect();
+            // An edit tool that names no file may write anything.
+            Some(files)
+        }
+        _ => None,
+    }
+}
+
+/// One line of a tool call's input for its step: a shell tool's command, else its file.
+fn tool_summary(input: &Value) -> String {
+    for k in [
+        "command",
+        "file_path",
+        "notebook_path",
+        "absolute_path",
+        "path",
+    ] {
+        match input.get(k) {
+            Some(Value::String(s)) => return s.clone(),
+            Some(Value::Array(a)) => {
+                let words: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
+                return words.join(" ");
+            }
+            _ => {}
+        }
+    }
+    String::new()
+}
+
+/// A tool call's start or end: a step of the session's running turn (see
+/// [`crate::history`]'s steps). Tools that write nothing in the workspace are not steps.
+fn tool_step(
+    agent: Agent,
+    event: &Value,
+    config: &Config,
+    start: bool,
+) -> Result<HookOutput, String> {
+    let field = |k: &str| event.get(k).and_then(Value::as_str);
+    let tool = field("tool_name").unwrap_or_default();
+    let input = event.get("tool_input").cloned().unwrap_or(Value::Null);
+    let Some(files) = tool_writes(tool, &input) else {
+        return Ok(agent.quiet());
+    };
+    let id = field("session_id").ok_or("no session_id in the hook input")?;
+    let remembered = Remembered::new(config.home(), agent, id);
+    let Some(root) = remembered.root().or_else(|| {
+        crate::home::resolve_root(Path::new(field("cwd")?))
+            .ok()
+            .map(|r| r.path)
+    }) else {
+        return Ok(agent.quiet());
+    };
+    let ws = Workspace::open(&root, config).map_err(|e| e.to_string())?;
+    let session = ws.session(id).for_agent(agent.name()).owned_by(agent_pid());
+    let call = field("tool_use_id").unwrap_or_default();
+    let done = if start {
+        session.begin_step(call, tool, &tool_summary(&input), &files)
+    } else {
+        session.end_step(call)
+    };
+    done.map_err(|e| e.to_string())?;
+    Ok(agent.quiet())
 }
 
 /// Whether a stop event naming turn `stop` (Codex's `turn_id`) is about another turn than

@@ -141,7 +141,7 @@ impl Target {
     }
 
     /// The hook group (one entry, running `command`) added to each event's list.
-    fn group<'a>(&self, command: &'a str) -> Group<'a> {
+    fn group<'a>(&self, command: &'a str, event: &str) -> Group<'a> {
         let entry = match self.agent {
             // Gemini's timeouts are in milliseconds; its `name` is what `/hooks` shows.
             Agent::Gemini => Entry {
@@ -157,7 +157,11 @@ impl Target {
                 timeout: 60,
             },
         };
-        Group { hooks: [entry] }
+        let matcher = matches!(event, "PreToolUse" | "PostToolUse").then_some(WRITING_TOOLS);
+        Group {
+            matcher,
+            hooks: [entry],
+        }
     }
 
     /// The slash-command files and their text. Claude Code runs its own `/undo` and
@@ -228,8 +232,14 @@ impl Target {
 /// A hook group as retrace writes it (the fields in this order).
 #[derive(Serialize)]
 struct Group<'a> {
+    /// The tools a tool event's hook runs for (those that can write in the workspace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matcher: Option<&'static str>,
     hooks: [Entry<'a>; 1],
 }
+
+/// The tools whose calls are steps (see `hooks::tool_writes`), as a hook matcher.
+const WRITING_TOOLS: &str = "Bash|Edit|Write|MultiEdit|NotebookEdit";
 
 /// A hook entry as retrace writes it.
 #[derive(Serialize)]
@@ -1095,7 +1105,7 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
                 };
                 continue;
             }
-            text = append(&text, list, None, &target.group(command), &style)?;
+            text = append(&text, list, None, &target.group(command, event), &style)?;
             added.push(*event);
             let before = hooks_before.and_then(|(_, h)| h.member(event));
             note(event, empty_before(before));

@@ -90,11 +90,11 @@ impl Faults {
     /// # Errors
     /// `ENOSPC` for the write `RETRACE_FAULT_FAIL_WRITE` names.
     pub fn writing(&self) -> std::io::Result<()> {
+        // Once per process: the restore that puts the workspace back writes normally.
+        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         let Some(at) = self.fail_write else {
             return Ok(());
         };
-        // Once per process: the restore that puts the workspace back writes normally.
-        static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if self.writes.fetch_add(1, Ordering::SeqCst) + 1 == at
             && !FIRED.swap(true, Ordering::SeqCst)
         {

@@ -22,11 +22,17 @@ pub const JOURNAL_VERSION: u8 = 1;
 /// above supplies it (the history: the session's op), so restore knows nothing of sessions.
 /// It is kept in the journal, so a recovery can record it too.
 pub trait Then: Serialize + DeserializeOwned + Clone {
-    /// Writes the record inside `tx`, with `snapshot` (what the disk now equals).
+    /// Writes the record inside `tx`, with `snapshot` (what the disk now equals); `reader`
+    /// reads the store as committed before `tx` (the snapshot's trees included).
     ///
     /// # Errors
     /// [`StoreError`] from the writes; nothing is committed then.
-    fn record(self, tx: &WriteTx<'_>, snapshot: ObjectId) -> Result<(), StoreError>;
+    fn record(
+        self,
+        tx: &WriteTx<'_>,
+        snapshot: ObjectId,
+        reader: &crate::store::StoreReader,
+    ) -> Result<(), StoreError>;
 }
 
 /// A restore in progress.

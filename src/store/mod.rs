@@ -1627,6 +1627,8 @@ impl StoreReader {
             one(tx, schema::SESSION_NAMES),
             one(tx, schema::LEASES),
             one(tx, schema::REVERTS),
+            one(tx, schema::STEPS),
+            one(tx, schema::LEDGER),
             one(tx, schema::JOURNAL),
             one(tx, schema::STAGED),
         ];

@@ -44,6 +44,13 @@ pub const LEASES: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::ne
 /// [`crate::history::record::RevertRecord`]: the turn is a revert of an earlier turn
 /// (`retrace revert`), not an agent's.
 pub const REVERTS: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("reverts");
+/// `steps`: (session key, turn number × 2²⁰ + step number) → postcard
+/// [`crate::history::record::StepRecord`]: one tool call of a turn.
+pub const STEPS: TableDefinition<(&[u8; 32], u64), &[u8]> = TableDefinition::new("steps");
+/// `ledger`: workspace-relative path bytes → postcard
+/// [`crate::history::ledger::LedgerEntry`]: who last wrote the path, and the version they
+/// left there.
+pub const LEDGER: TableDefinition<&[u8], &[u8]> = TableDefinition::new("ledger");
 /// `staged`: row number → the index records of objects a capture appended to the pack log
 /// and has not indexed yet, in id order: per object its 32-byte id, the record's length
 /// (u16 little endian) and the postcard [`crate::object::ObjectRecord`]. The capture that
@@ -84,6 +91,11 @@ pub const META_COMPACTED: &str = "compacted";
 /// Warnings a background maintenance pass left for the next command to print, UTF-8, one
 /// per line; absent when there are none (taken, printed and removed by that command).
 pub const META_WARNINGS: &str = "warnings";
+/// Root tree id of the snapshot the ledger was last brought up to date with, 32 bytes.
+pub const META_LEDGER_AT: &str = "ledger_at";
+/// Paths writers claimed since the ledger was last brought up to date (an edit tool's files
+/// at its step's end), postcard; the next update gives each the version it then finds.
+pub const META_LEDGER_CLAIMS: &str = "ledger_claims";
 /// Root tree id of the workspace's last known state (last captured or restored), 32 bytes.
 pub const META_LAST_KNOWN: &str = "last_known";
 

@@ -9,7 +9,10 @@ use std::path::Path;
 
 use redb::{ReadableTable, TableDefinition, TableError};
 
-use super::schema::{CHECKPOINTS, JOURNAL, LEASES, OPLOG, REVERTS, SESSION_NAMES, SESSIONS, TURNS};
+use super::schema::{
+    CHECKPOINTS, JOURNAL, LEASES, LEDGER, META, META_LEDGER_AT, META_LEDGER_CLAIMS, OPLOG, REVERTS,
+    SESSION_NAMES, SESSIONS, STEPS, TURNS,
+};
 use crate::error::StoreError;
 
 /// A session's key in the store (see [`crate::history::db::SessionKey`]).
@@ -30,6 +33,8 @@ pub enum Rows {
     Names,
     /// `reverts`: turn number → revert record of a turn that reverted another.
     Reverts,
+    /// `steps`: turn number × 2²⁰ + step number → step record (one tool call of a turn).
+    Steps,
 }
 
 type RowsDef = TableDefinition<'static, (&'static Key, u64), &'static [u8]>;
@@ -43,6 +48,7 @@ impl Rows {
             Rows::Leases => LEASES,
             Rows::Names => SESSION_NAMES,
             Rows::Reverts => REVERTS,
+            Rows::Steps => STEPS,
         }
     }
 }
@@ -91,6 +97,31 @@ macro_rules! reads {
             let t = open_read!(self.tx, table.def(), e);
             for item in t
                 .range((key, 0)..=(key, u64::MAX))
+                .map_err(|x| e(x.into()))?
+            {
+                let (k, v) = item.map_err(|x| e(x.into()))?;
+                f(k.value().1, v.value())?;
+            }
+            Ok(())
+        }
+
+        /// Calls `f` with each row of session `key` in `table` numbered `first..=last`, in
+        /// number order.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`], or `f`'s error.
+        pub fn each_row_in(
+            &self,
+            table: Rows,
+            key: &Key,
+            first: u64,
+            last: u64,
+            mut f: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+        ) -> Result<(), StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, table.def(), e);
+            for item in t
+                .range((key, first)..=(key, last))
                 .map_err(|x| e(x.into()))?
             {
                 let (k, v) = item.map_err(|x| e(x.into()))?;
@@ -170,6 +201,58 @@ macro_rules! reads {
             Ok(out)
         }
 
+        /// The ledger entry of `path` (who last wrote it), if any.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn ledger(&self, path: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, LEDGER, e);
+            let v = t.get(path).map_err(|x| e(x.into()))?;
+            Ok(v.map(|v| v.value().to_vec()))
+        }
+
+        /// Every ledger entry, in path order.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn ledger_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, LEDGER, e);
+            let mut out = Vec::new();
+            for item in t.iter().map_err(|x| e(x.into()))? {
+                let (k, v) = item.map_err(|x| e(x.into()))?;
+                out.push((k.value().to_vec(), v.value().to_vec()));
+            }
+            Ok(out)
+        }
+
+        /// The snapshot the ledger was last brought up to date with.
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn ledger_at(&self) -> Result<Option<crate::object::ObjectId>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, META, e);
+            let v = t.get(META_LEDGER_AT).map_err(|x| e(x.into()))?;
+            Ok(v.and_then(|v| {
+                <[u8; 32]>::try_from(v.value())
+                    .ok()
+                    .map(crate::object::ObjectId)
+            }))
+        }
+
+        /// The claims waiting for the ledger's next update (encoded by the history).
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn ledger_claims(&self) -> Result<Option<Vec<u8>>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, META, e);
+            let v = t.get(META_LEDGER_CLAIMS).map_err(|x| e(x.into()))?;
+            Ok(v.map(|v| v.value().to_vec()))
+        }
+
         /// The restore journal's record, if a restore is in progress or was interrupted.
         ///
         /// # Errors
@@ -225,6 +308,24 @@ impl WriteTx<'_> {
         Ok(())
     }
 
+    /// Removes the rows of session `key` in `table` numbered `first..=last`.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn remove_rows_between(
+        &self,
+        table: Rows,
+        key: &Key,
+        first: u64,
+        last: u64,
+    ) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(table.def()).map_err(|x| e(x.into()))?;
+        t.retain_in((key, first)..=(key, last), |_, _| false)
+            .map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
     /// Removes the rows of session `key` in `table` numbered `..=last` (all of them when
     /// `last` is `u64::MAX`).
     ///
@@ -258,6 +359,57 @@ impl WriteTx<'_> {
         let mut t = self.tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
         t.remove(key).map_err(|x| e(x.into()))?;
         Ok(())
+    }
+
+    /// Writes (or replaces) the ledger entry of `path`.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn put_ledger(&self, path: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(LEDGER).map_err(|x| e(x.into()))?;
+        t.insert(path, value).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Removes the ledger entries for which `drop` answers true.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn retain_ledger(
+        &self,
+        mut drop: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(LEDGER).map_err(|x| e(x.into()))?;
+        t.retain(|k, v| !drop(k, v)).map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Records the snapshot the ledger is now up to date with.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn set_ledger_at(&self, root: crate::object::ObjectId) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(META).map_err(|x| e(x.into()))?;
+        t.insert(META_LEDGER_AT, root.0.as_slice())
+            .map_err(|x| e(x.into()))?;
+        Ok(())
+    }
+
+    /// Replaces the claims waiting for the ledger's next update (None: there are none).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn set_ledger_claims(&self, value: Option<&[u8]>) -> Result<(), StoreError> {
+        let e = db_error(self.path);
+        let mut t = self.tx.open_table(META).map_err(|x| e(x.into()))?;
+        match value {
+            Some(v) => t.insert(META_LEDGER_CLAIMS, v).map(|_| ()),
+            None => t.remove(META_LEDGER_CLAIMS).map(|_| ()),
+        }
+        .map_err(|x| e(x.into()))
     }
 
     /// Writes the restore journal's record.

@@ -136,12 +136,13 @@ impl Exclusive<'_> {
             let c = self.record(Some(format!("after {}", j.what)), progress)?;
             (c.id, Some(c), None)
         };
-        let recorded = self
-            .store
-            .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
-                finish(tx, j.then, snapshot)
-            })
-            .map(|_| ());
+        let recorded = self.store.reader().and_then(|fresh| {
+            self.store
+                .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
+                    finish(tx, j.then, snapshot, &fresh)
+                })
+                .map(|_| ())
+        });
         Ok(Finished {
             applied,
             snapshot,
@@ -257,8 +258,9 @@ impl Exclusive<'_> {
                 // The files cannot be restored as the journal says (a name the filesystem
                 // refuses, a directory replaced): a recovery must never be stuck for good.
                 // The disk as found is kept above; the operation is dropped, unclaimed.
-                self.store
-                    .write_with(Vec::new(), None, None, |tx| finish::<T>(tx, None, disk.id))?;
+                self.store.write_with(Vec::new(), None, None, |tx| {
+                    finish::<T>(tx, None, disk.id, &reader)
+                })?;
                 return Ok(Some(format!(
                     "an interrupted {} (started by process {}) cannot be completed ({e}); it \
                      was abandoned and its history left as it was; the disk as found is kept \
@@ -297,8 +299,9 @@ impl Exclusive<'_> {
         } else {
             None
         };
+        let fresh = self.store.reader()?;
         self.store
-            .write_with(frames, None, Some(now), |tx| finish(tx, then, now))?;
+            .write_with(frames, None, Some(now), |tx| finish(tx, then, now, &fresh))?;
         let mut msg = if missed.is_empty() {
             format!(
                 "recovered an interrupted {} (started by process {}): completed it ({} written, \
@@ -389,10 +392,11 @@ fn finish<T: Then>(
     tx: &crate::store::WriteTx<'_>,
     then: Option<T>,
     snapshot: ObjectId,
+    reader: &StoreReader,
 ) -> Result<(), StoreError> {
     journal::clear(tx)?;
     match then {
-        Some(then) => then.record(tx, snapshot),
+        Some(then) => then.record(tx, snapshot, reader),
         None => Ok(()),
     }
 }

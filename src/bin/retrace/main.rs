@@ -165,6 +165,12 @@ enum Command {
         #[command(subcommand)]
         action: TurnAction,
     },
+    /// Begin or end a step of the running turn: one tool call of the agent (what an adapter
+    /// calls around each tool that can write).
+    Step {
+        #[command(subcommand)]
+        action: StepAction,
+    },
     /// Step back over the session's newest applied turn.
     Undo {
         /// What to restore.
@@ -350,6 +356,39 @@ enum TurnAction {
         /// The conversation leaf now (redo returns to it).
         #[arg(long)]
         anchor: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum StepAction {
+    /// Record the start of a tool call; a shell tool's is captured first (the
+    /// `step_captures` setting says when), so that what it destroys can be brought back.
+    Begin {
+        /// The tool's name (`Bash`, `Edit`, ...).
+        #[arg(long)]
+        tool: String,
+        /// One line of its input: the command, the file.
+        #[arg(long, default_value = "")]
+        summary: String,
+        /// The host's id of the tool call (matches its end).
+        #[arg(long, default_value = "")]
+        call: String,
+        /// A file an edit tool writes (repeatable); none: a shell tool, which may write
+        /// anything.
+        #[arg(long = "file", value_name = "PATH")]
+        files: Vec<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record the end of a tool call (a shell tool's is captured after it).
+    End {
+        /// The host's id of the tool call; empty: the newest step still running.
+        #[arg(long, default_value = "")]
+        call: String,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -949,6 +988,26 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Turn {
             action: TurnAction::Round { anchor },
         } => history::round(&session(dir, sid, Pick::Open)?, anchor),
+        Command::Step {
+            action:
+                StepAction::Begin {
+                    tool,
+                    summary,
+                    call,
+                    files,
+                    json,
+                },
+        } => history::step_begin(
+            &session(dir, sid, Pick::Open)?,
+            &call,
+            &tool,
+            &summary,
+            &files,
+            json,
+        ),
+        Command::Step {
+            action: StepAction::End { call, json },
+        } => history::step_end(&session(dir, sid, Pick::Open)?, &call, json),
         Command::Undo { mode, force, json } => {
             history::undo(&session(dir, sid, Pick::History)?, mode.into(), force, json)
         }

@@ -171,6 +171,56 @@ pub fn round(s: &Session, anchor: String) -> Result<u8> {
     }
 }
 
+/// `retrace step begin`.
+pub fn step_begin(
+    s: &Session,
+    call: &str,
+    tool: &str,
+    summary: &str,
+    files: &[String],
+    json: bool,
+) -> Result<u8> {
+    let step = s.begin_step(call, tool, summary, files)?;
+    print_step(step.as_ref(), "began", json)
+}
+
+/// `retrace step end`.
+pub fn step_end(s: &Session, call: &str, json: bool) -> Result<u8> {
+    let step = s.end_step(call)?;
+    print_step(step.as_ref(), "ended", json)
+}
+
+fn print_step(step: Option<&retrace::StepInfo>, verb: &str, json: bool) -> Result<u8> {
+    let Some(step) = step else {
+        let message = "no turn of this session is running (or no such step): nothing recorded";
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"result": "no_step", "ok": false, "message": message})
+            );
+        } else {
+            println!("{message}");
+        }
+        return Ok(REFUSED);
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"result": "ok", "ok": true, "turn": step.turn,
+                "step": step.step, "snapshot": step.snapshot.map(|id| id.to_string())})
+        );
+    } else {
+        println!(
+            "step turn:{}.{} {verb}{}",
+            step.turn,
+            step.step,
+            step.snapshot
+                .map_or(String::new(), |id| format!(" (snapshot {})", id.short()))
+        );
+    }
+    Ok(OK)
+}
+
 /// `retrace turn end`.
 pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
     let Some(sum) = s.end_turn(anchor)? else {

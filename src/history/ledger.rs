@@ -1,0 +1,493 @@
+//! The ledger: per path, who last wrote it and the version they left there.
+//!
+//! Writers are the sessions' steps (tool calls) and turns, retrace's own operations (undo,
+//! redo, revert, restore, navigate: of a session or of the user) and the user (anything
+//! written while no tool call of any session ran). The ledger is brought up to date at
+//! every point where the set of running writers changes (a turn's or a shell step's
+//! capture, an operation's look at the disk) from the snapshot it was last brought up to
+//! date with (`ledger_at`) to the disk now: each path that changed in between was written
+//! by whoever could write it during that window ([`attribute`]); several sessions' tool
+//! calls at once make it ambiguous ([`Writer::Several`]). An edit tool's step claims the
+//! files it names at its end ([`claim`]) without a capture, and an operation claims the
+//! paths it wrote in the commit that records it. A path whose disk version is the one the
+//! ledger holds keeps its writer: the entry names a version, not a time.
+//!
+//! The ownership rule ([`super::ownership`]) reads it. Entries of deleted paths go with
+//! retention; `docs/format.md` has the record.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::db::{STEP_MASK, SessionKey, step_row};
+use super::record::{HISTORY_VERSION, StepRecord, TurnRecord, TurnState, decode, encode};
+use crate::diff::Change;
+use crate::error::StoreError;
+use crate::object::{EntryKind, ObjectId};
+use crate::store::{Rows, WriteTx, now_ms};
+
+/// Who wrote a path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Writer {
+    /// Written while no tool call of any session ran: the user (an editor, a terminal).
+    User,
+    /// A session's turn: one of its steps (`step`), or the turn as a whole (a turn whose
+    /// agent reports no steps, or several of its own steps at once).
+    Turn {
+        /// The session's key.
+        session: [u8; 32],
+        /// The turn.
+        turn: u64,
+        /// The step, when exactly one ran.
+        step: Option<u64>,
+    },
+    /// One of retrace's operations: of a session (`undo of turn 3`), or of the user (no
+    /// session: `restore 3f2a9c1e -- src/app.rs`).
+    Op {
+        /// The session it was done for.
+        session: Option<[u8; 32]>,
+        /// What it was.
+        what: String,
+    },
+    /// Tool calls of several sessions ran at once: any of them may have written it.
+    Several(Vec<Writer>),
+}
+
+impl Writer {
+    /// Whether session `key` is (one of) the writer(s) by itself: its turn or step, or an
+    /// operation done for it.
+    #[must_use]
+    pub fn is_session(&self, key: &SessionKey) -> bool {
+        match self {
+            Writer::Turn { session, .. } => *session == key.0,
+            Writer::Op { session, .. } => *session == Some(key.0),
+            Writer::User | Writer::Several(_) => false,
+        }
+    }
+
+    /// One line for messages: "session 3f2a9c1e, turn 4 step 3", "the user", "undo of turn
+    /// 2 of session 3f2a9c1e", "ambiguous: ... at once". `name` names a session; `running`
+    /// says whether a session's turn still runs (then said: "which is still running").
+    #[must_use]
+    pub fn describe(
+        &self,
+        name: &dyn Fn(&[u8; 32]) -> String,
+        running: &dyn Fn(&[u8; 32], u64) -> bool,
+    ) -> String {
+        let still = |s: &[u8; 32], t: u64| {
+            if running(s, t) {
+                ", which is still running"
+            } else {
+                ""
+            }
+        };
+        match self {
+            Writer::User => "the user (outside every tool call)".into(),
+            Writer::Turn {
+                session,
+                turn,
+                step: Some(k),
+            } => format!(
+                "session {}, turn {turn} step {k}{}",
+                name(session),
+                still(session, *turn)
+            ),
+            Writer::Turn {
+                session,
+                turn,
+                step: None,
+            } => format!(
+                "session {}, turn {turn}{}",
+                name(session),
+                still(session, *turn)
+            ),
+            Writer::Op {
+                session: Some(s),
+                what,
+            } => format!("{what} of session {}", name(s)),
+            Writer::Op {
+                session: None,
+                what,
+            } => format!("{what} by the user"),
+            Writer::Several(all) => {
+                let names: Vec<String> = all.iter().map(|w| w.describe(name, running)).collect();
+                format!(
+                    "tool calls of several sessions at once ({})",
+                    names.join("; ")
+                )
+            }
+        }
+    }
+}
+
+/// The ledger's record of one path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// Record version ([`HISTORY_VERSION`]).
+    pub version: u8,
+    /// The version the writer left: kind and content id; None when it deleted the path.
+    pub left: Option<(EntryKind, ObjectId)>,
+    /// Who.
+    pub writer: Writer,
+    /// Unix milliseconds when the ledger learned of it.
+    pub time_ms: u64,
+    /// The versions written there before, newest first, with their writers (at most
+    /// [`EARLIER`]): a writer whose version the path holds again still owns it.
+    pub earlier: Vec<(Option<(EntryKind, ObjectId)>, Writer)>,
+}
+
+/// Earlier versions an entry keeps.
+pub const EARLIER: usize = 16;
+
+impl LedgerEntry {
+    /// Whether session `key` left the version the path holds now: its last writer, or the
+    /// writer of an earlier identical version.
+    #[must_use]
+    pub fn left_by(&self, key: &SessionKey) -> bool {
+        self.writer.is_session(key)
+            || self
+                .earlier
+                .iter()
+                .any(|(left, w)| *left == self.left && w.is_session(key))
+    }
+}
+
+impl LedgerEntry {
+    /// Decodes an entry.
+    ///
+    /// # Errors
+    /// A message for a record that does not decode.
+    pub fn decode(bytes: &[u8]) -> Result<LedgerEntry, String> {
+        decode(bytes)
+    }
+}
+
+/// What the records, read at an update, say wrongly about the window since the last one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Window {
+    /// The turn whose before-snapshot this is: recorded as running, it did not run yet.
+    pub began: Option<(SessionKey, u64)>,
+    /// A turn closed in the same commit (a newer turn superseded it) or reopened (a second
+    /// stop extends it): it ran in the window.
+    pub ran: Option<(SessionKey, u64)>,
+}
+
+/// A writer that may be writing now, and where.
+struct Running {
+    writer: Writer,
+    /// The paths it may write: None for any path.
+    only: Option<HashSet<Vec<u8>>>,
+}
+
+/// The version an entry of a flat list stands for.
+fn left_of(e: Option<&crate::capture::FlatEntry>) -> Option<(EntryKind, ObjectId)> {
+    e.filter(|e| e.kind != EntryKind::Dir)
+        .map(|e| (e.kind, e.id))
+}
+
+/// Every writer running now: per session, its pending turn's running steps, or the turn
+/// itself while it has recorded no step yet.
+fn running(tx: &WriteTx<'_>) -> Result<Vec<Running>, StoreError> {
+    let bad = |d: String| StoreError::History {
+        path: tx.path().into(),
+        detail: d,
+    };
+    let mut out = Vec::new();
+    for (key, _) in tx.sessions()? {
+        let Some((_, bytes)) = tx.last_row(Rows::Turns, &key)? else {
+            continue;
+        };
+        let t: TurnRecord = decode(&bytes).map_err(bad)?;
+        if t.state != TurnState::Pending || t.ended_ms.is_some() {
+            continue;
+        }
+        let mut steps: Vec<StepRecord> = Vec::new();
+        let mut any = false;
+        let (first, last) = (step_row(t.number, 0), step_row(t.number, STEP_MASK));
+        tx.each_row_in(Rows::Steps, &key, first, last, |_, v| {
+            let s: StepRecord = decode(v).map_err(bad)?;
+            any = true;
+            if s.ended_ms.is_none() {
+                steps.push(s);
+            }
+            Ok(())
+        })?;
+        if !any {
+            out.push(Running {
+                writer: Writer::Turn {
+                    session: key,
+                    turn: t.number,
+                    step: None,
+                },
+                only: None,
+            });
+        }
+        for s in steps {
+            out.push(Running {
+                writer: Writer::Turn {
+                    session: key,
+                    turn: t.number,
+                    step: Some(s.number),
+                },
+                only: (!s.shell()).then(|| s.files.iter().cloned().collect()),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Who wrote `path` in a window where `running` ran: the user when none could; one
+/// session's turn (its step when exactly one step could); several sessions otherwise.
+fn attribute(path: &[u8], running: &[Running]) -> Writer {
+    let could: Vec<&Writer> = running
+        .iter()
+        .filter(|r| r.only.as_ref().is_none_or(|o| o.contains(path)))
+        .map(|r| &r.writer)
+        .collect();
+    let Some(first) = could.first() else {
+        return Writer::User;
+    };
+    let turn_of = |w: &Writer| match w {
+        Writer::Turn { session, turn, .. } => Some((*session, *turn)),
+        _ => None,
+    };
+    if could.len() == 1 {
+        return (*first).clone();
+    }
+    if let Some((session, turn)) = turn_of(first)
+        && could.iter().all(|w| turn_of(w) == Some((session, turn)))
+    {
+        // Several steps of one turn (parallel tool calls, a subagent's): the turn's.
+        return Writer::Turn {
+            session,
+            turn,
+            step: None,
+        };
+    }
+    let mut sessions: Vec<Writer> = Vec::new();
+    for w in could {
+        let w = match turn_of(w) {
+            Some((session, turn)) => Writer::Turn {
+                session,
+                turn,
+                step: None,
+            },
+            None => w.clone(),
+        };
+        if !sessions.contains(&w) {
+            sessions.push(w);
+        }
+    }
+    Writer::Several(sessions)
+}
+
+fn put(
+    tx: &WriteTx<'_>,
+    path: &[u8],
+    left: Option<(EntryKind, ObjectId)>,
+    writer: Writer,
+) -> Result<(), StoreError> {
+    let mut earlier = Vec::new();
+    if let Some(old) = entry(tx, path)? {
+        earlier.push((old.left, old.writer));
+        earlier.extend(old.earlier);
+        earlier.truncate(EARLIER);
+    }
+    let rec = LedgerEntry {
+        version: HISTORY_VERSION,
+        left,
+        writer,
+        time_ms: now_ms(),
+        earlier,
+    };
+    let bytes = encode(&rec).map_err(|detail| StoreError::Encode {
+        path: tx.path().into(),
+        detail,
+    })?;
+    tx.put_ledger(path, &bytes)
+}
+
+/// The entry of `path` inside `tx`, if any (an entry that does not decode counts as none:
+/// the path is then nobody's in particular).
+fn entry(tx: &WriteTx<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreError> {
+    Ok(tx.ledger(path)?.and_then(|b| LedgerEntry::decode(&b).ok()))
+}
+
+/// Brings the ledger up to date with snapshot `root`, given `changes` from the snapshot it
+/// was last brought up to date with (`from`, see [`from`]): each changed path whose version
+/// is not the one its entry names was written by whoever could write it meanwhile (the
+/// writers running now, as `window` corrects them).
+///
+/// # Errors
+/// [`StoreError`] from the tables.
+pub fn bring_up_to_date(
+    tx: &WriteTx<'_>,
+    changes: &[Change],
+    root: ObjectId,
+    window: Window,
+) -> Result<(), StoreError> {
+    let claimed = claims(tx);
+    if !claimed.is_empty() {
+        tx.set_ledger_claims(None)?;
+    }
+    let claimed: std::collections::HashMap<Vec<u8>, Writer> = claimed.into_iter().collect();
+    // Claimed paths that did not change keep their version, now the claimer's.
+    for (path, writer) in &claimed {
+        if changes
+            .binary_search_by(|c| c.path.as_bytes().cmp(path))
+            .is_err()
+            && let Some(mut e) = entry(tx, path)?
+        {
+            e.writer = writer.clone();
+            put(tx, path, e.left, e.writer)?;
+        }
+    }
+    if !changes.is_empty() {
+        let mut running = running(tx)?;
+        // A turn whose before-snapshot this is did not run in the window before it.
+        if let Some((key, turn)) = window.began {
+            running.retain(|r| {
+                !matches!(r.writer, Writer::Turn { session, turn: t, .. } if session == key.0 && t == turn)
+            });
+        }
+        if let Some((key, turn)) = window.ran {
+            running.push(Running {
+                writer: Writer::Turn {
+                    session: key.0,
+                    turn,
+                    step: None,
+                },
+                only: None,
+            });
+        }
+        for c in changes {
+            let left = left_of(c.new.as_ref());
+            if let Some(writer) = claimed.get(c.path.as_bytes()) {
+                put(tx, &c.path, left, writer.clone())?;
+                continue;
+            }
+            if entry(tx, &c.path)?.is_some_and(|e| e.left == left) {
+                continue;
+            }
+            put(tx, &c.path, left, attribute(&c.path, &running))?;
+        }
+    }
+    tx.set_ledger_at(root)
+}
+
+/// [`bring_up_to_date`] in a capture's commit, from what the capture saw (`seen`, its root
+/// `root`), over `window`. A ledger snapshot that can no
+/// longer be read (collected, damaged) restarts the ledger here rather than fail a capture.
+///
+/// # Errors
+/// [`StoreError`] from the tables.
+pub fn in_capture(
+    tx: &WriteTx<'_>,
+    reader: &crate::store::StoreReader,
+    seen: &crate::capture::Captured<'_>,
+    root: ObjectId,
+    window: Window,
+) -> Result<(), StoreError> {
+    match from(tx)? {
+        Some(at) if at == root => Ok(()),
+        Some(at) => match seen.changes_from(reader, &at, &root) {
+            Ok(changes) => bring_up_to_date(tx, &changes, root, window),
+            Err(_) => tx.set_ledger_at(root),
+        },
+        None => tx.set_ledger_at(root),
+    }
+}
+
+/// [`bring_up_to_date`] with stored snapshot `root` (the disk an operation found), in its
+/// own commit.
+///
+/// # Errors
+/// [`StoreError`] from the store.
+pub fn up_to(store: &crate::store::Store, root: ObjectId) -> Result<(), StoreError> {
+    let reader = store.reader()?;
+    store.write_with(Vec::new(), None, None, |tx| match from(tx)? {
+        Some(at) if at == root => Ok(()),
+        Some(at) => match crate::diff::changes(&reader, &at, &root) {
+            Ok(changes) => bring_up_to_date(tx, &changes, root, Window::default()),
+            Err(_) => tx.set_ledger_at(root),
+        },
+        None => tx.set_ledger_at(root),
+    })?;
+    Ok(())
+}
+
+/// [`claim_changes`] in its own commit, after an operation recorded `root`.
+///
+/// # Errors
+/// [`StoreError`] from the store.
+pub fn claim_result(
+    store: &crate::store::Store,
+    writer: &Writer,
+    root: ObjectId,
+) -> Result<(), StoreError> {
+    let reader = store.reader()?;
+    store.write_with(Vec::new(), None, None, |tx| {
+        claim_changes(tx, &reader, writer, root)
+    })?;
+    Ok(())
+}
+
+/// The snapshot the ledger was last brought up to date with; None for a ledger that never
+/// was (it then starts at the next snapshot: what was there before has no known writer).
+///
+/// # Errors
+/// [`StoreError::Db`].
+pub fn from(tx: &WriteTx<'_>) -> Result<Option<ObjectId>, StoreError> {
+    tx.ledger_at()
+}
+
+/// Records `writer` as the last writer of each path of `changes` (their `new` side is what
+/// it left), and the ledger as up to date with `root`: an operation's own writes, in the
+/// commit that records it. Paths that changed otherwise between the ledger's snapshot and
+/// `root` are brought up to date first.
+///
+/// # Errors
+/// [`StoreError`] from the tables.
+pub fn claim_changes(
+    tx: &WriteTx<'_>,
+    reader: &crate::store::StoreReader,
+    writer: &Writer,
+    root: ObjectId,
+) -> Result<(), StoreError> {
+    let Some(at) = from(tx)? else {
+        return tx.set_ledger_at(root);
+    };
+    let Ok(changes) = crate::diff::changes(reader, &at, &root) else {
+        return tx.set_ledger_at(root);
+    };
+    for c in changes {
+        put(tx, &c.path, left_of(c.new.as_ref()), writer.clone())?;
+    }
+    tx.set_ledger_at(root)
+}
+
+/// Records `writer` as the last writer of `paths` (an edit tool's files at its step's end)
+/// without looking at them: the ledger's next update gives each the version it then finds
+/// (the one it holds when the path did not change).
+///
+/// # Errors
+/// [`StoreError`] from the tables.
+pub fn claim(tx: &WriteTx<'_>, paths: &[Vec<u8>], writer: &Writer) -> Result<(), StoreError> {
+    let mut claims = claims(tx);
+    claims.extend(paths.iter().map(|p| (p.clone(), writer.clone())));
+    let bytes = encode(&(HISTORY_VERSION, claims)).map_err(|detail| StoreError::Encode {
+        path: tx.path().into(),
+        detail,
+    })?;
+    tx.set_ledger_claims(Some(&bytes))
+}
+
+/// The claims waiting for the next update (unreadable ones count as none).
+fn claims(tx: &WriteTx<'_>) -> Vec<(Vec<u8>, Writer)> {
+    tx.ledger_claims()
+        .ok()
+        .flatten()
+        .and_then(|b| decode::<(u8, Vec<(Vec<u8>, Writer)>)>(&b).ok())
+        .map(|(_, c)| c)
+        .unwrap_or_default()
+}

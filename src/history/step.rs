@@ -1,0 +1,372 @@
+//! Steps: every tool call of an agent's turn. The adapters report each call's start and end
+//! ([`Session::begin_step`], [`Session::end_step`]); an edit tool names its files, a shell
+//! tool is bracketed by captures (the `step_captures` setting says when), so that the ledger
+//! ([`super::ledger`]) can tell the agent's writes from the user's and other sessions', and
+//! whatever a shell command destroys was in a snapshot just before it ran.
+
+use serde::Serialize;
+
+use super::db::{self, Writer};
+use super::ledger;
+use super::record::{HISTORY_VERSION, StepRecord, TurnState, truncate};
+use super::{Session, SessionOp};
+use crate::config::StepCaptures;
+use crate::error::{Error, StoreError};
+use crate::object::{ObjectId, RelPath};
+use crate::progress::NoProgress;
+use crate::store::now_ms;
+
+/// Bytes of a step's summary kept.
+pub const MAX_SUMMARY_BYTES: usize = 200;
+
+/// A step as reported back to the adapter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepInfo {
+    /// The turn.
+    pub turn: u64,
+    /// The step's number within it (`turn:N.K`).
+    pub step: u64,
+    /// The snapshot taken (before it, for a begin; after it, for an end), if one was.
+    pub snapshot: Option<ObjectId>,
+}
+
+/// Whether a shell command can destroy work in the checkout (the `auto` and `destructive`
+/// policies capture around these): version-control commands that rewrite files, removal,
+/// moves, in-place edits and redirections that truncate.
+#[must_use]
+pub fn can_destroy(command: &str) -> bool {
+    let words: Vec<&str> = command
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let git = words.windows(2).any(|w| {
+        w[0] == "git"
+            && matches!(
+                w[1],
+                "checkout"
+                    | "restore"
+                    | "reset"
+                    | "stash"
+                    | "clean"
+                    | "switch"
+                    | "rm"
+                    | "mv"
+                    | "apply"
+                    | "am"
+                    | "merge"
+                    | "rebase"
+                    | "pull"
+                    | "cherry-pick"
+                    | "revert"
+            )
+    });
+    let tool = words.iter().any(|w| {
+        matches!(
+            *w,
+            "rm" | "rmdir" | "mv" | "truncate" | "shred" | "unlink" | "dd" | "rsync" | "cp"
+        )
+    });
+    let in_place = words.windows(2).any(|w| {
+        matches!(w[0], "sed" | "perl" | "gsed")
+            && words
+                .iter()
+                .any(|a| a.starts_with("-i") || *a == "--in-place")
+    });
+    let truncating = command.contains('>') && !command.contains(">>")
+        || command.contains(">|")
+        || words.iter().any(|w| w.ends_with('>') && !w.ends_with(">>"));
+    git || tool || in_place || truncating
+}
+
+impl Session {
+    /// Whether a shell step with this command is bracketed by captures, by the
+    /// `step_captures` setting (`auto`: always while a watcher serves the workspace, which
+    /// makes a capture milliseconds; otherwise only around commands that can destroy).
+    fn captures_step(&self, summary: &str) -> bool {
+        match self.ws.settings().step_captures.value {
+            StepCaptures::Always => true,
+            StepCaptures::Off => false,
+            StepCaptures::Destructive => can_destroy(summary),
+            StepCaptures::Auto => {
+                can_destroy(summary)
+                    || crate::watch::socket_path(&self.ws.runtime_dir(), self.ws.root()).exists()
+            }
+        }
+    }
+
+    /// Begins a step of the running turn: tool call `call` (the host's id, to match its end;
+    /// may be empty) of `tool`, with `summary` (the command, the file; cut to 200 bytes).
+    /// `files`: the files an edit tool writes (workspace-relative); empty for a shell tool,
+    /// which is captured before it runs when the `step_captures` setting says so. Returns
+    /// None when no turn of this session runs (the call belongs to no turn) or for a
+    /// subagent's session (its tool calls are its parent's).
+    ///
+    /// # Errors
+    /// [`Error`] when the store or the capture fails.
+    pub fn begin_step(
+        &self,
+        call: &str,
+        tool: &str,
+        summary: &str,
+        files: &[String],
+    ) -> Result<Option<StepInfo>, Error> {
+        if self.subagent {
+            return Ok(None);
+        }
+        let named = !files.is_empty();
+        let files = self.workspace_files(files);
+        if named && files.is_empty() {
+            // An edit tool whose files all lie outside the workspace writes nothing here.
+            return Ok(None);
+        }
+        let Some(turn) = self.running_turn()? else {
+            return Ok(None);
+        };
+        let rec = |number: u64, before: Option<ObjectId>| StepRecord {
+            version: HISTORY_VERSION,
+            turn,
+            number,
+            call: truncate(call.to_string(), MAX_SUMMARY_BYTES),
+            tool: truncate(tool.to_string(), MAX_SUMMARY_BYTES),
+            summary: truncate(one_line(summary), MAX_SUMMARY_BYTES),
+            files: files.iter().map(|f| f.as_bytes().to_vec()).collect(),
+            began_ms: now_ms(),
+            ended_ms: None,
+            before,
+            after: None,
+        };
+        let number = std::cell::Cell::new(None);
+        // The step's record is written in the same commit as the capture before it, after
+        // the ledger took in what changed until then (not the step's).
+        let write = |tx: &crate::store::WriteTx<'_>, before| -> Result<(), StoreError> {
+            let w = Writer::new(tx, self.key)?;
+            if w.state()?.pending != Some(turn) {
+                return Ok(());
+            }
+            let n = w.steps_of(turn)?.len() as u64 + 1;
+            w.step(&rec(n, before))?;
+            number.set(Some(n));
+            Ok(())
+        };
+        if named || !self.captures_step(summary) {
+            self.ws.store().transact(|tx| write(tx, None))?;
+            return Ok(number.get().map(|step| StepInfo {
+                turn,
+                step,
+                snapshot: None,
+            }));
+        }
+        self.ws
+            .recover_if_needed::<SessionOp>(self.ws.history_wait());
+        let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
+        let also = |tx: &crate::store::WriteTx<'_>,
+                    root: ObjectId,
+                    seen: &crate::capture::Captured<'_>|
+         -> Result<(), StoreError> {
+            ledger::in_capture(
+                tx,
+                &self.ws.store().reader()?,
+                seen,
+                root,
+                ledger::Window::default(),
+            )?;
+            write(tx, Some(root))
+        };
+        let cap = lock.record_with(
+            Some(format!("before turn {turn}, {}", one_line(tool))),
+            &NoProgress,
+            &also,
+        )?;
+        Ok(number.get().map(|step| StepInfo {
+            turn,
+            step,
+            snapshot: Some(cap.id),
+        }))
+    }
+
+    /// Ends the running step `call` (empty: the newest step still running) of the running
+    /// turn: a shell step is captured after it (when its start was), an edit step claims
+    /// its files in the ledger. Returns None when no such step runs.
+    ///
+    /// # Errors
+    /// [`Error`] when the store or the capture fails.
+    pub fn end_step(&self, call: &str) -> Result<Option<StepInfo>, Error> {
+        if self.subagent {
+            return Ok(None);
+        }
+        let Some(turn) = self.running_turn()? else {
+            return Ok(None);
+        };
+        let tx = self.ws.store().begin_read()?;
+        let open = db::steps(&tx, &self.key, turn)?
+            .into_iter()
+            .rev()
+            .find(|s| s.ended_ms.is_none() && (call.is_empty() || s.call == call));
+        drop(tx);
+        let Some(step) = open else {
+            return Ok(None);
+        };
+        let number = step.number;
+        let writer = ledger::Writer::Turn {
+            session: self.key.0,
+            turn,
+            step: Some(number),
+        };
+        let close = |tx: &crate::store::WriteTx<'_>, after| -> Result<(), StoreError> {
+            let w = Writer::new(tx, self.key)?;
+            let Some(mut s) = w
+                .steps_of(turn)?
+                .into_iter()
+                .find(|s| s.number == number && s.ended_ms.is_none())
+            else {
+                return Ok(());
+            };
+            if !s.shell() {
+                ledger::claim(tx, &s.files, &writer)?;
+            }
+            s.ended_ms = Some(now_ms());
+            s.after = after;
+            w.step(&s)
+        };
+        if step.before.is_none() {
+            self.ws.store().transact(|tx| close(tx, None))?;
+            return Ok(Some(StepInfo {
+                turn,
+                step: number,
+                snapshot: None,
+            }));
+        }
+        self.ws
+            .recover_if_needed::<SessionOp>(self.ws.history_wait());
+        let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
+        let also = |tx: &crate::store::WriteTx<'_>,
+                    root: ObjectId,
+                    seen: &crate::capture::Captured<'_>|
+         -> Result<(), StoreError> {
+            // While the step still runs: what changed meanwhile is its.
+            ledger::in_capture(
+                tx,
+                &self.ws.store().reader()?,
+                seen,
+                root,
+                ledger::Window::default(),
+            )?;
+            close(tx, Some(root))
+        };
+        let cap = lock.record_with(
+            Some(format!("after turn {turn} step {number}")),
+            &NoProgress,
+            &also,
+        )?;
+        Ok(Some(StepInfo {
+            turn,
+            step: number,
+            snapshot: Some(cap.id),
+        }))
+    }
+
+    /// The steps of turn `turn`.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub fn steps(&self, turn: u64) -> Result<Vec<StepRecord>, Error> {
+        let tx = self.ws.store().begin_read()?;
+        Ok(db::steps(&tx, &self.key, turn)?)
+    }
+
+    /// `files` as workspace-relative paths: absolute ones inside the workspace made
+    /// relative, relative ones taken from the root; those outside (or with `..`) dropped.
+    fn workspace_files(&self, files: &[String]) -> Vec<RelPath> {
+        let root = self.ws.root();
+        files
+            .iter()
+            .filter_map(|f| {
+                let p = std::path::Path::new(f);
+                let rel: std::path::PathBuf = if p.is_absolute() {
+                    if let Ok(r) = p.strip_prefix(root) {
+                        r.to_path_buf()
+                    } else {
+                        // The host may name the workspace by another path to it.
+                        let canon = std::fs::canonicalize(p.parent()?).ok()?;
+                        canon.strip_prefix(root).ok()?.join(p.file_name()?)
+                    }
+                } else {
+                    p.to_path_buf()
+                };
+                let parts: Vec<&std::ffi::OsStr> = rel
+                    .components()
+                    .filter_map(|c| match c {
+                        std::path::Component::Normal(n) => Some(Some(n)),
+                        std::path::Component::CurDir => None,
+                        _ => Some(None),
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                if parts.is_empty() {
+                    return None;
+                }
+                let mut bytes = Vec::new();
+                for (i, n) in parts.iter().enumerate() {
+                    if i > 0 {
+                        bytes.push(b'/');
+                    }
+                    bytes.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(*n));
+                }
+                Some(RelPath::from(bytes))
+            })
+            .collect()
+    }
+
+    /// The turn of this session that runs now, if any.
+    fn running_turn(&self) -> Result<Option<u64>, Error> {
+        let l = self.load()?;
+        Ok(l.state
+            .pending
+            .filter(|n| l.turn(*n).is_some_and(|t| t.state == TurnState::Pending)))
+    }
+}
+
+/// The first line of `text`, control characters replaced.
+fn one_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.lines().nth(1).is_some() {
+        out.push_str(" …");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::can_destroy;
+
+    #[test]
+    fn destructive_commands_are_told_from_harmless_ones() {
+        for c in [
+            "git checkout -- .",
+            "git stash",
+            "cd x && git reset --hard",
+            "rm -rf build",
+            "mv a b",
+            "sed -i 's/a/b/' f.txt",
+            "echo hi > notes.txt",
+            "git clean -fdx",
+            "true; git switch main",
+        ] {
+            assert!(can_destroy(c), "{c}");
+        }
+        for c in [
+            "ls -la",
+            "cargo test",
+            "grep -r foo src",
+            "echo hi >> log.txt",
+            "git status",
+            "git diff HEAD",
+            "sed 's/a/b/' f.txt",
+        ] {
+            assert!(!can_destroy(c), "{c}");
+        }
+    }
+}
