@@ -37,6 +37,7 @@ mod mcp;
 mod memory;
 mod nested_capture;
 mod opencode_e2e;
+mod ownership;
 mod patch;
 mod pi_e2e;
 mod policy;

@@ -218,6 +218,16 @@ pub struct SessionLog {
 pub struct SessionOp(pub SessionKey, pub Op);
 
 impl Then for SessionOp {
+    fn record_unclaimed(
+        tx: &WriteTx<'_>,
+        what: &str,
+        source: ObjectId,
+        snapshot: ObjectId,
+        reader: &crate::store::StoreReader,
+    ) -> Result<(), StoreError> {
+        SessionOp::user_restore(tx, what, source, snapshot, reader)
+    }
+
     fn record(
         self,
         tx: &WriteTx<'_>,
@@ -250,6 +260,30 @@ impl Then for SessionOp {
             op @ Op::Revert { .. } => revert::record(&w, op),
             op => w.op(op),
         }
+    }
+}
+
+impl SessionOp {
+    /// [`Then::record_unclaimed`]: the user's restore is the ledger's writer of what it wrote.
+    fn user_restore(
+        tx: &WriteTx<'_>,
+        what: &str,
+        source: ObjectId,
+        snapshot: ObjectId,
+        reader: &crate::store::StoreReader,
+    ) -> Result<(), StoreError> {
+        // What changed before it found the disk was written by whoever ran then.
+        if let Some(at) = ledger::from(tx)?
+            && at != source
+            && let Ok(changes) = crate::diff::changes(reader, &at, &source)
+        {
+            ledger::bring_up_to_date(tx, &changes, source, ledger::Window::default())?;
+        }
+        let writer = ledger::Writer::Op {
+            session: None,
+            what: what.to_string(),
+        };
+        ledger::claim_changes(tx, reader, &writer, snapshot)
     }
 }
 

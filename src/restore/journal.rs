@@ -33,6 +33,23 @@ pub trait Then: Serialize + DeserializeOwned + Clone {
         snapshot: ObjectId,
         reader: &crate::store::StoreReader,
     ) -> Result<(), StoreError>;
+
+    /// Records a restore done for no one (the user's `retrace restore`), inside `tx`: from
+    /// `source` (the disk it found, stored) to `snapshot` (what the disk now equals).
+    /// Nothing by default.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the writes; nothing is committed then.
+    fn record_unclaimed(
+        tx: &WriteTx<'_>,
+        what: &str,
+        source: ObjectId,
+        snapshot: ObjectId,
+        reader: &crate::store::StoreReader,
+    ) -> Result<(), StoreError> {
+        let _ = (tx, what, source, snapshot, reader);
+        Ok(())
+    }
 }
 
 /// A restore in progress.

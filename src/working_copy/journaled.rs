@@ -139,6 +139,9 @@ impl Exclusive<'_> {
         let recorded = self.store.reader().and_then(|fresh| {
             self.store
                 .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
+                    if j.then.is_none() {
+                        T::record_unclaimed(tx, &j.what, j.source, snapshot, &fresh)?;
+                    }
                     finish(tx, j.then, snapshot, &fresh)
                 })
                 .map(|_| ())

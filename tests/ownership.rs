@@ -1,0 +1,223 @@
+//! Many writers in one checkout (issue 38): every tool call a step, a ledger of who last
+//! wrote each path, one ownership rule. Each fault the issue found has its test here, with
+//! the real binary and sessions whose turns overlap in time.
+
+use serde_json::Value;
+
+use crate::common::{Env, LiveOwner, RETRACE, stderr, stdout};
+use retrace::{Mode, NoProgress, OpOptions, Outcome};
+
+/// `retrace --session S ARGS...`, which must succeed; its output.
+fn ok(env: &Env, session: &str, args: &[&str]) -> String {
+    let o = run(env, session, args);
+    assert!(
+        o.status.success(),
+        "{session} {args:?}: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o) + &stderr(&o)
+}
+
+fn run(env: &Env, session: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--session", session];
+    all.extend_from_slice(args);
+    env.run(RETRACE, &all)
+}
+
+/// An edit tool's call: a step naming `file`, which `write` writes.
+fn edit(env: &Env, session: &str, file: &str, write: impl FnOnce()) {
+    ok(
+        env,
+        session,
+        &["step", "begin", "--tool", "Write", "--file", file],
+    );
+    write();
+    ok(env, session, &["step", "end"]);
+}
+
+fn append(env: &Env, file: &str, line: &str) {
+    let mut text = std::fs::read_to_string(env.path(file)).unwrap_or_default();
+    text.push_str(line);
+    env.write(file, text);
+}
+
+/// Fault 1: B's revert of its turn takes back nothing of A's concurrent work (A's file, A's
+/// line in a shared file), and does take back B's own file.
+#[test]
+fn a_revert_never_takes_back_another_sessions_concurrent_work() {
+    let env = Env::new();
+    env.write("shared.txt", "base\n");
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &pid]);
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);
+    edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
+    edit(&env, "B", "b.txt", || env.write("b.txt", "by B\n"));
+    edit(&env, "A", "shared.txt", || {
+        append(&env, "shared.txt", "A's line\n")
+    });
+    ok(&env, "A", &["turn", "end"]);
+    ok(&env, "B", &["turn", "end"]);
+    let said = ok(&env, "B", &["revert", "turn:1", "--json"]);
+    assert_eq!(env.read("a.txt"), "by A\n", "{said}");
+    assert_eq!(env.read("shared.txt"), "base\nA's line\n", "{said}");
+    assert!(!env.path("b.txt").exists(), "{said}");
+    assert!(said.contains("last written by session A"), "{said}");
+    // A's undo, in turn, takes back exactly A's work.
+    let said = ok(&env, "A", &["undo"]);
+    assert!(!env.path("a.txt").exists(), "{said}");
+    assert_eq!(env.read("shared.txt"), "base\n", "{said}");
+    drop(owner);
+}
+
+/// Without steps (an agent whose adapter reports none), changes made while both turns ran
+/// cannot be told apart: they are left alone by both and named as ambiguous.
+#[test]
+fn without_steps_overlapping_turns_leave_each_others_paths_alone_and_say_why() {
+    let env = Env::new();
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &pid]);
+    env.write("early.txt", "by A before B began\n");
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);
+    env.write("a.txt", "by A\n");
+    ok(&env, "A", &["turn", "end"]);
+    ok(&env, "B", &["turn", "end"]);
+    let o = run(&env, "B", &["revert", "turn:1", "--json"]);
+    let said = stdout(&o) + &stderr(&o);
+    assert_eq!(env.read("a.txt"), "by A\n", "{said}");
+    assert!(said.contains("several sessions at once"), "{said}");
+    // What A wrote before B's turn began is A's alone.
+    let said = ok(&env, "A", &["undo"]);
+    assert!(!env.path("early.txt").exists(), "{said}");
+    assert_eq!(env.read("a.txt"), "by A\n", "{said}");
+    drop(owner);
+}
+
+/// Fault 2: the model's own undo inside its running turn (MCP) is not taken back by another
+/// session's undo; that undo takes back its own file.
+#[test]
+fn an_undo_inside_a_running_turn_is_not_taken_back_by_another_sessions_undo() {
+    let env = Env::new();
+    env.write("notes.txt", "notes\n");
+    env.write("conf.txt", "conf v1\n");
+    let ws = env.open();
+    let (d, b) = (ws.session("D"), ws.session("B"));
+    let td = d.begin_turn(None, Some("d".into())).unwrap();
+    td.wait_before(std::time::Duration::from_secs(60)).unwrap();
+    std::fs::remove_file(env.path("notes.txt")).unwrap();
+    env.write("conf.txt", "conf v2 by D\n");
+    let tb = b.begin_turn(None, Some("b".into())).unwrap();
+    tb.wait_before(std::time::Duration::from_secs(60)).unwrap();
+    b.begin_step("1", "Write", "b.txt", &["b.txt".into()])
+        .unwrap();
+    env.write("b.txt", "by B\n");
+    b.end_step("1").unwrap();
+    let opts = OpOptions {
+        force: false,
+        progress: &NoProgress,
+    };
+    let o = d.undo_running_turn(Mode::Files, opts).unwrap();
+    assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+    assert_eq!(env.read("notes.txt"), "notes\n");
+    assert_eq!(env.read("conf.txt"), "conf v1\n");
+    td.end(None).unwrap();
+    tb.end(None).unwrap();
+    let o = b.undo(Mode::Both).unwrap();
+    assert!(matches!(o, Outcome::Restored { .. }), "{o:?}");
+    assert!(!env.path("b.txt").exists(), "{o:?}");
+    assert_eq!(env.read("notes.txt"), "notes\n", "{o:?}");
+    assert_eq!(env.read("conf.txt"), "conf v1\n", "{o:?}");
+}
+
+/// Fault 4: a user's `restore ID -- PATH` made during B's turn is not taken back by B's
+/// undo, which takes back B's own file.
+#[test]
+fn a_users_restore_during_a_turn_is_not_taken_back_by_its_undo() {
+    let env = Env::new();
+    env.write("page.txt", "v1\n");
+    let first = ok(&env, "B", &["snapshot", "--json"]);
+    let id = serde_json::from_str::<Value>(first.lines().next().unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.write("page.txt", "v2\n");
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);
+    env.write("b.txt", "by B\n");
+    // The user, in a terminal, while B's turn runs.
+    let o = env.run(RETRACE, &["restore", &id, "--force", "--", "page.txt"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read("page.txt"), "v1\n");
+    ok(&env, "B", &["turn", "end"]);
+    let said = ok(&env, "B", &["undo"]);
+    assert_eq!(env.read("page.txt"), "v1\n", "{said}");
+    assert!(!env.path("b.txt").exists(), "{said}");
+    assert!(said.contains("by the user"), "{said}");
+    drop(owner);
+}
+
+/// A user's edit saved while a turn runs, then destroyed by the agent's shell command, is
+/// in the snapshot taken before that command, and comes back byte for byte.
+#[test]
+fn an_edit_saved_mid_turn_and_destroyed_by_a_shell_command_can_be_brought_back() {
+    let env = Env::new();
+    env.write("notes.txt", "old notes\n");
+    ok(&env, "A", &["turn", "begin"]);
+    // The user saves in the editor while the agent works.
+    env.write("notes.txt", "the user's precious edit\n");
+    let begun = ok(
+        &env,
+        "A",
+        &[
+            "step",
+            "begin",
+            "--tool",
+            "Bash",
+            "--summary",
+            "echo generated > notes.txt",
+            "--json",
+        ],
+    );
+    env.write("notes.txt", "generated\n");
+    ok(&env, "A", &["step", "end"]);
+    ok(&env, "A", &["turn", "end"]);
+    let step: Value = serde_json::from_str(begun.lines().next().unwrap()).unwrap();
+    let id = step["snapshot"]
+        .as_str()
+        .expect("a snapshot before the command");
+    let log = ok(&env, "A", &["log", "--snapshots", "--json"]);
+    assert!(log.contains(id), "{log}");
+    ok(&env, "A", &["restore", id, "--force", "--", "notes.txt"]);
+    assert_eq!(env.read("notes.txt"), "the user's precious edit\n");
+}
+
+/// Twelve sessions in one checkout, turns all overlapping, each writing its own file with an
+/// edit tool: each undo takes back exactly its own file.
+#[test]
+fn twelve_parallel_sessions_each_undo_exactly_their_own_file() {
+    let env = Env::new();
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    let names: Vec<String> = (0..12).map(|i| format!("s{i:02}")).collect();
+    for s in &names {
+        ok(&env, s, &["turn", "begin", "--owner-pid", &pid]);
+    }
+    for s in &names {
+        let file = format!("{s}.txt");
+        edit(&env, s, &file, || env.write(&file, format!("by {s}\n")));
+    }
+    for s in &names {
+        ok(&env, s, &["turn", "end"]);
+    }
+    for (i, s) in names.iter().enumerate() {
+        let said = ok(&env, s, &["undo"]);
+        assert!(!env.path(&format!("{s}.txt")).exists(), "{said}");
+        for other in &names[i + 1..] {
+            assert!(env.path(&format!("{other}.txt")).exists(), "{s}: {said}");
+        }
+    }
+    drop(owner);
+}
