@@ -816,3 +816,88 @@ fn a_hook_run_through_a_wrapper_is_owned_by_the_agent_behind_it() {
         assert_eq!(first["state"], "complete", "{program} {args:?}: {log}");
     }
 }
+
+/// Claude Code's PreToolUse and PostToolUse make each tool call a step: two sessions whose
+/// turns overlap, one writing with its Write tool, the other with Bash, each `/undo` takes
+/// back exactly its own file; a file the user saved while a turn ran, then removed by the
+/// agent's `rm`, is in the snapshot taken before the command and comes back byte for byte.
+#[test]
+fn claude_codes_tool_events_are_steps_that_keep_parallel_sessions_apart() {
+    let env = Env::new();
+    env.write("notes.txt", "old\n");
+    let event = |session: &str, name: &str, extra: Value| {
+        let mut e = json!({"session_id": session, "transcript_path": "/tmp/t.jsonl",
+            "cwd": env.root(), "hook_event_name": name});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        let o = hook(&env, &e);
+        assert!(o.status.success(), "{name}: {}{}", stdout(&o), stderr(&o));
+        o
+    };
+    let tool = |session: &str, id: &str, tool: &str, input: Value, act: &dyn Fn()| {
+        let call = json!({"tool_name": tool, "tool_input": input, "tool_use_id": id});
+        event(session, "PreToolUse", call.clone());
+        act();
+        let mut done = call;
+        done["tool_response"] = json!({});
+        event(session, "PostToolUse", done);
+    };
+    event("one", "UserPromptSubmit", json!({"prompt": "write a.txt"}));
+    event("two", "UserPromptSubmit", json!({"prompt": "write b.txt"}));
+    let a = env.path("a.txt");
+    tool(
+        "one",
+        "t1",
+        "Write",
+        json!({"file_path": a, "content": "by one\n"}),
+        &|| env.write("a.txt", "by one\n"),
+    );
+    // A read-only tool is no step.
+    tool("two", "t2", "Read", json!({"file_path": a}), &|| {});
+    // The user saves notes.txt; then session two's agent removes it with Bash.
+    env.write("notes.txt", "the user's edit\n");
+    tool(
+        "two",
+        "t3",
+        "Bash",
+        json!({"command": "echo by two > b.txt && rm notes.txt"}),
+        &|| {
+            env.write("b.txt", "by two\n");
+            std::fs::remove_file(env.path("notes.txt")).unwrap();
+        },
+    );
+    event("one", "Stop", json!({"stop_hook_active": false}));
+    event("two", "Stop", json!({"stop_hook_active": false}));
+    // Each /undo takes back exactly its own file.
+    let undo = |session: &str| {
+        let o = event(session, "UserPromptSubmit", json!({"prompt": "/undo"}));
+        decision(&o)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let said = undo("one");
+    assert!(!env.path("a.txt").exists(), "{said}");
+    assert_eq!(
+        env.read("b.txt"),
+        "by two
+",
+        "{said}"
+    );
+    let said = undo("two");
+    assert!(!env.path("b.txt").exists(), "{said}");
+    // The user's edit, which the Bash step destroyed, is in the snapshot taken before it.
+    let log = env.run(RETRACE, &["log", "--snapshots", "--json"]);
+    let snaps: Value = serde_json::from_str(stdout(&log).trim()).unwrap();
+    let before = snaps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["label"].as_str().is_some_and(|l| l.contains("Bash")))
+        .unwrap_or_else(|| panic!("no snapshot before the Bash step: {snaps}"));
+    let id = before["id"].as_str().unwrap();
+    let o = env.run(RETRACE, &["restore", id, "--force", "--", "notes.txt"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(env.read("notes.txt"), "the user's edit\n");
+}

@@ -196,7 +196,7 @@ fn a_hook_command_from_a_binary_path_with_quotes_runs_in_sh_and_uninstalls() {
     succeeded(run_in(&env, bin_s, &["install", "claude-code"]), "install");
     let settings = env.path(".claude/settings.json");
     let cmds = commands(&settings);
-    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert_eq!(cmds.len(), 6, "{cmds:?}");
     for (event, command) in &cmds {
         let payload = json!({"session_id": "q1", "transcript_path": "/tmp/t.jsonl",
             "cwd": env.root(), "hook_event_name": event, "prompt": "hello",
@@ -421,7 +421,7 @@ fn installing_into_a_missing_or_empty_file_writes_two_space_json() {
             let indent = line.len() - line.trim_start().len();
             assert!(indent % 2 == 0 && !line.starts_with('\t'), "{text}");
         }
-        assert_eq!(commands(&env.path(rel)).len(), 4, "{text}");
+        assert_eq!(commands(&env.path(rel)).len(), 6, "{text}");
     }
 }
 
@@ -518,7 +518,7 @@ fn a_project_install_names_plain_retrace_when_path_finds_this_binary() {
         "install",
     );
     let cmds = commands(&settings);
-    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert_eq!(cmds.len(), 6, "{cmds:?}");
     assert!(
         cmds.iter().all(|(_, c)| c == "retrace hook claude-code"),
         "{cmds:?}"
@@ -548,14 +548,14 @@ fn a_project_install_names_plain_retrace_when_path_finds_this_binary() {
     let exe = Path::new(RETRACE).canonicalize().unwrap();
     let quoted = format!("'{}' hook claude-code", exe.display());
     let cmds = commands(&settings);
-    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert_eq!(cmds.len(), 6, "{cmds:?}");
     assert!(cmds.iter().all(|(_, c)| *c == quoted), "{cmds:?}");
     succeeded(
         run_with_path(&env, RETRACE, &path, &["install", "claude-code"]),
         "install again",
     );
     let cmds = commands(&settings);
-    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert_eq!(cmds.len(), 6, "{cmds:?}");
     assert!(
         cmds.iter().all(|(_, c)| c == "retrace hook claude-code"),
         "{cmds:?}"
@@ -826,13 +826,13 @@ fn entries_of_a_binary_named_otherwise_are_recognised_by_what_install_recorded()
         succeeded(run_with_path(env, bin, &path, args), &args.join(" "))
     };
     let theirs = "{\n  \"model\": \"opus\"\n}\n";
-    let all = "UserPromptSubmit, Stop, SessionStart, SessionEnd";
+    let all = "UserPromptSubmit, Stop, SessionStart, SessionEnd, PreToolUse, PostToolUse";
     for uninstaller in [rt, RETRACE] {
         let env = Env::new();
         env.write(".claude/settings.json", theirs);
         run(&env, rt, &["install", "claude-code"]);
         let cmds = commands(&env.path(".claude/settings.json"));
-        assert_eq!(cmds.len(), 4, "{cmds:?}");
+        assert_eq!(cmds.len(), 6, "{cmds:?}");
         assert!(
             cmds.iter()
                 .all(|(_, c)| c.ends_with("/rt' hook claude-code")),
@@ -852,7 +852,7 @@ fn entries_of_a_binary_named_otherwise_are_recognised_by_what_install_recorded()
     run(&env, rt, &["install", "claude-code"]);
     run(&env, RETRACE, &["install", "claude-code"]);
     let cmds = commands(&env.path(".claude/settings.json"));
-    assert_eq!(cmds.len(), 4, "{cmds:?}");
+    assert_eq!(cmds.len(), 6, "{cmds:?}");
     assert!(
         cmds.iter()
             .all(|(_, c)| c.ends_with("/retrace' hook claude-code")),
@@ -871,5 +871,5 @@ fn entries_of_a_binary_named_otherwise_are_recognised_by_what_install_recorded()
         )),
         "{said}"
     );
-    assert_eq!(commands(&env.path(".claude/settings.json")).len(), 4);
+    assert_eq!(commands(&env.path(".claude/settings.json")).len(), 6);
 }

@@ -330,6 +330,10 @@ pub fn bring_up_to_date(
     if !claimed.is_empty() {
         tx.set_ledger_claims(None)?;
     }
+    // A claim of the empty path: a shell step that ran with no capture around it may have
+    // written anything in this window.
+    let (anywhere, claimed): (Vec<_>, Vec<_>) =
+        claimed.into_iter().partition(|(p, _)| p.is_empty());
     let claimed: std::collections::HashMap<Vec<u8>, Writer> = claimed.into_iter().collect();
     // Claimed paths that did not change keep their version, now the claimer's.
     for (path, writer) in &claimed {
@@ -350,6 +354,11 @@ pub fn bring_up_to_date(
                 !matches!(r.writer, Writer::Turn { session, turn: t, .. } if session == key.0 && t == turn)
             });
         }
+        running.extend(
+            anywhere
+                .into_iter()
+                .map(|(_, writer)| Running { writer, only: None }),
+        );
         if let Some((key, turn)) = window.ran {
             running.push(Running {
                 writer: Writer::Turn {
@@ -468,7 +477,9 @@ pub fn claim_changes(
 
 /// Records `writer` as the last writer of `paths` (an edit tool's files at its step's end)
 /// without looking at them: the ledger's next update gives each the version it then finds
-/// (the one it holds when the path did not change).
+/// (the one it holds when the path did not change). The empty path claims the whole window
+/// (a shell step that ran without captures): the next update counts `writer` among those
+/// who could write any path.
 ///
 /// # Errors
 /// [`StoreError`] from the tables.

@@ -212,22 +212,26 @@ impl Session {
             turn,
             step: Some(number),
         };
-        let close = |tx: &crate::store::WriteTx<'_>, after| -> Result<(), StoreError> {
-            let w = Writer::new(tx, self.key)?;
-            let Some(mut s) = w
-                .steps_of(turn)?
-                .into_iter()
-                .find(|s| s.number == number && s.ended_ms.is_none())
-            else {
-                return Ok(());
+        let close =
+            |tx: &crate::store::WriteTx<'_>, after: Option<ObjectId>| -> Result<(), StoreError> {
+                let w = Writer::new(tx, self.key)?;
+                let Some(mut s) = w
+                    .steps_of(turn)?
+                    .into_iter()
+                    .find(|s| s.number == number && s.ended_ms.is_none())
+                else {
+                    return Ok(());
+                };
+                if !s.shell() {
+                    ledger::claim(tx, &s.files, &writer)?;
+                } else if after.is_none() {
+                    // Ran without captures: anything that changed until the next one may be its.
+                    ledger::claim(tx, &[Vec::new()], &writer)?;
+                }
+                s.ended_ms = Some(now_ms());
+                s.after = after;
+                w.step(&s)
             };
-            if !s.shell() {
-                ledger::claim(tx, &s.files, &writer)?;
-            }
-            s.ended_ms = Some(now_ms());
-            s.after = after;
-            w.step(&s)
-        };
         if step.before.is_none() {
             self.ws.store().transact(|tx| close(tx, None))?;
             return Ok(Some(StepInfo {
