@@ -67,8 +67,9 @@ pub(crate) enum Found {
 }
 
 /// Every snapshot root the store's records name, in order: the snapshot log (oldest first),
-/// the last known state, each session's turns (before, then after), checkpoints and derived
-/// last known state, and an interrupted restore's source and target. A history record that
+/// the last known state and the ledger's snapshot, each session's turns (before, then
+/// after), checkpoints and derived last known state, and an interrupted restore's source
+/// and target. A history record that
 /// does not decode is [`Found::Unreadable`] in its place, so that a caller may go on past it
 /// (`verify` does; GC does not). The one root enumeration of garbage collection
 /// ([`gc_roots`] adds the stat cache's) and of [`crate::verify`].
@@ -83,6 +84,8 @@ pub(crate) fn history_roots(reader: &StoreReader, tx: &ReadTx) -> Result<Vec<Fou
         .map(|s| root(s.root, Holder::Log))
         .collect();
     out.extend(reader.last_known()?.map(|id| root(id, Holder::LastKnown)));
+    // The ledger's snapshot: its next update diffs from it.
+    out.extend(tx.ledger_at()?.map(|id| root(id, Holder::LastKnown)));
     match db::sessions(tx) {
         Err(e) => out.push(Found::Unreadable(Unreadable::Sessions(e))),
         Ok(sessions) => {

@@ -6,14 +6,15 @@
 //! every point where the set of running writers changes (a turn's or a shell step's
 //! capture, an operation's look at the disk) from the snapshot it was last brought up to
 //! date with (`ledger_at`) to the disk now: each path that changed in between was written
-//! by whoever could write it during that window ([`attribute`]); several sessions' tool
+//! by whoever could write it during that window (`attribute`); several sessions' tool
 //! calls at once make it ambiguous ([`Writer::Several`]). An edit tool's step claims the
 //! files it names at its end ([`claim`]) without a capture, and an operation claims the
 //! paths it wrote in the commit that records it. A path whose disk version is the one the
 //! ledger holds keeps its writer: the entry names a version, not a time.
 //!
-//! The ownership rule ([`super::ownership`]) reads it. Entries of deleted paths go with
-//! retention; `docs/format.md` has the record.
+//! The ownership rule (`history::ownership`) reads it. It keeps an entry for every path
+//! written since it began (deleted ones included: one small record each); `docs/format.md`
+//! has the record.
 
 use std::collections::HashSet;
 
