@@ -18,6 +18,15 @@ use super::ledger::{LedgerEntry, Writer};
 use crate::error::Error;
 use crate::object::RelPath;
 
+/// What the disk holds at a path of an operation's change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Holds {
+    /// The version the operation would take back.
+    pub taken_back: bool,
+    /// The version the operation would write.
+    pub written: bool,
+}
+
 /// Who the ledger says last wrote a path, as the rule sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Owner {
@@ -81,23 +90,26 @@ impl Session {
     }
 
     /// The paths of an operation's change that are not this session's to change, with the
-    /// reason: `change` lists (path, whether the disk holds there one side of the change:
-    /// what the operation takes back, or what it would write). Paths the ledger does not know are not listed (the caller's
+    /// reason: `change` lists each path with what the disk holds there ([`Holds`]). A path
+    /// the user last wrote is left when the disk holds what the operation would take back
+    /// (the user's version inside the change); one another writer last wrote, also when it
+    /// holds what the operation would write. Otherwise the operation's conflict check
+    /// decides. Paths the ledger does not know are not listed (the caller's
     /// older rules decide them).
     ///
     /// # Errors
     /// [`Error::Store`].
     pub(crate) fn not_mine<'a>(
         &self,
-        change: impl Iterator<Item = (&'a RelPath, bool)> + Clone,
+        change: impl Iterator<Item = (&'a RelPath, Holds)> + Clone,
     ) -> Result<(BTreeMap<RelPath, String>, Vec<RelPath>), Error> {
         let owners = self.owners(change.clone().map(|(p, _)| p))?;
         let mut theirs = BTreeMap::new();
         let mut unknown = Vec::new();
-        for (path, as_expected) in change {
+        for (path, holds) in change {
             match owners.get(path) {
                 None => unknown.push(path.clone()),
-                Some(Owner::User) if as_expected => {
+                Some(Owner::User) if holds.taken_back => {
                     theirs.insert(
                         path.clone(),
                         "last written by the user while the turn ran (outside its tool calls); \
@@ -105,7 +117,7 @@ impl Session {
                             .to_string(),
                     );
                 }
-                Some(Owner::Other(who)) if as_expected => {
+                Some(Owner::Other(who)) if holds.taken_back || holds.written => {
                     theirs.insert(
                         path.clone(),
                         format!("last written by {who}; left as it is"),

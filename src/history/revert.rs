@@ -287,7 +287,11 @@ impl Session {
         // changed them.
         let (mut theirs, unknown) = self.not_mine(turn.iter().map(|c| {
             let d = find(disk, &c.path);
-            (&c.path, same(d, c.new.as_ref()) || same(d, c.old.as_ref()))
+            let holds = super::ownership::Holds {
+                taken_back: same(d, c.new.as_ref()),
+                written: same(d, c.old.as_ref()),
+            };
+            (&c.path, holds)
         }))?;
         if !unknown.is_empty() {
             let unknown: std::collections::HashSet<RelPath> = unknown.into_iter().collect();

@@ -349,7 +349,11 @@ impl Session {
         // The ownership rule: paths whose last writer is not this session are left alone.
         let (mut theirs, unknown) = self.not_mine(change.iter().map(|c| {
             let d = find(&disk.entries, &c.path);
-            (&c.path, same(d, c.old.as_ref()) || same(d, c.new.as_ref()))
+            let holds = super::ownership::Holds {
+                taken_back: same(d, c.old.as_ref()),
+                written: same(d, c.new.as_ref()),
+            };
+            (&c.path, holds)
         }))?;
         if !unknown.is_empty() {
             // Paths the ledger never saw written: the time-window rules. Paths another
