@@ -166,29 +166,7 @@ pub fn changes(
             })
         };
         let (ea, eb) = (read(ta)?, read(tb)?);
-        let (mut i, mut j) = (0, 0);
-        while i < ea.len() || j < eb.len() {
-            let (x, y) = match (ea.get(i), eb.get(j)) {
-                (Some(x), Some(y)) if x.path == y.path => {
-                    i += 1;
-                    j += 1;
-                    (Some(x), Some(y))
-                }
-                (Some(x), y) if y.is_none_or(|y| x.path < y.path) => {
-                    i += 1;
-                    (Some(x), None)
-                }
-                (_, y) => {
-                    j += 1;
-                    (None, y)
-                }
-            };
-            if let (Some(x), Some(y)) = (x, y)
-                && x.kind == y.kind
-                && x.id == y.id
-            {
-                continue;
-            }
+        for (x, y) in differing(&ea, &eb) {
             let dir = |e: Option<&FlatEntry>| e.filter(|e| e.kind == EntryKind::Dir).map(|e| e.id);
             let (da, db) = (dir(x), dir(y));
             if da.is_some() || db.is_some() {
@@ -224,37 +202,46 @@ pub fn pair(old: &[FlatEntry], now: &[FlatEntry]) -> Vec<Change> {
         v
     };
     let (a, b) = (leaves(old), leaves(now));
-    let (mut i, mut j) = (0, 0);
-    let mut out = Vec::new();
-    while i < a.len() || j < b.len() {
-        let (x, y) = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x.path == y.path => {
-                i += 1;
-                j += 1;
-                (Some(x), Some(y))
-            }
-            (Some(x), y) if y.is_none_or(|y| x.path < y.path) => {
-                i += 1;
-                (Some(x), None)
-            }
-            (_, y) => {
-                j += 1;
-                (None, y)
-            }
-        };
-        if let (Some(x), Some(y)) = (x, y)
-            && x.kind == y.kind
-            && x.id == y.id
-        {
-            continue;
-        }
-        out.push(Change {
+    differing(&a, &b)
+        .map(|(x, y)| Change {
             path: x.or(y).map(|e| e.path.clone()).unwrap_or_default(),
             old: x.cloned(),
             new: y.cloned(),
-        });
-    }
-    out
+        })
+        .collect()
+}
+
+/// The pairs of entries of two lists sorted by path that differ (kind or id), matched by
+/// path; a side without the path is None.
+fn differing<'a>(
+    a: &'a [FlatEntry],
+    b: &'a [FlatEntry],
+) -> impl Iterator<Item = (Option<&'a FlatEntry>, Option<&'a FlatEntry>)> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        loop {
+            let (x, y) = match (a.get(i), b.get(j)) {
+                (None, None) => return None,
+                (Some(x), Some(y)) if x.path == y.path => {
+                    i += 1;
+                    j += 1;
+                    (Some(x), Some(y))
+                }
+                (Some(x), y) if y.is_none_or(|y| x.path < y.path) => {
+                    i += 1;
+                    (Some(x), None)
+                }
+                (_, y) => {
+                    j += 1;
+                    (None, y)
+                }
+            };
+            let same = matches!((x, y), (Some(x), Some(y)) if x.kind == y.kind && x.id == y.id);
+            if !same {
+                return Some((x, y));
+            }
+        }
+    })
 }
 
 /// The entries of the sorted list `list` that lie strictly below none of the directories

@@ -156,31 +156,14 @@ impl Session {
                 snapshot: None,
             }));
         }
-        self.ws
-            .recover_if_needed::<SessionOp>(self.ws.history_wait());
-        let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
-        let also = |tx: &crate::store::WriteTx<'_>,
-                    root: ObjectId,
-                    seen: &crate::capture::Captured<'_>|
-         -> Result<(), StoreError> {
-            ledger::in_capture(
-                tx,
-                &self.ws.store().reader()?,
-                seen,
-                root,
-                ledger::Window::default(),
-            )?;
-            write(tx, Some(root))
-        };
-        let cap = lock.record_with(
-            Some(format!("before turn {turn}, {}", one_line(tool))),
-            &NoProgress,
-            &also,
+        let id = self.step_capture(
+            format!("before turn {turn}, {}", one_line(tool)),
+            &|tx, root| write(tx, Some(root)),
         )?;
         Ok(number.get().map(|step| StepInfo {
             turn,
             step,
-            snapshot: Some(cap.id),
+            snapshot: Some(id),
         }))
     }
 
@@ -240,6 +223,25 @@ impl Session {
                 snapshot: None,
             }));
         }
+        // While the step still runs: what changed meanwhile is its.
+        let id = self.step_capture(format!("after turn {turn} step {number}"), &|tx, root| {
+            close(tx, Some(root))
+        })?;
+        Ok(Some(StepInfo {
+            turn,
+            step: number,
+            snapshot: Some(id),
+        }))
+    }
+
+    /// Captures the disk for a step, labelled `label`: the ledger takes in what changed
+    /// until now (the writers running now wrote it), then `then` records the step in the
+    /// same commit. Returns the snapshot.
+    fn step_capture(
+        &self,
+        label: String,
+        then: &dyn Fn(&crate::store::WriteTx<'_>, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<ObjectId, Error> {
         self.ws
             .recover_if_needed::<SessionOp>(self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
@@ -247,26 +249,11 @@ impl Session {
                     root: ObjectId,
                     seen: &crate::capture::Captured<'_>|
          -> Result<(), StoreError> {
-            // While the step still runs: what changed meanwhile is its.
-            ledger::in_capture(
-                tx,
-                &self.ws.store().reader()?,
-                seen,
-                root,
-                ledger::Window::default(),
-            )?;
-            close(tx, Some(root))
+            let reader = self.ws.store().reader()?;
+            ledger::in_capture(tx, &reader, seen, root, ledger::Window::default())?;
+            then(tx, root)
         };
-        let cap = lock.record_with(
-            Some(format!("after turn {turn} step {number}")),
-            &NoProgress,
-            &also,
-        )?;
-        Ok(Some(StepInfo {
-            turn,
-            step: number,
-            snapshot: Some(cap.id),
-        }))
+        Ok(lock.record_with(Some(label), &NoProgress, &also)?.id)
     }
 
     /// The steps of turn `turn`.
