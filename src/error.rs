@@ -239,6 +239,16 @@ pub enum CaptureError {
     },
 }
 
+/// A path another writer holds, as a refusal names it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HeldPath {
+    /// The path, relative to the workspace.
+    pub path: String,
+    /// Who holds it, and how ("being changed by turn 3 of session b, which is still
+    /// running").
+    pub writer: String,
+}
+
 /// Restoring a snapshot failed or was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -252,6 +262,21 @@ pub enum RestoreError {
     Dirty {
         /// Up to 20 changed paths.
         paths: Vec<String>,
+    },
+    /// Paths the restore would change hold another writer's work: a turn of another
+    /// session still running, or (for a restore made for a session) another session's last
+    /// write. Nothing was written.
+    #[error(
+        "refusing to restore: {} path(s) hold another writer's work (e.g. {}: {}); leave them \
+         out (restore only other paths with `-- PATH`), wait until that turn ends, or pass \
+         --force (the workspace as it is stays restorable from a snapshot)",
+        held.len(),
+        held.first().map_or("?", |h| h.path.as_str()),
+        held.first().map_or("?", |h| h.writer.as_str())
+    )]
+    Held {
+        /// Up to 20 such paths, each with its writer.
+        held: Vec<HeldPath>,
     },
     /// A path of the snapshot would be written through a symlinked directory or outside the
     /// workspace.

@@ -70,10 +70,10 @@ mod workspace;
 pub use capture::Capture;
 pub use config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS};
 pub use diff::Diff;
-pub use error::{CaptureError, Error, RestoreError, StoreError};
+pub use error::{CaptureError, Error, HeldPath, RestoreError, StoreError};
 pub use history::{
     BeforeStatus, LogEntry, Lookup, Mode, OpOptions, Outcome, Report, Session, SessionInfo,
-    SessionLog, SessionStatus, StepInfo, StepRecord, Turn, TurnState, TurnSummary,
+    SessionLog, SessionStatus, StepInfo, StepLog, StepRecord, Turn, TurnState, TurnSummary,
 };
 pub use maintainer::Maintainer;
 pub use object::ObjectId;

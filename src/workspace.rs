@@ -152,11 +152,21 @@ impl Workspace {
         crate::retention::resolve_snapshot(&self.wc, prefix)
     }
 
+    /// Who else holds paths when the user restores: every session's running turn.
+    fn held_by_others(&self) -> crate::history::Held<'_> {
+        crate::history::Held {
+            store: self.wc.store(),
+            mine: None,
+        }
+    }
+
     /// Makes the workspace's managed files equal to snapshot `id`.
     ///
     /// # Errors
     /// [`RestoreError::Dirty`] (wrapped) when the disk differs from the last known state and
-    /// `force` is not set; missing or corrupt objects before anything is written; I/O.
+    /// `force` is not set; [`RestoreError::Held`] when it would change what a session's
+    /// running turn has changed so far and `force` is not set; missing or corrupt objects
+    /// before anything is written; I/O.
     pub fn restore(&self, id: &ObjectId, opts: RestoreOptions) -> Result<RestoreOutcome, Error> {
         self.restore_with(id, opts, &NoProgress)
     }
@@ -171,7 +181,10 @@ impl Workspace {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
-        match self.wc.restore_or_plan::<SessionOp>(id, opts, progress)? {
+        match self
+            .wc
+            .restore_or_plan::<SessionOp>(id, opts, &self.held_by_others(), progress)?
+        {
             (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
             (outcome, None) => Ok(outcome),
         }
@@ -193,7 +206,9 @@ impl Workspace {
             force,
             dry_run: true,
         };
-        let (outcome, refused) = self.wc.restore_or_plan::<SessionOp>(id, opts, progress)?;
+        let (outcome, refused) =
+            self.wc
+                .restore_or_plan::<SessionOp>(id, opts, &self.held_by_others(), progress)?;
         Ok(DryRun { outcome, refused })
     }
 
@@ -216,7 +231,7 @@ impl Workspace {
         if paths.is_empty() {
             return self.restore_with(id, opts, progress);
         }
-        crate::history::paths::restore_paths(&self.wc, id, paths, opts, progress)
+        crate::history::paths::restore_paths(&self.wc, id, paths, opts, None, progress)
             .and_then(crate::history::paths::outcome_of)
     }
 
@@ -239,7 +254,7 @@ impl Workspace {
             force,
             dry_run: true,
         };
-        crate::history::paths::restore_paths(&self.wc, id, paths, opts, progress)
+        crate::history::paths::restore_paths(&self.wc, id, paths, opts, None, progress)
     }
 
     /// Root, store, counts, exclusions and whether the disk differs from the last known state.

@@ -221,3 +221,198 @@ fn twelve_parallel_sessions_each_undo_exactly_their_own_file() {
     }
     drop(owner);
 }
+
+/// The id in a `snapshot --json` answer.
+fn snapshot_id(env: &Env) -> String {
+    let said = ok(env, "U", &["snapshot", "--json"]);
+    serde_json::from_str::<Value>(said.lines().next().unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Fault 3: a restore (whole or `-- PATH`, the TUI's `p` alike) never overwrites what
+/// another session's running turn has changed so far, even once a checkpoint holds the disk
+/// as it is: it refuses, names the turn and the way out, and `--force` goes through. With a
+/// session, a restore also leaves what another session wrote last to that session.
+#[test]
+fn a_restore_never_overwrites_a_running_turn_of_another_session_unless_forced() {
+    let env = Env::new();
+    env.write("f.txt", "f v1\n");
+    env.write("other.txt", "other v1\n");
+    let old = snapshot_id(&env);
+    env.write("other.txt", "other v2\n");
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);
+    edit(&env, "B", "f.txt", || env.write("f.txt", "f by B\n"));
+    edit(&env, "B", "b.txt", || env.write("b.txt", "by B\n"));
+    // The checkpoint the dirty refusal advises: the disk is now in a snapshot.
+    ok(&env, "U", &["checkpoint", "before restoring"]);
+    for args in [vec!["restore", &old], vec!["restore", &old, "--", "f.txt"]] {
+        let o = env.run(RETRACE, &args);
+        let said = stdout(&o) + &stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains("turn 1 of session B, which is still running"),
+            "{said}"
+        );
+        assert!(said.contains("--force"), "{said}");
+        assert_eq!(env.read("f.txt"), "f by B\n", "{args:?}: {said}");
+        assert_eq!(env.read("b.txt"), "by B\n", "{args:?}: {said}");
+        assert_eq!(env.read("other.txt"), "other v2\n", "{args:?}: {said}");
+    }
+    // The library's restore (what the TUI's `p` runs) refuses alike.
+    let ws = env.open();
+    let id = ws.resolve(&old).unwrap();
+    let e = ws
+        .restore_paths(&id, &["b.txt".into()], Default::default(), &NoProgress)
+        .unwrap_err();
+    assert!(
+        matches!(&e, retrace::Error::Restore(r) if matches!(**r, retrace::RestoreError::Held { .. })),
+        "{e}"
+    );
+    assert_eq!(env.read("b.txt"), "by B\n");
+    // The dry run says it would be refused, and why.
+    let o = env.run(RETRACE, &["restore", &old, "--dry-run", "--json"]);
+    let plan: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(plan["refused"]["result"], "held", "{plan}");
+    // What the running turn did not touch is the user's to restore.
+    let o = env.run(RETRACE, &["restore", &old, "--", "other.txt"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read("other.txt"), "other v1\n");
+    // Forced, it goes through; the turn's work stays in the checkpoint.
+    let o = env.run(RETRACE, &["restore", &old, "--force", "--", "f.txt"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read("f.txt"), "f v1\n");
+    ok(&env, "B", &["turn", "end"]);
+    // B's turn has ended: b.txt is the user's to restore, but not session A's.
+    let o = run(&env, "A", &["restore", &old, "--", "b.txt"]);
+    let said = stdout(&o) + &stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    assert!(said.contains("last written by session B"), "{said}");
+    assert_eq!(env.read("b.txt"), "by B\n");
+    let o = env.run(RETRACE, &["restore", &old, "--", "b.txt"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(!env.path("b.txt").exists());
+    drop(owner);
+}
+
+/// A navigation rewinds the whole workspace by design: it names the paths other writers
+/// wrote last that it rewinds (another session's file, the user's edit), and not its own.
+#[test]
+fn a_navigation_names_the_other_writers_paths_it_rewinds() {
+    let env = Env::new();
+    ok(&env, "A", &["turn", "begin"]);
+    edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
+    ok(&env, "A", &["turn", "end"]);
+    ok(&env, "B", &["turn", "begin"]);
+    edit(&env, "B", "b.txt", || env.write("b.txt", "by B\n"));
+    ok(&env, "B", &["turn", "end"]);
+    env.write("u.txt", "the user's\n");
+    ok(&env, "U", &["snapshot"]);
+    let said = ok(&env, "A", &["navigate", "turn:1:before", "--mode", "files"]);
+    assert!(!env.path("a.txt").exists(), "{said}");
+    assert!(!env.path("b.txt").exists(), "{said}");
+    assert!(
+        said.contains("rewound b.txt: last written by session B"),
+        "{said}"
+    );
+    assert!(
+        said.contains("rewound u.txt: last written by the user"),
+        "{said}"
+    );
+    assert!(!said.contains("rewound a.txt"), "{said}");
+    let j = ok(
+        &env,
+        "A",
+        &["navigate", "turn:1", "--mode", "files", "--json"],
+    );
+    let o: Value = serde_json::from_str(j.lines().next().unwrap()).unwrap();
+    // Back at A's turn: a.txt is A's own; nothing of another writer changes.
+    assert_eq!(o["result"], "restored", "{o}");
+    assert!(o.get("rewound").is_none(), "{o}");
+}
+
+/// Two sessions append to one file in turns that overlap in time, their tool calls apart:
+/// each undo takes out exactly its own line (a three-way merge keeps the other's), and a
+/// redo puts it back.
+#[test]
+fn two_sessions_appending_to_one_file_each_undo_exactly_their_own_lines() {
+    let env = Env::new();
+    env.write("log.txt", "base\n");
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &pid]);
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);
+    edit(&env, "A", "log.txt", || {
+        append(&env, "log.txt", "A's line\n")
+    });
+    edit(&env, "B", "log.txt", || {
+        append(&env, "log.txt", "B's line\n")
+    });
+    ok(&env, "A", &["turn", "end"]);
+    ok(&env, "B", &["turn", "end"]);
+    let said = ok(&env, "A", &["undo", "--mode", "files"]);
+    assert_eq!(env.read("log.txt"), "base\nB's line\n", "{said}");
+    assert!(said.contains("1 merged"), "{said}");
+    let said = ok(&env, "B", &["undo", "--mode", "files"]);
+    assert_eq!(env.read("log.txt"), "base\n", "{said}");
+    let said = ok(&env, "A", &["redo"]);
+    assert_eq!(env.read("log.txt"), "base\nA's line\n", "{said}");
+    let said = ok(&env, "B", &["redo"]);
+    assert_eq!(env.read("log.txt"), "base\nA's line\nB's line\n", "{said}");
+    drop(owner);
+}
+
+/// `log --steps` lists a turn's steps (tool, input, what changed); a captured shell step's
+/// snapshots are named `turn:N.K:before` and `turn:N.K`, so `diff` shows what the command
+/// did and `restore` brings back what it destroyed.
+#[test]
+fn a_turns_steps_are_listed_and_named_by_diff_and_restore() {
+    let env = Env::new();
+    env.write("notes.txt", "old notes\n");
+    ok(&env, "A", &["turn", "begin"]);
+    edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
+    ok(
+        &env,
+        "A",
+        &[
+            "step",
+            "begin",
+            "--tool",
+            "Bash",
+            "--summary",
+            "rm notes.txt",
+        ],
+    );
+    std::fs::remove_file(env.path("notes.txt")).unwrap();
+    ok(&env, "A", &["step", "end"]);
+    ok(&env, "A", &["turn", "end"]);
+    let said = ok(&env, "A", &["log", "--steps"]);
+    assert!(said.contains("turn:1.1  Write  ~ a.txt"), "{said}");
+    assert!(
+        said.contains("turn:1.2  Bash  +0 ~0 -1  rm notes.txt"),
+        "{said}"
+    );
+    let j = ok(&env, "A", &["log", "--steps", "--json"]);
+    let log: Value = serde_json::from_str(j.lines().next().unwrap()).unwrap();
+    let steps = &log["entries"][0]["steps"];
+    assert_eq!(steps[0]["tool"], "Write", "{log}");
+    assert_eq!(steps[1]["counts"], serde_json::json!([0, 0, 1]), "{log}");
+    assert!(steps[1]["before"].is_string(), "{log}");
+    let said = ok(&env, "A", &["diff", "turn:1.2", "--name-status"]);
+    assert!(said.contains("notes.txt"), "{said}");
+    assert!(!said.contains("a.txt"), "{said}");
+    ok(
+        &env,
+        "A",
+        &["restore", "turn:1.2:before", "--", "notes.txt"],
+    );
+    assert_eq!(env.read("notes.txt"), "old notes\n");
+    // An edit step names its files instead of taking snapshots: the name says so.
+    let o = run(&env, "A", &["restore", "turn:1.1:before", "--", "a.txt"]);
+    let said = stdout(&o) + &stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("an edit step names its files"), "{said}");
+}

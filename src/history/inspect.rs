@@ -192,6 +192,7 @@ fn entries(
                 reverts: revert.map(|r| r.reverts),
                 merged: revert.map(|r| r.merged.clone()).unwrap_or_default(),
                 bytes_added: 0,
+                steps: Vec::new(),
             };
             (e, span, t.ended_ms)
         })
@@ -226,6 +227,7 @@ fn entries(
                 reverts: None,
                 merged: Vec::new(),
                 bytes_added: 0,
+                steps: Vec::new(),
             };
             (e, span, None)
         }))

@@ -494,6 +494,32 @@ pub fn claim(tx: &WriteTx<'_>, paths: &[Vec<u8>], writer: &Writer) -> Result<(),
     tx.set_ledger_claims(Some(&bytes))
 }
 
+/// Records what an edit step read in one of its files (`version`; `last`: the version the
+/// last snapshot holds there): when that is not the version the path's entry names (or,
+/// without an entry, the last snapshot's), it was written by `writer` (a step's end), or
+/// when None by whoever could write it until now, as an update attributes a change (a
+/// step's begin: the user's edit saved a moment before the tool ran).
+///
+/// # Errors
+/// [`StoreError`] from the tables.
+pub fn observe(
+    tx: &WriteTx<'_>,
+    path: &[u8],
+    version: (EntryKind, ObjectId),
+    last: (EntryKind, ObjectId),
+    writer: Option<&Writer>,
+) -> Result<(), StoreError> {
+    let known = entry(tx, path)?.map_or(Some(last), |e| e.left);
+    if known == Some(version) {
+        return Ok(());
+    }
+    let writer = match writer {
+        Some(w) => w.clone(),
+        None => attribute(path, &running(tx)?),
+    };
+    put(tx, path, Some(version), writer)
+}
+
 /// The claims waiting for the next update (unreadable ones count as none).
 fn claims(tx: &WriteTx<'_>) -> Vec<(Vec<u8>, Writer)> {
     tx.ledger_claims()

@@ -36,6 +36,7 @@ pub mod ledger;
 pub mod list;
 pub mod liveness;
 mod navigate;
+mod observed;
 mod outcome;
 mod ownership;
 pub(crate) mod paths;
@@ -62,11 +63,13 @@ use crate::store::now_ms;
 use crate::working_copy::{Exclusive, WorkingCopy};
 use db::{Loaded, SessionKey, Writer};
 pub use list::{Lookup, SessionInfo};
+pub use navigate::step_name;
 pub use outcome::{Outcome, Report};
+pub(crate) use ownership::Held;
 use record::{CheckpointRecord, HISTORY_VERSION, MAX_ANCHOR_BYTES, Op, truncate};
 pub use record::{Mode, StepRecord, TurnState};
 pub use revert::RevertPreview;
-pub use step::{StepInfo, can_destroy};
+pub use step::{StepInfo, StepLog, can_destroy};
 pub use turn::{BeforeStatus, Turn, TurnSummary};
 
 /// In-process state of one session: captures running now (for `capture_in_flight`).
@@ -174,6 +177,9 @@ pub struct LogEntry {
     /// Stored bytes of the objects it added to the store, computed by walking the log
     /// oldest first (see [`inspect`]: trees are not counted).
     pub bytes_added: u64,
+    /// A turn's steps, oldest first, when asked for ([`Session::log_with_steps`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepLog>,
 }
 
 /// A session's state as a host shows it.
@@ -627,6 +633,18 @@ impl Session {
     /// [`Error::Store`] when the store cannot be read.
     pub fn log(&self) -> Result<SessionLog, Error> {
         inspect::log_of(self)
+    }
+
+    /// [`Session::log`] with each turn's steps (`retrace log --steps`).
+    ///
+    /// # Errors
+    /// As [`Session::log`].
+    pub fn log_with_steps(&self) -> Result<SessionLog, Error> {
+        let mut log = inspect::log_of(self)?;
+        for e in log.entries.iter_mut().filter(|e| e.kind != "checkpoint") {
+            e.steps = self.step_log(e.number)?;
+        }
+        Ok(log)
     }
 }
 

@@ -126,12 +126,16 @@ impl Session {
         ))
     }
 
-    /// The snapshot recorded at `anchor` (as [`Session::navigate`] names them), for commands
-    /// that take a snapshot id (`retrace diff turn:1`).
+    /// The snapshot recorded at `anchor` (as [`Session::navigate`] names them, and a
+    /// step's: `turn:N.K`, `turn:N.K:before`, see [`step_name`]), for commands that take a
+    /// snapshot id (`retrace diff turn:1`).
     ///
     /// # Errors
     /// [`Error::Anchor`] when the anchor names no kept snapshot; [`Error::Store`].
     pub fn snapshot_at(&self, anchor: &str) -> Result<ObjectId, Error> {
+        if let Some((turn, step, before)) = step_name(anchor) {
+            return self.step_snapshot(anchor, turn, step, before);
+        }
         let t = Session::resolve(&self.load()?, anchor)?;
         t.snapshot.ok_or_else(|| Error::Anchor {
             anchor: anchor.to_string(),
@@ -237,6 +241,7 @@ impl Session {
                 snapshot: Some(snapshot),
                 safety_snapshot: None,
                 merged: Vec::new(),
+                rewound: Vec::new(),
             });
         }
         let known = [l.state.last_known, reader.last_known()?];
@@ -271,10 +276,11 @@ impl Session {
         // Paths another session's running turn has changed so far are that turn's: a
         // navigation that would change them is a conflict (forced: saved first).
         let fresh = self.ws.store().reader()?;
+        let change = crate::diff::changes(&fresh, &disk.id, &snapshot)?;
         let open = self.open_turn_paths(&fresh, &disk.id)?;
         if !open.is_empty() {
-            let clash: Vec<String> = crate::diff::changes(&fresh, &disk.id, &snapshot)?
-                .into_iter()
+            let clash: Vec<String> = change
+                .iter()
                 .filter(|c| open.contains_key(&c.path))
                 .map(|c| c.path.show())
                 .collect();
@@ -292,6 +298,8 @@ impl Session {
             }
         }
         drop(fresh);
+        // A navigation rewinds the whole workspace: it says whose work it rewinds.
+        let rewound = self.rewound(change.iter().map(|c| &c.path))?;
         let (target_entries, same_dirs) = flatten_changed(&reader, &snapshot, &disk.entries)?;
         disk.entries
             .retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
@@ -333,6 +341,19 @@ impl Session {
             snapshot: Some(now),
             safety_snapshot: safety,
             merged: Vec::new(),
+            rewound,
         })
     }
+}
+
+/// `turn:N.K` (after step K of turn N) or `turn:N.K:before`: `(N, K, before)`.
+#[must_use]
+pub fn step_name(anchor: &str) -> Option<(u64, u64, bool)> {
+    let rest = anchor.strip_prefix("turn:")?;
+    let (rest, before) = match rest.strip_suffix(":before") {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    let (n, k) = rest.split_once('.')?;
+    Some((n.parse().ok()?, k.parse().ok()?, before))
 }

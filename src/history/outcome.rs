@@ -37,6 +37,11 @@ pub enum Outcome {
         /// Paths of a revert written as a three-way merge: the turn's change taken out, the
         /// changes made since kept.
         merged: Vec<String>,
+        /// Paths another writer wrote last that a navigation (whole workspace by design)
+        /// rewound, each with that writer: their versions stay in the snapshot the
+        /// navigation started from.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        rewound: Vec<Skipped>,
     },
     /// None of the turn's files could be restored: every path it changed belongs to
     /// another session (a turn of it still running, or one that ran at the same time).
@@ -181,6 +186,7 @@ impl Outcome {
                 files_deleted,
                 skipped,
                 merged,
+                rewound,
                 ..
             } => {
                 let merged = if merged.is_empty() {
@@ -196,6 +202,15 @@ impl Outcome {
                 );
                 if !skipped.is_empty() {
                     let _ = write!(m, ", {} left alone", skipped.len());
+                }
+                if !rewound.is_empty() {
+                    let _ = write!(
+                        m,
+                        "; rewound {} path(s) other writers wrote last ({}: {})",
+                        rewound.len(),
+                        rewound[0].path,
+                        rewound[0].reason
+                    );
                 }
                 m
             }

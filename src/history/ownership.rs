@@ -13,10 +13,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::Session;
-use super::db::SessionKey;
+use super::db::{self, SessionKey};
 use super::ledger::{LedgerEntry, Writer};
+use crate::capture::FlatEntry;
 use crate::error::Error;
-use crate::object::RelPath;
+use crate::object::{ObjectId, RelPath};
+use crate::store::{ReadTx, Store, StoreReader};
+use crate::working_copy::Holders;
 
 /// What the disk holds at a path of an operation's change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +28,10 @@ pub(crate) struct Holds {
     pub taken_back: bool,
     /// The version the operation would write.
     pub written: bool,
+    /// The change is this session's own writes there, as the ledger knows them
+    /// ([`Session::own_changes`]): another writer's version equal to what it takes back is
+    /// then a coincidence of content, not that writer's claim on it.
+    pub own: bool,
 }
 
 /// Who the ledger says last wrote a path, as the rule sees it.
@@ -38,6 +45,133 @@ pub(crate) enum Owner {
     Other(String),
 }
 
+/// Names sessions and says whether their turns still run, for messages, reading the store
+/// once per session.
+struct Names<'t> {
+    tx: &'t ReadTx,
+    known: std::cell::RefCell<HashMap<[u8; 32], String>>,
+    open: std::cell::RefCell<HashMap<[u8; 32], Option<u64>>>,
+}
+
+impl<'t> Names<'t> {
+    fn new(tx: &'t ReadTx) -> Names<'t> {
+        Names {
+            tx,
+            known: std::cell::RefCell::default(),
+            open: std::cell::RefCell::default(),
+        }
+    }
+
+    fn name(&self, k: &[u8; 32]) -> String {
+        self.known
+            .borrow_mut()
+            .entry(*k)
+            .or_insert_with(|| {
+                let key = SessionKey(*k);
+                db::name(self.tx, &key)
+                    .ok()
+                    .flatten()
+                    .map_or_else(|| key.short(), |n| n.name)
+            })
+            .clone()
+    }
+
+    fn running(&self, k: &[u8; 32], turn: u64) -> bool {
+        *self.open.borrow_mut().entry(*k).or_insert_with(|| {
+            db::load(self.tx, &SessionKey(*k))
+                .ok()
+                .and_then(|l| l.state.pending)
+        }) == Some(turn)
+    }
+
+    fn describe(&self, w: &Writer) -> String {
+        w.describe(&|k| self.name(k), &|k, t| self.running(k, t))
+    }
+}
+
+/// The ownership rule as a restore asks it ([`Holders`]): the paths another session's
+/// running turn has changed so far are that turn's; for a restore made for session `mine`,
+/// also the paths another session (its turn, its step, an operation done for it, or tool
+/// calls of several at once) wrote last, where the disk still holds what it left. What the
+/// user wrote is the user's to restore over.
+pub(crate) struct Held<'a> {
+    /// The workspace's store.
+    pub store: &'a Store,
+    /// The session the restore is made for; None for the user's own restore.
+    pub mine: Option<SessionKey>,
+}
+
+impl Holders for Held<'_> {
+    fn held(
+        &self,
+        reader: &StoreReader,
+        disk: &[FlatEntry],
+        stored: Option<ObjectId>,
+    ) -> Result<BTreeMap<String, String>, Error> {
+        if let (Some(_), Some(root)) = (self.mine, stored) {
+            super::ledger::up_to(self.store, root)?;
+        }
+        let tx = self.store.begin_read()?;
+        let names = Names::new(&tx);
+        let mut out = BTreeMap::new();
+        for (key, _) in db::sessions(&tx)? {
+            if Some(key) == self.mine {
+                continue;
+            }
+            for u in db::turns(&tx, &key)? {
+                let Some(before) = u.before.filter(|_| u.ended_ms.is_none()) else {
+                    continue;
+                };
+                let changed = if let Some(root) = stored {
+                    crate::diff::changes(reader, &before, &root)?
+                        .into_iter()
+                        .map(|c| c.path.show())
+                        .collect()
+                } else {
+                    let (old, same) = crate::diff::flatten_changed(reader, &before, disk)?;
+                    let now: Vec<FlatEntry> = disk
+                        .iter()
+                        .filter(|e| !crate::diff::below_any(&e.path, &same))
+                        .cloned()
+                        .collect();
+                    crate::diff::diff(&old, &now).paths()
+                };
+                for path in changed {
+                    out.entry(path).or_insert_with(|| {
+                        format!(
+                            "being changed by turn {} of session {}, which is still running",
+                            u.number,
+                            names.name(&key.0)
+                        )
+                    });
+                }
+            }
+        }
+        let Some(mine) = self.mine else {
+            return Ok(out);
+        };
+        for (path, bytes) in tx.ledger_entries()? {
+            let Ok(e) = LedgerEntry::decode(&bytes) else {
+                continue;
+            };
+            let theirs = match &e.writer {
+                Writer::User | Writer::Op { session: None, .. } => false,
+                _ => !e.left_by(&mine),
+            };
+            let on_disk = disk
+                .binary_search_by(|d| d.path.as_bytes().cmp(path.as_slice()))
+                .ok()
+                .map(|i| (disk[i].kind, disk[i].id));
+            if theirs && on_disk == e.left {
+                let shown = crate::object::show_path(&path);
+                out.entry(shown)
+                    .or_insert_with(|| format!("last written by {}", names.describe(&e.writer)));
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Session {
     /// What the ledger says of each of `paths` (absent: the ledger has no entry).
     ///
@@ -48,29 +182,7 @@ impl Session {
         paths: impl Iterator<Item = &'a RelPath>,
     ) -> Result<HashMap<RelPath, Owner>, Error> {
         let tx = self.ws.store().begin_read()?;
-        let names: std::cell::RefCell<HashMap<[u8; 32], String>> = std::cell::RefCell::default();
-        let name = |k: &[u8; 32]| -> String {
-            names
-                .borrow_mut()
-                .entry(*k)
-                .or_insert_with(|| {
-                    let key = SessionKey(*k);
-                    super::db::name(&tx, &key)
-                        .ok()
-                        .flatten()
-                        .map_or_else(|| key.short(), |n| n.name)
-                })
-                .clone()
-        };
-        let open: std::cell::RefCell<HashMap<[u8; 32], Option<u64>>> =
-            std::cell::RefCell::default();
-        let running = |k: &[u8; 32], turn: u64| {
-            *open.borrow_mut().entry(*k).or_insert_with(|| {
-                super::db::load(&tx, &SessionKey(*k))
-                    .ok()
-                    .and_then(|l| l.state.pending)
-            }) == Some(turn)
-        };
+        let names = Names::new(&tx);
         let mut out = HashMap::new();
         for p in paths {
             let Some(e) = tx
@@ -82,10 +194,133 @@ impl Session {
             let owner = match &e.writer {
                 _ if e.left_by(&self.key) => Owner::Mine,
                 Writer::User => Owner::User,
-                w => Owner::Other(w.describe(&name, &running)),
+                w => Owner::Other(names.describe(w)),
             };
             out.insert(p.clone(), owner);
         }
+        Ok(out)
+    }
+
+    /// Narrows `change` (a turn's change, per path: what the operation takes back, `old`, and
+    /// writes, `new`) to what this session's own writes in turn `turn` did there, by the
+    /// ledger: from the version its first write there replaced to the version its last write
+    /// left, when those writes form one run in the path's history (no other writer's in
+    /// between) that the ledger still holds. Then an undo (`undo`; else a redo) takes back
+    /// this session's part alone: another session's write before or after it in the same
+    /// turn's window stays, merged when the disk holds it. Where the ledger cannot say, the
+    /// path keeps the turn's change; where this session's writes left the path as they found
+    /// it, the path leaves the change.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub(crate) fn own_changes(
+        &self,
+        reader: &StoreReader,
+        turn: u64,
+        change: &mut Vec<crate::diff::Change>,
+        undo: bool,
+    ) -> Result<std::collections::HashSet<RelPath>, Error> {
+        type Version = Option<(crate::object::EntryKind, ObjectId)>;
+        let tx = self.ws.store().begin_read()?;
+        let mine = |w: &Writer| matches!(w, Writer::Turn { session, turn: t, .. } if *session == self.key.0 && *t == turn);
+        let entry_of = |v: Version, c: &crate::diff::Change| -> Result<Option<FlatEntry>, Error> {
+            let Some((kind, id)) = v else {
+                return Ok(None);
+            };
+            let size = [c.old.as_ref(), c.new.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|e| e.id == id)
+                .map_or_else(|| reader.record(&id).map(|r| r.size), |e| Ok(e.size))?;
+            Ok(Some(FlatEntry {
+                path: c.path.clone(),
+                kind,
+                id,
+                size,
+            }))
+        };
+        let mut out = Vec::with_capacity(change.len());
+        let mut own = std::collections::HashSet::new();
+        for c in change.drain(..) {
+            let Some(e) = tx
+                .ledger(c.path.as_bytes())?
+                .and_then(|b| LedgerEntry::decode(&b).ok())
+            else {
+                out.push(c);
+                continue;
+            };
+            let truncated = e.earlier.len() >= super::ledger::EARLIER;
+            let history: Vec<(Version, &Writer)> = std::iter::once((e.left, &e.writer))
+                .chain(e.earlier.iter().map(|(v, w)| (*v, w)))
+                .collect();
+            let Some(first) = history.iter().position(|(_, w)| mine(w)) else {
+                out.push(c);
+                continue;
+            };
+            let run = history[first..].iter().take_while(|(_, w)| mine(w)).count();
+            let beyond = first + run;
+            if history[beyond..].iter().any(|(_, w)| mine(w)) {
+                out.push(c); // another writer's version in between: the turn's change
+                continue;
+            }
+            let left = history[first].0;
+            let replaced = match history.get(beyond) {
+                Some((v, _)) => *v,
+                None if truncated => {
+                    out.push(c);
+                    continue;
+                }
+                // The ledger knew no version before this session's: the turn's before-version.
+                None => {
+                    let before = if undo { &c.new } else { &c.old };
+                    before.as_ref().map(|b| (b.kind, b.id))
+                }
+            };
+            if left == replaced {
+                continue;
+            }
+            let (old, new) = if undo {
+                (left, replaced)
+            } else {
+                (replaced, left)
+            };
+            let narrowed = crate::diff::Change {
+                path: c.path.clone(),
+                old: entry_of(old, &c)?,
+                new: entry_of(new, &c)?,
+            };
+            own.insert(c.path.clone());
+            out.push(narrowed);
+        }
+        *change = out;
+        Ok(own)
+    }
+
+    /// Of `paths`, those another writer (the user included) wrote last by the ledger, each
+    /// with that writer: what a whole-workspace navigation rewinds of others' work.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub(crate) fn rewound<'a>(
+        &self,
+        paths: impl Iterator<Item = &'a RelPath>,
+    ) -> Result<Vec<crate::scan::Skipped>, Error> {
+        let mut out: Vec<crate::scan::Skipped> = self
+            .owners(paths)?
+            .into_iter()
+            .filter_map(|(path, owner)| {
+                let who = match owner {
+                    Owner::Mine => return None,
+                    Owner::User => "the user (outside every tool call)".to_string(),
+                    Owner::Other(who) => who,
+                };
+                Some(crate::scan::Skipped {
+                    path: path.show(),
+                    reason: format!("last written by {who}"),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     }
 
@@ -117,7 +352,7 @@ impl Session {
                             .to_string(),
                     );
                 }
-                Some(Owner::Other(who)) if holds.taken_back || holds.written => {
+                Some(Owner::Other(who)) if (holds.taken_back && !holds.own) || holds.written => {
                     theirs.insert(
                         path.clone(),
                         format!("last written by {who}; left as it is"),

@@ -2,7 +2,8 @@
 //! the facade and from a session alike: its journal records a [`SessionOp`], as every
 //! restore's does, so whichever process recovers an interrupted one reads it.
 
-use super::{Session, SessionOp};
+use super::db::SessionKey;
+use super::{Held, Session, SessionOp};
 use crate::error::{Error, RestoreError};
 use crate::object::ObjectId;
 use crate::progress::Progress;
@@ -20,6 +21,7 @@ pub fn restore_paths(
     id: &ObjectId,
     paths: &[String],
     opts: RestoreOptions,
+    mine: Option<SessionKey>,
     progress: &dyn Progress,
 ) -> Result<DryRun, Error> {
     if paths.is_empty() {
@@ -30,7 +32,12 @@ pub fn restore_paths(
         .into());
     }
     let only = normalize_paths(wc.root(), paths)?;
-    let (outcome, refused) = wc.restore_paths_or_plan::<SessionOp>(id, &only, opts, progress)?;
+    let held = Held {
+        store: wc.store(),
+        mine,
+    };
+    let (outcome, refused) =
+        wc.restore_paths_or_plan::<SessionOp>(id, &only, opts, &held, progress)?;
     match refused {
         Some(r) if !opts.dry_run => Err(RestoreError::Dirty { paths: r.paths }.into()),
         refused => Ok(DryRun { outcome, refused }),
@@ -61,7 +68,65 @@ impl Session {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
-        restore_paths(&self.ws, id, paths, opts, progress).and_then(outcome_of)
+        restore_paths(&self.ws, id, paths, opts, Some(self.key), progress).and_then(outcome_of)
+    }
+
+    /// A restore made for this session: of `paths` of snapshot `id`, or of the whole
+    /// workspace when `paths` is empty. As [`crate::Workspace::restore_paths`], and what
+    /// another session wrote last is refused as its running turns' work is
+    /// ([`crate::RestoreError::Held`]).
+    ///
+    /// # Errors
+    /// As [`crate::Workspace::restore_paths`].
+    pub fn restore(
+        &self,
+        id: &ObjectId,
+        paths: &[String],
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<RestoreOutcome, Error> {
+        if !paths.is_empty() {
+            return self.restore_paths(id, paths, opts, progress);
+        }
+        let held = Held {
+            store: self.ws.store(),
+            mine: Some(self.key),
+        };
+        match self
+            .ws
+            .restore_or_plan::<SessionOp>(id, opts, &held, progress)?
+        {
+            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (outcome, None) => Ok(outcome),
+        }
+    }
+
+    /// [`Session::restore`]'s plan, and whether it would be refused. Writes nothing.
+    ///
+    /// # Errors
+    /// As [`Session::restore`], apart from the refusal.
+    pub fn restore_dry_run(
+        &self,
+        id: &ObjectId,
+        paths: &[String],
+        force: bool,
+        progress: &dyn Progress,
+    ) -> Result<DryRun, Error> {
+        if !paths.is_empty() {
+            return self.restore_paths_dry_run(id, paths, force, progress);
+        }
+        let opts = RestoreOptions {
+            force,
+            dry_run: true,
+        };
+        let held = Held {
+            store: self.ws.store(),
+            mine: Some(self.key),
+        };
+        let (outcome, refused) = self
+            .ws
+            .restore_or_plan::<SessionOp>(id, opts, &held, progress)?;
+        Ok(DryRun { outcome, refused })
     }
 
     /// [`crate::Workspace::restore_paths_dry_run`] from a session.
@@ -79,6 +144,6 @@ impl Session {
             force,
             dry_run: true,
         };
-        restore_paths(&self.ws, id, paths, opts, progress)
+        restore_paths(&self.ws, id, paths, opts, Some(self.key), progress)
     }
 }

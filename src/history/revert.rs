@@ -84,7 +84,66 @@ fn merged_kind(base: EntryKind, ours: EntryKind, theirs: EntryKind) -> EntryKind
     if ours == base { theirs } else { ours }
 }
 
-fn counts_of(change: &[Change]) -> Counts {
+/// What a three-way merge makes of taking change `c` (`old` to `new`) back out of the disk
+/// entry `d`, which holds neither side.
+pub(super) enum MergedOut {
+    /// The disk already holds the merge: nothing to write.
+    Already,
+    /// The disk's entry becomes the merge (`old`: the disk's entry), and these bytes.
+    Written(Change, Vec<u8>),
+    /// No clean merge: why.
+    Not(&'static str),
+}
+
+/// Takes `c` back out of the disk entry `d` by a three-way text merge (base: `c.new`, what
+/// the change left; ours: the disk; theirs: `c.old`, what it replaced), as [`crate::merge`]
+/// does it: clean or not at all (`touching`: changes that only touch merge too, see
+/// [`crate::merge::three_way_touching`]).
+///
+/// # Errors
+/// [`Error::Store`] when a side cannot be read.
+pub(super) fn merge_out(
+    reader: &StoreReader,
+    c: &Change,
+    d: Option<&FlatEntry>,
+    touching: bool,
+) -> Result<MergedOut, Error> {
+    let (Some(base), Some(ours), Some(back)) = (c.new.as_ref(), d, c.old.as_ref()) else {
+        return Ok(MergedOut::Not(why(c, d)));
+    };
+    if !is_file(Some(base)) || !is_file(Some(ours)) || !is_file(Some(back)) {
+        return Ok(MergedOut::Not(why(c, d)));
+    }
+    let read = |id: &ObjectId| reader.read_blob(id);
+    let merge = if touching {
+        crate::merge::three_way_touching
+    } else {
+        three_way
+    };
+    match merge(&read(&base.id)?, &read(&ours.id)?, &read(&back.id)?) {
+        Ok(bytes) => {
+            let kind = merged_kind(base.kind, ours.kind, back.kind);
+            let id = ObjectId::of_blob(&bytes);
+            if id == ours.id && kind == ours.kind {
+                return Ok(MergedOut::Already);
+            }
+            let change = Change {
+                path: c.path.clone(),
+                old: Some(ours.clone()),
+                new: Some(FlatEntry {
+                    path: c.path.clone(),
+                    kind,
+                    id,
+                    size: bytes.len() as u64,
+                }),
+            };
+            Ok(MergedOut::Written(change, bytes))
+        }
+        Err(u) => Ok(MergedOut::Not(u.reason())),
+    }
+}
+
+pub(super) fn counts_of(change: &[Change]) -> Counts {
     let mut c = Counts::default();
     for ch in change {
         let leaf = |e: &Option<FlatEntry>| e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
@@ -290,6 +349,7 @@ impl Session {
             let holds = super::ownership::Holds {
                 taken_back: same(d, c.new.as_ref()),
                 written: same(d, c.old.as_ref()),
+                own: false,
             };
             (&c.path, holds)
         }))?;
@@ -334,35 +394,13 @@ impl Session {
                     take_before(c, d),
                 )
             };
-            let (Some(base), Some(ours), Some(back)) = (c.new.as_ref(), d, c.old.as_ref()) else {
-                plan.conflicts.push(conflict(why(c, d)));
-                continue;
-            };
-            if !is_file(Some(base)) || !is_file(Some(ours)) || !is_file(Some(back)) {
-                plan.conflicts.push(conflict(why(c, d)));
-                continue;
-            }
-            let read = |id: &ObjectId| reader.read_blob(id);
-            match three_way(&read(&base.id)?, &read(&ours.id)?, &read(&back.id)?) {
-                Ok(bytes) => {
-                    let kind = merged_kind(base.kind, ours.kind, back.kind);
-                    let id = ObjectId::of_blob(&bytes);
-                    if id == ours.id && kind == ours.kind {
-                        continue; // the disk already holds the merge
-                    }
-                    plan.change.push(Change {
-                        path: c.path.clone(),
-                        old: Some(ours.clone()),
-                        new: Some(FlatEntry {
-                            path: c.path.clone(),
-                            kind,
-                            id,
-                            size: bytes.len() as u64,
-                        }),
-                    });
+            match merge_out(reader, c, d, false)? {
+                MergedOut::Already => {}
+                MergedOut::Written(change, bytes) => {
                     plan.merged.push((c.path.clone(), bytes));
+                    plan.change.push(change);
                 }
-                Err(u) => plan.conflicts.push(conflict(u.reason())),
+                MergedOut::Not(reason) => plan.conflicts.push(conflict(reason)),
             }
         }
         // A path that becomes a file where the disk's directory holds paths the turn never
@@ -514,7 +552,7 @@ impl Session {
     }
 
     /// Stores merged contents as blobs, so the restore can write them.
-    fn store_merged(&self, merged: &[(RelPath, Vec<u8>)]) -> Result<(), Error> {
+    pub(super) fn store_merged(&self, merged: &[(RelPath, Vec<u8>)]) -> Result<(), Error> {
         if merged.is_empty() {
             return Ok(());
         }
@@ -578,6 +616,7 @@ impl Session {
             snapshot: Some(fin.snapshot),
             safety_snapshot: None,
             merged: Vec::new(),
+            rewound: Vec::new(),
         }))
     }
 }

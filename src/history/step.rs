@@ -30,6 +30,30 @@ pub struct StepInfo {
     pub snapshot: Option<ObjectId>,
 }
 
+/// One step of a turn as `retrace log --steps` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepLog {
+    /// Its number within the turn (`turn:N.K`).
+    pub number: u64,
+    /// The tool.
+    pub tool: String,
+    /// One line of its input (the command, the file).
+    pub summary: String,
+    /// The files an edit tool named (empty for a shell tool).
+    pub files: Vec<String>,
+    /// Unix milliseconds.
+    pub began_ms: u64,
+    /// Unix milliseconds; None while it runs (or when its end never came).
+    pub ended_ms: Option<u64>,
+    /// The workspace when it began (`turn:N.K:before`), when it was captured.
+    pub before: Option<ObjectId>,
+    /// The workspace when it ended (`turn:N.K`), when it was captured.
+    pub after: Option<ObjectId>,
+    /// Paths it added, modified and deleted, from its two snapshots; None when it took none
+    /// (an edit step: see `files`).
+    pub counts: Option<super::record::Counts>,
+}
+
 /// Whether a shell command can destroy work in the checkout (the `auto` and `destructive`
 /// policies capture around these): version-control commands that rewrite files, removal,
 /// moves, in-place edits and redirections that truncate.
@@ -136,12 +160,22 @@ impl Session {
             after: None,
         };
         let number = std::cell::Cell::new(None);
+        // An edit tool's files as they are before it runs (an edit saved a moment ago).
+        let named_bytes: Vec<Vec<u8>> = files.iter().map(|f| f.as_bytes().to_vec()).collect();
+        let seen = if named {
+            super::observed::look(self.ws.store(), self.ws.root(), &named_bytes)?
+        } else {
+            Vec::new()
+        };
         // The step's record is written in the same commit as the capture before it, after
         // the ledger took in what changed until then (not the step's).
         let write = |tx: &crate::store::WriteTx<'_>, before| -> Result<(), StoreError> {
             let w = Writer::new(tx, self.key)?;
             if w.state()?.pending != Some(turn) {
                 return Ok(());
+            }
+            for s in &seen {
+                ledger::observe(tx, s.path.as_bytes(), s.version, s.last, None)?;
             }
             let n = w.steps_of(turn)?.len() as u64 + 1;
             w.step(&rec(n, before))?;
@@ -190,6 +224,12 @@ impl Session {
             return Ok(None);
         };
         let number = step.number;
+        // An edit tool's files as it left them.
+        let seen = if step.shell() {
+            Vec::new()
+        } else {
+            super::observed::look(self.ws.store(), self.ws.root(), &step.files)?
+        };
         let writer = ledger::Writer::Turn {
             session: self.key.0,
             turn,
@@ -206,7 +246,22 @@ impl Session {
                     return Ok(());
                 };
                 if !s.shell() {
-                    ledger::claim(tx, &s.files, &writer)?;
+                    for seen in &seen {
+                        ledger::observe(
+                            tx,
+                            seen.path.as_bytes(),
+                            seen.version,
+                            seen.last,
+                            Some(&writer),
+                        )?;
+                    }
+                    let unseen: Vec<Vec<u8>> = s
+                        .files
+                        .iter()
+                        .filter(|f| !seen.iter().any(|o| o.path.as_bytes() == f.as_slice()))
+                        .cloned()
+                        .collect();
+                    ledger::claim(tx, &unseen, &writer)?;
                 } else if after.is_none() {
                     // Ran without captures: anything that changed until the next one may be its.
                     ledger::claim(tx, &[Vec::new()], &writer)?;
@@ -263,6 +318,84 @@ impl Session {
     pub fn steps(&self, turn: u64) -> Result<Vec<StepRecord>, Error> {
         let tx = self.ws.store().begin_read()?;
         Ok(db::steps(&tx, &self.key, turn)?)
+    }
+
+    /// The steps of turn `turn` as `log --steps` shows them, oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Store`] (a step snapshot that cannot be read leaves its counts out).
+    pub fn step_log(&self, turn: u64) -> Result<Vec<StepLog>, Error> {
+        let steps = self.steps(turn)?;
+        if steps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reader = self.ws.store().reader()?;
+        Ok(steps
+            .into_iter()
+            .map(|s| {
+                let counts = match (s.before, s.after) {
+                    (Some(b), Some(a)) => crate::diff::changes(&reader, &b, &a)
+                        .ok()
+                        .map(|c| super::revert::counts_of(&c)),
+                    _ => None,
+                };
+                StepLog {
+                    number: s.number,
+                    tool: s.tool,
+                    summary: s.summary,
+                    files: s
+                        .files
+                        .iter()
+                        .map(|f| crate::object::show_path(f))
+                        .collect(),
+                    began_ms: s.began_ms,
+                    ended_ms: s.ended_ms,
+                    before: s.before,
+                    after: s.after,
+                    counts,
+                }
+            })
+            .collect())
+    }
+
+    /// The snapshot a step name gives: `N.K` (after step K of turn N) or with `before`, the
+    /// workspace when it began. Only a shell step bracketed by captures has them.
+    ///
+    /// # Errors
+    /// [`Error::Anchor`] naming what is missing; [`Error::Store`].
+    pub(crate) fn step_snapshot(
+        &self,
+        anchor: &str,
+        turn: u64,
+        step: u64,
+        before: bool,
+    ) -> Result<ObjectId, Error> {
+        let unknown = |reason: String| Error::Anchor {
+            anchor: anchor.to_string(),
+            reason,
+        };
+        let steps = self.steps(turn)?;
+        let Some(s) = steps.iter().find(|s| s.number == step) else {
+            return Err(unknown(if steps.is_empty() {
+                format!("turn {turn} has no steps (its agent reports none, or it is not kept)")
+            } else {
+                format!("turn {turn} has steps 1 to {}", steps.len())
+            }));
+        };
+        let id = if before { s.before } else { s.after };
+        id.ok_or_else(|| {
+            unknown(format!(
+                "step {step} of turn {turn} ({} {}) took no snapshot{}; name turn:{turn}:before \
+                 or turn:{turn}, or a snapshot of `retrace log --snapshots`",
+                s.tool,
+                s.summary,
+                if s.shell() {
+                    " (the step_captures setting left it out)"
+                } else {
+                    " (an edit step names its files instead)"
+                }
+            ))
+        })
     }
 
     /// `files` as workspace-relative paths: absolute ones inside the workspace made

@@ -142,7 +142,8 @@ impl Session {
             prompt: if mode.conversation() { t.prompt } else { None },
             snapshot: Some(applied.snapshot),
             safety_snapshot: applied.safety,
-            merged: Vec::new(),
+            merged: applied.merged,
+            rewound: Vec::new(),
         })
     }
 
@@ -235,7 +236,8 @@ impl Session {
             prompt: None,
             snapshot: Some(applied.snapshot),
             safety_snapshot: Some(safety),
-            merged: Vec::new(),
+            merged: applied.merged,
+            rewound: Vec::new(),
         })
     }
 
@@ -317,7 +319,8 @@ impl Session {
             prompt: None,
             snapshot: Some(applied.snapshot),
             safety_snapshot: applied.safety,
-            merged: Vec::new(),
+            merged: applied.merged,
+            rewound: Vec::new(),
         })
     }
 
@@ -346,12 +349,15 @@ impl Session {
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
+        // What this session's own writes in the turn did, where the ledger knows them.
+        let own = self.own_changes(&reader, t.number, &mut change, Some(to) == t.before)?;
         // The ownership rule: paths whose last writer is not this session are left alone.
         let (mut theirs, unknown) = self.not_mine(change.iter().map(|c| {
             let d = find(&disk.entries, &c.path);
             let holds = super::ownership::Holds {
                 taken_back: same(d, c.old.as_ref()),
                 written: same(d, c.new.as_ref()),
+                own: own.contains(&c.path),
             };
             (&c.path, holds)
         }))?;
@@ -377,6 +383,10 @@ impl Session {
             }
         }
         change.retain(|c| !theirs.contains_key(&c.path));
+        // Where another session changed a path since (it appended to the file, say), the
+        // turn's change is merged out of the disk's version when a three-way merge is
+        // clean, keeping theirs; else the path is theirs: left as it is, named.
+        let merged = self.merge_others(&reader, &disk.entries, &mut change, &mut theirs)?;
         if !theirs.is_empty() && change.iter().all(is_nested) {
             // Nothing of the turn is ours to restore: say so, and leave the cursor.
             let count = theirs.len();
@@ -405,6 +415,14 @@ impl Session {
             let label = format!("safety: before forced {verb} of turn {}", t.number);
             safety = Some(ex.record(Some(label), opts.progress)?.id);
         }
+        let reader = if merged.is_empty() {
+            reader
+        } else {
+            // Merged contents are stored first; a reader opened after sees them.
+            self.store_merged(&merged)?;
+            drop(reader);
+            self.ws.store().reader()?
+        };
         let what = format!("{verb} of turn {}", t.number);
         let (target, fin) = match self.apply_change(ex, &reader, &disk, &change, what, op, opts)? {
             Ok(done) => done,
@@ -435,7 +453,65 @@ impl Session {
             skipped,
             snapshot: fin.snapshot,
             safety,
+            merged: merged.iter().map(|(p, _)| p.show()).collect(),
         }))
+    }
+
+    /// Of `change` (per path: what the operation takes back, `old`, and writes, `new`), the
+    /// paths where the disk holds neither and another session wrote last by the ledger: a
+    /// clean three-way merge takes the change out of the disk's version (the path's change
+    /// becomes the merge; its bytes are returned, to be stored), and otherwise the path
+    /// moves to `theirs`, named with its writer. Paths this session or the user wrote, or
+    /// the ledger never saw, stay for the conflict check.
+    fn merge_others(
+        &self,
+        reader: &crate::store::StoreReader,
+        disk: &[crate::capture::FlatEntry],
+        change: &mut Vec<crate::diff::Change>,
+        theirs: &mut std::collections::BTreeMap<RelPath, String>,
+    ) -> Result<Vec<(RelPath, Vec<u8>)>, Error> {
+        use super::ownership::Owner;
+        use super::revert::{MergedOut, merge_out};
+        let changed_since = |c: &crate::diff::Change| {
+            let d = find(disk, &c.path);
+            !is_nested(c) && !same(d, c.old.as_ref()) && !same(d, c.new.as_ref())
+        };
+        if !change.iter().any(changed_since) {
+            return Ok(Vec::new());
+        }
+        let owners = self.owners(change.iter().filter(|c| changed_since(c)).map(|c| &c.path))?;
+        let mut merged = Vec::new();
+        let mut kept = Vec::with_capacity(change.len());
+        for c in change.drain(..) {
+            let who = match owners.get(&c.path) {
+                Some(Owner::Other(who)) if changed_since(&c) => who,
+                _ => {
+                    kept.push(c);
+                    continue;
+                }
+            };
+            // Taking back is a change from what the operation takes back to what it writes.
+            let back = crate::diff::Change {
+                path: c.path.clone(),
+                old: c.new.clone(),
+                new: c.old.clone(),
+            };
+            match merge_out(reader, &back, find(disk, &c.path), true)? {
+                MergedOut::Already => {}
+                MergedOut::Written(m, bytes) => {
+                    merged.push((c.path.clone(), bytes));
+                    kept.push(m);
+                }
+                MergedOut::Not(why) => {
+                    theirs.insert(
+                        c.path.clone(),
+                        format!("last written by {who} ({why}); left as it is"),
+                    );
+                }
+            }
+        }
+        *change = kept;
+        Ok(merged)
     }
 }
 
@@ -604,4 +680,6 @@ struct Reversed {
     skipped: Vec<Skipped>,
     snapshot: ObjectId,
     safety: Option<ObjectId>,
+    /// Paths written as a three-way merge (another session's change since kept).
+    merged: Vec<String>,
 }

@@ -1021,6 +1021,10 @@ fn refusal_of(e: &Error) -> Message {
     let paths = match e {
         Error::Restore(r) => match r.as_ref() {
             crate::RestoreError::Dirty { paths } => paths.clone(),
+            crate::RestoreError::Held { held } => held
+                .iter()
+                .map(|h| format!("{} ({})", h.path, h.writer))
+                .collect(),
             _ => Vec::new(),
         },
         _ => Vec::new(),

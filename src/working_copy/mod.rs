@@ -154,10 +154,12 @@ pub struct DryRun {
     pub refused: Option<DirtyRefusal>,
 }
 
-/// Why a restore would be refused: the workspace is dirty.
+/// Why a restore would be refused: the workspace is dirty, or paths it would change hold
+/// another writer's work.
 #[derive(Clone, Debug, Serialize)]
 pub struct DirtyRefusal {
-    /// Always `"dirty"`, as the `result` of a refused command.
+    /// `"dirty"` (changes no snapshot holds) or `"held"` (another writer's work, see
+    /// [`RestoreError::Held`]), as the `result` of a refused command.
     pub result: &'static str,
     /// The refusal's message (what to do).
     pub message: String,
@@ -696,6 +698,7 @@ impl WorkingCopy {
         &self,
         id: &ObjectId,
         opts: RestoreOptions,
+        holders: &dyn Holders,
         progress: &dyn Progress,
     ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
         let mut phases = crate::trace::Phases::new("restore");
@@ -732,9 +735,20 @@ impl WorkingCopy {
             progress,
         )?;
         outcome.safety_snapshot = safety;
+        let held = holders.held(
+            &reader,
+            &current.entries,
+            lock.is_some().then_some(current.id),
+        )?;
         // Only the subtrees whose ids differ from the disk's are read and compared.
         let (target, same) = flatten_changed(&reader, id, &current.entries)?;
         current.entries.retain(|e| !below_any(&e.path, &same));
+        let changed = || diff(&current.entries, &target).paths().into_iter();
+        let refused = match refused {
+            Some(r) => Some(r),
+            None if held.is_empty() => None,
+            None => held_guard(&held, changed(), opts)?,
+        };
         phases.mark("read changed trees");
         let Some(ex) = lock else {
             let applied = self
@@ -1104,6 +1118,61 @@ impl Exclusive<'_> {
         }
         Ok(out)
     }
+}
+
+/// Who else holds paths of the workspace right now, asked by a restore before it writes: a
+/// restore that would change a held path is refused unless forced. The history layer
+/// answers with its ownership rule (`crate::history`'s `Held`).
+pub(crate) trait Holders {
+    /// The paths another writer holds, each with who: `disk` is the workspace as the
+    /// restore found it (`stored`: its id, when it was stored).
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    fn held(
+        &self,
+        reader: &crate::store::StoreReader,
+        disk: &[FlatEntry],
+        stored: Option<ObjectId>,
+    ) -> Result<std::collections::BTreeMap<String, String>, Error>;
+}
+
+/// The guard of a restore against other writers: of `changed` (the paths it would
+/// change), those `held` names. Unless `force`, that is [`RestoreError::Held`], or for a
+/// dry run the refusal returned. Forced, the restore goes on: the disk it found is stored
+/// (the last known snapshot, or the dirty guard's safety snapshot).
+pub(crate) fn held_guard(
+    held: &std::collections::BTreeMap<String, String>,
+    changed: impl Iterator<Item = String>,
+    opts: RestoreOptions,
+) -> Result<Option<DirtyRefusal>, Error> {
+    if held.is_empty() || opts.force {
+        return Ok(None);
+    }
+    let clash: Vec<crate::error::HeldPath> = changed
+        .filter_map(|p| {
+            held.get(&p).map(|w| crate::error::HeldPath {
+                path: p,
+                writer: w.clone(),
+            })
+        })
+        .collect();
+    if clash.is_empty() {
+        return Ok(None);
+    }
+    let count = clash.len();
+    let listed: Vec<_> = clash.into_iter().take(MAX_LISTED).collect();
+    let paths = listed.iter().map(|h| h.path.clone()).collect();
+    let e = RestoreError::Held { held: listed };
+    if !opts.dry_run {
+        return Err(e.into());
+    }
+    Ok(Some(DirtyRefusal {
+        result: "held",
+        message: e.to_string(),
+        paths,
+        count,
+    }))
 }
 
 /// The guard of a restore over the paths `only` (all when empty): where the disk

@@ -3,7 +3,7 @@
 //! The dirty guard covers only those paths. The result is a new state of the workspace, so it
 //! is recorded as a snapshot of its own.
 
-use super::{DirtyRefusal, WorkingCopy, dirty_guard};
+use super::{DirtyRefusal, Holders, WorkingCopy, dirty_guard, held_guard};
 use crate::capture::FlatEntry;
 use crate::diff::{Change, diff, flatten, selected};
 use crate::error::{Error, RestoreError};
@@ -106,6 +106,7 @@ impl WorkingCopy {
         id: &ObjectId,
         only: &[String],
         opts: RestoreOptions,
+        holders: &dyn Holders,
         progress: &dyn Progress,
     ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
         let lock = if opts.dry_run {
@@ -160,6 +161,15 @@ impl WorkingCopy {
         )?;
         outcome.safety_snapshot = safety;
         let change = changes_under(&current.entries, &snap, only);
+        let refused = match refused {
+            Some(r) => Some(r),
+            None if change.is_empty() => None,
+            None => {
+                let stored = lock.is_some().then_some(current.id);
+                let held = holders.held(&reader, &current.entries, stored)?;
+                held_guard(&held, change.iter().map(|c| c.path.show()), opts)?
+            }
+        };
         let mut target = target_of(&current.entries, &change);
         let Some(ex) = lock else {
             let applied = self

@@ -70,6 +70,9 @@ enum Command {
         /// The workspace's snapshots (safety snapshots included) even when a session is set.
         #[arg(long)]
         snapshots: bool,
+        /// Each turn's steps too (its agent's tool calls: tool, input, what changed).
+        #[arg(long)]
+        steps: bool,
         /// Show at most N entries (the newest).
         #[arg(short = 'n', long = "max-count", value_name = "N")]
         max: Option<usize>,
@@ -477,7 +480,9 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
         return ("refused", REFUSED);
     }
     match e.downcast_ref::<Error>() {
-        Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. }) => {
+        Some(Error::Restore(r))
+            if matches!(**r, RestoreError::Dirty { .. } | RestoreError::Held { .. }) =>
+        {
             ("refused", REFUSED)
         }
         Some(e) if e.is_busy() => ("busy", BUSY),
@@ -814,7 +819,7 @@ impl<'a> SnapshotNames<'a> {
     fn resolve(&self, name: &str) -> Result<retrace::ObjectId> {
         let ws = self.ws;
         let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
-                    --snapshots`), a label, or turn:N, turn:N:before, checkpoint:N of a session";
+                    --snapshots`), a label, or turn:N, turn:N:before, turn:N.K (a step), checkpoint:N of a session";
         let hex = name.len() >= 8 && name.bytes().all(|b| b.is_ascii_hexdigit());
         let by_id = if hex { Some(ws.resolve(name)) } else { None };
         if let Some(Ok(id)) = by_id {
@@ -1085,6 +1090,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Log {
             snapshots,
+            steps,
             max,
             json,
             paths,
@@ -1093,7 +1099,12 @@ fn run(cli: Cli) -> Result<u8> {
                 inspect::session_file_log(session_reading(dir, id)?.as_ref(), &paths, max, json)
             }
             Some(id) if !snapshots => {
-                history::log(session_reading(dir, id)?.as_ref(), id, max, json)
+                history::log(session_reading(dir, id)?.as_ref(), id, max, steps, json)
+            }
+            None if steps => {
+                let ws = reading_history(dir)?;
+                let s = session_of(&ws, None, Pick::History)?;
+                history::log(Some(&s), &s.id(), max, true, json)
             }
             None if !snapshots && !paths.is_empty() => {
                 inspect::file_log(open_reading(dir)?.ok().as_ref(), &paths, max, json)
@@ -1136,6 +1147,11 @@ fn run(cli: Cli) -> Result<u8> {
                 }
             };
             let names = SnapshotNames::new(&ws, sid);
+            // A step alone names a change: from the workspace when it began to when it ended.
+            let (a, b) = match (retrace::history::step_name(&a), b) {
+                (Some((n, k, false)), None) => (format!("turn:{n}.{k}:before"), Some(a)),
+                (_, b) => (a, b),
+            };
             let a = names.resolve(&a)?;
             let b = b.map(|b| names.resolve(&b)).transpose()?;
             let show = snapshot::DiffShow {
@@ -1156,7 +1172,12 @@ fn run(cli: Cli) -> Result<u8> {
         } => {
             let ws = open(dir)?;
             let id = SnapshotNames::new(&ws, sid).resolve(&id)?;
-            snapshot::restore(&ws, &id, &paths, force, dry_run, json)
+            // With a session, the restore is that session's: what another session wrote
+            // last is theirs (the ownership rule), as its running turns' work always is.
+            let session = sid
+                .map(|s| session_of(&ws, Some(s), Pick::History))
+                .transpose()?;
+            snapshot::restore(&ws, session.as_ref(), &id, &paths, force, dry_run, json)
         }
         Command::Status { json } => match (open_reading(dir)?, sid) {
             (Ok(ws), Some(id)) => {

@@ -11,6 +11,9 @@ use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Report, Session, SessionLo
 use crate::progress::Bar;
 use crate::{BUSY, OK, REFUSED};
 
+/// Most paths of other writers a navigation's report lists one per line.
+const REWOUND_LINES: usize = 20;
+
 /// Prints an outcome (JSON or one line plus details) and returns its exit code. Paths,
 /// prompts and labels are printed escaped for the terminal; JSON keeps them exact.
 pub fn report(o: &Outcome, json: bool) -> Result<u8> {
@@ -50,6 +53,7 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             files_deleted,
             skipped,
             safety_snapshot,
+            rewound,
             ..
         } = o
         {
@@ -64,6 +68,19 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
                     "  left alone {}: {}",
                     terminal_line(&s.path),
                     terminal_line(&s.reason)
+                );
+            }
+            for s in rewound.iter().take(REWOUND_LINES) {
+                println!(
+                    "  rewound {}: {}",
+                    terminal_line(&s.path),
+                    terminal_line(&s.reason)
+                );
+            }
+            if rewound.len() > REWOUND_LINES {
+                println!(
+                    "  ... and {} more path(s) other writers wrote last",
+                    rewound.len() - REWOUND_LINES
                 );
             }
             if let Some(s) = safety_snapshot {
@@ -391,7 +408,13 @@ pub fn checkpoint(s: &Session, label: Option<String>, json: bool) -> Result<u8> 
 }
 
 /// `retrace log --session`: newest first, at most `max` entries.
-pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Result<u8> {
+pub fn log(
+    s: Option<&Session>,
+    id: &str,
+    max: Option<usize>,
+    steps: bool,
+    json: bool,
+) -> Result<u8> {
     let Some(s) = s else {
         // No store yet: nothing recorded, and nothing created by asking.
         if json {
@@ -401,7 +424,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
         }
         return Ok(OK);
     };
-    let mut log: SessionLog = s.log()?;
+    let mut log: SessionLog = if steps { s.log_with_steps()? } else { s.log()? };
     let empty = log.entries.is_empty();
     log.entries.truncate(max.unwrap_or(usize::MAX));
     if json {
@@ -413,7 +436,7 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
         println!("session {name} has no turns yet");
         return Ok(OK);
     }
-    let rows: Vec<[String; 6]> = log
+    let rows: Vec<([String; 6], &[retrace::StepLog])> = log
         .entries
         .iter()
         .map(|e| {
@@ -438,24 +461,58 @@ pub fn log(s: Option<&Session>, id: &str, max: Option<usize>, json: bool) -> Res
             } else {
                 e.before.map(|b| b.short()).unwrap_or_default()
             };
-            [
+            let row = [
                 mark.to_string(),
                 format!("{}:{}", e.kind, e.number),
                 super::format_time(e.time_ms),
                 what,
                 retrace::config::bytes_approx(e.bytes_added),
                 first_line(e.text.as_deref().unwrap_or(""), 61),
-            ]
+            ];
+            (row, e.steps.as_slice())
         })
         .collect();
-    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r.0[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
     let (w1, w3, w4) = (width(1), width(3), width(4));
-    for [mark, id, time, what, bytes, text] in &rows {
+    for ([mark, id, time, what, bytes, text], steps) in &rows {
         println!("{mark} {id:<w1$}  {time}  {what:<w3$}  {bytes:>w4$}  {text}");
+        for st in *steps {
+            println!("{}", step_line(id, st));
+        }
     }
     println!("(@ cursor, * applied, u undone: redo re-applies the most recently undone)");
     println!("(the workspace's snapshots, safety snapshots too: `retrace log --snapshots`)");
     Ok(OK)
+}
+
+/// One step under its turn's row: `turn:3.2  Bash  +0 ~1 -0  sed -i … [before 3f2a9c1e]`.
+fn step_line(turn: &str, st: &retrace::StepLog) -> String {
+    let what = match st.counts {
+        Some(c) => format!("+{} ~{} -{}", c.added, c.modified, c.deleted),
+        None if !st.files.is_empty() => format!("~ {}", st.files.join(", ")),
+        None => "(not captured)".to_string(),
+    };
+    let running = if st.ended_ms.is_none() {
+        " [running]"
+    } else {
+        ""
+    };
+    let before = st
+        .before
+        .map(|b| format!("  [before: {}]", b.short()))
+        .unwrap_or_default();
+    format!(
+        "    {turn}.{}  {}  {}  {}{running}{before}",
+        st.number,
+        terminal_line(&st.tool),
+        terminal_line(&what),
+        first_line(&st.summary, 61),
+    )
 }
 
 /// `retrace status --session`: the session, then the workspace (`"workspace"` in JSON).

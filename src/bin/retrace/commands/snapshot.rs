@@ -5,7 +5,7 @@
 use anyhow::Result;
 use retrace::config::bytes_approx;
 use retrace::object::terminal_line;
-use retrace::{ObjectId, RestoreOptions, Workspace};
+use retrace::{ObjectId, RestoreOptions, Session, Workspace};
 
 use super::{format_time, print_json};
 use crate::progress::Bar;
@@ -286,6 +286,7 @@ fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
 /// `retrace restore`.
 pub fn restore(
     ws: &Workspace,
+    session: Option<&Session>,
     id: &ObjectId,
     paths: &[String],
     force: bool,
@@ -295,7 +296,10 @@ pub fn restore(
     let bar = Bar::new();
     // A dry run shows the plan even when the restore would be refused, and says so.
     let (r, refused, v) = if dry_run {
-        let d = ws.restore_paths_dry_run(id, paths, force, &bar)?;
+        let d = match session {
+            Some(s) => s.restore_dry_run(id, paths, force, &bar)?,
+            None => ws.restore_paths_dry_run(id, paths, force, &bar)?,
+        };
         let v = serde_json::to_value(&d)?;
         (d.outcome, d.refused, v)
     } else {
@@ -303,7 +307,10 @@ pub fn restore(
             force,
             dry_run: false,
         };
-        let r = ws.restore_paths(id, paths, opts, &bar)?;
+        let r = match session {
+            Some(s) => s.restore(id, paths, opts, &bar)?,
+            None => ws.restore_paths(id, paths, opts, &bar)?,
+        };
         let v = serde_json::to_value(&r)?;
         (r, None, v)
     };
@@ -353,12 +360,20 @@ pub fn restore(
         );
         if let Some(f) = &refused {
             // The paths once, one per line (the message names some inline).
-            println!(
-                "the restore would be refused: the workspace has {} change(s) not in any \
-                 snapshot; snapshot them first or pass --force (a safety snapshot is taken \
-                 before forcing):",
-                f.count
-            );
+            if f.result == "held" {
+                println!(
+                    "the restore would be refused: {} path(s) hold another writer's work; \
+                     leave them out, wait until that turn ends, or pass --force:",
+                    f.count
+                );
+            } else {
+                println!(
+                    "the restore would be refused: the workspace has {} change(s) not in \
+                     any snapshot; snapshot them first or pass --force (a safety snapshot is \
+                     taken before forcing):",
+                    f.count
+                );
+            }
             for p in &f.paths {
                 println!("  {}", terminal_line(p));
             }
