@@ -329,6 +329,17 @@ impl StatCache {
         (cache.head.cache == expect.cache && cache.map.is_some()).then_some(cache)
     }
 
+    /// Whether the body matches its checksum trailer: what [`StatCache::load`] checks, for a
+    /// cache mapped by [`StatCache::load_unverified`] whose records a capture means to trust
+    /// as a walk does (one pass over the file).
+    #[must_use]
+    pub fn verify(&self) -> bool {
+        self.map.as_deref().is_some_and(|map| {
+            map.get(self.body..)
+                .is_some_and(|sum| blake3::hash(&map[..self.body]).as_bytes()[..] == *sum)
+        })
+    }
+
     /// The header (see [`StatCache::load_head`]).
     #[must_use]
     pub fn head(&self) -> Head {

@@ -258,6 +258,119 @@ fn watched_captures_equal_walks_from_scratch() {
     );
 }
 
+/// A watched capture from scratch's point of view: a walk with no stat cache gives the
+/// same snapshot, files and bytes (the cache and the head beside it are put back after).
+fn equals_scratch(env: &Env, ws: &Workspace, watched: &retrace::Capture, what: &str) {
+    let cache = common::statcache(env);
+    let beside = retrace::statcache::watched_path(&cache);
+    let kept = (fs::read(&cache).ok(), fs::read(&beside).ok());
+    let _ = fs::remove_file(&cache);
+    let scratch = ws.snapshot_rescan(None, &NoProgress).unwrap();
+    for (path, bytes) in [(&cache, kept.0), (&beside, kept.1)] {
+        let _ = fs::remove_file(path);
+        if let Some(b) = bytes {
+            fs::write(path, b).unwrap();
+        }
+    }
+    assert_eq!(
+        listing_model::seen(watched),
+        listing_model::seen(&scratch),
+        "{what}"
+    );
+    assert_eq!(
+        (watched.files, watched.bytes),
+        (scratch.files, scratch.bytes),
+        "{what}: totals"
+    );
+}
+
+/// A big directory the watcher names: edited in place (its names are the stat cache's, so
+/// they are `lstat`ed by the cache's records instead of listed), then given new files,
+/// deleted ones, a file turned into a directory, a mode change, a symlink swapped and an
+/// ignored file (listed); every capture equals a walk from scratch. The cache is aged as in
+/// `listing_model.rs`, so its records are settled.
+#[test]
+fn a_big_directory_named_by_the_watcher_is_captured_as_a_walk_captures_it() {
+    let env = Env::new();
+    let root = env.root().to_path_buf();
+    let big = root.join("big");
+    fs::create_dir_all(big.join("sub")).unwrap();
+    for i in 0..3000 {
+        fs::write(big.join(format!("f{i:04}.txt")), format!("file {i}\n")).unwrap();
+    }
+    fs::write(big.join("sub/inner.txt"), "inner").unwrap();
+    fs::write(big.join(".gitignore"), "*.log\n").unwrap();
+    fs::write(big.join("kept.log"), "ignored").unwrap();
+    std::os::unix::fs::symlink("f0001.txt", big.join("link")).unwrap();
+    fs::create_dir_all(root.join("other")).unwrap();
+    fs::write(root.join("other/x"), "x").unwrap();
+    let ws = open(&env);
+    let w = Watcher::start(ws.watch_spec()).unwrap();
+    ready(&w);
+    let settle = |ws: &Workspace| {
+        let first = ws.snapshot_rescan(None, &NoProgress).unwrap();
+        assert!(first.walked_because.is_some());
+        common::age_statcache(&env);
+        // No edit lands in the clock tick of the listing the cache recorded.
+        std::thread::sleep(Duration::from_millis(30));
+    };
+    settle(&ws);
+    let watched_round = |what: &str, relisted: bool| {
+        let watched = ws.snapshot_summary(None, &NoProgress).unwrap();
+        assert!(watched.walked_because.is_none(), "{what}: walked");
+        assert!(watched.focused, "{what}: not focused");
+        assert_eq!(watched.reused > 0, relisted, "{what}: relisted");
+        equals_scratch(&env, &ws, &watched, what);
+    };
+
+    // In place: the directory's names are unchanged.
+    for i in [0, 7, 1500, 2999] {
+        fs::write(
+            big.join(format!("f{i:04}.txt")),
+            format!("edited {i}, longer\n"),
+        )
+        .unwrap();
+    }
+    fs::write(big.join("sub/inner.txt"), "inner, edited").unwrap();
+    watched_round("edited in place", true);
+
+    // Names come and go: listed.
+    for i in 3000..3100 {
+        fs::write(big.join(format!("f{i:04}.txt")), format!("new {i}\n")).unwrap();
+    }
+    for i in (100..400).step_by(3) {
+        fs::remove_file(big.join(format!("f{i:04}.txt"))).unwrap();
+    }
+    fs::remove_file(big.join("f0050.txt")).unwrap();
+    fs::create_dir(big.join("f0050.txt")).unwrap();
+    fs::write(big.join("f0050.txt/now_a_dir"), "d").unwrap();
+    fs::set_permissions(
+        big.join("f0060.txt"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    fs::remove_file(big.join("link")).unwrap();
+    std::os::unix::fs::symlink("f0002.txt", big.join("link")).unwrap();
+    fs::write(big.join("more.log"), "ignored too").unwrap();
+    fs::remove_dir_all(big.join("sub")).unwrap();
+    watched_round("files added, deleted, changed kind and mode", false);
+
+    // A walk records the new names; in place again, the file turned directory included.
+    settle(&ws);
+    fs::write(big.join("f0060.txt"), "executable, edited").unwrap();
+    fs::write(big.join("f0050.txt/now_a_dir"), "dir, edited").unwrap();
+    fs::write(root.join("other/x"), "x, edited").unwrap();
+    watched_round("edited in place after the walk", true);
+
+    // A file turned into a directory the watcher names as new, and one removed: the
+    // relisted directory's count of files changes only through those.
+    settle(&ws);
+    fs::write(big.join("f0100.txt"), "edited").unwrap();
+    fs::remove_dir_all(big.join("f0050.txt")).unwrap();
+    watched_round("a directory removed", false);
+    drop(w);
+}
+
 /// A `retrace` command as the tests run one, waiting up to 30 s for the watcher (a slow
 /// machine makes captures slow, never walk for lack of an answer) and with a short idle time.
 fn cli(env: &Env, args: &[&str]) -> std::process::Output {

@@ -17,22 +17,29 @@
 //! did not name appearing or vanishing), this capture gives up and the caller walks.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 
 use rayon::prelude::*;
+use rustix::fs::{AtFlags, FileType, OFlags};
 
 use super::{
     Capture, CaptureContext, CaptureError, CaptureOptions, Captured, FlatEntry, Hasher, Looked,
     Parent, Reuse, TreeBuilder, kind_of,
 };
 use crate::object::{EntryKind, ObjectId, ObjectKind, PendingObject, RelPath, Tree};
-use crate::scan::{self, ScanKind};
-use crate::statcache::{Head, StatCache};
+use crate::scan::beneath::Root;
+use crate::scan::{self, ScanEntry, ScanKind};
+use crate::statcache::{Head, Stat, StatCache};
 use crate::store::StoreReader;
 use crate::watch::{Changes, Token};
 
 /// More directories than this named by the watcher: the capture walks (each costs a
 /// listing here, and the walk's cost no longer dwarfs theirs).
 const MAX_DIRS: usize = 2048;
+
+/// Entries looked at per parallel job, each merged with the stat cache from its first path.
+const BLOCK: usize = 512;
 
 /// Says why this capture gives up (with `RETRACE_TRACE=1`): the caller walks.
 fn declined(why: &str) -> Option<Capture> {
@@ -86,6 +93,242 @@ impl OldTrees<'_> {
             self.trees.insert(rel.to_vec(), tree);
         }
         Ok(self.trees.get(rel).and_then(Option::as_ref))
+    }
+
+    /// The tree of `rel` when [`OldTrees::get`] read it already.
+    fn peek(&self, rel: &[u8]) -> Option<&Tree> {
+        self.trees.get(rel).and_then(Option::as_ref)
+    }
+}
+
+/// `lstat` data as the walk records them.
+fn stat_of(st: &rustix::fs::Stat) -> Stat {
+    let ns = |s: i64, n: u64| {
+        s.saturating_mul(1_000_000_000)
+            .saturating_add(n.cast_signed())
+    };
+    Stat {
+        mode: st.st_mode,
+        size: st.st_size.cast_unsigned(),
+        mtime_ns: ns(st.st_mtime, st.st_mtime_nsec),
+        ctime_ns: ns(st.st_ctime, st.st_ctime_nsec),
+        ino: st.st_ino,
+        linked: st.st_nlink > 1 && FileType::from_raw_mode(st.st_mode) != FileType::Directory,
+    }
+}
+
+/// The same `lstat` data, as a walk compares them to trust a listing or an ignore file.
+fn same(a: &Stat, b: &Stat, with_size: bool) -> bool {
+    a.mode == b.mode
+        && a.mtime_ns == b.mtime_ns
+        && a.ctime_ns == b.ctime_ns
+        && a.ino == b.ino
+        && (!with_size || a.size == b.size)
+}
+
+fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(rel.len() + 1 + name.len());
+    if !rel.is_empty() {
+        p.extend_from_slice(rel);
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+/// A listed directory whose names the stat cache still holds: its files and symlinks now
+/// (sorted), and the directories inside it.
+struct Relisted {
+    entries: Vec<ScanEntry>,
+    dirs: Vec<Vec<u8>>,
+}
+
+/// Whether the `.gitignore` of the directory `dir` is what the cache recorded (or absent
+/// from both): its rules are those the cache's listings were made with.
+fn gitignore_same(root: &Root, cache: &StatCache, dir: &[u8]) -> bool {
+    let gi = join(dir, b".gitignore");
+    match (cache.get(&gi), root.open_at(&gi, OFlags::PATH)) {
+        (None, Err(e)) => e == rustix::io::Errno::NOENT,
+        (Some(c), Ok(fd)) => rustix::fs::fstat(fd).is_ok_and(|st| {
+            let now = stat_of(&st);
+            c.kind == ScanKind::File && same(&c.stat, &now, true) && cache.settled(&now)
+        }),
+        _ => false,
+    }
+}
+
+/// The entries of the directory `rel` from the stat cache's records, as a walk reuses a
+/// listing ("Reused listings" in `docs/architecture.md`): the directory's `lstat` data are
+/// those recorded, settled, so it holds the same names (creating, deleting or renaming an
+/// entry changes its mtime and ctime), and the rules are those it was listed with (the
+/// caller checked the rules key; here no `.gitignore` from the root down changed). Each
+/// name is `lstat`ed relative to the directory, both cores at once. `None` when the
+/// directory must be listed: anything a walk would not reuse, a name gone or of another
+/// kind, a file with several links.
+fn relist(root: &Root, root_dev: u64, cache: &StatCache, rel: &[u8]) -> Option<Relisted> {
+    // A walk lists the root every time; so does this capture.
+    if rel.is_empty() {
+        return None;
+    }
+    let rec = cache.get(rel)?;
+    if rec.kind != ScanKind::Dir || !rec.listing || !cache.settled(&rec.stat) {
+        return None;
+    }
+    let fd = root.dir(rel).ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    // A mount inside the workspace may not keep directory mtimes as the root's does.
+    if st.st_dev != root_dev || !same(&rec.stat, &stat_of(&st), false) {
+        return None;
+    }
+    if !ancestors(rel).all(|a| gitignore_same(root, cache, a)) {
+        return None;
+    }
+    let mut prefix = rel.to_vec();
+    prefix.push(b'/');
+    let kids = cache.child_indices(&prefix)?;
+    let looked: Option<Vec<(Vec<u8>, Option<ScanEntry>)>> = kids
+        .par_iter()
+        .with_min_len(256)
+        .map(|&i| {
+            let c = cache.at(i)?;
+            let name = &c.path[prefix.len()..];
+            let now = rustix::fs::statat(&fd, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|s| stat_of(&s))?;
+            let kind = match FileType::from_raw_mode(now.mode) {
+                FileType::RegularFile => ScanKind::File,
+                FileType::Symlink => ScanKind::Symlink,
+                FileType::Directory => ScanKind::Dir,
+                _ => return None,
+            };
+            if kind != c.kind || now.linked {
+                return None;
+            }
+            if name == b".gitignore"
+                && !(kind == ScanKind::File && same(&c.stat, &now, true) && cache.settled(&now))
+            {
+                return None;
+            }
+            let path = c.path.to_vec();
+            if kind == ScanKind::Dir {
+                return Some((path, None));
+            }
+            Some((
+                Vec::new(),
+                Some(ScanEntry {
+                    path,
+                    kind,
+                    size: now.size,
+                    mtime_ns: now.mtime_ns,
+                    ctime_ns: now.ctime_ns,
+                    ino: now.ino,
+                    mode: now.mode,
+                    listing: false,
+                    clean: false,
+                    linked: false,
+                }),
+            ))
+        })
+        .collect();
+    let mut out = Relisted {
+        entries: Vec::with_capacity(kids.len()),
+        dirs: Vec::new(),
+    };
+    for (dir, e) in looked? {
+        match e {
+            Some(e) => out.entries.push(e),
+            None => out.dirs.push(dir),
+        }
+    }
+    Some(out)
+}
+
+/// What [`count`] compares trees with.
+struct Counting<'a, 'r> {
+    old: &'a mut OldTrees<'r>,
+    reader: &'r StoreReader,
+    built: &'a HashMap<ObjectId, Vec<u8>>,
+    /// Relisted directories without a directory inside: the same names of the same kinds
+    /// as in the last snapshot, so the same count of files.
+    same_names: &'a HashSet<Vec<u8>>,
+}
+
+impl Counting<'_, '_> {
+    /// The tree `id` of the new snapshot: built by this capture, or already stored.
+    fn new_tree(&self, id: &ObjectId) -> Result<Tree, CaptureError> {
+        match self.built.get(id) {
+            Some(bytes) => Tree::decode(bytes).map_err(|e| {
+                CaptureError::from(crate::error::StoreError::Corrupt {
+                    path: self.reader.path().into(),
+                    id: *id,
+                    detail: format!("a tree this capture built does not decode: {e}"),
+                })
+            }),
+            None => Ok(self.reader.read_tree(id)?),
+        }
+    }
+
+    /// Files and symlinks the new snapshot's directory `path` (tree `now`) holds beyond
+    /// what the last snapshot's (`was`, read through [`OldTrees`] by path) held, with
+    /// everything below; `None` on a side where it is not a directory. Only subtrees whose
+    /// ids differ are read, and no list of paths is built.
+    fn delta(
+        &mut self,
+        path: &mut Vec<u8>,
+        was: Option<ObjectId>,
+        now: Option<ObjectId>,
+    ) -> Result<i64, CaptureError> {
+        if was == now {
+            return Ok(0);
+        }
+        if was.is_some() && now.is_some() && self.same_names.contains(path.as_slice()) {
+            return Ok(0);
+        }
+        // Files count by kind alone; directories are paired by name and compared in turn.
+        let split = |t: &Tree| {
+            let files = t.entries.iter().filter(|e| e.kind.is_content()).count();
+            let dirs: Vec<(Vec<u8>, ObjectId)> = t
+                .entries
+                .iter()
+                .filter(|e| e.kind == EntryKind::Dir)
+                .map(|e| (e.name.clone(), e.id))
+                .collect();
+            (files, dirs)
+        };
+        let (new_files, new_dirs) = match now {
+            Some(id) => split(&self.new_tree(&id)?),
+            None => (0, Vec::new()),
+        };
+        let (old_files, old_dirs) = match was {
+            // Read by path, so the trees read for the listing are not read again.
+            Some(_) => self.old.get(path)?.map(split).unwrap_or_default(),
+            None => (0, Vec::new()),
+        };
+        let mut delta = i64::try_from(new_files).unwrap_or(i64::MAX)
+            - i64::try_from(old_files).unwrap_or(i64::MAX);
+        let len = path.len();
+        let (mut i, mut j) = (0, 0);
+        while i < old_dirs.len() || j < new_dirs.len() {
+            let order = match (old_dirs.get(i), new_dirs.get(j)) {
+                (Some(o), Some(n)) => o.0.cmp(&n.0),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            let o = (order != std::cmp::Ordering::Greater).then(|| &old_dirs[i]);
+            let n = (order != std::cmp::Ordering::Less).then(|| &new_dirs[j]);
+            i += usize::from(o.is_some());
+            j += usize::from(n.is_some());
+            let Some(name) = o.or(n).map(|d| &d.0) else {
+                break;
+            };
+            if len > 0 {
+                path.push(b'/');
+            }
+            path.extend_from_slice(name);
+            delta += self.delta(path, o.map(|d| d.1), n.map(|d| d.1))?;
+            path.truncate(len);
+        }
+        Ok(delta)
     }
 }
 
@@ -141,11 +384,25 @@ pub(super) fn capture(
         .filter(|d| !whole.contains(*d) && !below(d, &whole))
         .cloned()
         .collect();
-    let (dirs, walked): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (
-        listed.iter().cloned().collect(),
-        whole.iter().cloned().collect(),
-    );
-    let (found, inside, beyond) = scan::scan_some(
+    // A listed directory whose names the cache still holds is not listed: its files are
+    // `lstat`ed by the names of its records, as a walk reuses a listing.
+    let beneath = Root::open(ctx.root).ok();
+    let root_dev = rustix::fs::stat(ctx.root).ok().map(|s| s.st_dev);
+    let relisting = cache.rules() == rules && scan::trusts_directory_mtimes(ctx.root);
+    let mut relisted: Vec<(Vec<u8>, Relisted)> = Vec::new();
+    let mut dirs: Vec<Vec<u8>> = Vec::new();
+    for d in &listed {
+        let again = match (&beneath, root_dev) {
+            (Some(root), Some(dev)) if relisting => relist(root, dev, &cache, d),
+            _ => None,
+        };
+        match again {
+            Some(r) => relisted.push((d.clone(), r)),
+            None => dirs.push(d.clone()),
+        }
+    }
+    let walked: Vec<Vec<u8>> = whole.iter().cloned().collect();
+    let (mut found, mut inside, beyond) = scan::scan_some(
         ctx.root,
         ctx.store_dir,
         ctx.allow_secrets,
@@ -154,6 +411,24 @@ pub(super) fn capture(
         &walked,
         rules,
     );
+    // Relisted directories and what they hold: no entry of their own (their parents' entries
+    // or trees hold them), and the directories inside them as the listed ones'.
+    let relisted_dirs: HashSet<Vec<u8>> = relisted.iter().map(|r| r.0.clone()).collect();
+    let same_names: HashSet<Vec<u8>> = relisted
+        .iter()
+        .filter(|r| r.1.dirs.is_empty())
+        .map(|r| r.0.clone())
+        .collect();
+    if !relisted.is_empty() {
+        for (_, r) in relisted {
+            found.entries.extend(r.entries);
+            inside.extend(r.dirs);
+        }
+        found
+            .entries
+            .par_sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        inside.sort_unstable();
+    }
     // Ignored directories are watched too: what changed in them is in no snapshot.
     for d in &beyond {
         listed.remove(d);
@@ -166,7 +441,10 @@ pub(super) fn capture(
         rebuilt.insert(d.clone());
         rebuilt.extend(ancestors(d).map(<[u8]>::to_vec));
     }
-    phases.mark("listing");
+    phases.mark(&format!(
+        "listing ({} directories relisted from the cache)",
+        relisted_dirs.len()
+    ));
     let unusual = !found.skipped.is_empty()
         || !found.secrets.is_empty()
         || !found.repos.is_empty()
@@ -185,6 +463,7 @@ pub(super) fn capture(
         .filter(|e| e.kind == ScanKind::Dir)
         .map(|e| e.path.as_slice())
         .chain(inside.iter().map(Vec::as_slice))
+        .chain(relisted_dirs.iter().map(Vec::as_slice))
         .collect();
     let mut old = OldTrees {
         reader,
@@ -251,18 +530,52 @@ pub(super) fn capture(
             _ => return Ok(declined("a directory the watcher did not name")),
         }
     }
+    // The cache's records are trusted as a walk trusts them once its checksum is checked,
+    // which costs a pass over the file: done when this capture looks at enough paths for
+    // that pass to be small beside its `lstat`s. Otherwise a record is taken only with the
+    // id the last snapshot's tree has for the name, so a damaged record costs a read, never
+    // a wrong id.
+    let verified = cache.len() / 16 <= found.entries.len() && cache.verify();
+    // A relisted directory's tree is read only to check records against (its names, so
+    // its count of files, are those of the last snapshot); a listed one's always, to count.
+    let wanted = |parent: &[u8]| !verified || !relisted_dirs.contains(parent);
+    let mut last: Option<&[u8]> = None;
+    for e in &found.entries {
+        let (parent, _) = parent_and_name(&e.path);
+        if last != Some(parent) {
+            last = Some(parent);
+            if wanted(parent) {
+                old.get(parent)?;
+            }
+        }
+    }
     // What the files were: the last snapshot's entry for each, to check the cache against
     // and to store a new version as a delta of.
     let mut was: Vec<Option<(EntryKind, ObjectId)>> = Vec::with_capacity(found.entries.len());
+    let mut last: Option<(&[u8], Option<&Tree>)> = None;
     for e in &found.entries {
         let (parent, name) = parent_and_name(&e.path);
-        let before = old
-            .get(parent)?
-            .and_then(|t| t.entry(name))
-            .map(|t| (t.kind, t.id));
+        let tree = match last {
+            Some((p, t)) if p == parent => t,
+            _ => {
+                let t = if wanted(parent) {
+                    old.peek(parent)
+                } else {
+                    None
+                };
+                last = Some((parent, t));
+                t
+            }
+        };
+        let before = tree.and_then(|t| t.entry(name)).map(|t| (t.kind, t.id));
         // A listed directory's own `.gitignore` decides what is ignored below it: a new,
-        // changed or vanished one means walking.
-        if name == b".gitignore" && e.kind == ScanKind::File && listed.contains(parent) {
+        // changed or vanished one means walking. (A relisted one was checked against its
+        // record.)
+        if name == b".gitignore"
+            && e.kind == ScanKind::File
+            && listed.contains(parent)
+            && !relisted_dirs.contains(parent)
+        {
             let cached = cache.lookup(e).map(|(id, _)| id);
             if before.is_none() || cached.is_none() || cached != before.map(|b| b.1) {
                 return Ok(declined("a .gitignore changed"));
@@ -270,7 +583,7 @@ pub(super) fn capture(
         }
         was.push(before);
     }
-    for d in &listed {
+    for d in listed.iter().filter(|d| !relisted_dirs.contains(*d)) {
         let (gi, had) = (
             crate::object::RelPath::from(d.as_slice()).join(b".gitignore"),
             old.get(d)?
@@ -288,31 +601,46 @@ pub(super) fn capture(
     let hasher = Hasher::new(ctx, reader, opts.store_objects)?;
     let hashed = std::sync::atomic::AtomicU64::new(0);
     let gone = std::sync::atomic::AtomicBool::new(false);
+    // Blocks of entries in path order, each merged with the cache from its first path on.
     let looked: Vec<Option<(ObjectId, u64)>> = found
         .entries
-        .par_iter()
-        .zip(&was)
-        .map_init(Parent::default, |parent, (e, was)| {
-            if e.kind == ScanKind::Dir {
-                return None;
-            }
-            let old_id = was.and_then(|(k, id)| k.is_content().then_some(id));
-            // A record is taken only with the id the snapshot has for the name.
-            let hit = cache.lookup(e).filter(|(id, _)| Some(*id) == old_id);
-            let Looked::Done {
-                id,
-                size,
-                hashed: h,
-                ..
-            } = hasher.look(e, hit, old_id, parent)
-            else {
-                gone.store(true, std::sync::atomic::Ordering::Relaxed);
-                return None;
-            };
-            if h {
-                hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            Some((id, size))
+        .par_chunks(BLOCK)
+        .zip(was.par_chunks(BLOCK))
+        .flat_map_iter(|(block, was)| {
+            let mut parent = Parent::default();
+            let mut pos = block.first().map_or(0, |e| cache.position(&e.path));
+            let looked: Vec<Option<(ObjectId, u64)>> = block
+                .iter()
+                .zip(was)
+                .map(|(e, was)| {
+                    if e.kind == ScanKind::Dir {
+                        return None;
+                    }
+                    let old_id = was.and_then(|(k, id)| k.is_content().then_some(id));
+                    let record = cache.lookup_at(e, &mut pos);
+                    let (hit, base) = if verified {
+                        (record, old_id.or_else(|| cache.previous_at(e, pos)))
+                    } else {
+                        // A record is taken only with the id the snapshot has for the name.
+                        (record.filter(|(id, _)| Some(*id) == old_id), old_id)
+                    };
+                    let Looked::Done {
+                        id,
+                        size,
+                        hashed: h,
+                        ..
+                    } = hasher.look(e, hit, base, &mut parent)
+                    else {
+                        gone.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return None;
+                    };
+                    if h {
+                        hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Some((id, size))
+                })
+                .collect();
+            looked
         })
         .collect();
     phases.mark("read");
@@ -323,14 +651,15 @@ pub(super) fn capture(
     if gone.into_inner() {
         return Ok(declined("a path changed while it was read"));
     }
-    for (e, got) in found.entries.iter().zip(looked) {
+    rows.reserve(found.entries.len());
+    for (e, got) in found.entries.into_iter().zip(looked) {
         // A named directory's own entry: its parent's entries hold it already.
         if e.kind == ScanKind::Dir && (listed.contains(&e.path) || whole.contains(&e.path)) {
             continue;
         }
         rows.push(FlatEntry {
-            path: RelPath::from(e.path.as_slice()),
-            kind: kind_of(e),
+            kind: kind_of(&e),
+            path: RelPath::from(e.path),
             id: got.map_or(ObjectId::ZERO, |g| g.0),
             size: got.map_or(0, |g| g.1),
         });
@@ -370,9 +699,19 @@ pub(super) fn capture(
     let built = built
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The count of files from the last snapshot's, by comparing only the trees whose ids
+    // differ, and not even those of relisted directories without subdirectories.
+    let delta = Counting {
+        old: &mut old,
+        reader,
+        built: &built,
+        same_names: &same_names,
+    }
+    .delta(&mut Vec::new(), Some(head.root), Some(root))?;
+    let Some(files) = head.files.checked_add_signed(delta) else {
+        return Ok(declined("the count of files does not add up"));
+    };
     let seen = Captured::Trees(&built);
-    let d = seen.diff_from(reader, &head.root, &root)?;
-    let files = (head.files + d.added.len() as u64).saturating_sub(d.deleted.len() as u64);
     let bytes = built
         .get(&root)
         .and_then(|b| Tree::decode(b).ok())
@@ -383,7 +722,8 @@ pub(super) fn capture(
         files,
         bytes,
         hashed: hashed.into_inner(),
-        listed: (listed.len() + whole.len()) as u64,
+        listed: (listed.len() - relisted_dirs.len() + whole.len()) as u64,
+        reused: relisted_dirs.len() as u64,
         focused: true,
         ..Capture::default()
     };

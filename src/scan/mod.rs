@@ -17,6 +17,8 @@ pub mod beneath;
 pub mod exclude;
 mod walk;
 
+pub(crate) use walk::trusts_directory_mtimes;
+
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 

@@ -394,7 +394,7 @@ fn root_rules(dir: &Path, global_path: Option<&Path>) -> RootRules {
 /// userspace filesystems (NFS caches directory attributes for up to a minute, FUSE, 9p,
 /// overlayfs over a changing lower layer) do not promise it, so there every directory is
 /// listed, as git's untracked cache is off unless a filesystem passes its test.
-pub(super) fn trusts_directory_mtimes(root: &Path) -> bool {
+pub(crate) fn trusts_directory_mtimes(root: &Path) -> bool {
     const EXT4: i64 = 0xEF53;
     const XFS: i64 = 0x5846_5342;
     const BTRFS: i64 = 0x9123_683E;
