@@ -1017,6 +1017,14 @@ fn codex_and_gemini_tool_events_are_steps_that_keep_parallel_sessions_apart() {
         assert_eq!(steps.len(), 1, "{}: {steps:?}", a.agent);
         assert_eq!(steps[0].tool, edit, "{}", a.agent);
         assert_eq!(steps[0].files, vec![b"a.txt".to_vec()], "{}", a.agent);
+        let file = env.path("a.txt").display().to_string();
+        // A patch's files as it names them; Gemini's path as given.
+        let summary = if a.agent == "codex" {
+            "a.txt"
+        } else {
+            file.as_str()
+        };
+        assert_eq!(steps[0].summary, summary, "{}", a.agent);
         assert!(steps[0].ended_ms.is_some(), "{}: {steps:?}", a.agent);
         let steps = ws.session(&two).steps(1).unwrap();
         assert_eq!(steps.len(), 1, "{}: {steps:?}", a.agent);

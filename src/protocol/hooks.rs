@@ -609,6 +609,7 @@ fn tool_step(
     let mut cx = Context::new(&session, &mut turn);
     let (call, derived) = tool_call_id(event, tool, &input);
     if start {
+        let summary = tool_summary(tool, &input, &files);
         // A relative path is the agent's: from its cwd, which a `cd` may have moved below
         // the workspace root.
         let cwd = field("cwd").map(Path::new);
@@ -620,7 +621,7 @@ fn tool_step(
             })
             .collect::<Vec<_>>();
         let begin = BeginStepRequest {
-            summary: Some(tool_summary(tool, &input, &files)),
+            summary: Some(summary),
             tool: tool.to_string(),
             call: Some(call),
             files: Some(files),
