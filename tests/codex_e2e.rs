@@ -140,11 +140,13 @@ fn real_codex_undo_and_redo_restore_shell_changes() {
         .into_iter()
         .find(|s| s.agent.as_deref() == Some("codex"))
         .expect("Codex's session");
+    // `name` is the agent's session id (`id` is retrace's key).
+    let id = session.name.expect("the agent's session id");
     for (turn, command) in [
         (1, "printf 'edited by codex\\n' >> notes.txt"),
         (2, "printf 'hello from codex\\n' > hello.txt"),
     ] {
-        let steps = ws.session(&session.id).steps(turn).unwrap();
+        let steps = ws.session(&id).steps(turn).unwrap();
         let seen: Vec<_> = steps
             .iter()
             .map(|s| {

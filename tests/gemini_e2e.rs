@@ -109,7 +109,9 @@ fn real_gemini_undo_and_redo_restore_shell_changes() {
         .into_iter()
         .find(|s| s.agent.as_deref() == Some("gemini"))
         .expect("Gemini's session");
-    let steps = ws.session(&session.id).steps(1).unwrap();
+    // `name` is the agent's session id (`id` is retrace's key).
+    let id = session.name.expect("the agent's session id");
+    let steps = ws.session(&id).steps(1).unwrap();
     let seen: Vec<_> = steps
         .iter()
         .map(|s| (s.tool.as_str(), s.summary.as_str(), s.ended_ms.is_some()))
