@@ -129,7 +129,7 @@ impl Agent {
     }
 
     /// The matcher of the tool events' hook entries: the agent's tools that can write in
-    /// the workspace ([`tool_writes`] knows their inputs). Claude Code and Codex take
+    /// the workspace (`tool_writes` knows their inputs). Claude Code and Codex take
     /// `|`-separated tool names (Codex's shell tools are all `Bash` to hooks, its edits
     /// `apply_patch`); Gemini CLI takes an unanchored regular expression, anchored here so
     /// that an MCP tool whose name contains `replace` is not one.
