@@ -8,7 +8,8 @@
 //!
 //! Proves: two turns that change files through the shell are undone by the prompts
 //! `retrace undo` and `/undo` and redone by `retrace redo`, in sessions resumed with
-//! `codex exec resume --last`, and the model server never saw those prompts.
+//! `codex exec resume --last`, and the model server never saw those prompts; each shell
+//! call was a step of its turn (PreToolUse / PostToolUse).
 //!
 //! Without the CLI the test says so and passes, except under `CI`, where it fails.
 
@@ -130,6 +131,36 @@ fn real_codex_undo_and_redo_restore_shell_changes() {
     assert_eq!(env.read("hello.txt"), "hello from codex\n");
     let requests = model.requests().len();
     assert!(requests >= 4, "two tool rounds per turn: {requests}");
+    // PreToolUse and PostToolUse made each shell call a step of its turn (Codex names
+    // every shell tool `Bash` to hooks, and each call by its call id).
+    let ws = env.open();
+    let session = ws
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.agent.as_deref() == Some("codex"))
+        .expect("Codex's session");
+    // `name` is the agent's session id (`id` is retrace's key).
+    let id = session.name.expect("the agent's session id");
+    for (turn, command) in [
+        (1, "printf 'edited by codex\\n' >> notes.txt"),
+        (2, "printf 'hello from codex\\n' > hello.txt"),
+    ] {
+        let steps = ws.session(&id).steps(turn).unwrap();
+        let seen: Vec<_> = steps
+            .iter()
+            .map(|s| {
+                (
+                    s.tool.as_str(),
+                    s.summary.as_str(),
+                    s.call.as_str(),
+                    s.ended_ms.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(seen, [("Bash", command, "call_fake", true)], "turn {turn}");
+    }
+    drop(ws);
 
     codex(&env, &bin, &codex_home, true, "retrace undo");
     assert!(!env.path("hello.txt").exists());

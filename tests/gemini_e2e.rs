@@ -5,7 +5,8 @@
 //!
 //! Proves: a turn that changes a file through the shell is undone by `/undo` (the installed
 //! command file, whose prompt the `BeforeAgent` hook denies) and redone by `/redo`, in
-//! sessions resumed with `--resume latest`, and the model server never saw those prompts.
+//! sessions resumed with `--resume latest`, and the model server never saw those prompts;
+//! the shell call was a step of its turn (`BeforeTool` / `AfterTool`).
 //!
 //! Without the CLI the test says so and passes, except under `CI`, where it fails.
 
@@ -100,6 +101,30 @@ fn real_gemini_undo_and_redo_restore_shell_changes() {
     assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
     assert_eq!(env.read("notes.txt"), "original\nedited by gemini\n");
     let requests = model.requests().len();
+    // BeforeTool and AfterTool made the shell call a step of the turn.
+    let ws = env.open();
+    let session = ws
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.agent.as_deref() == Some("gemini"))
+        .expect("Gemini's session");
+    // `name` is the agent's session id (`id` is retrace's key).
+    let id = session.name.expect("the agent's session id");
+    let steps = ws.session(&id).steps(1).unwrap();
+    let seen: Vec<_> = steps
+        .iter()
+        .map(|s| (s.tool.as_str(), s.summary.as_str(), s.ended_ms.is_some()))
+        .collect();
+    assert_eq!(
+        seen,
+        [(
+            "run_shell_command",
+            "printf 'edited by gemini\\n' >> notes.txt",
+            true
+        )]
+    );
+    drop(ws);
 
     let o = gemini(&env, &script, model.port, true, "/undo");
     let said = format!("{}{}", stdout(&o), stderr(&o));

@@ -901,3 +901,210 @@ fn claude_codes_tool_events_are_steps_that_keep_parallel_sessions_apart() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(env.read("notes.txt"), "the user's edit\n");
 }
+
+/// One agent's tool events as its hooks send them: the events' names, its shell and edit
+/// tools and their inputs, and whether it names each call (`tool_use_id`).
+struct ToolEvents {
+    agent: &'static str,
+    prompt: &'static str,
+    stop: &'static str,
+    pre: &'static str,
+    post: &'static str,
+    shell: &'static str,
+    /// The edit tool and its input writing `a.txt` (at `path`) with `text`.
+    edit: fn(&std::path::Path, &str) -> (&'static str, Value),
+    ids: bool,
+}
+
+const TOOL_EVENTS: [ToolEvents; 2] = [
+    ToolEvents {
+        agent: "codex",
+        prompt: "UserPromptSubmit",
+        stop: "Stop",
+        pre: "PreToolUse",
+        post: "PostToolUse",
+        // Every Codex shell tool (exec_command, shell, local_shell) is `Bash` to hooks.
+        shell: "Bash",
+        // Codex's edits are `apply_patch`, its input the patch text, paths from the cwd.
+        edit: |_, text| {
+            let patch = format!("*** Begin Patch\n*** Add File: a.txt\n+{text}\n*** End Patch\n");
+            ("apply_patch", json!({ "command": patch }))
+        },
+        ids: true,
+    },
+    ToolEvents {
+        agent: "gemini",
+        prompt: "BeforeAgent",
+        stop: "AfterAgent",
+        pre: "BeforeTool",
+        post: "AfterTool",
+        shell: "run_shell_command",
+        edit: |path, text| ("write_file", json!({"file_path": path, "content": text})),
+        // Gemini CLI's tool events carry no call id.
+        ids: false,
+    },
+];
+
+/// Codex's PreToolUse / PostToolUse and Gemini CLI's BeforeTool / AfterTool make each tool
+/// call a step, as Claude Code's do: two sessions whose turns overlap, one writing with the
+/// agent's edit tool, the other with its shell tool, each undo takes back exactly its own
+/// file; a file the user saved while a turn ran, then removed by the agent's `rm`, is in the
+/// snapshot taken before the command and comes back byte for byte; read-only tools are no
+/// steps.
+#[test]
+fn codex_and_gemini_tool_events_are_steps_that_keep_parallel_sessions_apart() {
+    for a in &TOOL_EVENTS {
+        let env = Env::new();
+        env.write("notes.txt", "old\n");
+        let event = |session: &str, name: &str, extra: Value| {
+            let mut e = json!({"session_id": session, "transcript_path": "/tmp/t.jsonl",
+                "cwd": env.root(), "hook_event_name": name, "turn_id": "turn-1"});
+            for (k, v) in extra.as_object().unwrap() {
+                e[k] = v.clone();
+            }
+            let o = hook_of(&env, a.agent, &e);
+            assert!(o.status.success(), "{} {name}: {}", a.agent, stderr(&o));
+            assert!(stderr(&o).is_empty(), "{} {name}: {}", a.agent, stderr(&o));
+            o
+        };
+        let tool = |session: &str, id: &str, tool: &str, input: Value, act: &dyn Fn()| {
+            let mut call = json!({"tool_name": tool, "tool_input": input});
+            if a.ids {
+                call["tool_use_id"] = json!(id);
+            }
+            event(session, a.pre, call.clone());
+            act();
+            call["tool_response"] = json!({});
+            event(session, a.post, call);
+        };
+        event(
+            &format!("{}-one", a.agent),
+            a.prompt,
+            json!({"prompt": "write a.txt"}),
+        );
+        event(
+            &format!("{}-two", a.agent),
+            a.prompt,
+            json!({"prompt": "write b.txt"}),
+        );
+        let (one, two) = (format!("{}-one", a.agent), format!("{}-two", a.agent));
+        let (edit, input) = (a.edit)(&env.path("a.txt"), "by one");
+        tool(&one, "c1", edit, input, &|| env.write("a.txt", "by one\n"));
+        // A read-only tool is no step (and gets no hook: the matcher leaves it out).
+        tool(
+            &two,
+            "c2",
+            "read_file",
+            json!({"file_path": "a.txt"}),
+            &|| {},
+        );
+        env.write("notes.txt", "the user's edit\n");
+        tool(
+            &two,
+            "c3",
+            a.shell,
+            json!({"command": "echo by two > b.txt && rm notes.txt"}),
+            &|| {
+                env.write("b.txt", "by two\n");
+                std::fs::remove_file(env.path("notes.txt")).unwrap();
+            },
+        );
+        event(&one, a.stop, json!({"stop_hook_active": false}));
+        event(&two, a.stop, json!({"stop_hook_active": false}));
+        // The steps as recorded: the edit names its file, the shell step was captured around.
+        let ws = env.open();
+        let steps = ws.session(&one).steps(1).unwrap();
+        assert_eq!(steps.len(), 1, "{}: {steps:?}", a.agent);
+        assert_eq!(steps[0].tool, edit, "{}", a.agent);
+        assert_eq!(steps[0].files, vec![b"a.txt".to_vec()], "{}", a.agent);
+        let file = env.path("a.txt").display().to_string();
+        // A patch's files as it names them; Gemini's path as given.
+        let summary = if a.agent == "codex" {
+            "a.txt"
+        } else {
+            file.as_str()
+        };
+        assert_eq!(steps[0].summary, summary, "{}", a.agent);
+        assert!(steps[0].ended_ms.is_some(), "{}: {steps:?}", a.agent);
+        let steps = ws.session(&two).steps(1).unwrap();
+        assert_eq!(steps.len(), 1, "{}: {steps:?}", a.agent);
+        assert_eq!(steps[0].tool, a.shell, "{}", a.agent);
+        assert_eq!(
+            steps[0].summary, "echo by two > b.txt && rm notes.txt",
+            "{}",
+            a.agent
+        );
+        assert!(
+            steps[0].before.is_some() && steps[0].after.is_some(),
+            "{}: {steps:?}",
+            a.agent
+        );
+        drop(ws);
+        let undo = |session: &str| {
+            let o = event(session, a.prompt, json!({"prompt": "/undo"}));
+            decision(&o)["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let said = undo(&one);
+        assert!(!env.path("a.txt").exists(), "{}: {said}", a.agent);
+        assert_eq!(env.read("b.txt"), "by two\n", "{}: {said}", a.agent);
+        let said = undo(&two);
+        assert!(!env.path("b.txt").exists(), "{}: {said}", a.agent);
+        // The user's edit, which the shell step destroyed, is in the snapshot before it.
+        let log = env.run(RETRACE, &["log", "--snapshots", "--json"]);
+        let snaps: Value = serde_json::from_str(stdout(&log).trim()).unwrap();
+        let before = snaps
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["label"].as_str().is_some_and(|l| l.contains(a.shell)))
+            .unwrap_or_else(|| panic!("{}: no snapshot before the shell step: {snaps}", a.agent));
+        let id = before["id"].as_str().unwrap();
+        let o = env.run(RETRACE, &["restore", id, "--force", "--", "notes.txt"]);
+        assert!(o.status.success(), "{}: {}", a.agent, stderr(&o));
+        assert_eq!(env.read("notes.txt"), "the user's edit\n", "{}", a.agent);
+    }
+}
+
+/// Gemini CLI names no tool call: two calls running at once are told apart by their tool
+/// and input, so each end closes its own step, whichever ends first.
+#[test]
+fn gemini_tool_calls_without_ids_end_their_own_steps() {
+    let env = Env::new();
+    let event = |name: &str, extra: Value| {
+        let mut e = json!({"session_id": "gem-par", "transcript_path": "/tmp/t.jsonl",
+            "cwd": env.root(), "hook_event_name": name});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        let o = hook_of(&env, "gemini", &e);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert_eq!(decision(&o), json!({}), "{name}");
+    };
+    let call = |path: &str| {
+        json!({"tool_name": "write_file",
+            "tool_input": {"file_path": env.path(path), "content": "x"}})
+    };
+    event("BeforeAgent", json!({"prompt": "write two files"}));
+    event("BeforeTool", call("a.txt"));
+    event("BeforeTool", call("b.txt"));
+    env.write("a.txt", "x");
+    env.write("b.txt", "x");
+    // The first call ends first: the newest running step is the other one.
+    event("AfterTool", call("a.txt"));
+    let steps = env.open().session("gem-par").steps(1).unwrap();
+    let ended: Vec<(&[u8], bool)> = steps
+        .iter()
+        .map(|s| (s.files[0].as_slice(), s.ended_ms.is_some()))
+        .collect();
+    assert_eq!(
+        ended,
+        vec![(b"a.txt".as_slice(), true), (b"b.txt".as_slice(), false)]
+    );
+    event("AfterTool", call("b.txt"));
+    event("AfterAgent", json!({"stop_hook_active": false}));
+    let steps = env.open().session("gem-par").steps(1).unwrap();
+    assert!(steps.iter().all(|s| s.ended_ms.is_some()), "{steps:?}");
+}

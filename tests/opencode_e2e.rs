@@ -529,6 +529,44 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
     server.prompt(&a, "Now BASH-EDIT");
     wait_turns(&server, &env, &a, 2);
     assert_eq!(env.read("notes.txt"), "base\nedited by bash\n");
+    // Each tool call was a step of its turn: the write named its file, bash its command.
+    let steps = |turn| {
+        let steps = env.open().session(&a).steps(turn).unwrap();
+        steps
+            .iter()
+            .map(|s| {
+                let files: Vec<String> = s
+                    .files
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect();
+                (
+                    s.tool.clone(),
+                    s.summary.clone(),
+                    files,
+                    s.ended_ms.is_some(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        steps(1),
+        [(
+            "write".into(),
+            "hello.txt".into(),
+            vec!["hello.txt".to_string()],
+            true
+        )]
+    );
+    assert_eq!(
+        steps(2),
+        [(
+            "bash".into(),
+            "printf 'edited by bash\\n' >> notes.txt".into(),
+            vec![],
+            true
+        )]
+    );
     let [m1, m2] = <[String; 2]>::try_from(server.prompts(&a)).unwrap();
 
     // `/undo`: the shell turn.

@@ -6,7 +6,8 @@
 //! machine's Node, Pi 1.x on Node 22, Oh-My-Pi on Bun. Each run proves: files written and
 //! bash-modified in a turn are restored by `/undo` and re-applied by `/redo`; the
 //! conversation moves back and forth with them; a second session in the same workspace keeps
-//! its own history; a manual edit between turns survives an undo of the later turn. Also: a
+//! its own history; a manual edit between turns survives an undo of the later turn; each tool
+//! call is a step of its turn (`tool_call` / `tool_result`). Also: a
 //! prompt of two tool rounds is one undo unit, an undo over a file edited since is refused,
 //! tree navigation restores files (and is refused over unsnapshotted edits, or cancelled),
 //! and an installed package without the retrace binary warns once and stays out of the way.
@@ -401,6 +402,48 @@ fn run(host: &Host) {
     a.prompt(host, "please BASH-EDIT");
     settled(&env, &sid_a);
     assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    // Each tool call was a step of its turn: `write` named its file, `bash` its command.
+    let steps = |turn| {
+        let steps = env.open().session(&sid_a).steps(turn).unwrap();
+        steps
+            .iter()
+            .map(|s| {
+                let files: Vec<String> = s
+                    .files
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect();
+                (
+                    s.tool.clone(),
+                    s.summary.clone(),
+                    files,
+                    s.ended_ms.is_some(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        steps(1),
+        [(
+            "write".into(),
+            "hello.txt".into(),
+            vec!["hello.txt".to_string()],
+            true
+        )],
+        "{}",
+        host.name
+    );
+    assert_eq!(
+        steps(2),
+        [(
+            "bash".into(),
+            "printf 'edited by bash\\n' >> notes.txt".into(),
+            vec![],
+            true
+        )],
+        "{}",
+        host.name
+    );
     let prompts = a.prompts();
     assert!(
         contains(&prompts, "WRITE-HELLO") && contains(&prompts, "BASH-EDIT"),

@@ -640,3 +640,106 @@ fn serve_hosts_a_watcher_and_exits_at_eof_even_with_its_socket_gone() {
     }
     assert!(c.child.wait().unwrap().success());
 }
+
+/// `begin_step` / `end_step`: each tool call of a turn is a step, so two sessions of one
+/// server whose turns overlap each undo exactly their own file; the shell step's capture
+/// before it keeps a user's edit that the command then deletes; a call outside every turn,
+/// a subagent's and an end of no running step record nothing; a missing `tool` is -32602.
+#[test]
+fn tool_calls_are_steps_over_serve_and_keep_parallel_sessions_apart() {
+    let env = Env::new();
+    env.write("notes.txt", "old\n");
+    let mut c = Client::start(&env);
+    let root = env.root().display().to_string();
+    let open = |c: &mut Client, id: &str, subagent: bool| {
+        c.ok(
+            "open",
+            json!({"workspace": root, "session": id, "subagent": subagent}),
+        )["session"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (a, b, sub) = (
+        open(&mut c, "serve-a", false),
+        open(&mut c, "serve-b", false),
+        open(&mut c, "serve-a", true),
+    );
+    let outside = c.ok(
+        "begin_step",
+        json!({"session": a, "tool": "bash", "summary": "ls"}),
+    );
+    assert_eq!(outside, json!({"recorded": false}));
+    assert_invalid_param(&c.call("begin_step", json!({"session": a})), "tool");
+    assert_invalid_param(
+        &c.call(
+            "begin_step",
+            json!({"session": a, "tool": "edit", "files": "a.txt"}),
+        ),
+        "files",
+    );
+    for (h, anchor) in [(&a, "a1"), (&b, "b1")] {
+        c.ok("begin_turn", json!({"session": h, "anchor": anchor}));
+        c.ok("wait_before", json!({"session": h}));
+    }
+    let began = c.ok(
+        "begin_step",
+        json!({"session": a, "tool": "write", "call": "w1", "summary": "a.txt",
+            "files": [env.path("a.txt")]}),
+    );
+    assert_eq!(
+        (
+            &began["recorded"],
+            &began["turn"],
+            &began["step"],
+            &began["snapshot"]
+        ),
+        (&json!(true), &json!(1), &json!(1), &Value::Null),
+        "{began}"
+    );
+    env.write("a.txt", "by a\n");
+    assert_eq!(
+        c.ok("end_step", json!({"session": a, "call": "w1"}))["recorded"],
+        true
+    );
+    // A subagent's tool calls are its parent's: reported on its own handle, nothing.
+    assert_eq!(
+        c.ok("begin_step", json!({"session": sub, "tool": "bash"}))["recorded"],
+        false
+    );
+    env.write("notes.txt", "the user's edit\n");
+    let command = "echo by b > b.txt && rm notes.txt";
+    let began = c.ok(
+        "begin_step",
+        json!({"session": b, "tool": "bash", "call": "s1", "summary": command}),
+    );
+    let before = began["snapshot"]
+        .as_str()
+        .expect("a capture before rm")
+        .to_string();
+    env.write("b.txt", "by b\n");
+    std::fs::remove_file(env.path("notes.txt")).unwrap();
+    let ended = c.ok("end_step", json!({"session": b, "call": "s1"}));
+    assert!(ended["snapshot"].is_string(), "{ended}");
+    assert_eq!(
+        c.ok("end_step", json!({"session": b, "call": "s1"})),
+        json!({"recorded": false})
+    );
+    for (h, anchor) in [(&a, "a2"), (&b, "b2")] {
+        c.ok("end_turn", json!({"session": h, "anchor": anchor}));
+    }
+    let undone = c.ok("undo", json!({"session": a, "mode": "files"}));
+    assert_eq!(undone["result"], "restored", "{undone}");
+    assert!(!env.path("a.txt").exists(), "{undone}");
+    assert_eq!(env.read("b.txt"), "by b\n", "{undone}");
+    let undone = c.ok("undo", json!({"session": b, "mode": "files"}));
+    assert_eq!(undone["result"], "restored", "{undone}");
+    assert!(!env.path("b.txt").exists(), "{undone}");
+    let restored = c.ok(
+        "restore_paths",
+        json!({"session": b, "snapshot": before, "paths": ["notes.txt"], "force": true}),
+    );
+    assert_eq!(env.read("notes.txt"), "the user's edit\n", "{restored}");
+    assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
+    assert!(c.child.wait().unwrap().success());
+}

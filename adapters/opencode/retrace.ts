@@ -8,6 +8,12 @@
  *
  * - a user message (`chat.message`) begins a turn, anchored at the message's id; its
  *   before-snapshot is taken in the background and the turn's first tool call waits for it;
+ * - each call of a tool that can write (`bash`, `edit`, `write`, `multiedit`, `patch`,
+ *   `apply_patch`) is a step of the turn: `tool.execute.before` begins it (an edit names its
+ *   files; a shell command is captured before it runs when retrace's `step_captures`
+ *   setting says so, and only then does the tool wait), `tool.execute.after` ends it, so
+ *   each session undoes only what it wrote itself. A subagent's tool calls are steps of its
+ *   parent's turn;
  * - the session going idle ends the turn, however many steps and tools it took;
  * - OpenCode's revert of a message (what `/undo`, `/redo` and the message menu do) sets the
  *   session's `revert` point: every turn anchored at or after it is undone, files only
@@ -64,6 +70,31 @@ const BEFORE_TIMEOUT_MS = (() => {
 	const n = Number(process.env.RETRACE_BEFORE_TIMEOUT_MS);
 	return Number.isFinite(n) && n > 0 ? Math.min(Math.floor(n), 2 ** 31) : 25_000;
 })();
+
+/** OpenCode's tools whose calls are steps: a shell tool may write anything. */
+const SHELL_TOOLS = new Set(["bash"]);
+/** OpenCode's tools that write the files their arguments name. */
+const EDIT_TOOLS = new Set(["edit", "write", "multiedit", "patch", "apply_patch"]);
+
+/** The files a patch in the `*** Begin Patch` format (OpenCode's `patch` and `apply_patch`)
+ * adds, deletes, updates or moves to. */
+function patchFiles(patch: string): string[] {
+	const files: string[] = [];
+	for (const line of patch.split("\n")) {
+		const m = /^\*\*\* (?:Add File|Delete File|Update File|Move to): (.+)$/.exec(line.trimEnd());
+		const f = m?.[1]?.trim();
+		if (f && !files.includes(f)) files.push(f);
+	}
+	return files;
+}
+
+/** The files a call of an edit tool writes (absolute), and its one-line summary. */
+function editOf(args: Record<string, unknown>, directory: string): { files: string[]; summary: string } {
+	const text = (k: string) => (typeof args[k] === "string" ? (args[k] as string) : undefined);
+	const patch = text("patchText");
+	const named = patch !== undefined ? patchFiles(patch) : [text("filePath") ?? text("path")].filter((f): f is string => !!f);
+	return { files: named.map((f) => path.resolve(directory, f)), summary: named.join(", ") };
+}
 
 /** At most this many undo or redo steps for one revert (a guard against a loop). */
 const MAX_STEPS = 10_000;
@@ -172,8 +203,9 @@ interface Tracked {
 	/** retrace's handle, once opened. */
 	handle: string | null;
 	opening: Promise<string | null> | null;
-	/** The turn in progress: its anchor and the wait for its before-snapshot. */
-	turn: { anchor: string; before?: Promise<any> } | null;
+	/** The turn in progress: its anchor, the wait for its before-snapshot, and the tool
+	 * calls (OpenCode's `callID`) whose steps are running. */
+	turn: { anchor: string; before?: Promise<any>; steps?: Set<string> } | null;
 	/** The revert point last seen on the session (`null`: none). */
 	revert: string | null;
 	/** Whether OpenCode removed messages or parts of the session since the last revert
@@ -467,12 +499,12 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 			});
 		},
 
-		"tool.execute.before": async (input) => {
-			const s = sessions.get(rootOf(input.sessionID));
-			const turn = s?.turn;
+		"tool.execute.before": async (input, output) => {
+			const root = rootOf(input.sessionID);
+			const turn = sessions.get(root)?.turn;
 			if (!turn) return;
 			if (!turn.before) {
-				turn.before = call(rootOf(input.sessionID), "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS }).then((waited) => {
+				turn.before = call(root, "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS }).then((waited) => {
 					if (waited?.before === "conversation_only") {
 						say(`retrace: ${waited.reason}; /undo of this turn will not restore its files`, "warning");
 					}
@@ -480,6 +512,25 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 				});
 			}
 			await turn.before;
+			// A step of the main session's turn, also for a subagent's call.
+			const shell = SHELL_TOOLS.has(input.tool);
+			if (!input.callID || (!shell && !EDIT_TOOLS.has(input.tool))) return;
+			const args = (output?.args ?? {}) as Record<string, unknown>;
+			const edit = shell ? { files: [], summary: typeof args.command === "string" ? args.command : "" } : editOf(args, directory);
+			turn.steps ??= new Set();
+			turn.steps.add(input.callID);
+			const begun = call(root, "begin_step", { tool: input.tool, call: input.callID, summary: edit.summary, files: edit.files });
+			// A capture, when one is taken, must hold the disk as it was before the command; an
+			// edit names its files and takes none, so the tool does not wait for it (the server
+			// answers in order: its end still comes after it).
+			if (edit.files.length === 0) await begun;
+		},
+
+		"tool.execute.after": async (input) => {
+			const root = rootOf(input.sessionID);
+			const turn = sessions.get(root)?.turn;
+			if (!turn?.steps?.delete(input.callID)) return;
+			await call(root, "end_step", { call: input.callID });
 		},
 
 		dispose: async () => {

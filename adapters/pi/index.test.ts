@@ -148,3 +148,77 @@ test("/revert N takes back an earlier prompt's files and /diff [N] lists what a 
 	assert.deepEqual(host.navigations, []);
 	await host.emit("session_shutdown");
 });
+
+/** Points RETRACE_BIN, for the extensions started until `stop`, at a wrapper that copies every
+ * line `retrace serve` reads and writes to files: the JSON-RPC the extension spoke. */
+function traceRetrace() {
+	const real = process.env.RETRACE_BIN ?? "retrace";
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), "retrace-trace-"));
+	const wrapper = path.join(dir, "retrace");
+	const quote = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
+	fs.writeFileSync(
+		wrapper,
+		`#!/bin/sh\ntee -a ${quote(path.join(dir, "in"))} | ${quote(real)} "$@" | tee -a ${quote(path.join(dir, "out"))}\n`,
+		{ mode: 0o755 },
+	);
+	process.env.RETRACE_BIN = wrapper;
+	const lines = (name: string) =>
+		fs.existsSync(path.join(dir, name))
+			? fs.readFileSync(path.join(dir, name), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+			: [];
+	return {
+		real,
+		/** Each request with its answer's result. */
+		exchanges: () => {
+			const out = lines("out");
+			return lines("in").map((req: any) => ({ ...req, result: out.find((r: any) => r.id === req.id)?.result }));
+		},
+		stop: () => {
+			process.env.RETRACE_BIN = real;
+		},
+	};
+}
+
+test("each tool call that can write is a step: an edit names its file, a shell command is captured before it runs", async () => {
+	const trace = traceRetrace();
+	const host = scriptedHost({ hasUI: false });
+	const file = (name: string) => path.join(host.workspace, name);
+	fs.writeFileSync(file("notes.txt"), "old\n");
+	try {
+		await host.emit("session_start");
+		host.append("user");
+		await host.emit("before_agent_start", { prompt: "work" });
+		const tool = async (toolName: string, toolCallId: string, input: Record<string, unknown>, work: () => void) => {
+			await host.emit("tool_call", { type: "tool_call", toolName, toolCallId, input });
+			work();
+			await host.emit("tool_result", { type: "tool_result", toolName, toolCallId, input, content: [], isError: false });
+		};
+		await tool("write", "w1", { path: "made.txt", content: "made\n" }, () => fs.writeFileSync(file("made.txt"), "made\n"));
+		await tool("read", "r1", { path: "made.txt" }, () => {});
+		// The user saves notes.txt while the turn runs; the agent's shell command removes it.
+		fs.writeFileSync(file("notes.txt"), "the user's edit\n");
+		await tool("bash", "b1", { command: "rm notes.txt" }, () => fs.rmSync(file("notes.txt")));
+		host.append("assistant");
+		await host.emit("agent_end");
+		await host.emit("agent_settled");
+		await host.emit("session_shutdown");
+	} finally {
+		trace.stop();
+	}
+	const steps = trace.exchanges().filter((m: any) => String(m.method).endsWith("_step"));
+	assert.deepEqual(
+		steps.map((m: any) => [m.method, m.params.call, m.params.tool, m.params.summary, m.params.files, m.result?.recorded]),
+		[
+			["begin_step", "w1", "write", "made.txt", [file("made.txt")], true],
+			["end_step", "w1", undefined, undefined, undefined, true],
+			["begin_step", "b1", "bash", "rm notes.txt", [], true],
+			["end_step", "b1", undefined, undefined, undefined, true],
+		],
+	);
+	// The capture before `rm` holds the user's edit: it comes back byte for byte.
+	const before = steps[2].result.snapshot;
+	assert.equal(typeof before, "string", JSON.stringify(steps[2]));
+	const { execFileSync } = await import("node:child_process");
+	execFileSync(trace.real, ["restore", before, "--force", "--", "notes.txt"], { cwd: host.workspace });
+	assert.equal(fs.readFileSync(file("notes.txt"), "utf8"), "the user's edit\n");
+});

@@ -8,6 +8,11 @@
  *   the session yet there); its before-snapshot is taken in the background;
  * - the first `tool_call` waits for that snapshot (up to a deadline), so no tool edits a file
  *   before retrace has read it;
+ * - each call of a tool that can write (`bash`, `edit`, `write`) is a step of the turn:
+ *   `tool_call` begins it (an edit names its file; a shell command is captured before it
+ *   runs when retrace's `step_captures` setting says so, and only then does the tool wait),
+ *   `tool_result` ends it. Steps tell this session's writes from the user's and other
+ *   sessions' ones, so each undoes only its own;
  * - `agent_settled` (Pi 1.x) or `agent_end` (Pi 0.7x, Oh-My-Pi) ends the turn, however many
  *   tool rounds it took.
  *
@@ -79,6 +84,18 @@ const BEFORE_TIMEOUT_MS = (() => {
   const n = Number(process.env.RETRACE_BEFORE_TIMEOUT_MS);
   return Number.isFinite(n) && n > 0 ? Math.min(Math.floor(n), 2 ** 31) : 25_000;
 })();
+
+/** The host's tools whose calls are steps: a shell tool may write anything. */
+const SHELL_TOOLS = new Set(["bash"]);
+/** The host's tools that write the file their input names (`path`). */
+const EDIT_TOOLS = new Set(["edit", "write"]);
+
+/** A tool call as `tool_call` and `tool_result` report it. */
+interface ToolEvent {
+	toolName?: string;
+	toolCallId?: string;
+	input?: Record<string, unknown>;
+}
 
 /** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
 function findRetrace(): string | null {
@@ -198,7 +215,7 @@ export default function retrace(pi: Host): void {
 	let opening: Promise<string | null> | null = null;
 	let unavailable = false;
 	let warned = false;
-	let turn: { anchor: string; before?: Promise<any>; rounds: Set<string> } | null = null;
+	let turn: { anchor: string; before?: Promise<any>; rounds: Set<string>; steps: Set<string> } | null = null;
 	let internalNavigation = false;
 	let settles = hostSettles();
 
@@ -341,10 +358,34 @@ export default function retrace(pi: Host): void {
 		await endTurn(ctx);
 		const anchor = ctx.sessionManager.getLeafId() ?? ROOT;
 		const begun = await call(ctx, "begin_turn", { anchor, prompt: event.prompt });
-		if (begun) turn = { anchor, rounds: new Set() };
+		if (begun) turn = { anchor, rounds: new Set(), steps: new Set() };
 	});
 
-	on("tool_call", async (_event, ctx) => {
+	/** Begins the step of a tool call that can write. A shell command's step is awaited: its
+	 * capture, when one is taken, must hold the disk as it was before the command. An edit
+	 * names its file and takes no capture, so the tool does not wait for it: the server
+	 * answers in order, so its end still comes after it. */
+	const beginStep = async (ctx: Ctx, event: ToolEvent) => {
+		const of = turn;
+		const tool = event.toolName ?? "";
+		const shell = SHELL_TOOLS.has(tool);
+		if (!of || !event.toolCallId || (!shell && !EDIT_TOOLS.has(tool))) return;
+		const input = event.input ?? {};
+		const text = (k: string) => (typeof input[k] === "string" ? (input[k] as string) : undefined);
+		const file = text("path") ?? text("file_path");
+		// An edit tool that names no file may write anything, as a shell command does.
+		const files = shell || !file ? [] : [path.resolve(ctx.cwd, file)];
+		of.steps.add(event.toolCallId);
+		const begun = call(ctx, "begin_step", {
+			tool,
+			call: event.toolCallId,
+			summary: (shell ? text("command") : file) ?? "",
+			files,
+		});
+		if (files.length === 0) await begun;
+	};
+
+	on("tool_call", async (event: ToolEvent, ctx) => {
 		if (!turn) return;
 		if (!turn.before) {
 			turn.before = call(ctx, "wait_before", { timeout_ms: BEFORE_TIMEOUT_MS });
@@ -355,6 +396,13 @@ export default function retrace(pi: Host): void {
 		}
 		await turn?.before;
 		await round(ctx);
+		await beginStep(ctx, event);
+	});
+
+	on("tool_result", async (event: ToolEvent, ctx) => {
+		const id = event.toolCallId;
+		if (!turn || !id || !turn.steps.delete(id)) return;
+		await call(ctx, "end_step", { call: id });
 	});
 
 	on("turn_end", async (_event, ctx) => {

@@ -8,6 +8,9 @@
 //!   whose interface keeps `/` to itself) are handled right here and answered with a block
 //!   decision, so no model call happens.
 //! - The stop event (`Stop`; Gemini's `AfterAgent`) and `SessionEnd` end the turn.
+//! - The tool events (`PreToolUse` / `PostToolUse`; Gemini's `BeforeTool` / `AfterTool`),
+//!   installed for the tools of [`Agent::tool_matcher`], begin and end a step of the turn
+//!   for each tool call that can write (see [`crate::history`]'s steps).
 //! - `SessionStart` reopens the session (its history is in the store); anything else, such
 //!   as `SubagentStop`, does nothing.
 //!
@@ -24,9 +27,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::ops::{
-    BeginTurnRequest, CheckpointRequest, Context, DiffRequest, EndTurnRequest, LogRequest, OpError,
-    Operation, OutcomeReport, RedoRequest, RevertInRunningTurnRequest, UndoMode, UndoRequest,
-    WaitBeforeRequest,
+    BeginStepRequest, BeginTurnRequest, CheckpointRequest, Context, DiffRequest, EndStepRequest,
+    EndTurnRequest, LogRequest, OpError, Operation, OutcomeReport, RedoRequest,
+    RevertInRunningTurnRequest, UndoMode, UndoRequest, WaitBeforeRequest,
 };
 use crate::history::Outcome;
 use crate::{Config, Workspace};
@@ -107,14 +110,41 @@ impl Agent {
                 "PreToolUse",
                 "PostToolUse",
             ],
-            Agent::Codex => &["UserPromptSubmit", "Stop", "SessionStart"],
-            Agent::Gemini => &["BeforeAgent", "AfterAgent", "SessionStart", "SessionEnd"],
+            Agent::Codex => &[
+                "UserPromptSubmit",
+                "Stop",
+                "SessionStart",
+                "PreToolUse",
+                "PostToolUse",
+            ],
+            Agent::Gemini => &[
+                "BeforeAgent",
+                "AfterAgent",
+                "SessionStart",
+                "SessionEnd",
+                "BeforeTool",
+                "AfterTool",
+            ],
+        }
+    }
+
+    /// The matcher of the tool events' hook entries: the agent's tools that can write in
+    /// the workspace (`tool_writes` knows their inputs). Claude Code and Codex take
+    /// `|`-separated tool names (Codex's shell tools are all `Bash` to hooks, its edits
+    /// `apply_patch`); Gemini CLI takes an unanchored regular expression, anchored here so
+    /// that an MCP tool whose name contains `replace` is not one.
+    #[must_use]
+    pub fn tool_matcher(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Bash|Edit|Write|MultiEdit|NotebookEdit",
+            Agent::Codex => "Bash|apply_patch",
+            Agent::Gemini => "^(run_shell_command|write_file|replace)$",
         }
     }
 
     /// Whether `name` is this agent's event for the start (true) or the end (false) of a
     /// tool call.
-    fn tool_event(self, name: &str) -> Option<bool> {
+    pub(crate) fn tool_event(self, name: &str) -> Option<bool> {
         match (self, name) {
             (Agent::ClaudeCode | Agent::Codex, "PreToolUse") | (Agent::Gemini, "BeforeTool") => {
                 Some(true)
@@ -462,27 +492,60 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     Ok(agent.block(&reason))
 }
 
-/// What a tool call can write: `Some(files)` for an edit tool (the files it names), `Some([])`
-/// for a shell tool (anything), None for a tool that writes nothing in the workspace.
+/// What a tool call can write: `Some(files)` for an edit tool (the files it names, as
+/// given: absolute or relative to the agent's cwd), `Some([])` for a shell tool (anything),
+/// None for a tool that writes nothing in the workspace. The tools are those of
+/// [`Agent::tool_matcher`]: Claude Code's, Codex's (every shell tool is `Bash` to its hooks,
+/// every edit `apply_patch`, whose patch text names the files) and Gemini CLI's.
 fn tool_writes(tool: &str, input: &Value) -> Option<Vec<String>> {
     let text = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
     match tool {
         "Bash" | "run_shell_command" | "shell" | "local_shell" | "exec_command" => Some(Vec::new()),
+        // An edit tool that names no file may write anything.
+        "apply_patch" => Some(text("command").map(|p| patch_files(&p)).unwrap_or_default()),
         "Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "write_file" | "replace" | "edit" => {
-            let files: Vec<String> = ["file_path", "notebook_path", "absolute_path", "path"]
-                .iter()
-                .filter_map(|k| text(k))
-                .take(1)
-                .collect();
-            // An edit tool that names no file may write anything.
-            Some(files)
+            Some(
+                ["file_path", "notebook_path", "absolute_path", "path"]
+                    .iter()
+                    .filter_map(|k| text(k))
+                    .take(1)
+                    .collect(),
+            )
         }
         _ => None,
     }
 }
 
-/// One line of a tool call's input for its step: a shell tool's command, else its file.
-fn tool_summary(input: &Value) -> String {
+/// The files a Codex patch (`*** Begin Patch` … `*** End Patch`) adds, deletes, updates or
+/// moves to, in order, each once.
+fn patch_files(patch: &str) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let named = [
+            "*** Add File: ",
+            "*** Delete File: ",
+            "*** Update File: ",
+            "*** Move to: ",
+        ]
+        .iter()
+        .find_map(|p| line.strip_prefix(p))
+        .map(str::trim)
+        .filter(|f| !f.is_empty());
+        if let Some(f) = named
+            && !files.iter().any(|g| g == f)
+        {
+            files.push(f.to_string());
+        }
+    }
+    files
+}
+
+/// One line of a tool call's input for its step: a shell tool's command, an edit tool's
+/// file (a patch's files, comma-separated).
+fn tool_summary(tool: &str, input: &Value, files: &[String]) -> String {
+    if tool == "apply_patch" {
+        return files.join(", ");
+    }
     for k in [
         "command",
         "file_path",
@@ -502,8 +565,23 @@ fn tool_summary(input: &Value) -> String {
     String::new()
 }
 
+/// The id that pairs a tool call's start and end: the agent's (`tool_use_id`: Claude Code,
+/// Codex), else one made from the tool and its input, which Gemini CLI sends alike to both
+/// (`derived`: then an end that finds no step of that id ends the newest one running, as
+/// another hook may have rewritten the input in between).
+fn tool_call_id(event: &Value, tool: &str, input: &Value) -> (String, bool) {
+    match event.get("tool_use_id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => (id.to_string(), false),
+        _ => {
+            let hash = blake3::hash(format!("{tool}\0{input}").as_bytes()).to_hex();
+            (format!("input:{}", &hash[..16]), true)
+        }
+    }
+}
+
 /// A tool call's start or end: a step of the session's running turn (see
-/// [`crate::history`]'s steps). Tools that write nothing in the workspace are not steps.
+/// [`crate::history`]'s steps), run as [`BeginStepRequest`] or [`EndStepRequest`]. Tools
+/// that write nothing in the workspace are not steps.
 fn tool_step(
     agent: Agent,
     event: &Value,
@@ -527,13 +605,38 @@ fn tool_step(
     };
     let ws = Workspace::open(&root, config).map_err(|e| e.to_string())?;
     let session = ws.session(id).for_agent(agent.name()).owned_by(agent_pid());
-    let call = field("tool_use_id").unwrap_or_default();
-    let done = if start {
-        session.begin_step(call, tool, &tool_summary(&input), &files)
-    } else {
-        session.end_step(call)
-    };
-    done.map_err(|e| e.to_string())?;
+    let mut turn = None;
+    let mut cx = Context::new(&session, &mut turn);
+    let (call, derived) = tool_call_id(event, tool, &input);
+    if start {
+        let summary = tool_summary(tool, &input, &files);
+        // A relative path is the agent's: from its cwd, which a `cd` may have moved below
+        // the workspace root.
+        let cwd = field("cwd").map(Path::new);
+        let files = files
+            .iter()
+            .map(|f| match cwd {
+                Some(cwd) if Path::new(f).is_relative() => cwd.join(f).display().to_string(),
+                _ => f.clone(),
+            })
+            .collect::<Vec<_>>();
+        let begin = BeginStepRequest {
+            summary: Some(summary),
+            tool: tool.to_string(),
+            call: Some(call),
+            files: Some(files),
+        };
+        begin.run(&mut cx).map_err(|e| e.to_string())?;
+        return Ok(agent.quiet());
+    }
+    let ended = EndStepRequest { call: Some(call) }
+        .run(&mut cx)
+        .map_err(|e| e.to_string())?;
+    if derived && !ended.recorded {
+        EndStepRequest { call: None }
+            .run(&mut cx)
+            .map_err(|e| e.to_string())?;
+    }
     Ok(agent.quiet())
 }
 

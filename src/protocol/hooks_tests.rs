@@ -66,3 +66,97 @@ fn agents_are_named_as_on_the_command_line() {
     assert_eq!(Agent::from_name("cursor"), None);
     assert_eq!(Agent::names(), "claude-code, codex, gemini");
 }
+
+#[test]
+fn each_agents_writing_tools_are_steps_and_name_their_files() {
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+new\n*** Update File: src/lib.rs\n@@\n-x\n+y\n\
+                 *** Move to: src/moved.rs\n*** Delete File: old.txt\n*** Update File: a.txt\n+z\n\
+                 *** End Patch\n";
+    let cases = [
+        ("Bash", json!({"command": "rm -rf build"}), Some(vec![])),
+        (
+            "Write",
+            json!({"file_path": "/w/a.txt"}),
+            Some(vec!["/w/a.txt"]),
+        ),
+        ("Read", json!({"file_path": "/w/a.txt"}), None),
+        (
+            "apply_patch",
+            json!({ "command": patch }),
+            Some(vec!["a.txt", "src/lib.rs", "src/moved.rs", "old.txt"]),
+        ),
+        ("run_shell_command", json!({"command": "ls"}), Some(vec![])),
+        (
+            "write_file",
+            json!({"file_path": "b.txt"}),
+            Some(vec!["b.txt"]),
+        ),
+        (
+            "replace",
+            json!({"file_path": "/w/c.txt"}),
+            Some(vec!["/w/c.txt"]),
+        ),
+        ("read_file", json!({"file_path": "b.txt"}), None),
+    ];
+    for (tool, input, files) in cases {
+        let want = files.map(|f| f.into_iter().map(str::to_string).collect::<Vec<_>>());
+        assert_eq!(tool_writes(tool, &input), want, "{tool}");
+    }
+    let files = tool_writes("apply_patch", &json!({ "command": patch })).unwrap();
+    assert_eq!(
+        tool_summary("apply_patch", &json!({ "command": patch }), &files),
+        "a.txt, src/lib.rs, src/moved.rs, old.txt"
+    );
+    assert_eq!(
+        tool_summary("Bash", &json!({"command": "cargo test"}), &[]),
+        "cargo test"
+    );
+}
+
+#[test]
+fn every_tool_event_installed_has_a_matcher_of_writing_tools() {
+    for agent in Agent::ALL {
+        let tools: Vec<&str> = agent
+            .events()
+            .iter()
+            .copied()
+            .filter(|e| agent.tool_event(e).is_some())
+            .collect();
+        assert_eq!(tools.len(), 2, "{agent:?}: {tools:?}");
+        assert_eq!(agent.tool_event(tools[0]), Some(true), "{agent:?}");
+        assert_eq!(agent.tool_event(tools[1]), Some(false), "{agent:?}");
+    }
+    // Gemini CLI's matcher is an unanchored regular expression: anchored, no MCP tool that
+    // merely contains a name matches.
+    let gemini = Agent::Gemini.tool_matcher();
+    assert!(
+        gemini.starts_with("^(") && gemini.ends_with(")$"),
+        "{gemini}"
+    );
+    for name in gemini[2..gemini.len() - 2].split('|') {
+        assert!(tool_writes(name, &json!({})).is_some(), "{name}");
+    }
+    for agent in [Agent::ClaudeCode, Agent::Codex] {
+        for name in agent.tool_matcher().split('|') {
+            assert!(tool_writes(name, &json!({})).is_some(), "{agent:?} {name}");
+        }
+    }
+}
+
+#[test]
+fn a_tool_call_without_an_id_is_paired_by_its_tool_and_input() {
+    let input = json!({"command": "ls"});
+    let before = json!({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command"});
+    let (a, derived) = tool_call_id(&before, "run_shell_command", &input);
+    assert!(derived);
+    assert_eq!(tool_call_id(&before, "run_shell_command", &input).0, a);
+    assert_ne!(
+        tool_call_id(&before, "run_shell_command", &json!({"command": "pwd"})).0,
+        a
+    );
+    let claude = json!({"tool_use_id": "toolu_1"});
+    assert_eq!(
+        tool_call_id(&claude, "Bash", &input),
+        ("toolu_1".to_string(), false)
+    );
+}

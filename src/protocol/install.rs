@@ -157,7 +157,10 @@ impl Target {
                 timeout: 60,
             },
         };
-        let matcher = matches!(event, "PreToolUse" | "PostToolUse").then_some(WRITING_TOOLS);
+        let matcher = self
+            .agent
+            .tool_event(event)
+            .map(|_| self.agent.tool_matcher());
         Group {
             matcher,
             hooks: [entry],
@@ -232,14 +235,12 @@ impl Target {
 /// A hook group as retrace writes it (the fields in this order).
 #[derive(Serialize)]
 struct Group<'a> {
-    /// The tools a tool event's hook runs for (those that can write in the workspace).
+    /// The tools a tool event's hook runs for (those that can write in the workspace:
+    /// [`Agent::tool_matcher`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     matcher: Option<&'static str>,
     hooks: [Entry<'a>; 1],
 }
-
-/// The tools whose calls are steps (see `hooks::tool_writes`), as a hook matcher.
-const WRITING_TOOLS: &str = "Bash|Edit|Write|MultiEdit|NotebookEdit";
 
 /// A hook entry as retrace writes it.
 #[derive(Serialize)]

@@ -174,6 +174,8 @@ const METHODS: &[(&str, Handler)] = &[
     method::<ops::WaitBeforeRequest>(),
     method::<ops::RoundRequest>(),
     (ops::EndTurnRequest::METHOD, Server::end_turn),
+    method::<ops::BeginStepRequest>(),
+    method::<ops::EndStepRequest>(),
     method::<ops::UndoRequest>(),
     method::<ops::RedoRequest>(),
     method::<ops::CheckpointRequest>(),

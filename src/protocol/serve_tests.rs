@@ -185,10 +185,12 @@ fn every_method_is_registered_once() {
     assert_eq!(
         names,
         [
+            "begin_step",
             "begin_turn",
             "blame",
             "checkpoint",
             "diff",
+            "end_step",
             "end_turn",
             "file_history",
             "log",

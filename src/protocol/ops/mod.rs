@@ -18,6 +18,8 @@
 //! | wait for its before-snapshot | [`WaitBeforeRequest`] | [`BeforeStatus`] | `wait_before` | | prompt |
 //! | mark a round | [`RoundRequest`] | [`Acknowledged`] | `round` | | |
 //! | end the turn | [`EndTurnRequest`] | [`TurnSummary`] | `end_turn` | | stop |
+//! | begin a step (a tool call) | [`BeginStepRequest`] | [`StepReport`] | `begin_step` | | tool start |
+//! | end a step | [`EndStepRequest`] | [`StepReport`] | `end_step` | | tool end |
 //! | undo | [`UndoRequest`] | [`OutcomeReport`] | `undo` | | `/undo` |
 //! | undo, the running turn first | [`UndoRunningTurnRequest`] | [`OutcomeReport`] | | `undo` | |
 //! | redo | [`RedoRequest`] | [`OutcomeReport`] | `redo` | `redo` | `/redo` |
@@ -44,7 +46,7 @@
 //!    [`crate::Workspace`] methods only). An optional parameter is an `Option` with
 //!    `#[serde(default)]`; a required one is not, and the first sentence of its doc comment
 //!    says what it is. The requests are grouped by what they touch, one file each: the
-//!    turn (begin, wait, round, end), history (undo, redo, checkpoint, navigate), reading
+//!    turn (begin, wait, round, end), its steps (begin, end), history (undo, redo, checkpoint, navigate), reading
 //!    (status, log, diff), inspecting (file history, show, blame), and the server's own
 //!    (open, shutdown).
 //! 2. `serve`: one line in its method table, `method::<ops::NewRequest>()`; it then reads
@@ -61,6 +63,7 @@ mod history;
 mod inspect;
 mod read;
 mod server;
+mod step;
 mod turn;
 
 use rmcp::schemars::{self, JsonSchema};
@@ -73,6 +76,7 @@ pub use history::{
 pub use inspect::{BlameRequest, FileHistory, FileHistoryRequest, ShowRequest};
 pub use read::{DiffRequest, LogRequest, StatusRequest};
 pub use server::{OpenRequest, Opened, ShutdownRequest};
+pub use step::{BeginStepRequest, EndStepRequest, StepReport};
 pub use turn::{BeginTurnRequest, EndTurnRequest, RoundRequest, TurnBegun, WaitBeforeRequest};
 
 use crate::Error;
