@@ -50,13 +50,13 @@ pub fn three_way(base: &[u8], ours: &[u8], theirs: &[u8]) -> Result<Vec<u8>, Unm
     Ok(merged)
 }
 
-/// [`three_way`], where changes that only touch also merge: one side inserting lines at an
-/// edge of lines the other side replaced or deleted (a line appended after the line a
-/// session takes out) keeps the insertion at that edge. diff3 (and git) call such changes a
-/// conflict; for taking one writer's own change out of a file another writer added to
-/// right beside it (an undo of a session's appended line, another session's line after
-/// it), the result is not in doubt. Changes that overlap, two insertions at one point, or
-/// an insertion inside the other side's lines still conflict.
+/// [`three_way`], where changes that only touch a pure deletion also merge: one side
+/// inserting lines at an edge of lines the other side deleted (a line appended after the
+/// line a session takes out) keeps the insertion at that edge, and neighbouring deletions
+/// both apply. diff3 (and git) call such changes a conflict; for taking one writer's own
+/// lines out of a file another writer added to right beside them, the result is not in
+/// doubt. Changes that overlap, two insertions at one point, an insertion inside the other
+/// side's lines, and anything touching a replacement still conflict.
 ///
 /// # Errors
 /// [`Unmerged`] says why not.
@@ -74,10 +74,19 @@ pub fn three_way_touching(base: &[u8], ours: &[u8], theirs: &[u8]) -> Result<Vec
         }
         let clash = hunks.iter().any(|o| {
             let (o_ins, t_ins) = (o.start == o.end, t.start == t.end);
+            // Touching (an insertion at an edge of the other's lines, or two neighbouring
+            // ranges) merges only beside a pure deletion: beside a replacement, as git says,
+            // which version the new lines belong with is in doubt.
+            let touch = o.start == t.end
+                || t.start == o.end
+                || (o_ins && o.start == t.start)
+                || (t_ins && t.start == o.start);
+            let beside_deletion = (!o_ins && o.lines.is_empty()) || (!t_ins && t.lines.is_empty());
             o.start.max(t.start) < o.end.min(t.end)
                 || (o_ins && t_ins && o.start == t.start)
                 || (o_ins && t.start < o.start && o.start < t.end)
                 || (t_ins && o.start < t.start && t.start < o.end)
+                || (touch && !beside_deletion)
         });
         if clash {
             return Err(Unmerged::Conflict);

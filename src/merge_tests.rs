@@ -39,10 +39,14 @@ fn changes_that_only_touch_merge_when_asked_and_overlaps_still_conflict() {
         three_way_touching(base, b"base\nB\n", b"base\nA\n").unwrap(),
         b"base\n"
     );
-    // An insertion before lines the other side replaced stays before them.
+    // Beside lines the other side replaced, it is a conflict, as for git.
     assert_eq!(
-        three_way_touching(b"x\ny\n", b"new\nx\ny\n", b"X\ny\n").unwrap(),
-        b"new\nX\ny\n"
+        three_way_touching(b"x\ny\n", b"new\nx\ny\n", b"X\ny\n"),
+        Err(Unmerged::Conflict)
+    );
+    assert_eq!(
+        three_way_touching(b"x\ny\n", b"X\ny\n", b"x\nY\n"),
+        Err(Unmerged::Conflict)
     );
     // Two insertions at one point, an insertion inside replaced lines, overlapping
     // replacements: conflicts.

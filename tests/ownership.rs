@@ -416,3 +416,88 @@ fn a_turns_steps_are_listed_and_named_by_diff_and_restore() {
     assert_eq!(o.status.code(), Some(2), "{said}");
     assert!(said.contains("an edit step names its files"), "{said}");
 }
+
+/// `blame` names the step that wrote a line: an edit step (its version of the file kept by
+/// the ledger) and a captured shell step, each with its tool and input.
+#[test]
+fn blame_names_the_step_that_wrote_each_line() {
+    let env = Env::new();
+    env.write("a.txt", "base\n");
+    ok(&env, "A", &["snapshot"]);
+    ok(&env, "A", &["turn", "begin", "--prompt", "grow a.txt"]);
+    edit(&env, "A", "a.txt", || {
+        append(&env, "a.txt", "by the edit tool\n")
+    });
+    ok(
+        &env,
+        "A",
+        &[
+            "step",
+            "begin",
+            "--tool",
+            "Bash",
+            "--summary",
+            "sed -i 's/x/y/' a.txt",
+        ],
+    );
+    append(&env, "a.txt", "by the shell\n");
+    ok(&env, "A", &["step", "end"]);
+    ok(&env, "A", &["turn", "end"]);
+    let said = ok(&env, "A", &["blame", "a.txt"]);
+    let line = |text: &str| {
+        said.lines()
+            .find(|l| l.ends_with(text))
+            .unwrap_or_else(|| panic!("{text}: {said}"))
+            .to_string()
+    };
+    assert!(line("| base").contains("before retrace"), "{said}");
+    assert!(
+        line("| by the edit tool").contains("turn 1 step 1 (A)"),
+        "{said}"
+    );
+    assert!(
+        line("| by the edit tool").contains("Write: a.txt"),
+        "{said}"
+    );
+    assert!(
+        line("| by the shell").contains("turn 1 step 2 (A)"),
+        "{said}"
+    );
+    assert!(line("| by the shell").contains("Bash: sed -i"), "{said}");
+    let j = ok(&env, "A", &["blame", "a.txt", "--json"]);
+    let b: Value = serde_json::from_str(j.lines().next().unwrap()).unwrap();
+    assert_eq!(b["ranges"][1]["origin"]["step"], 1, "{b}");
+    assert_eq!(b["ranges"][2]["origin"]["step"], 2, "{b}");
+}
+
+/// `show turn:N.K` shows one step: its tool and input, and the paths it changed.
+#[test]
+fn show_of_a_step_lists_what_that_step_changed() {
+    let env = Env::new();
+    env.write("notes.txt", "old notes\n");
+    ok(&env, "A", &["turn", "begin"]);
+    edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
+    ok(
+        &env,
+        "A",
+        &[
+            "step",
+            "begin",
+            "--tool",
+            "Bash",
+            "--summary",
+            "rm notes.txt",
+        ],
+    );
+    std::fs::remove_file(env.path("notes.txt")).unwrap();
+    ok(&env, "A", &["step", "end"]);
+    ok(&env, "A", &["turn", "end"]);
+    let said = ok(&env, "A", &["show", "turn:1.2"]);
+    assert!(said.contains("step     2: Bash rm notes.txt"), "{said}");
+    assert!(said.contains("D notes.txt"), "{said}");
+    assert!(!said.contains("a.txt"), "{said}");
+    let said = ok(&env, "A", &["show", "turn:1.1"]);
+    assert!(said.contains("a.txt"), "{said}");
+    let o = run(&env, "A", &["show", "turn:1.9"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

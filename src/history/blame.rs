@@ -68,6 +68,13 @@ pub struct Origin {
     pub time_ms: Option<u64>,
     /// The first line of the turn's prompt (for `turn`).
     pub prompt: Option<String>,
+    /// The step of the turn that wrote it (`turn:N.K`), when the turn's steps tell: a
+    /// captured shell step, or an edit step whose version of the file the ledger keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// That step's tool and input: `Bash: sed -i …`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 impl Origin {
@@ -79,6 +86,8 @@ impl Origin {
             turn: None,
             time_ms: None,
             prompt: None,
+            step: None,
+            tool: None,
         }
     }
 
@@ -96,6 +105,11 @@ impl Origin {
             .map(|t| time_text(t, false))
             .unwrap_or_default();
         match (self.kind, self.turn, session) {
+            (OriginKind::Turn, Some(n), Some(s)) if self.step.is_some() => format!(
+                "turn {n} step {} ({s}) {when}  {}",
+                self.step.unwrap_or_default(),
+                first_line(self.tool.as_deref().unwrap_or(""), 40)
+            ),
             (OriginKind::Turn, Some(n), Some(s)) => format!(
                 "turn {n} ({s}) {when}  {}",
                 first_line(self.prompt.as_deref().unwrap_or(""), 32)
@@ -185,6 +199,43 @@ fn version(
         }
     }
     Ok(None)
+}
+
+/// The versions of file `rel` that the ledger keeps as written by steps of turn `turn` of
+/// session `key` (their blobs stored), by step.
+fn edit_versions(
+    tx: &crate::store::ReadTx,
+    rel: &str,
+    key: [u8; 32],
+    turn: u64,
+) -> HashMap<u64, ObjectId> {
+    use super::ledger::{LedgerEntry, Writer};
+    let Some(e) = tx
+        .ledger(rel.as_bytes())
+        .ok()
+        .flatten()
+        .and_then(|b| LedgerEntry::decode(&b).ok())
+    else {
+        return HashMap::new();
+    };
+    std::iter::once((e.left, e.writer))
+        .chain(e.earlier)
+        .filter_map(|(v, w)| match (v, w) {
+            (
+                Some((EntryKind::File | EntryKind::Executable, id)),
+                Writer::Turn {
+                    session,
+                    turn: t,
+                    step: Some(k),
+                },
+            ) if session == key && t == turn => Some((k, id)),
+            _ => None,
+        })
+        // Newest first: a step's last version of the file is the one kept.
+        .fold(HashMap::new(), |mut m, (k, id)| {
+            m.entry(k).or_insert(id);
+            m
+        })
 }
 
 /// `path` as given (workspace-relative, or absolute inside `root`), checked: its `/`-joined
@@ -334,6 +385,7 @@ pub fn blame(wc: &WorkingCopy, only: Option<SessionKey>, path: &str) -> Result<B
         })
         .collect();
     let reader = wc.store().reader()?;
+    let tx = wc.store().begin_read()?;
     let snapshots = reader.snapshots()?;
     let mut walk = Walk {
         reader: &reader,
@@ -379,8 +431,34 @@ pub fn blame(wc: &WorkingCopy, only: Option<SessionKey>, path: &str) -> Result<B
                     line.to_string()
                 }
             }),
+            step: None,
+            tool: None,
         };
         walk.step(at(before)?, &of(OriginKind::BetweenTurns))?;
+        // The turn's steps, where they tell who wrote a line: a captured step's snapshots,
+        // an edit step's version of the file as the ledger keeps it.
+        let edited = edit_versions(&tx, &rel, item.key.0, item.entry.number);
+        for st in super::db::steps(&tx, &item.key, item.entry.number)? {
+            let by_step = Origin {
+                step: Some(st.number),
+                tool: Some(format!("{}: {}", st.tool, st.summary)),
+                ..of(OriginKind::Turn)
+            };
+            match (st.before, st.after) {
+                (Some(b), Some(a)) => {
+                    walk.step(at(&b)?, &of(OriginKind::Turn))?;
+                    walk.step(at(&a)?, &by_step)?;
+                }
+                _ => {
+                    // Stored by the step's own look, so possibly collected since.
+                    if let Some(v) = edited.get(&st.number)
+                        && reader.contains(v)?
+                    {
+                        walk.step(Some(*v), &by_step)?;
+                    }
+                }
+            }
+        }
         walk.step(at(after)?, &of(OriginKind::Turn))?;
         last_time = last_time.max(item.ended_ms.unwrap_or(item.entry.time_ms));
     }

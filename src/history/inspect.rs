@@ -633,6 +633,9 @@ impl Session {
     /// # Errors
     /// [`Error::Inspect`] when `reference` names no entry of the session; [`Error::Store`].
     pub fn show(&self, reference: &str) -> Result<EntryDetail, Error> {
+        if let Some((n, k, false)) = super::navigate::step_name(reference) {
+            return self.show_step(reference, n, k);
+        }
         let (l, items) = session_log(&self.ws, self.key)?;
         let (kind, number) = resolve(&l, reference)?;
         let Some(item) = items.into_iter().find(|i| {
@@ -663,6 +666,40 @@ impl Session {
 }
 
 impl Session {
+    /// `show turn:N.K`: turn N as [`Session::show`] shows it, narrowed to its step K (its
+    /// `steps` holds that step alone): a captured step's paths with their lines, or the
+    /// files an edit step named.
+    fn show_step(&self, reference: &str, n: u64, k: u64) -> Result<EntryDetail, Error> {
+        let mut d = self.show(&format!("turn:{n}"))?;
+        let Some(step) = self.step_log(n)?.into_iter().find(|s| s.number == k) else {
+            return Err(Error::Inspect {
+                name: reference.to_string(),
+                reason: format!("turn {n} has no step {k} (`retrace log --steps` lists them)"),
+            });
+        };
+        (d.paths, d.span) = match (step.before, step.after) {
+            (Some(b), Some(a)) => {
+                let span = Some((Some(b), a));
+                (self.span_changes(span)?, span)
+            }
+            _ => (
+                step.files
+                    .iter()
+                    .map(|f| PathChange {
+                        path: f.clone(),
+                        change: "M",
+                        added: 0,
+                        removed: 0,
+                        binary: false,
+                    })
+                    .collect(),
+                None,
+            ),
+        };
+        d.entry.steps = vec![step];
+        Ok(d)
+    }
+
     /// Every path that changed between the two snapshots of `span` (an entry's change, as
     /// [`EntryDetail::span`] and [`crate::history::timeline::TimelineEntry::span`] name
     /// it), sorted, with its lines counted: what [`Session::show`] lists, for one entry
@@ -791,6 +828,9 @@ impl EntryDetail {
             out.push('\n');
         }
         let _ = writeln!(out, "added    {} to the store", bytes_approx(e.bytes_added));
+        if let [st] = e.steps.as_slice() {
+            let _ = writeln!(out, "step     {}: {} {}", st.number, st.tool, st.summary);
+        }
         let label = if e.kind == "checkpoint" {
             "label"
         } else {

@@ -279,6 +279,12 @@ impl Session {
             if left == replaced {
                 continue;
             }
+            // A version only an edit step's look stored may have been collected since.
+            let stored = |v: Version| v.is_none_or(|(_, id)| reader.contains(&id).unwrap_or(false));
+            if !stored(left) || !stored(replaced) {
+                out.push(c);
+                continue;
+            }
             let (old, new) = if undo {
                 (left, replaced)
             } else {

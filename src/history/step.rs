@@ -146,6 +146,18 @@ impl Session {
         let Some(turn) = self.running_turn()? else {
             return Ok(None);
         };
+        // An edit tool's summary is its files when the host gave none.
+        let shown: String;
+        let summary = if summary.trim().is_empty() && !files.is_empty() {
+            shown = files
+                .iter()
+                .map(RelPath::show)
+                .collect::<Vec<_>>()
+                .join(", ");
+            shown.as_str()
+        } else {
+            summary
+        };
         let rec = |number: u64, before: Option<ObjectId>| StepRecord {
             version: HISTORY_VERSION,
             turn,

@@ -1008,6 +1008,15 @@ fn message_of(o: &Outcome) -> Message {
             paths: paths.clone(),
             refused: true,
         },
+        // What was left alone is listed, each path with why (whose it is).
+        Outcome::Restored { skipped, .. } => Message {
+            line: o.message_at(None),
+            paths: skipped
+                .iter()
+                .map(|s| format!("{} ({})", s.path, s.reason))
+                .collect(),
+            refused: false,
+        },
         _ => Message {
             line: o.message_at(None),
             paths: Vec::new(),

@@ -166,6 +166,11 @@ fn a_paths_diff_opens_with_enter_and_names_a_binary_change() {
 fn a_refused_redo_names_the_conflicting_path_and_writes_nothing() {
     let f = fixture();
     let mut app = f.app(Some("claude-1"));
+    // The user's own edit of a path the redo would write: a conflict.
+    f.write(
+        "src/lib.rs",
+        b"/// The library.\npub fn lib() { todo!() }\n",
+    );
     let before = f.read("src/lib.rs");
     keys(&mut app, &[Key::Char('U')]);
     assert!(matches!(app.mode, Input::Confirm(_)));
@@ -176,6 +181,24 @@ fn a_refused_redo_names_the_conflicting_path_and_writes_nothing() {
     assert_eq!(m.paths, ["src/lib.rs"], "{m:?}");
     assert_eq!(f.read("src/lib.rs"), before);
     assert_screen("conflict_80x24", &mut app, 80, 24);
+}
+
+#[test]
+fn a_redo_leaves_a_path_another_session_changed_since_and_names_its_writer() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    // codex-2 rewrote src/lib.rs after the undo, on the lines the turn changed.
+    let before = f.read("src/lib.rs");
+    keys(&mut app, &[Key::Char('U'), Key::Char('y')]);
+    let m = app.message.clone().unwrap();
+    assert!(!m.refused, "{m:?}");
+    assert!(m.line.contains("1 left alone"), "{m:?}");
+    assert!(
+        m.paths.len() == 1 && m.paths[0].starts_with("src/lib.rs (last written by session codex-2"),
+        "{m:?}"
+    );
+    assert_eq!(f.read("src/lib.rs"), before);
+    assert!(!f.ws.path().join("logo.png").exists());
 }
 
 #[test]

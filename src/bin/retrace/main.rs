@@ -87,7 +87,8 @@ enum Command {
     /// One turn or checkpoint of the session: its prompt in full, times, state, the paths it
     /// changed with their lines, and the bytes it added to the store.
     Show {
-        /// `turn:N`, `checkpoint:N`, a checkpoint label or a host anchor.
+        /// `turn:N`, `turn:N.K` (step K of turn N), `checkpoint:N`, a checkpoint label or a host
+        /// anchor.
         #[arg(value_name = "REF")]
         reference: String,
         /// Print one JSON object.
