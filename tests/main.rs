@@ -38,6 +38,7 @@ mod memory;
 mod nested_capture;
 mod opencode_e2e;
 mod ownership;
+mod ownership_model;
 mod patch;
 mod pi_e2e;
 mod policy;
