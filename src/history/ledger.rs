@@ -171,6 +171,10 @@ pub struct Window {
     /// A turn closed in the same commit (a newer turn superseded it) or reopened (a second
     /// stop extends it): it ran in the window.
     pub ran: Option<(SessionKey, u64)>,
+    /// A turn whose agent is beginning a step: it reports its tool calls, so what was
+    /// written before its first step is not the turn's as a whole (the user's, or another
+    /// writer's).
+    pub stepping: Option<(SessionKey, u64)>,
 }
 
 /// A writer that may be writing now, and where.
@@ -355,6 +359,9 @@ pub fn bring_up_to_date(
                 !matches!(r.writer, Writer::Turn { session, turn: t, .. } if session == key.0 && t == turn)
             });
         }
+        if let Some((key, turn)) = window.stepping {
+            running.retain(|r| !is_whole_turn(&r.writer, key, turn));
+        }
         running.extend(
             anywhere
                 .into_iter()
@@ -497,8 +504,9 @@ pub fn claim(tx: &WriteTx<'_>, paths: &[Vec<u8>], writer: &Writer) -> Result<(),
 /// Records what an edit step read in one of its files (`version`; `last`: the version the
 /// last snapshot holds there): when that is not the version the path's entry names (or,
 /// without an entry, the last snapshot's), it was written by `writer` (a step's end), or
-/// when None by whoever could write it until now, as an update attributes a change (a
-/// step's begin: the user's edit saved a moment before the tool ran).
+/// at a step's begin (`Err` naming the stepping turn) by whoever could write it until now,
+/// as an update attributes a change, the stepping turn as a whole excepted (the user's
+/// edit saved a moment before the tool ran).
 ///
 /// # Errors
 /// [`StoreError`] from the tables.
@@ -506,18 +514,28 @@ pub fn observe(
     tx: &WriteTx<'_>,
     path: &[u8],
     version: (EntryKind, ObjectId),
-    last: (EntryKind, ObjectId),
-    writer: Option<&Writer>,
+    last: Option<(EntryKind, ObjectId)>,
+    writer: Result<&Writer, (SessionKey, u64)>,
 ) -> Result<(), StoreError> {
-    let known = entry(tx, path)?.map_or(Some(last), |e| e.left);
+    let known = entry(tx, path)?.map_or(last, |e| e.left);
     if known == Some(version) {
         return Ok(());
     }
     let writer = match writer {
-        Some(w) => w.clone(),
-        None => attribute(path, &running(tx)?),
+        Ok(w) => w.clone(),
+        // The stepping turn reports its tool calls: not a writer as a whole.
+        Err((key, turn)) => {
+            let mut running = running(tx)?;
+            running.retain(|r| !is_whole_turn(&r.writer, key, turn));
+            attribute(path, &running)
+        }
     };
     put(tx, path, Some(version), writer)
+}
+
+/// Whether `w` is turn `turn` of session `key` as a whole (no step).
+fn is_whole_turn(w: &Writer, key: SessionKey, turn: u64) -> bool {
+    matches!(w, Writer::Turn { session, turn: t, step: None } if *session == key.0 && *t == turn)
 }
 
 /// The claims waiting for the next update (unreadable ones count as none).

@@ -1,11 +1,12 @@
 //! What an edit step sees of its own files. An edit tool names the files it writes, and no
 //! capture brackets it (that is for shell tools), so two sessions' edits of one file between
 //! two captures would reach the ledger as one change. At an edit step's begin and end, each
-//! named file the last snapshot holds as a regular file (so neither ignored nor a secret) is
-//! read beneath the root, stored, and recorded in the ledger as the version its writer left:
-//! at the begin, whoever could write it until then; at the end, the step. An undo then takes
-//! back exactly what the step's session wrote there ([`super::Session::own_changes`]).
-//! Files that are new, bigger than a mergeable file, or not regular keep the ledger's claim.
+//! named regular file is read beneath the root, stored, and recorded in the ledger as the
+//! version its writer left: at the begin, whoever could write it until then; at the end, the
+//! step. An undo then takes back exactly what the step's session wrote there
+//! ([`super::Session::own_changes`]). A file a snapshot would keep out by name (a secret, a
+//! hard exclusion) or by content (a private key), or bigger than a mergeable file, or not
+//! regular, is not read: the ledger's claim covers it.
 
 use std::io::Read;
 
@@ -22,8 +23,8 @@ pub(super) struct Seen {
     pub path: RelPath,
     /// Its version on disk.
     pub version: (EntryKind, ObjectId),
-    /// Its version in the last snapshot.
-    pub last: (EntryKind, ObjectId),
+    /// Its version in the last snapshot (None: it had none there, a new file).
+    pub last: Option<(EntryKind, ObjectId)>,
 }
 
 /// The entry at `path` in snapshot `root`, if it is a regular file there.
@@ -69,9 +70,15 @@ pub(super) fn look(
     let mut seen = Vec::new();
     let mut new = Vec::new();
     for f in files {
-        let Some(known) = in_snapshot(&reader, &last, f) else {
+        let known = in_snapshot(&reader, &last, f);
+        // A file the last snapshot lacks: kept out of the store when a snapshot would keep it
+        // out by name (a secret, a hard exclusion); an ignored file is stored until a GC.
+        let kept_out = f.split(|&b| b == b'/').any(|n| {
+            crate::scan::exclude::is_hard_excluded(n) || crate::scan::exclude::is_secret_name(n)
+        });
+        if known.is_none() && kept_out {
             continue;
-        };
+        }
         let Some((kind, bytes)) = read_small(&root, f) else {
             continue;
         };

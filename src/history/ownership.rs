@@ -111,6 +111,15 @@ impl Holders for Held<'_> {
         if let (Some(_), Some(root)) = (self.mine, stored) {
             super::ledger::up_to(self.store, root)?;
         }
+        // The disk was stored after the restore's reader was opened (and a forced restore
+        // records a safety snapshot after that): a reader of now sees its trees.
+        let fresh;
+        let reader = if stored.is_some() {
+            fresh = self.store.reader()?;
+            &fresh
+        } else {
+            reader
+        };
         let tx = self.store.begin_read()?;
         let names = Names::new(&tx);
         let mut out = BTreeMap::new();
@@ -219,7 +228,13 @@ impl Session {
         turn: u64,
         change: &mut Vec<crate::diff::Change>,
         undo: bool,
-    ) -> Result<std::collections::HashSet<RelPath>, Error> {
+    ) -> Result<
+        (
+            std::collections::HashSet<RelPath>,
+            BTreeMap<RelPath, String>,
+        ),
+        Error,
+    > {
         type Version = Option<(crate::object::EntryKind, ObjectId)>;
         let tx = self.ws.store().begin_read()?;
         let mine = |w: &Writer| matches!(w, Writer::Turn { session, turn: t, .. } if *session == self.key.0 && *t == turn);
@@ -241,6 +256,8 @@ impl Session {
         };
         let mut out = Vec::with_capacity(change.len());
         let mut own = std::collections::HashSet::new();
+        let mut theirs = BTreeMap::new();
+        let names = Names::new(&tx);
         for c in change.drain(..) {
             let Some(e) = tx
                 .ledger(c.path.as_bytes())?
@@ -254,15 +271,26 @@ impl Session {
                 .chain(e.earlier.iter().map(|(v, w)| (*v, w)))
                 .collect();
             let Some(first) = history.iter().position(|(_, w)| mine(w)) else {
-                out.push(c);
+                if truncated {
+                    out.push(c);
+                } else {
+                    // The ledger saw every write there since, and none was this turn's: the
+                    // turn's change at this path is someone else's.
+                    theirs.insert(
+                        c.path.clone(),
+                        format!(
+                            "written during the turn by {}, not by this session; left as it is",
+                            names.describe(&e.writer)
+                        ),
+                    );
+                }
                 continue;
             };
+            // This session's newest run of writes there. Where another writer's version lies
+            // between it and an older one of this turn, only the newest run is taken back:
+            // the older one was built upon (or undone) by that writer.
             let run = history[first..].iter().take_while(|(_, w)| mine(w)).count();
             let beyond = first + run;
-            if history[beyond..].iter().any(|(_, w)| mine(w)) {
-                out.push(c); // another writer's version in between: the turn's change
-                continue;
-            }
             let left = history[first].0;
             let replaced = match history.get(beyond) {
                 Some((v, _)) => *v,
@@ -299,7 +327,7 @@ impl Session {
             out.push(narrowed);
         }
         *change = out;
-        Ok(own)
+        Ok((own, theirs))
     }
 
     /// Of `paths`, those another writer (the user included) wrote last by the ledger, each

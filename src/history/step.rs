@@ -187,7 +187,13 @@ impl Session {
                 return Ok(());
             }
             for s in &seen {
-                ledger::observe(tx, s.path.as_bytes(), s.version, s.last, None)?;
+                ledger::observe(
+                    tx,
+                    s.path.as_bytes(),
+                    s.version,
+                    s.last,
+                    Err((self.key, turn)),
+                )?;
             }
             let n = w.steps_of(turn)?.len() as u64 + 1;
             w.step(&rec(n, before))?;
@@ -203,6 +209,7 @@ impl Session {
             }));
         }
         let id = self.step_capture(
+            turn,
             format!("before turn {turn}, {}", one_line(tool)),
             &|tx, root| write(tx, Some(root)),
         )?;
@@ -264,7 +271,7 @@ impl Session {
                             seen.path.as_bytes(),
                             seen.version,
                             seen.last,
-                            Some(&writer),
+                            Ok(&writer),
                         )?;
                     }
                     let unseen: Vec<Vec<u8>> = s
@@ -291,9 +298,11 @@ impl Session {
             }));
         }
         // While the step still runs: what changed meanwhile is its.
-        let id = self.step_capture(format!("after turn {turn} step {number}"), &|tx, root| {
-            close(tx, Some(root))
-        })?;
+        let id = self.step_capture(
+            turn,
+            format!("after turn {turn} step {number}"),
+            &|tx, root| close(tx, Some(root)),
+        )?;
         Ok(Some(StepInfo {
             turn,
             step: number,
@@ -306,6 +315,7 @@ impl Session {
     /// same commit. Returns the snapshot.
     fn step_capture(
         &self,
+        turn: u64,
         label: String,
         then: &dyn Fn(&crate::store::WriteTx<'_>, ObjectId) -> Result<(), StoreError>,
     ) -> Result<ObjectId, Error> {
@@ -317,7 +327,11 @@ impl Session {
                     seen: &crate::capture::Captured<'_>|
          -> Result<(), StoreError> {
             let reader = self.ws.store().reader()?;
-            ledger::in_capture(tx, &reader, seen, root, ledger::Window::default())?;
+            let window = ledger::Window {
+                stepping: Some((self.key, turn)),
+                ..ledger::Window::default()
+            };
+            ledger::in_capture(tx, &reader, seen, root, window)?;
             then(tx, root)
         };
         Ok(lock.record_with(Some(label), &NoProgress, &also)?.id)

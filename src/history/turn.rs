@@ -217,6 +217,7 @@ impl Session {
                         super::ledger::Window {
                             began: Some((session.key, number)),
                             ran: closed.map(|p| (session.key, p)),
+                            stepping: None,
                         },
                     )?;
                     let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
@@ -471,6 +472,7 @@ impl Session {
                 super::ledger::Window {
                     began: None,
                     ran: Some((self.key, n)),
+                    stepping: None,
                 },
             )?;
             let w = Writer::new(tx, self.key)?;

@@ -350,7 +350,8 @@ impl Session {
         let reader = self.ws.store().reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
         // What this session's own writes in the turn did, where the ledger knows them.
-        let own = self.own_changes(&reader, t.number, &mut change, Some(to) == t.before)?;
+        let (own, not_ours) =
+            self.own_changes(&reader, t.number, &mut change, Some(to) == t.before)?;
         // The ownership rule: paths whose last writer is not this session are left alone.
         let (mut theirs, unknown) = self.not_mine(change.iter().map(|c| {
             let d = find(&disk.entries, &c.path);
@@ -382,6 +383,7 @@ impl Session {
                 }
             }
         }
+        theirs.extend(not_ours);
         change.retain(|c| !theirs.contains_key(&c.path));
         // Where another session changed a path since (it appended to the file, say), the
         // turn's change is merged out of the disk's version when a three-way merge is
