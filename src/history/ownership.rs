@@ -271,11 +271,14 @@ impl Session {
                 .chain(e.earlier.iter().map(|(v, w)| (*v, w)))
                 .collect();
             let Some(first) = history.iter().position(|(_, w)| mine(w)) else {
-                if truncated {
+                // Another of this session's writes (an operation of it, such as the revert
+                // that is this turn) or a history cut short: the turn's change decides.
+                let op_of_mine = |w: &Writer| matches!(w, Writer::Op { session: Some(k), .. } if *k == self.key.0);
+                if truncated || history.iter().any(|(_, w)| op_of_mine(w)) {
                     out.push(c);
                 } else {
-                    // The ledger saw every write there since, and none was this turn's: the
-                    // turn's change at this path is someone else's.
+                    // The ledger saw every write there since, and none was this session's:
+                    // the turn's change at this path is someone else's.
                     theirs.insert(
                         c.path.clone(),
                         format!(
