@@ -370,25 +370,7 @@ fn two_sessions_appending_to_one_file_each_undo_exactly_their_own_lines() {
 /// did and `restore` brings back what it destroyed.
 #[test]
 fn a_turns_steps_are_listed_and_named_by_diff_and_restore() {
-    let env = Env::new();
-    env.write("notes.txt", "old notes\n");
-    ok(&env, "A", &["turn", "begin"]);
-    edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
-    ok(
-        &env,
-        "A",
-        &[
-            "step",
-            "begin",
-            "--tool",
-            "Bash",
-            "--summary",
-            "rm notes.txt",
-        ],
-    );
-    std::fs::remove_file(env.path("notes.txt")).unwrap();
-    ok(&env, "A", &["step", "end"]);
-    ok(&env, "A", &["turn", "end"]);
+    let env = an_edit_step_then_a_shell_step();
     let said = ok(&env, "A", &["log", "--steps"]);
     assert!(said.contains("turn:1.1  Write  ~ a.txt"), "{said}");
     assert!(
@@ -473,6 +455,20 @@ fn blame_names_the_step_that_wrote_each_line() {
 /// `show turn:N.K` shows one step: its tool and input, and the paths it changed.
 #[test]
 fn show_of_a_step_lists_what_that_step_changed() {
+    let env = an_edit_step_then_a_shell_step();
+    let said = ok(&env, "A", &["show", "turn:1.2"]);
+    assert!(said.contains("step     2: Bash rm notes.txt"), "{said}");
+    assert!(said.contains("D notes.txt"), "{said}");
+    assert!(!said.contains("a.txt"), "{said}");
+    let said = ok(&env, "A", &["show", "turn:1.1"]);
+    assert!(said.contains("a.txt"), "{said}");
+    let o = run(&env, "A", &["show", "turn:1.9"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// Session A's turn 1: step 1 writes a.txt with an edit tool, step 2 (`rm notes.txt`, a
+/// command that can destroy, so captured around) deletes notes.txt.
+fn an_edit_step_then_a_shell_step() -> Env {
     let env = Env::new();
     env.write("notes.txt", "old notes\n");
     ok(&env, "A", &["turn", "begin"]);
@@ -492,12 +488,5 @@ fn show_of_a_step_lists_what_that_step_changed() {
     std::fs::remove_file(env.path("notes.txt")).unwrap();
     ok(&env, "A", &["step", "end"]);
     ok(&env, "A", &["turn", "end"]);
-    let said = ok(&env, "A", &["show", "turn:1.2"]);
-    assert!(said.contains("step     2: Bash rm notes.txt"), "{said}");
-    assert!(said.contains("D notes.txt"), "{said}");
-    assert!(!said.contains("a.txt"), "{said}");
-    let said = ok(&env, "A", &["show", "turn:1.1"]);
-    assert!(said.contains("a.txt"), "{said}");
-    let o = run(&env, "A", &["show", "turn:1.9"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    env
 }

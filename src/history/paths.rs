@@ -88,17 +88,26 @@ impl Session {
         if !paths.is_empty() {
             return self.restore_paths(id, paths, opts, progress);
         }
+        match self.restore_whole(id, opts, progress)? {
+            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (outcome, None) => Ok(outcome),
+        }
+    }
+
+    /// A whole restore made for this session (its plan with `opts.dry_run`), the ownership
+    /// rule's holders asked.
+    fn restore_whole(
+        &self,
+        id: &ObjectId,
+        opts: RestoreOptions,
+        progress: &dyn Progress,
+    ) -> Result<(RestoreOutcome, Option<crate::working_copy::DirtyRefusal>), Error> {
         let held = Held {
             store: self.ws.store(),
             mine: Some(self.key),
         };
-        match self
-            .ws
-            .restore_or_plan::<SessionOp>(id, opts, &held, progress)?
-        {
-            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
-            (outcome, None) => Ok(outcome),
-        }
+        self.ws
+            .restore_or_plan::<SessionOp>(id, opts, &held, progress)
     }
 
     /// [`Session::restore`]'s plan, and whether it would be refused. Writes nothing.
@@ -119,13 +128,7 @@ impl Session {
             force,
             dry_run: true,
         };
-        let held = Held {
-            store: self.ws.store(),
-            mine: Some(self.key),
-        };
-        let (outcome, refused) = self
-            .ws
-            .restore_or_plan::<SessionOp>(id, opts, &held, progress)?;
+        let (outcome, refused) = self.restore_whole(id, opts, progress)?;
         Ok(DryRun { outcome, refused })
     }
 

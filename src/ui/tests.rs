@@ -169,7 +169,7 @@ fn a_refused_redo_names_the_conflicting_path_and_writes_nothing() {
     // The user's own edit of a path the redo would write: a conflict.
     f.write(
         "src/lib.rs",
-        b"/// The library.\npub fn lib() { todo!() }\n",
+        b"/// The library.\npub fn lib() -> u8 { 7 }\n",
     );
     let before = f.read("src/lib.rs");
     keys(&mut app, &[Key::Char('U')]);
