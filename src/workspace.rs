@@ -181,10 +181,13 @@ impl Workspace {
         opts: RestoreOptions,
         progress: &dyn Progress,
     ) -> Result<RestoreOutcome, Error> {
-        match self
-            .wc
-            .restore_or_plan::<SessionOp>(id, opts, &self.held_by_others(), progress)?
-        {
+        match self.wc.restore_or_plan::<SessionOp>(
+            id,
+            opts,
+            None,
+            &self.held_by_others(),
+            progress,
+        )? {
             (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
             (outcome, None) => Ok(outcome),
         }
@@ -206,9 +209,13 @@ impl Workspace {
             force,
             dry_run: true,
         };
-        let (outcome, refused) =
-            self.wc
-                .restore_or_plan::<SessionOp>(id, opts, &self.held_by_others(), progress)?;
+        let (outcome, refused) = self.wc.restore_or_plan::<SessionOp>(
+            id,
+            opts,
+            None,
+            &self.held_by_others(),
+            progress,
+        )?;
         Ok(DryRun { outcome, refused })
     }
 

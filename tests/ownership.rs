@@ -63,7 +63,10 @@ fn a_revert_never_takes_back_another_sessions_concurrent_work() {
     assert_eq!(env.read("a.txt"), "by A\n", "{said}");
     assert_eq!(env.read("shared.txt"), "base\nA's line\n", "{said}");
     assert!(!env.path("b.txt").exists(), "{said}");
-    assert!(said.contains("last written by session A"), "{said}");
+    assert!(
+        said.contains("written during the turn by session A, turn 1 step"),
+        "{said}"
+    );
     // A's undo, in turn, takes back exactly A's work.
     let said = ok(&env, "A", &["undo"]);
     assert!(!env.path("a.txt").exists(), "{said}");

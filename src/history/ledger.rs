@@ -319,7 +319,7 @@ fn entry(tx: &WriteTx<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreErro
 }
 
 /// Brings the ledger up to date with snapshot `root`, given `changes` from the snapshot it
-/// was last brought up to date with (`from`, see [`from`]): each changed path whose version
+/// was last brought up to date with (`from`, see [`from`], read with `reader`): each changed path whose version
 /// is not the one its entry names was written by whoever could write it meanwhile (the
 /// writers running now, as `window` corrects them).
 ///
@@ -327,6 +327,7 @@ fn entry(tx: &WriteTx<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreErro
 /// [`StoreError`] from the tables.
 pub fn bring_up_to_date(
     tx: &WriteTx<'_>,
+    (reader, from): (&crate::store::StoreReader, ObjectId),
     changes: &[Change],
     root: ObjectId,
     window: Window,
@@ -340,56 +341,99 @@ pub fn bring_up_to_date(
     let (anywhere, claimed): (Vec<_>, Vec<_>) =
         claimed.into_iter().partition(|(p, _)| p.is_empty());
     let claimed: std::collections::HashMap<Vec<u8>, Writer> = claimed.into_iter().collect();
-    // Claimed paths that did not change keep their version, now the claimer's.
-    for (path, writer) in &claimed {
-        if changes
+    let observed = observed(tx);
+    if !observed.is_empty() {
+        tx.set_ledger_observed(None)?;
+    }
+    if claimed.is_empty() && observed.is_empty() && changes.is_empty() {
+        return tx.set_ledger_at(root);
+    }
+    let mut running = running(tx)?;
+    // A turn whose before-snapshot this is did not run in the window before it.
+    if let Some((key, turn)) = window.began {
+        running.retain(|r| {
+            !matches!(r.writer, Writer::Turn { session, turn: t, .. } if session == key.0 && t == turn)
+        });
+    }
+    if let Some((key, turn)) = window.stepping {
+        running.retain(|r| !is_whole_turn(&r.writer, key, turn));
+    }
+    running.extend(
+        anywhere
+            .into_iter()
+            .map(|(_, writer)| Running { writer, only: None }),
+    );
+    if let Some((key, turn)) = window.ran {
+        running.push(Running {
+            writer: Writer::Turn {
+                session: key.0,
+                turn,
+                step: None,
+            },
+            only: None,
+        });
+    }
+    let unchanged = |path: &[u8]| {
+        changes
             .binary_search_by(|c| c.path.as_bytes().cmp(path))
             .is_err()
-            && let Some(mut e) = entry(tx, path)?
+    };
+    // Claimed paths that did not change keep their version, now the claimer's.
+    for (path, writer) in &claimed {
+        if unchanged(path)
+            && let Some(e) = entry(tx, path)?
         {
-            e.writer = writer.clone();
-            put(tx, path, e.left, e.writer)?;
+            put(tx, path, e.left, writer.clone())?;
         }
     }
-    if !changes.is_empty() {
-        let mut running = running(tx)?;
-        // A turn whose before-snapshot this is did not run in the window before it.
-        if let Some((key, turn)) = window.began {
-            running.retain(|r| {
-                !matches!(r.writer, Writer::Turn { session, turn: t, .. } if session == key.0 && t == turn)
-            });
+    // Paths an edit step read that did not change between the snapshots: the version both
+    // hold there, when it is not the one read (written since, deleted since).
+    for path in observed
+        .iter()
+        .filter(|p| unchanged(p) && !claimed.contains_key(*p))
+    {
+        let (Some(e), Ok(now)) = (entry(tx, path)?, version_at(reader, &from, path)) else {
+            continue; // no entry, or unreadable: as it is
+        };
+        if e.left != now {
+            put(tx, path, now, attribute(path, &running))?;
         }
-        if let Some((key, turn)) = window.stepping {
-            running.retain(|r| !is_whole_turn(&r.writer, key, turn));
+    }
+    for c in changes {
+        let left = left_of(c.new.as_ref());
+        if let Some(writer) = claimed.get(c.path.as_bytes()) {
+            put(tx, &c.path, left, writer.clone())?;
+            continue;
         }
-        running.extend(
-            anywhere
-                .into_iter()
-                .map(|(_, writer)| Running { writer, only: None }),
-        );
-        if let Some((key, turn)) = window.ran {
-            running.push(Running {
-                writer: Writer::Turn {
-                    session: key.0,
-                    turn,
-                    step: None,
-                },
-                only: None,
-            });
+        if entry(tx, &c.path)?.is_some_and(|e| e.left == left) {
+            continue;
         }
-        for c in changes {
-            let left = left_of(c.new.as_ref());
-            if let Some(writer) = claimed.get(c.path.as_bytes()) {
-                put(tx, &c.path, left, writer.clone())?;
-                continue;
-            }
-            if entry(tx, &c.path)?.is_some_and(|e| e.left == left) {
-                continue;
-            }
-            put(tx, &c.path, left, attribute(&c.path, &running))?;
-        }
+        put(tx, &c.path, left, attribute(&c.path, &running))?;
     }
     tx.set_ledger_at(root)
+}
+
+/// The version at `path` in snapshot `root` (None: no entry there, or a directory).
+fn version_at(
+    reader: &crate::store::StoreReader,
+    root: &ObjectId,
+    path: &[u8],
+) -> Result<Option<(EntryKind, ObjectId)>, StoreError> {
+    let mut tree = reader.read_tree(root)?;
+    let mut parts = path.split(|&b| b == b'/').peekable();
+    while let Some(name) = parts.next() {
+        let Some(e) = tree.entry(name) else {
+            return Ok(None);
+        };
+        if parts.peek().is_none() {
+            return Ok((e.kind != EntryKind::Dir).then_some((e.kind, e.id)));
+        }
+        if e.kind != EntryKind::Dir {
+            return Ok(None);
+        }
+        tree = reader.read_tree(&e.id)?;
+    }
+    Ok(None)
 }
 
 /// [`bring_up_to_date`] in a capture's commit, from what the capture saw (`seen`, its root
@@ -406,9 +450,10 @@ pub fn in_capture(
     window: Window,
 ) -> Result<(), StoreError> {
     match from(tx)? {
-        Some(at) if at == root => Ok(()),
+        // No change between the snapshots: claims and what edit steps read are still due.
+        Some(at) if at == root => bring_up_to_date(tx, (reader, at), &[], root, window),
         Some(at) => match seen.changes_from(reader, &at, &root) {
-            Ok(changes) => bring_up_to_date(tx, &changes, root, window),
+            Ok(changes) => bring_up_to_date(tx, (reader, at), &changes, root, window),
             Err(_) => tx.set_ledger_at(root),
         },
         None => tx.set_ledger_at(root),
@@ -423,9 +468,9 @@ pub fn in_capture(
 pub fn up_to(store: &crate::store::Store, root: ObjectId) -> Result<(), StoreError> {
     let reader = store.reader()?;
     store.write_with(Vec::new(), None, None, |tx| match from(tx)? {
-        Some(at) if at == root => Ok(()),
+        Some(at) if at == root => bring_up_to_date(tx, (&reader, at), &[], root, Window::default()),
         Some(at) => match crate::diff::changes(&reader, &at, &root) {
-            Ok(changes) => bring_up_to_date(tx, &changes, root, Window::default()),
+            Ok(changes) => bring_up_to_date(tx, (&reader, at), &changes, root, Window::default()),
             Err(_) => tx.set_ledger_at(root),
         },
         None => tx.set_ledger_at(root),
@@ -513,13 +558,22 @@ pub fn claim(tx: &WriteTx<'_>, paths: &[Vec<u8>], writer: &Writer) -> Result<(),
 pub fn observe(
     tx: &WriteTx<'_>,
     path: &[u8],
-    version: (EntryKind, ObjectId),
+    version: Option<(EntryKind, ObjectId)>,
     last: Option<(EntryKind, ObjectId)>,
     writer: Result<&Writer, (SessionKey, u64)>,
 ) -> Result<(), StoreError> {
     let known = entry(tx, path)?.map_or(last, |e| e.left);
-    if known == Some(version) {
+    if known == version {
         return Ok(());
+    }
+    let mut paths = observed(tx);
+    if !paths.iter().any(|p| p.as_slice() == path) {
+        paths.push(path.to_vec());
+        let bytes = encode(&(HISTORY_VERSION, paths)).map_err(|detail| StoreError::Encode {
+            path: tx.path().into(),
+            detail,
+        })?;
+        tx.set_ledger_observed(Some(&bytes))?;
     }
     let writer = match writer {
         Ok(w) => w.clone(),
@@ -530,12 +584,22 @@ pub fn observe(
             attribute(path, &running)
         }
     };
-    put(tx, path, Some(version), writer)
+    put(tx, path, version, writer)
 }
 
 /// Whether `w` is turn `turn` of session `key` as a whole (no step).
 fn is_whole_turn(w: &Writer, key: SessionKey, turn: u64) -> bool {
     matches!(w, Writer::Turn { session, turn: t, step: None } if *session == key.0 && *t == turn)
+}
+
+/// The paths edit steps read since the last update (an unreadable list counts as none).
+fn observed(tx: &WriteTx<'_>) -> Vec<Vec<u8>> {
+    tx.ledger_observed()
+        .ok()
+        .flatten()
+        .and_then(|b| decode::<(u8, Vec<Vec<u8>>)>(&b).ok())
+        .map(|(_, p)| p)
+        .unwrap_or_default()
 }
 
 /// The claims waiting for the next update (unreadable ones count as none).

@@ -247,21 +247,35 @@ impl Then for SessionOp {
                 detail: "injected write failure".into(),
             });
         }
-        // The ledger: what the restore wrote is this session's operation's, in the same
-        // commit as its record.
-        let what = match &self.1 {
-            Op::Undo { turn, .. } => format!("undo of turn {turn}"),
-            Op::Redo { turn, .. } => format!("redo of turn {turn}"),
-            Op::Revert { turn, as_turn, .. } => format!("revert of turn {turn} (turn {as_turn})"),
-            Op::Navigate { .. } => "navigation".to_string(),
-            _ => "restore".to_string(),
+        // The ledger: what the restore wrote is this session's, in the same commit as its
+        // record. An operation made while the session's turn runs (the model's undo, revert
+        // or restore) is part of that turn, and a revert is a turn of its own (the next
+        // number): their writes are the turn's, as its steps' are; any other is the
+        // session's operation.
+        let w = Writer::new(tx, self.0)?;
+        let s = w.state()?;
+        let turn = |turn| ledger::Writer::Turn {
+            session: self.0.0,
+            turn,
+            step: None,
         };
-        let writer = ledger::Writer::Op {
-            session: Some(self.0.0),
-            what,
+        let writer = match (&self.1, s.pending) {
+            (_, Some(t)) => turn(t),
+            (Op::Revert { .. }, None) => turn(s.next_turn),
+            (op, None) => ledger::Writer::Op {
+                session: Some(self.0.0),
+                what: match op {
+                    Op::Undo { turn, .. } => format!("undo of turn {turn}"),
+                    Op::Redo { turn, .. } => format!("redo of turn {turn}"),
+                    Op::Navigate { .. } => "navigation".to_string(),
+                    _ => "restore".to_string(),
+                },
+            },
         };
         ledger::claim_changes(tx, reader, &writer, snapshot)?;
-        let w = Writer::new(tx, self.0)?;
+        if matches!(self.1, Op::Restore { .. }) {
+            return Ok(());
+        }
         match self.1.with_snapshot(snapshot) {
             op @ Op::Revert { .. } => revert::record(&w, op),
             op => w.op(op),
@@ -270,6 +284,13 @@ impl Then for SessionOp {
 }
 
 impl SessionOp {
+    /// A restore made for session `key`: its journal's record, which makes the session's
+    /// operation the ledger's writer of what it wrote.
+    #[must_use]
+    pub fn restore(key: SessionKey) -> SessionOp {
+        SessionOp(key, Op::Restore { snapshot: None })
+    }
+
     /// [`Then::record_unclaimed`]: the user's restore is the ledger's writer of what it wrote.
     fn user_restore(
         tx: &WriteTx<'_>,
@@ -283,7 +304,13 @@ impl SessionOp {
             && at != source
             && let Ok(changes) = crate::diff::changes(reader, &at, &source)
         {
-            ledger::bring_up_to_date(tx, &changes, source, ledger::Window::default())?;
+            ledger::bring_up_to_date(
+                tx,
+                (reader, at),
+                &changes,
+                source,
+                ledger::Window::default(),
+            )?;
         }
         let writer = ledger::Writer::Op {
             session: None,

@@ -21,8 +21,8 @@ use crate::store::{Store, StoreReader};
 pub(super) struct Seen {
     /// The path.
     pub path: RelPath,
-    /// Its version on disk.
-    pub version: (EntryKind, ObjectId),
+    /// Its version on disk (None: no file there).
+    pub version: Option<(EntryKind, ObjectId)>,
     /// Its version in the last snapshot (None: it had none there, a new file).
     pub last: Option<(EntryKind, ObjectId)>,
 }
@@ -79,8 +79,18 @@ pub(super) fn look(
         if known.is_none() && kept_out {
             continue;
         }
-        let Some((kind, bytes)) = read_small(&root, f) else {
-            continue;
+        let (kind, bytes) = match read_small(&root, f) {
+            Found::File(kind, bytes) => (kind, bytes),
+            // Deleted since (by another writer, or before this step wrote it anew).
+            Found::Absent => {
+                seen.push(Seen {
+                    path: RelPath::from(f.clone()),
+                    version: None,
+                    last: known,
+                });
+                continue;
+            }
+            Found::Unreadable => continue,
         };
         let head = &bytes[..bytes.len().min(4096)];
         if crate::scan::exclude::looks_like_private_key(head) {
@@ -97,7 +107,7 @@ pub(super) fn look(
         }
         seen.push(Seen {
             path: RelPath::from(f.clone()),
-            version: (kind, id),
+            version: Some((kind, id)),
             last: known,
         });
     }
@@ -108,9 +118,27 @@ pub(super) fn look(
     Ok(seen)
 }
 
-/// A regular file of at most [`MAX_MERGE_BYTES`] at `rel` beneath `root`: its kind and bytes.
-fn read_small(root: &crate::scan::beneath::Root, rel: &[u8]) -> Option<(EntryKind, Vec<u8>)> {
-    let fd = root.open_at(rel, OFlags::RDONLY).ok()?;
+/// What [`read_small`] found.
+enum Found {
+    /// A regular file of at most [`MAX_MERGE_BYTES`]: its kind and bytes.
+    File(EntryKind, Vec<u8>),
+    /// Nothing at the path (its directory included).
+    Absent,
+    /// Something else, or nothing that could be read.
+    Unreadable,
+}
+
+/// The regular file of at most [`MAX_MERGE_BYTES`] at `rel` beneath `root`.
+fn read_small(root: &crate::scan::beneath::Root, rel: &[u8]) -> Found {
+    match root.open_at(rel, OFlags::RDONLY | OFlags::NOFOLLOW) {
+        Ok(fd) => read_fd(fd).map_or(Found::Unreadable, |(kind, bytes)| Found::File(kind, bytes)),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => Found::Absent,
+        Err(_) => Found::Unreadable,
+    }
+}
+
+/// The file `fd` when it is regular and at most [`MAX_MERGE_BYTES`]: its kind and bytes.
+fn read_fd(fd: rustix::fd::OwnedFd) -> Option<(EntryKind, Vec<u8>)> {
     let st = rustix::fs::fstat(&fd).ok()?;
     let mode = rustix::fs::FileType::from_raw_mode(st.st_mode);
     let size = u64::try_from(st.st_size).ok()?;

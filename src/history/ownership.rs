@@ -237,7 +237,19 @@ impl Session {
     > {
         type Version = Option<(crate::object::EntryKind, ObjectId)>;
         let tx = self.ws.store().begin_read()?;
-        let mine = |w: &Writer| matches!(w, Writer::Turn { session, turn: t, .. } if *session == self.key.0 && *t == turn);
+        // The turn's writes: its steps', its own as a whole, and (as a ledger written before
+        // they were the turn's recorded them) a revert that is this turn.
+        let revert_that_is = format!("(turn {turn})");
+        let mine = |w: &Writer| match w {
+            Writer::Turn {
+                session, turn: t, ..
+            } => *session == self.key.0 && *t == turn,
+            Writer::Op {
+                session: Some(k),
+                what,
+            } => *k == self.key.0 && what.ends_with(&revert_that_is),
+            _ => false,
+        };
         let entry_of = |v: Version, c: &crate::diff::Change| -> Result<Option<FlatEntry>, Error> {
             let Some((kind, id)) = v else {
                 return Ok(None);
@@ -271,21 +283,42 @@ impl Session {
                 .chain(e.earlier.iter().map(|(v, w)| (*v, w)))
                 .collect();
             let Some(first) = history.iter().position(|(_, w)| mine(w)) else {
-                // Another of this session's writes (an operation of it, such as the revert
-                // that is this turn) or a history cut short: the turn's change decides.
-                let op_of_mine = |w: &Writer| matches!(w, Writer::Op { session: Some(k), .. } if *k == self.key.0);
-                if truncated || history.iter().any(|(_, w)| op_of_mine(w)) {
+                // Only this session ever wrote there by the ledger, or an undo or redo of
+                // this turn rewrote the path since any other session's last write, or a
+                // history cut short: the turn's change decides, as the disk must still hold
+                // it. A navigation or a restore, or an undo or redo of another turn, is no
+                // part of this one.
+                let (undone, redone) = (
+                    format!("undo of turn {turn}"),
+                    format!("redo of turn {turn}"),
+                );
+                let about_this_turn = |what: &str| what == undone || what == redone;
+                let op_of_mine = |w: &Writer| matches!(w, Writer::Op { session: Some(k), what } if *k == self.key.0 && about_this_turn(what));
+                let other_session = |w: &Writer| match w {
+                    Writer::Turn { session, .. } => *session != self.key.0,
+                    Writer::Op { session, .. } => session.is_some_and(|k| k != self.key.0),
+                    Writer::Several(_) => true,
+                    Writer::User => false,
+                };
+                let since = history.iter().take_while(|(_, w)| !other_session(w));
+                let only_mine = history.iter().all(|(_, w)| w.is_session(&self.key));
+                if truncated || only_mine || since.clone().any(|(_, w)| op_of_mine(w)) {
                     out.push(c);
                 } else {
-                    // The ledger saw every write there since, and none was this session's:
-                    // the turn's change at this path is someone else's.
-                    theirs.insert(
-                        c.path.clone(),
+                    // The ledger saw every write there since, and none was the turn's: the
+                    // turn's change at this path is someone else's (or a later operation's).
+                    let reason = if e.writer.is_session(&self.key) {
+                        format!(
+                            "not written by the turn: last written by {}; left as it is",
+                            names.describe(&e.writer)
+                        )
+                    } else {
                         format!(
                             "written during the turn by {}, not by this session; left as it is",
                             names.describe(&e.writer)
-                        ),
-                    );
+                        )
+                    };
+                    theirs.insert(c.path.clone(), reason);
                 }
                 continue;
             };

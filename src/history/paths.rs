@@ -36,8 +36,8 @@ pub fn restore_paths(
         store: wc.store(),
         mine,
     };
-    let (outcome, refused) =
-        wc.restore_paths_or_plan::<SessionOp>(id, &only, opts, &held, progress)?;
+    let then = mine.map(SessionOp::restore);
+    let (outcome, refused) = wc.restore_paths_or_plan(id, &only, opts, then, &held, progress)?;
     match refused {
         Some(r) if !opts.dry_run => Err(RestoreError::Dirty { paths: r.paths }.into()),
         refused => Ok(DryRun { outcome, refused }),
@@ -106,8 +106,8 @@ impl Session {
             store: self.ws.store(),
             mine: Some(self.key),
         };
-        self.ws
-            .restore_or_plan::<SessionOp>(id, opts, &held, progress)
+        let then = Some(SessionOp::restore(self.key));
+        self.ws.restore_or_plan(id, opts, then, &held, progress)
     }
 
     /// [`Session::restore`]'s plan, and whether it would be refused. Writes nothing.

@@ -297,6 +297,13 @@ pub enum Op {
         /// The disk afterwards.
         snapshot: Option<ObjectId>,
     },
+    /// A restore made for the session (`retrace --session S restore`, `serve`'s and MCP's
+    /// restores): only ever in a restore's journal, never in the op log. Its record makes the
+    /// session's operation the ledger's writer of what the restore wrote.
+    Restore {
+        /// The disk afterwards.
+        snapshot: Option<ObjectId>,
+    },
 }
 
 impl Op {
@@ -336,6 +343,7 @@ impl Op {
                 merged,
                 snapshot: Some(id),
             },
+            Op::Restore { .. } => Op::Restore { snapshot: Some(id) },
             other => other,
         }
     }

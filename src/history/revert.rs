@@ -249,7 +249,7 @@ impl Session {
         let disk = lock.store_disk(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
-        let plan = self.plan(&reader, &disk.entries, &disk.id, before, after)?;
+        let plan = self.plan(&reader, &disk.entries, &disk.id, n, (before, after))?;
         let mut change = plan.change;
         if opts.force {
             change.extend(plan.conflicts.iter().map(|(_, c)| c.clone()));
@@ -316,15 +316,15 @@ impl Session {
         Ok((before, after))
     }
 
-    /// Plans reverting the change `before` → `after` over the disk `disk` (stored as
+    /// Plans reverting turn `n`'s change `before` → `after` over the disk `disk` (stored as
     /// `disk_id`).
     fn plan(
         &self,
         reader: &StoreReader,
         disk: &[FlatEntry],
         disk_id: &ObjectId,
-        before: ObjectId,
-        after: ObjectId,
+        n: u64,
+        (before, after): (ObjectId, ObjectId),
     ) -> Result<Plan, Error> {
         let mut turn = changes(reader, &before, &after)?;
         // A nested repository's own entry, and paths below what is one on either side or on
@@ -341,6 +341,9 @@ impl Session {
             .collect();
         nested.sort_unstable();
         turn.retain(|c| !is_nested(c) && !below_any(&c.path, &nested));
+        // What this session's own writes in the turn did, where the ledger knows them (as an
+        // undo takes them back: the turn's change read forwards, as a redo reads it).
+        let (own, not_ours) = self.own_changes(reader, n, &mut turn, false)?;
         // The ownership rule: paths whose last writer is not this session are left alone;
         // those the ledger never saw written, when a running turn of another session
         // changed them.
@@ -349,7 +352,7 @@ impl Session {
             let holds = super::ownership::Holds {
                 taken_back: same(d, c.new.as_ref()),
                 written: same(d, c.old.as_ref()),
-                own: false,
+                own: own.contains(&c.path),
             };
             (&c.path, holds)
         }))?;
@@ -365,7 +368,13 @@ impl Session {
             change: Vec::new(),
             merged: Vec::new(),
             conflicts: Vec::new(),
-            skipped: Vec::new(),
+            skipped: not_ours
+                .into_iter()
+                .map(|(path, reason)| Skipped {
+                    path: path.show(),
+                    reason,
+                })
+                .collect(),
         };
         for c in &turn {
             if let Some(reason) = theirs.get(&c.path) {
@@ -478,7 +487,7 @@ impl Session {
         let mut disk = lock.store_disk(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
-        let plan = self.plan(&reader, &disk.entries, &disk.id, before, after)?;
+        let plan = self.plan(&reader, &disk.entries, &disk.id, n, (before, after))?;
         let mut change = plan.change;
         let mut safety = None;
         if !plan.conflicts.is_empty() {

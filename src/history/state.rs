@@ -115,6 +115,8 @@ impl SessionState {
                 self.last_known = Some(*snapshot);
                 self.next_checkpoint = self.next_checkpoint.max(number.saturating_add(1));
             }
+            // Journal only; a log that holds one (a damaged one) learns nothing from it.
+            Op::Restore { .. } => {}
         }
     }
 

@@ -135,6 +135,7 @@ impl Session {
         // pending until it is ended or the next turn begins.
         let lease = crate::lease::new_lease(self.ws.home(), self.owner).ok();
         let superseded = self.superseded()?;
+        let owner_died = superseded.as_ref().is_some_and(|s| !s.owner_alive);
         let (number, closed) = self.write(|w, s| {
             let mut closed = None;
             if let Some(p) = s.pending
@@ -216,7 +217,9 @@ impl Session {
                         root,
                         super::ledger::Window {
                             began: Some((session.key, number)),
-                            ran: closed.map(|p| (session.key, p)),
+                            // A turn whose owner died: what changed since may be anyone's
+                            // (its own writes before it died are in its steps' records).
+                            ran: closed.filter(|_| !owner_died).map(|p| (session.key, p)),
                             stepping: None,
                         },
                     )?;

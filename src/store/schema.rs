@@ -96,6 +96,10 @@ pub const META_LEDGER_AT: &str = "ledger_at";
 /// Paths writers claimed since the ledger was last brought up to date (an edit tool's files
 /// at its step's end), postcard; the next update gives each the version it then finds.
 pub const META_LEDGER_CLAIMS: &str = "ledger_claims";
+/// Paths an edit step read since the ledger was last brought up to date, postcard: the next
+/// update checks that each still holds the version read (another writer may have replaced
+/// or deleted it since, between two snapshots that both lack it).
+pub const META_LEDGER_OBSERVED: &str = "ledger_observed";
 /// Root tree id of the workspace's last known state (last captured or restored), 32 bytes.
 pub const META_LAST_KNOWN: &str = "last_known";
 

@@ -10,8 +10,8 @@ use std::path::Path;
 use redb::{ReadableTable, TableDefinition, TableError};
 
 use super::schema::{
-    CHECKPOINTS, JOURNAL, LEASES, LEDGER, META, META_LEDGER_AT, META_LEDGER_CLAIMS, OPLOG, REVERTS,
-    SESSION_NAMES, SESSIONS, STEPS, TURNS,
+    CHECKPOINTS, JOURNAL, LEASES, LEDGER, META, META_LEDGER_AT, META_LEDGER_CLAIMS,
+    META_LEDGER_OBSERVED, OPLOG, REVERTS, SESSION_NAMES, SESSIONS, STEPS, TURNS,
 };
 use crate::error::StoreError;
 
@@ -253,6 +253,17 @@ macro_rules! reads {
             Ok(v.map(|v| v.value().to_vec()))
         }
 
+        /// The paths edit steps read since the ledger's last update (encoded by the history).
+        ///
+        /// # Errors
+        /// [`StoreError::Db`].
+        pub fn ledger_observed(&self) -> Result<Option<Vec<u8>>, StoreError> {
+            let e = db_error(&self.path);
+            let t = open_read!(self.tx, META, e);
+            let v = t.get(META_LEDGER_OBSERVED).map_err(|x| e(x.into()))?;
+            Ok(v.map(|v| v.value().to_vec()))
+        }
+
         /// The restore journal's record, if a restore is in progress or was interrupted.
         ///
         /// # Errors
@@ -403,11 +414,23 @@ impl WriteTx<'_> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn set_ledger_claims(&self, value: Option<&[u8]>) -> Result<(), StoreError> {
+        self.set_meta_or_remove(META_LEDGER_CLAIMS, value)
+    }
+
+    /// Replaces the paths edit steps read since the ledger's last update (None: none).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn set_ledger_observed(&self, value: Option<&[u8]>) -> Result<(), StoreError> {
+        self.set_meta_or_remove(META_LEDGER_OBSERVED, value)
+    }
+
+    fn set_meta_or_remove(&self, key: &str, value: Option<&[u8]>) -> Result<(), StoreError> {
         let e = db_error(self.path);
         let mut t = self.tx.open_table(META).map_err(|x| e(x.into()))?;
         match value {
-            Some(v) => t.insert(META_LEDGER_CLAIMS, v).map(|_| ()),
-            None => t.remove(META_LEDGER_CLAIMS).map(|_| ()),
+            Some(v) => t.insert(key, v).map(|_| ()),
+            None => t.remove(key).map(|_| ()),
         }
         .map_err(|x| e(x.into()))
     }

@@ -693,11 +693,12 @@ impl WorkingCopy {
     }
 
     /// A restore, or with `dry_run` its plan plus the refusal a real restore would meet
-    /// (journals record a `T`).
+    /// (journals record a `T`: `then`, recorded with its result, or the user's restore).
     pub(crate) fn restore_or_plan<T: Then>(
         &self,
         id: &ObjectId,
         opts: RestoreOptions,
+        then: Option<T>,
         holders: &dyn Holders,
         progress: &dyn Progress,
     ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
@@ -767,7 +768,7 @@ impl WorkingCopy {
                 source: current.id,
                 target: *id,
                 frames: Vec::new(),
-                then: None,
+                then,
                 record: None,
             },
             &current.entries,

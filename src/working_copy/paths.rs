@@ -106,6 +106,7 @@ impl WorkingCopy {
         id: &ObjectId,
         only: &[String],
         opts: RestoreOptions,
+        then: Option<T>,
         holders: &dyn Holders,
         progress: &dyn Progress,
     ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
@@ -194,7 +195,7 @@ impl WorkingCopy {
                 source: current.id,
                 target: root,
                 frames,
-                then: None,
+                then,
                 record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
             },
             &current.entries,
