@@ -493,3 +493,81 @@ fn an_edit_step_then_a_shell_step() -> Env {
     ok(&env, "A", &["turn", "end"]);
     env
 }
+
+/// `revert turn:N.K` takes back one tool call of a turn and keeps the rest: an edit step's
+/// new file (from the versions the ledger kept), then a shell step's deletion (from its
+/// captures), while another session appends to a file the turn also wrote; a shell step
+/// without captures is refused, naming the way out.
+#[test]
+fn a_revert_of_one_step_takes_back_that_tool_call_alone() {
+    let env = Env::new();
+    env.write("notes.txt", "keep me\n");
+    env.write("shared.txt", "base\n");
+    let owner = LiveOwner::start();
+    let pid = owner.pid();
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &pid]);
+    edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
+    edit(&env, "A", "shared.txt", || {
+        append(&env, "shared.txt", "A's line\n")
+    });
+    ok(
+        &env,
+        "A",
+        &[
+            "step",
+            "begin",
+            "--tool",
+            "Bash",
+            "--summary",
+            "rm notes.txt",
+        ],
+    );
+    std::fs::remove_file(env.path("notes.txt")).unwrap();
+    ok(&env, "A", &["step", "end"]);
+    ok(
+        &env,
+        "A",
+        &["step", "begin", "--tool", "Bash", "--summary", "cargo fmt"],
+    );
+    env.write("fmt.txt", "formatted\n");
+    ok(&env, "A", &["step", "end"]);
+    ok(&env, "A", &["turn", "end"]);
+    // Another session appends to the shared file afterwards.
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);
+    edit(&env, "B", "shared.txt", || {
+        append(&env, "shared.txt", "B's line\n")
+    });
+    ok(&env, "B", &["turn", "end"]);
+
+    // The shell step that deleted notes.txt, alone.
+    let said = ok(&env, "A", &["revert", "turn:1.3", "--json"]);
+    assert_eq!(env.read("notes.txt"), "keep me\n", "{said}");
+    assert_eq!(env.read("a.txt"), "by A\n", "{said}");
+    assert_eq!(
+        env.read("shared.txt"),
+        "base\nA's line\nB's line\n",
+        "{said}"
+    );
+    assert_eq!(env.read("fmt.txt"), "formatted\n", "{said}");
+    // The edit step that appended A's line, alone: B's line stays (merged).
+    let dry = ok(&env, "A", &["revert", "turn:1.2", "--dry-run", "--json"]);
+    assert!(dry.contains("\"step\":2"), "{dry}");
+    let said = ok(&env, "A", &["revert", "turn:1.2", "--json"]);
+    assert_eq!(env.read("shared.txt"), "base\nB's line\n", "{said}");
+    assert_eq!(env.read("a.txt"), "by A\n", "{said}");
+    // The edit step that created a.txt.
+    let said = ok(&env, "A", &["revert", "turn:1.1"]);
+    assert!(!env.path("a.txt").exists(), "{said}");
+    assert_eq!(env.read("notes.txt"), "keep me\n", "{said}");
+    // `cargo fmt` is no destructive command: no captures around it without a watcher.
+    let o = run(&env, "A", &["revert", "turn:1.4"]);
+    assert!(!o.status.success());
+    let said = stdout(&o) + &stderr(&o);
+    assert!(said.contains("took no snapshots"), "{said}");
+    assert!(said.contains("retrace revert turn:1"), "{said}");
+    assert_eq!(env.read("fmt.txt"), "formatted\n", "{said}");
+    // A step that does not exist.
+    let o = run(&env, "A", &["revert", "turn:1.9"]);
+    assert!(!o.status.success());
+    assert!((stdout(&o) + &stderr(&o)).contains("steps 1 to 4"));
+}

@@ -261,7 +261,7 @@ impl Then for SessionOp {
         };
         let writer = match (&self.1, s.pending) {
             (_, Some(t)) => turn(t),
-            (Op::Revert { .. }, None) => turn(s.next_turn),
+            (Op::Revert { .. } | Op::RevertStep { .. }, None) => turn(s.next_turn),
             (op, None) => ledger::Writer::Op {
                 session: Some(self.0.0),
                 what: match op {
@@ -277,7 +277,7 @@ impl Then for SessionOp {
             return Ok(());
         }
         match self.1.with_snapshot(snapshot) {
-            op @ Op::Revert { .. } => revert::record(&w, op),
+            op @ (Op::Revert { .. } | Op::RevertStep { .. }) => revert::record(&w, op),
             op => w.op(op),
         }
     }

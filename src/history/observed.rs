@@ -28,7 +28,7 @@ pub(super) struct Seen {
 }
 
 /// The entry at `path` in snapshot `root`, if it is a regular file there.
-fn in_snapshot(
+pub(super) fn in_snapshot(
     reader: &StoreReader,
     root: &ObjectId,
     path: &[u8],

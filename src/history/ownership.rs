@@ -211,7 +211,8 @@ impl Session {
     }
 
     /// Narrows `change` (a turn's change, per path: what the operation takes back, `old`, and
-    /// writes, `new`) to what this session's own writes in turn `turn` did there, by the
+    /// writes, `new`) to what this session's own writes in turn `turn` (in its step `step`
+    /// alone, when given) did there, by the
     /// ledger: from the version its first write there replaced to the version its last write
     /// left, when those writes form one run in the path's history (no other writer's in
     /// between) that the ledger still holds. Then an undo (`undo`; else a redo) takes back
@@ -225,7 +226,7 @@ impl Session {
     pub(crate) fn own_changes(
         &self,
         reader: &StoreReader,
-        turn: u64,
+        (turn, step): (u64, Option<u64>),
         change: &mut Vec<crate::diff::Change>,
         undo: bool,
     ) -> Result<
@@ -242,8 +243,10 @@ impl Session {
         let revert_that_is = format!("(turn {turn})");
         let mine = |w: &Writer| match w {
             Writer::Turn {
-                session, turn: t, ..
-            } => *session == self.key.0 && *t == turn,
+                session,
+                turn: t,
+                step: k,
+            } => *session == self.key.0 && *t == turn && (step.is_none() || *k == step),
             Writer::Op {
                 session: Some(k),
                 what,
@@ -309,7 +312,8 @@ impl Session {
                     // turn's change at this path is someone else's (or a later operation's).
                     let reason = if e.writer.is_session(&self.key) {
                         format!(
-                            "not written by the turn: last written by {}; left as it is",
+                            "not written by the {}: last written by {}; left as it is",
+                            if step.is_some() { "step" } else { "turn" },
                             names.describe(&e.writer)
                         )
                     } else {
@@ -364,6 +368,70 @@ impl Session {
         }
         *change = out;
         Ok((own, theirs))
+    }
+
+    /// What edit step `k` of turn `n` did to its `files`, by the ledger (read forwards: `old`
+    /// the version it replaced, `new` the one it left): per file, the step's newest version
+    /// there and the one before it (none before: the version of the turn's before-snapshot
+    /// `turn_before`). A file whose versions the ledger no longer keeps (or whose blobs
+    /// were collected) is left out.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub(crate) fn edit_step_change(
+        &self,
+        reader: &StoreReader,
+        (n, k): (u64, u64),
+        turn_before: &ObjectId,
+        files: &[Vec<u8>],
+    ) -> Result<Vec<crate::diff::Change>, Error> {
+        let tx = self.ws.store().begin_read()?;
+        let by_step = |w: &Writer| matches!(w, Writer::Turn { session, turn, step: Some(s) } if *session == self.key.0 && *turn == n && *s == k);
+        let mut out = Vec::new();
+        for f in files {
+            let Some(e) = tx.ledger(f)?.and_then(|b| LedgerEntry::decode(&b).ok()) else {
+                continue;
+            };
+            let history: Vec<_> = std::iter::once((e.left, &e.writer))
+                .chain(e.earlier.iter().map(|(v, w)| (*v, w)))
+                .collect();
+            let Some(i) = history.iter().position(|(_, w)| by_step(w)) else {
+                continue;
+            };
+            let replaced = match history.get(i + 1) {
+                Some(&(v, _)) => v,
+                // Fallen out of the ledger.
+                None if e.earlier.len() >= super::ledger::EARLIER => continue,
+                // No write there was seen before the step's: the turn's before-version.
+                None => super::observed::in_snapshot(reader, turn_before, f),
+            };
+            let left = history[i].0;
+            // A version only the step's look stored may have been collected since.
+            let stored = |v: Option<(crate::object::EntryKind, ObjectId)>| {
+                v.is_none_or(|(_, id)| reader.contains(&id).unwrap_or(false))
+            };
+            if !stored(replaced) || !stored(left) {
+                continue;
+            }
+            let path = RelPath::from(f.clone());
+            let entry = |v: Option<(crate::object::EntryKind, ObjectId)>| -> Result<Option<FlatEntry>, Error> {
+                let Some((kind, id)) = v else {
+                    return Ok(None);
+                };
+                Ok(Some(FlatEntry {
+                    path: path.clone(),
+                    kind,
+                    id,
+                    size: reader.record(&id)?.size,
+                }))
+            };
+            let (old, new) = (entry(replaced)?, entry(left)?);
+            if old != new {
+                out.push(crate::diff::Change { path, old, new });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
     }
 
     /// Of `paths`, those another writer (the user included) wrote last by the ledger, each

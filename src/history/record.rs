@@ -297,6 +297,27 @@ pub enum Op {
         /// The disk afterwards.
         snapshot: Option<ObjectId>,
     },
+    /// One step of an earlier turn was reverted (`retrace revert turn:N.K`): only ever in a
+    /// revert's journal. Recorded as [`Op::Revert`] is, but as an ordinary turn (no
+    /// [`RevertRecord`]: the turn itself is not reverted) whose prompt names the step.
+    RevertStep {
+        /// The turn whose step was reverted.
+        turn: u64,
+        /// The step.
+        step: u64,
+        /// The step's tool and summary, for the revert turn's prompt.
+        what: String,
+        /// The disk before the revert.
+        before: ObjectId,
+        /// Unix milliseconds when it began.
+        began_ms: u64,
+        /// Paths it added, modified and deleted.
+        counts: Counts,
+        /// Paths it merged.
+        merged: Vec<String>,
+        /// The disk afterwards.
+        snapshot: Option<ObjectId>,
+    },
     /// A restore made for the session (`retrace --session S restore`, `serve`'s and MCP's
     /// restores): only ever in a restore's journal, never in the op log. Its record makes the
     /// session's operation the ledger's writer of what the restore wrote.
@@ -344,6 +365,25 @@ impl Op {
                 snapshot: Some(id),
             },
             Op::Restore { .. } => Op::Restore { snapshot: Some(id) },
+            Op::RevertStep {
+                turn,
+                step,
+                what,
+                before,
+                began_ms,
+                counts,
+                merged,
+                ..
+            } => Op::RevertStep {
+                turn,
+                step,
+                what,
+                before,
+                began_ms,
+                counts,
+                merged,
+                snapshot: Some(id),
+            },
             other => other,
         }
     }

@@ -28,6 +28,9 @@ use crate::working_copy::{Exclusive, MAX_LISTED};
 pub struct RevertPreview {
     /// The turn that would be reverted.
     pub turn: u64,
+    /// The step of it, when one step alone would be (`revert turn:N.K`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
     /// Paths that would be written (created or replaced), merged ones included.
     pub would_write: Vec<String>,
     /// Paths that would be deleted.
@@ -159,19 +162,40 @@ pub(super) fn counts_of(change: &[Change]) -> Counts {
 
 /// Writes the turn record and revert record of [`Op::Revert`] `op`, then the op itself
 /// with its turn number: the session's next (so a turn begun meanwhile never shares it).
+/// An [`Op::RevertStep`] is written as an ordinary turn whose prompt names the step (no
+/// revert record: the turn it reverted a step of is not reverted), logged as `Revert`.
 pub(super) fn record(w: &super::db::Writer<'_>, op: Op) -> Result<(), StoreError> {
-    let Op::Revert {
-        turn,
-        before,
-        began_ms,
-        counts,
-        merged,
-        snapshot,
-        ..
-    } = op
-    else {
-        return w.op(op);
+    let (turn, before, began_ms, counts, merged, snapshot, prompt) = match op {
+        Op::Revert {
+            turn,
+            before,
+            began_ms,
+            counts,
+            merged,
+            snapshot,
+            ..
+        } => (turn, before, began_ms, counts, merged, snapshot, None),
+        Op::RevertStep {
+            turn,
+            step,
+            what,
+            before,
+            began_ms,
+            counts,
+            merged,
+            snapshot,
+        } => (
+            turn,
+            before,
+            began_ms,
+            counts,
+            merged,
+            snapshot,
+            Some(format!("revert of turn {turn} step {step}: {what}")),
+        ),
+        op => return w.op(op),
     };
+    let step = prompt.is_some();
     let s = w.state()?;
     let as_turn = s.next_turn;
     w.turn(&TurnRecord {
@@ -181,7 +205,7 @@ pub(super) fn record(w: &super::db::Writer<'_>, op: Op) -> Result<(), StoreError
         anchor: None,
         leaf: None,
         rounds: Vec::new(),
-        prompt: None,
+        prompt,
         began_ms,
         ended_ms: Some(now_ms()),
         before: Some(before),
@@ -190,12 +214,14 @@ pub(super) fn record(w: &super::db::Writer<'_>, op: Op) -> Result<(), StoreError
         reason: None,
         counts,
     })?;
-    w.revert(&RevertRecord {
-        version: HISTORY_VERSION,
-        number: as_turn,
-        reverts: turn,
-        merged: merged.clone(),
-    })?;
+    if !step {
+        w.revert(&RevertRecord {
+            version: HISTORY_VERSION,
+            number: as_turn,
+            reverts: turn,
+            merged: merged.clone(),
+        })?;
+    }
     w.op(Op::Revert {
         turn,
         as_turn,
@@ -217,9 +243,37 @@ impl Session {
     /// # Errors
     /// [`Error`] for store, capture or I/O failures.
     pub fn revert(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let o = self.revert_unpublished(n, opts)?;
+        let o = self.revert_unpublished(n, None, opts)?;
         self.publish(Some(&o));
         Ok(o)
+    }
+
+    /// Reverts step `k` of turn `n` alone (`retrace revert turn:N.K`), as
+    /// [`Session::revert`] reverts a turn: what that one tool call changed (a shell step's
+    /// captures around it; an edit step's files, from the versions the ledger kept of
+    /// them). A shell step the `step_captures` setting took no captures around, or an edit
+    /// step whose versions the ledger no longer keeps, is refused
+    /// ([`Outcome::NothingToUndo`], naming the way out).
+    ///
+    /// # Errors
+    /// As [`Session::revert`].
+    pub fn revert_step(&self, n: u64, k: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        let o = self.revert_unpublished(n, Some(k), opts)?;
+        self.publish(Some(&o));
+        Ok(o)
+    }
+
+    /// What [`Session::revert_step`] would do; writes no file.
+    ///
+    /// # Errors
+    /// As [`Session::revert`].
+    pub fn revert_step_dry_run(
+        &self,
+        n: u64,
+        k: u64,
+        opts: OpOptions<'_>,
+    ) -> Result<RevertPreview, Error> {
+        self.preview(n, Some(k), opts)
     }
 
     /// What [`Session::revert`] would do; writes no file (the disk's new contents are
@@ -228,8 +282,18 @@ impl Session {
     /// # Errors
     /// As [`Session::revert`].
     pub fn revert_dry_run(&self, n: u64, opts: OpOptions<'_>) -> Result<RevertPreview, Error> {
+        self.preview(n, None, opts)
+    }
+
+    fn preview(
+        &self,
+        n: u64,
+        step: Option<u64>,
+        opts: OpOptions<'_>,
+    ) -> Result<RevertPreview, Error> {
         let mut preview = RevertPreview {
             turn: n,
+            step,
             ..RevertPreview::default()
         };
         let (lock, l) = match self.prepare(opts.progress)? {
@@ -239,7 +303,7 @@ impl Session {
                 return Ok(preview);
             }
         };
-        let (before, after) = match Self::revertible(&l, n) {
+        let sides = match Self::revertible(&l, n) {
             Ok(sides) => sides,
             Err(refusal) => {
                 preview.refused = Some(*refusal);
@@ -249,7 +313,14 @@ impl Session {
         let disk = lock.store_disk(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
-        let plan = self.plan(&reader, &disk.entries, &disk.id, n, (before, after))?;
+        let turn = match self.change_of(&reader, n, step, sides)? {
+            Ok(c) => c,
+            Err(refusal) => {
+                preview.refused = Some(*refusal);
+                return Ok(preview);
+            }
+        };
+        let plan = self.plan(&reader, &disk.entries, &disk.id, (n, step), turn)?;
         let mut change = plan.change;
         if opts.force {
             change.extend(plan.conflicts.iter().map(|(_, c)| c.clone()));
@@ -316,17 +387,68 @@ impl Session {
         Ok((before, after))
     }
 
-    /// Plans reverting turn `n`'s change `before` → `after` over the disk `disk` (stored as
-    /// `disk_id`).
+    /// The change reverting turn `n` (`sides`: its before and after snapshots), or its
+    /// step `step`, takes back (read forwards: `old` before, `new` after), or why it cannot.
+    fn change_of(
+        &self,
+        reader: &StoreReader,
+        n: u64,
+        step: Option<u64>,
+        (before, after): (ObjectId, ObjectId),
+    ) -> Result<Result<Vec<Change>, Box<Outcome>>, Error> {
+        let Some(k) = step else {
+            return Ok(Ok(changes(reader, &before, &after)?));
+        };
+        let nothing = |detail: String| Ok(Err(Box::new(Outcome::NothingToUndo { detail })));
+        let steps = self.steps(n)?;
+        let Some(s) = steps.iter().find(|s| s.number == k) else {
+            return nothing(if steps.is_empty() {
+                format!(
+                    "turn {n} has no steps (its agent reports none): `retrace revert turn:{n}` reverts it whole"
+                )
+            } else {
+                format!(
+                    "turn {n} has steps 1 to {} (`retrace log --steps`)",
+                    steps.len()
+                )
+            });
+        };
+        if s.ended_ms.is_none() {
+            return nothing(format!("step {k} of turn {n} has not ended"));
+        }
+        if s.shell() {
+            return match (s.before, s.after) {
+                (Some(b), Some(a)) => Ok(Ok(changes(reader, &b, &a)?)),
+                _ => nothing(format!(
+                    "step {k} of turn {n} ({} {}) took no snapshots (the step_captures setting \
+                     left them out), so what it changed alone is not known: revert the whole \
+                     turn (`retrace revert turn:{n}`) or restore its files from a snapshot",
+                    s.tool, s.summary
+                )),
+            };
+        }
+        let change = self.edit_step_change(reader, (n, k), &before, &s.files)?;
+        if change.is_empty() {
+            return nothing(format!(
+                "the ledger no longer keeps the versions step {k} of turn {n} ({} {}) wrote: \
+                 revert the whole turn (`retrace revert turn:{n}`) or restore its files from a \
+                 snapshot",
+                s.tool, s.summary
+            ));
+        }
+        Ok(Ok(change))
+    }
+
+    /// Plans reverting turn `n`'s change `turn` (or that of its step: `(n, step)`) over the
+    /// disk `disk` (stored as `disk_id`).
     fn plan(
         &self,
         reader: &StoreReader,
         disk: &[FlatEntry],
         disk_id: &ObjectId,
-        n: u64,
-        (before, after): (ObjectId, ObjectId),
+        (n, step): (u64, Option<u64>),
+        mut turn: Vec<Change>,
     ) -> Result<Plan, Error> {
-        let mut turn = changes(reader, &before, &after)?;
         // A nested repository's own entry, and paths below what is one on either side or on
         // disk (the `nested_repos` setting changed meanwhile), are never a turn's to take back.
         let mut nested: Vec<RelPath> = turn
@@ -343,7 +465,7 @@ impl Session {
         turn.retain(|c| !is_nested(c) && !below_any(&c.path, &nested));
         // What this session's own writes in the turn did, where the ledger knows them (as an
         // undo takes them back: the turn's change read forwards, as a redo reads it).
-        let (own, not_ours) = self.own_changes(reader, n, &mut turn, false)?;
+        let (own, not_ours) = self.own_changes(reader, (n, step), &mut turn, false)?;
         // The ownership rule: paths whose last writer is not this session are left alone;
         // those the ledger never saw written, when a running turn of another session
         // changed them.
@@ -403,7 +525,7 @@ impl Session {
                     take_before(c, d),
                 )
             };
-            match merge_out(reader, c, d, false)? {
+            match merge_out(reader, c, d, true)? {
                 MergedOut::Already => {}
                 MergedOut::Written(change, bytes) => {
                     plan.merged.push((c.path.clone(), bytes));
@@ -457,37 +579,46 @@ impl Session {
             drop(lock);
             return self.revert(n, opts);
         }
-        let o = self.revert_locked(&lock, &l, n, opts, true)?;
+        let o = self.revert_locked(&lock, &l, (n, None), opts, true)?;
         self.publish(Some(&o));
         Ok(o)
     }
 
-    fn revert_unpublished(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+    fn revert_unpublished(
+        &self,
+        n: u64,
+        step: Option<u64>,
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Error> {
         let (lock, l) = match self.prepare(opts.progress)? {
             Ok(ready) => ready,
             Err(refusal) => return Ok(refusal),
         };
-        self.revert_locked(&lock, &l, n, opts, false)
+        self.revert_locked(&lock, &l, (n, step), opts, false)
     }
 
-    /// The revert under the exclusive lock, the session loaded; `in_turn`: as part of the
-    /// running turn.
+    /// The revert of turn `n` (or of its step `step`) under the exclusive lock, the session
+    /// loaded; `in_turn`: as part of the running turn.
     fn revert_locked(
         &self,
         lock: &Exclusive<'_>,
         l: &Loaded,
-        n: u64,
+        (n, step): (u64, Option<u64>),
         opts: OpOptions<'_>,
         in_turn: bool,
     ) -> Result<Outcome, Error> {
-        let (before, after) = match Self::revertible(l, n) {
+        let sides = match Self::revertible(l, n) {
             Ok(sides) => sides,
             Err(refusal) => return Ok(*refusal),
         };
         let mut disk = lock.store_disk(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
-        let plan = self.plan(&reader, &disk.entries, &disk.id, n, (before, after))?;
+        let turn = match self.change_of(&reader, n, step, sides)? {
+            Ok(c) => c,
+            Err(refusal) => return Ok(*refusal),
+        };
+        let plan = self.plan(&reader, &disk.entries, &disk.id, (n, step), turn)?;
         let mut change = plan.change;
         let mut safety = None;
         if !plan.conflicts.is_empty() {
@@ -529,6 +660,23 @@ impl Session {
             // Part of the running turn: the cursor stays; the turn's end records the result.
             Op::Navigate {
                 to: l.state.cursor,
+                snapshot: None,
+            }
+        } else if let Some(k) = step {
+            let what = self
+                .steps(n)?
+                .into_iter()
+                .find(|s| s.number == k)
+                .map(|s| format!("{} {}", s.tool, s.summary).trim_end().to_string())
+                .unwrap_or_default();
+            Op::RevertStep {
+                turn: n,
+                step: k,
+                what,
+                before: disk.id,
+                began_ms: now_ms(),
+                counts: counts_of(&change),
+                merged: plan.merged.iter().map(|(p, _)| p.show()).collect(),
                 snapshot: None,
             }
         } else {

@@ -116,7 +116,7 @@ impl SessionState {
                 self.next_checkpoint = self.next_checkpoint.max(number.saturating_add(1));
             }
             // Journal only; a log that holds one (a damaged one) learns nothing from it.
-            Op::Restore { .. } => {}
+            Op::Restore { .. } | Op::RevertStep { .. } => {}
         }
     }
 

@@ -244,10 +244,14 @@ impl Session {
         };
         let number = step.number;
         // An edit tool's files as it left them.
+        // A file missing at the end is claimed instead (the tool may write it a moment
+        // after it reports its end): the next update gives the step what it then finds.
         let seen = if step.shell() {
             Vec::new()
         } else {
-            super::observed::look(self.ws.store(), self.ws.root(), &step.files)?
+            let mut seen = super::observed::look(self.ws.store(), self.ws.root(), &step.files)?;
+            seen.retain(|s| s.version.is_some());
+            seen
         };
         let writer = ledger::Writer::Turn {
             session: self.key.0,

@@ -351,7 +351,7 @@ impl Session {
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
         // What this session's own writes in the turn did, where the ledger knows them.
         let (own, not_ours) =
-            self.own_changes(&reader, t.number, &mut change, Some(to) == t.before)?;
+            self.own_changes(&reader, (t.number, None), &mut change, Some(to) == t.before)?;
         // The ownership rule: paths whose last writer is not this session are left alone.
         let (mut theirs, unknown) = self.not_mine(change.iter().map(|c| {
             let d = find(&disk.entries, &c.path);

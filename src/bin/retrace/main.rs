@@ -196,11 +196,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Revert one past turn of the session (not only the newest), keeping every later
-    /// change: paths changed since are merged when the changes touch other lines, else the
-    /// revert is refused as a conflict. Undo undoes the revert; redo redoes it.
+    /// Revert one past turn of the session (not only the newest), or one step of it
+    /// (`turn:N.K`), keeping every later change: paths changed since are merged when the
+    /// changes touch other lines, else the revert is refused as a conflict. Undo undoes the
+    /// revert; redo redoes it.
     Revert {
-        /// The turn: `turn:N` (or N).
+        /// The turn: `turn:N` (or N); one step of it: `turn:N.K` (`retrace log --steps`).
         turn: String,
         /// Take the turn's before-version where a path conflicts (a safety snapshot keeps
         /// the disk first).
@@ -1023,16 +1024,20 @@ fn run(cli: Cli) -> Result<u8> {
             dry_run,
             json,
         } => {
-            let n = turn
-                .strip_prefix("turn:")
-                .unwrap_or(&turn)
-                .parse::<u64>()
-                .map_err(|_| {
-                    Usage(format!(
-                        "revert takes a turn as turn:N (see `retrace log`), not {turn:?}"
-                    ))
-                })?;
-            history::revert(&session(dir, sid, Pick::History)?, n, force, dry_run, json)
+            let named = turn.strip_prefix("turn:").unwrap_or(&turn);
+            let (n, step) = match named.split_once('.') {
+                Some((n, k)) => (n.parse::<u64>().ok(), k.parse::<u64>().ok().map(Some)),
+                None => (named.parse::<u64>().ok(), Some(None)),
+            };
+            let (Some(n), Some(step)) = (n, step) else {
+                return Err(Usage(format!(
+                    "revert takes a turn as turn:N, or one step of it as turn:N.K (see `retrace \
+                     log --steps`), not {turn:?}"
+                ))
+                .into());
+            };
+            let s = session(dir, sid, Pick::History)?;
+            history::revert(&s, (n, step), force, dry_run, json)
         }
         Command::Redo { force, json } => {
             history::redo(&session(dir, sid, Pick::History)?, force, json)

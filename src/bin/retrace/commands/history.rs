@@ -302,15 +302,32 @@ pub fn navigate(s: &Session, anchor: &str, mode: Mode, force: bool, json: bool) 
     report_at(&o, Some(anchor), json)
 }
 
-/// `retrace revert turn:N`.
-pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) -> Result<u8> {
+/// `retrace revert turn:N` (or `turn:N.K`, one step).
+pub fn revert(
+    s: &Session,
+    (turn, step): (u64, Option<u64>),
+    force: bool,
+    dry_run: bool,
+    json: bool,
+) -> Result<u8> {
+    let what = match step {
+        Some(k) => format!("turn {turn} step {k}"),
+        None => format!("turn {turn}"),
+    };
+    let name = match step {
+        Some(k) => format!("turn:{turn}.{k}"),
+        None => format!("turn:{turn}"),
+    };
     let bar = Bar::new();
     let opts = OpOptions {
         force,
         progress: &bar,
     };
     if dry_run {
-        let p = s.revert_dry_run(turn, opts)?;
+        let p = match step {
+            Some(k) => s.revert_step_dry_run(turn, k, opts)?,
+            None => s.revert_dry_run(turn, opts)?,
+        };
         drop(bar);
         if json {
             println!("{}", serde_json::to_string(&p)?);
@@ -347,11 +364,11 @@ pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) ->
             }
             match &p.refused {
                 Some(o) => println!(
-                    "dry run of revert of turn {turn}: {}",
+                    "dry run of revert of {what}: {}",
                     terminal_line(&o.message())
                 ),
                 None => println!(
-                    "dry run of revert of turn {turn}: {} to write ({} merged), {} to delete",
+                    "dry run of revert of {what}: {} to write ({} merged), {} to delete",
                     p.would_write.len(),
                     p.merged.len(),
                     p.would_delete.len()
@@ -364,7 +381,10 @@ pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) ->
             Some(_) => REFUSED,
         });
     }
-    let o = s.revert(turn, opts)?;
+    let o = match step {
+        Some(k) => s.revert_step(turn, k, opts)?,
+        None => s.revert(turn, opts)?,
+    };
     drop(bar);
     if !json && let Outcome::Restored { merged, .. } = &o {
         for p in merged {
@@ -374,11 +394,11 @@ pub fn revert(s: &Session, turn: u64, force: bool, dry_run: bool, json: bool) ->
             );
         }
     }
-    let code = report_at(&o, Some(&format!("revert of turn {turn}")), json)?;
+    let code = report_at(&o, Some(&format!("revert of {what}")), json)?;
     if !json && matches!(o, Outcome::Conflict { .. }) {
         println!(
-            "(`retrace revert turn:{turn} --dry-run` says why each path conflicts; `retrace \
-             diff turn:{turn} -p` shows what the turn changed)"
+            "(`retrace revert {name} --dry-run` says why each path conflicts; `retrace diff \
+             {name} -p` shows what it changed)"
         );
     }
     Ok(code)
