@@ -15,6 +15,10 @@
 //! runs a large-workspace workload (1M small files by default) through the CLI, each command
 //! a process of its own with its peak RSS, beside git and a bare walk (see `monorepo.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile steps [--files N] [--layout macro|monorepo]`
+//! measures what reporting an agent's tool calls as steps (`retrace step begin` / `step end`)
+//! adds to each call, by `step_captures` policy, with and without a watcher (see `steps.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -34,6 +38,8 @@ mod long_session;
 mod monorepo;
 #[path = "macrobench/opencode_storage.rs"]
 mod opencode_storage;
+#[path = "macrobench/steps.rs"]
+mod steps;
 
 struct Rng(u64);
 
@@ -428,7 +434,10 @@ fn main() {
         Some(Some("long-session")) => return long_session::main(&args),
         Some(Some("opencode")) => return opencode_storage::main(&args),
         Some(Some("monorepo")) => return monorepo::main(&args),
-        Some(p) => panic!("unknown --profile {p:?} (known: long-session, opencode, monorepo)"),
+        Some(Some("steps")) => return steps::main(&args),
+        Some(p) => {
+            panic!("unknown --profile {p:?} (known: long-session, opencode, monorepo, steps)")
+        }
     }
     let arg = |name: &str| arg(&args, name);
     let files: usize = arg("--files")
