@@ -24,7 +24,8 @@
 //!    `auto`; they change nothing) and 2 that can (`rm F`, `git checkout -- F`: captured;
 //!    the benchmark deletes or rewrites F);
 //! 3. the same turn with `RETRACE_STEP_CAPTURES=always` (every shell step captured);
-//! 4. unless `--no-watcher`: `retrace watch --detach`, a settling snapshot, then the same turn
+//! 4. unless `--no-watcher`: `retrace watch --detach`, a settling snapshot, a watched no-change
+//!    `retrace snapshot --json` best of 3 (and why it walked, if it did), then the same turn
 //!    under `auto` (with a watcher every shell step is captured) and S shell steps that each
 //!    change 5 files (3 modified, 1 added, 1 deleted), then `retrace watch --stop`.
 //!
@@ -35,8 +36,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use retrace::{Config, Workspace};
 
 use super::{Ran, Rng, Tools, run};
 
@@ -369,9 +368,6 @@ pub fn main(args: &[String]) {
 
     let watched = with_watcher.then(|| {
         progress("4. with a watcher: watch --detach, settle, the mix and the 5-file shell steps");
-        let ws = Workspace::open(&t.root, &Config::with_home(&t.home)).unwrap();
-        let spec = ws.watch_spec();
-        drop(ws);
         let detach = t.retrace(&["watch", "--detach"]);
         assert!(
             detach.stdout.contains("watching"),
@@ -380,17 +376,22 @@ pub fn main(args: &[String]) {
             detach.stderr
         );
         let settle = t.retrace(&["snapshot"]);
-        let ask = || {
-            retrace::watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(2))
-                .expect("the watcher answers its status")
-        };
-        let before = ask();
+        // The reference: a watched no-change capture, and why it walked, if it did (a
+        // nested repository, say, keeps every watched capture walking).
+        let refs: Vec<(Ran, Option<String>)> = (0..3)
+            .map(|_| {
+                let r = t.retrace(&["snapshot", "--json"]);
+                let v: serde_json::Value = serde_json::from_str(&r.stdout)
+                    .unwrap_or_else(|e| panic!("snapshot --json printed {:?}: {e}", r.stdout));
+                let walked = v["walked_because"].as_str().map(str::to_string);
+                (r, walked)
+            })
+            .collect();
+        let nochange = refs.iter().map(|r| r.0.time).min().unwrap();
+        let walked = refs.iter().find_map(|r| r.1.clone());
         let (calls, b, e) = r.turn("auto", rounds, shell5);
-        let after = ask();
-        let walks = after.walks - before.walks;
-        let fallback = after.last_fallback.clone();
         let _ = t.retrace(&["watch", "--stop"]);
-        (detach, settle, calls, b, e, walks, fallback)
+        (detach, settle, nochange, walked, calls, b, e)
     });
     progress("done");
 
@@ -418,7 +419,7 @@ pub fn main(args: &[String]) {
         &always,
         (&always_b, &always_e),
     );
-    let watched_figures = watched.map(|(detach, settle, calls, b, e, walks, fallback)| {
+    let watched_figures = watched.map(|(detach, settle, nochange, walked, calls, b, e)| {
         let (mix, shell5_mean) = print_policy(
             "with a watcher (`retrace watch --detach`), step_captures = auto",
             &calls,
@@ -432,12 +433,15 @@ pub fn main(args: &[String]) {
         let s5_median = median(s5.clone());
         let s5_max = s5.iter().copied().max().unwrap_or_default();
         println!(
-            "(watch --detach until ready {:.0} ms; settling capture {:.0} ms; captures that \
-             walked during the turn: {walks}{}; 5-file shell step added: mean {:.1} ms, \
+            "(watch --detach until ready {:.0} ms; settling capture {:.0} ms; watched no-change \
+             `retrace snapshot` {:.1} ms (best of 3), {}; 5-file shell step added: mean {:.1} ms, \
              median {:.1} ms, max {:.1} ms)",
             ms(detach.time),
             ms(settle.time),
-            fallback.map_or(String::new(), |f| format!(", the last because {f}")),
+            ms(nochange),
+            walked.map_or("which did not walk".to_string(), |w| format!(
+                "which walked because {w}"
+            )),
             ms(shell5_mean),
             ms(s5_median),
             ms(s5_max)
