@@ -219,6 +219,8 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
 /// One whole command: its wall time from spawn to exit, its peak RSS, its output.
 pub(crate) struct Ran {
     pub(crate) time: Duration,
+    /// Its CPU time, user + system (`wait4`'s rusage).
+    pub(crate) cpu: Duration,
     pub(crate) rss: u64,
     pub(crate) stdout: String,
     pub(crate) stderr: String,
@@ -270,8 +272,13 @@ pub(crate) fn run(mut cmd: Command) -> Ran {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{cmd:?} failed ({status}):\n{stdout}{stderr}"
     );
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
     Ran {
         time,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         rss: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
         stdout,
         stderr,

@@ -30,8 +30,9 @@
 //!    change 5 files (3 modified, 1 added, 1 deleted), then `retrace watch --stop`.
 //!
 //! Printed: per policy and kind of call, the mean added time per call, its begin and end,
-//! the largest, and whether the step was captured; the mean per call of the mix; and whether
-//! each target of issue 38 is met.
+//! its median and the largest, the CPU time (user + system) of the two commands (which the
+//! machine's load moves less than wall time), and whether the step was captured; the mean
+//! per call of the mix; and whether each target of issue 38 is met.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -245,24 +246,26 @@ fn mean(ds: impl Iterator<Item = Duration>) -> Duration {
 fn print_policy(title: &str, calls: &[Call], turn: (&Ran, &Ran)) -> (Duration, Duration) {
     println!("\n{title}:");
     println!(
-        "| tool call                 | calls | captured | begin avg | end avg  | added avg | added max | peak RSS |"
+        "| tool call                 | calls | captured | begin avg | end avg  | added avg | added med | added max | CPU avg  | peak RSS |"
     );
     println!(
-        "|---------------------------|-------|----------|-----------|----------|-----------|-----------|----------|"
+        "|---------------------------|-------|----------|-----------|----------|-----------|-----------|-----------|----------|----------|"
     );
     let row = |name: &str, cs: &[&Call]| {
         if cs.is_empty() {
             return;
         }
         println!(
-            "| {name:<25} | {:>5} | {:>3} of {:<2} | {:>6.1} ms | {:>5.1} ms | {:>6.1} ms | {:>6.1} ms | {:>5.1} MB |",
+            "| {name:<25} | {:>5} | {:>3} of {:<2} | {:>6.1} ms | {:>5.1} ms | {:>6.1} ms | {:>6.1} ms | {:>6.1} ms | {:>5.1} ms | {:>5.1} MB |",
             cs.len(),
             cs.iter().filter(|c| c.captured).count(),
             cs.len(),
             ms(mean(cs.iter().map(|c| c.begin.time))),
             ms(mean(cs.iter().map(|c| c.end.time))),
             ms(mean(cs.iter().map(|c| c.added()))),
+            ms(median(cs.iter().map(|c| c.added()).collect())),
             ms(cs.iter().map(|c| c.added()).max().unwrap()),
+            ms(mean(cs.iter().map(|c| c.begin.cpu + c.end.cpu))),
             cs.iter().map(|c| c.begin.rss.max(c.end.rss)).max().unwrap() as f64 / 1e6,
         );
     };
