@@ -140,7 +140,8 @@ impl Runner<'_> {
         let summary = match kind {
             Kind::Edit => String::new(),
             Kind::Shell => ["cargo test", "ls -la src", "grep -rn value src"][n % 3].to_string(),
-            Kind::Destructive if n % 2 == 0 => format!("rm {file}"),
+            // The round's first destructive call (its 4th) removes, the second checks out.
+            Kind::Destructive if n % 10 < 5 => format!("rm {file}"),
             Kind::Destructive => format!("git checkout -- {file}"),
             Kind::Shell5 => "python3 scripts/rename_symbol.py old_name new_name".to_string(),
         };
@@ -157,7 +158,7 @@ impl Runner<'_> {
         match kind {
             Kind::Edit => append(&root.join(&file), n),
             Kind::Shell => {}
-            Kind::Destructive if n % 2 == 0 => fs::remove_file(root.join(&file)).unwrap(),
+            Kind::Destructive if n % 10 < 5 => fs::remove_file(root.join(&file)).unwrap(),
             Kind::Destructive => {
                 // What a checkout of the file would do: its content replaced whole.
                 let mut d = fs::read(root.join(&file)).unwrap();
