@@ -15,6 +15,10 @@
 //! runs a large-workspace workload (1M small files by default) through the CLI, each command
 //! a process of its own with its peak RSS, beside git and a bare walk (see `monorepo.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile steps [--files N] [--layout macro|monorepo]`
+//! measures what reporting an agent's tool calls as steps (`retrace step begin` / `step end`)
+//! adds to each call, by `step_captures` policy, with and without a watcher (see `steps.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -34,6 +38,8 @@ mod long_session;
 mod monorepo;
 #[path = "macrobench/opencode_storage.rs"]
 mod opencode_storage;
+#[path = "macrobench/steps.rs"]
+mod steps;
 
 struct Rng(u64);
 
@@ -213,6 +219,8 @@ fn timed<T>(f: impl FnOnce() -> T) -> (Duration, T) {
 /// One whole command: its wall time from spawn to exit, its peak RSS, its output.
 pub(crate) struct Ran {
     pub(crate) time: Duration,
+    /// Its CPU time, user + system (`wait4`'s rusage).
+    pub(crate) cpu: Duration,
     pub(crate) rss: u64,
     pub(crate) stdout: String,
     pub(crate) stderr: String,
@@ -264,8 +272,13 @@ pub(crate) fn run(mut cmd: Command) -> Ran {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{cmd:?} failed ({status}):\n{stdout}{stderr}"
     );
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
     Ran {
         time,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         rss: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
         stdout,
         stderr,
@@ -428,7 +441,10 @@ fn main() {
         Some(Some("long-session")) => return long_session::main(&args),
         Some(Some("opencode")) => return opencode_storage::main(&args),
         Some(Some("monorepo")) => return monorepo::main(&args),
-        Some(p) => panic!("unknown --profile {p:?} (known: long-session, opencode, monorepo)"),
+        Some(Some("steps")) => return steps::main(&args),
+        Some(p) => {
+            panic!("unknown --profile {p:?} (known: long-session, opencode, monorepo, steps)")
+        }
     }
     let arg = |name: &str| arg(&args, name);
     let files: usize = arg("--files")

@@ -64,7 +64,7 @@ fn leaf(d: usize) -> String {
     )
 }
 
-fn rel(i: usize) -> String {
+pub(crate) fn rel(i: usize) -> String {
     format!("{}/f{i}.ts", leaf(i / PER_DIR))
 }
 
@@ -103,7 +103,7 @@ fn vocab() -> Vec<String> {
 }
 
 /// Removes the directory `p` and everything in it (if it exists), directories in parallel.
-fn remove_tree(p: &Path) {
+pub(crate) fn remove_tree(p: &Path) {
     let Ok(rd) = fs::read_dir(p) else { return };
     let entries: Vec<(PathBuf, bool)> = rd
         .flatten()
@@ -119,7 +119,7 @@ fn remove_tree(p: &Path) {
     let _ = fs::remove_dir(p);
 }
 
-fn generate(root: &Path, files: usize) {
+pub(crate) fn generate(root: &Path, files: usize) {
     remove_tree(root);
     fs::create_dir_all(root).unwrap();
     let vocab = vocab();
@@ -249,11 +249,11 @@ fn capture_total(stderr: &str) -> (Option<Duration>, Option<Duration>) {
 
 /// Waits for the kernel to write dirty pages back (`sync`), so the next timed command does
 /// not pay for what ran before it.
-fn settle_disk() {
+pub(crate) fn settle_disk() {
     let _ = Command::new("sync").status();
 }
 
-fn wait_racy_window() {
+pub(crate) fn wait_racy_window() {
     std::thread::sleep(Duration::from_millis(2500));
 }
 
