@@ -241,17 +241,17 @@ mod tests {
         }
     }
 
-    fn v(n: u8) -> Option<(EntryKind, ObjectId)> {
-        Some((EntryKind::File, ObjectId([n; 32])))
+    fn v(n: u8) -> (EntryKind, ObjectId) {
+        (EntryKind::File, ObjectId([n; 32]))
     }
 
     fn entry(writer: Writer, earlier: Vec<(u8, Writer)>) -> LedgerEntry {
         LedgerEntry {
             version: 1,
-            left: v(0),
+            left: Some(v(0)),
             writer,
             time_ms: 0,
-            earlier: earlier.into_iter().map(|(n, w)| (v(n), w)).collect(),
+            earlier: earlier.into_iter().map(|(n, w)| (Some(v(n)), w)).collect(),
         }
     }
 
