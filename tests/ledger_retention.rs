@@ -212,12 +212,14 @@ fn an_entry_written_during_a_kept_turn_stays_when_its_writer_is_gone() {
     // Two days on, no process has refreshed B's "in use" mark: B, used least recently, goes.
     let r = ws.maintain(now_ms() + 2 * DAY, 3600).unwrap();
     assert_eq!(r.sessions_dropped, 1, "{r:?}");
-    assert_eq!(r.ledger_dropped, 0, "{r:?}");
-    assert!(paths(&ws).contains(&"b.txt".to_string()));
     let o = a.undo(Mode::Files).unwrap();
     assert!(o.is_success(), "{o:?}");
     assert!(!env.path("a.txt").exists(), "{o:?}");
+    // Without the entry, the undo would take B's file for A's own write and delete it.
+    assert!(env.path("b.txt").exists(), "B's file was taken back: {o:?}");
     assert_eq!(env.read("b.txt"), "by B\n", "{o:?}");
+    assert_eq!(r.ledger_dropped, 0, "{r:?}");
+    assert!(paths(&ws).contains(&"b.txt".to_string()));
 }
 
 /// An entry that does not decode is dropped by the pass (no panic, no error); the others
