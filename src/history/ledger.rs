@@ -13,8 +13,9 @@
 //! ledger holds keeps its writer: the entry names a version, not a time.
 //!
 //! The ownership rule (`history::ownership`) reads it. It keeps an entry for every path
-//! written since it began (deleted ones included: one small record each); `docs/format.md`
-//! has the record.
+//! written since it began (deleted ones included: one small record each) until retention
+//! finds no kept turn can read it (`history::ledger_prune`, docs/retention.md);
+//! `docs/format.md` has the record.
 
 use std::collections::HashSet;
 
