@@ -286,7 +286,7 @@ impl Session {
                 .chain(e.earlier.iter().map(|(v, w)| (*v, w)))
                 .collect();
             let Some(first) = history.iter().position(|(_, w)| mine(w)) else {
-                // Only this session ever wrote there by the ledger, or an undo or redo of
+                // Only this session's operations ever wrote there by the ledger, or an undo or redo of
                 // this turn rewrote the path since any other session's last write, or a
                 // history cut short: the turn's change decides, as the disk must still hold
                 // it. A navigation or a restore, or an undo or redo of another turn, is no
@@ -296,7 +296,8 @@ impl Session {
                     format!("redo of turn {turn}"),
                 );
                 let about_this_turn = |what: &str| what == undone || what == redone;
-                let op_of_mine = |w: &Writer| matches!(w, Writer::Op { session: Some(k), what } if *k == self.key.0 && about_this_turn(what));
+                let op_of = |w: &Writer| matches!(w, Writer::Op { session: Some(k), .. } if *k == self.key.0);
+                let op_of_mine = |w: &Writer| matches!(w, Writer::Op { what, .. } if op_of(w) && about_this_turn(what));
                 let other_session = |w: &Writer| match w {
                     Writer::Turn { session, .. } => *session != self.key.0,
                     Writer::Op { session, .. } => session.is_some_and(|k| k != self.key.0),
@@ -304,7 +305,7 @@ impl Session {
                     Writer::User => false,
                 };
                 let since = history.iter().take_while(|(_, w)| !other_session(w));
-                let only_mine = history.iter().all(|(_, w)| w.is_session(&self.key));
+                let only_mine = history.iter().all(|(_, w)| op_of(w));
                 if truncated || only_mine || since.clone().any(|(_, w)| op_of_mine(w)) {
                     out.push(c);
                 } else {
