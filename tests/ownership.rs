@@ -571,3 +571,40 @@ fn a_revert_of_one_step_takes_back_that_tool_call_alone() {
     assert!(!o.status.success());
     assert!((stdout(&o) + &stderr(&o)).contains("steps 1 to 4"));
 }
+
+/// A capture that scanned the disk before another session's capture recorded a newer
+/// state commits after it (two `turn begin`/`end` racing under load): its older view of a
+/// path is no write. The race test's failure: A's before-snapshot, paused after listing the
+/// workspace, missed B's file that B's whole turn created meanwhile; the ledger read the
+/// file as deleted then, and as created again by A's turn at its end, so A's undo deleted
+/// B's file.
+#[test]
+fn a_capture_that_saw_the_disk_before_another_sessions_turn_does_not_take_its_files() {
+    let env = Env::new();
+    env.write("base.txt", "base\n");
+    let pause = env.home.path().join("paused");
+    let mut a = crate::common::spawn_paused(
+        &env,
+        &["--session", "A", "turn", "begin", "--prompt", "a"],
+        Some(("listed", 1, &pause)),
+    );
+    assert!(
+        crate::common::wait_paused(&mut a, &pause),
+        "A's capture never paused"
+    );
+    ok(&env, "B", &["turn", "begin", "--prompt", "b"]);
+    env.write("b.txt", "by B\n");
+    ok(&env, "B", &["turn", "end"]);
+    std::fs::remove_file(&pause).unwrap();
+    let o = a.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    env.write("a.txt", "by A\n");
+    ok(&env, "A", &["turn", "end"]);
+    let said = ok(&env, "A", &["undo", "--json"]);
+    assert!(!env.path("a.txt").exists(), "{said}");
+    assert_eq!(
+        env.read("b.txt"),
+        "by B\n",
+        "A's undo took B's file: {said}"
+    );
+}

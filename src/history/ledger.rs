@@ -437,24 +437,64 @@ fn version_at(
     Ok(None)
 }
 
+/// Where the ledger stood as a capture began to look at the disk ([`looking`]). Captures
+/// run side by side (under the shared lock), so one that began looking first may commit
+/// after another that recorded a newer state of some paths: its view of those paths is
+/// older than the ledger's, not a write (a file another session's whole turn created
+/// meanwhile would read as deleted, then as created again by whoever runs at the next
+/// update).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Looked(Option<ObjectId>);
+
+/// [`Looked`] now: call it before the capture begins to look. A store that cannot be read
+/// now counts as a ledger not begun yet: the capture then takes in no path's change (and
+/// its own commit is likely to fail as well).
+#[must_use]
+pub fn looking(store: &crate::store::Store) -> Looked {
+    Looked(
+        store
+            .begin_read()
+            .and_then(|tx| tx.ledger_at())
+            .ok()
+            .flatten(),
+    )
+}
+
 /// [`bring_up_to_date`] in a capture's commit, from what the capture saw (`seen`, its root
-/// `root`), over `window`. A ledger snapshot that can no
-/// longer be read (collected, damaged) restarts the ledger here rather than fail a capture.
+/// `root`), over `window`; `looked` says where the ledger stood as the capture began to
+/// look: the paths an update committed since then changed are left as the ledger has them
+/// (the capture may have looked at them before that update's capture did; a later update
+/// takes in whatever changed there since). A ledger snapshot that can no longer be read
+/// (collected, damaged) restarts the ledger here rather than fail a capture.
 ///
 /// # Errors
 /// [`StoreError`] from the tables.
 pub fn in_capture(
     tx: &WriteTx<'_>,
     reader: &crate::store::StoreReader,
-    seen: &crate::capture::Captured<'_>,
-    root: ObjectId,
+    (seen, root): (&crate::capture::Captured<'_>, ObjectId),
     window: Window,
+    looked: Looked,
 ) -> Result<(), StoreError> {
     match from(tx)? {
         // No change between the snapshots: claims and what edit steps read are still due.
         Some(at) if at == root => bring_up_to_date(tx, (reader, at), &[], root, window),
         Some(at) => match seen.changes_from(reader, &at, &root) {
-            Ok(changes) => bring_up_to_date(tx, (reader, at), &changes, root, window),
+            Ok(mut changes) => {
+                if looked.0 != Some(at) {
+                    let newer = looked.0.map(|l| crate::diff::changes(reader, &l, &at));
+                    match newer {
+                        Some(Ok(newer)) => {
+                            let newer: HashSet<&[u8]> =
+                                newer.iter().map(|c| c.path.as_bytes()).collect();
+                            changes.retain(|c| !newer.contains(c.path.as_bytes()));
+                        }
+                        // The ledger began, or its snapshot went, since: no path is sure.
+                        _ => changes.clear(),
+                    }
+                }
+                bring_up_to_date(tx, (reader, at), &changes, root, window)
+            }
             Err(_) => tx.set_ledger_at(root),
         },
         None => tx.set_ledger_at(root),

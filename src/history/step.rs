@@ -326,6 +326,7 @@ impl Session {
         self.ws
             .recover_if_needed::<SessionOp>(self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
+        let looked = ledger::looking(self.ws.store());
         let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
                     seen: &crate::capture::Captured<'_>|
@@ -335,7 +336,7 @@ impl Session {
                 stepping: Some((self.key, turn)),
                 ..ledger::Window::default()
             };
-            ledger::in_capture(tx, &reader, seen, root, window)?;
+            ledger::in_capture(tx, &reader, (seen, root), window, looked)?;
             then(tx, root)
         };
         Ok(lock.record_with(Some(label), &NoProgress, &also)?.id)

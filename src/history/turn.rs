@@ -202,6 +202,7 @@ impl Session {
             .name(format!("retrace-before-{number}"))
             .spawn(move || {
                 let (m, cv) = &*slot;
+                let looked = super::ledger::looking(session.ws.store());
                 // The baseline is recorded in the capture's own commit (one sync), unless the
                 // host gave up waiting first: decided under the slot's lock.
                 let also = |tx: &crate::store::WriteTx<'_>,
@@ -213,8 +214,7 @@ impl Session {
                     super::ledger::in_capture(
                         tx,
                         &session.ws.store().reader()?,
-                        seen,
-                        root,
+                        (seen, root),
                         super::ledger::Window {
                             began: Some((session.key, number)),
                             // A turn whose owner died: what changed since may be anyone's
@@ -222,6 +222,7 @@ impl Session {
                             ran: closed.filter(|_| !owner_died).map(|p| (session.key, p)),
                             stepping: None,
                         },
+                        looked,
                     )?;
                     let mut g = m.lock().unwrap_or_else(PoisonError::into_inner);
                     if !matches!(*g, Slot::Running) {
@@ -462,6 +463,7 @@ impl Session {
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let recorded = std::cell::RefCell::new(None);
+        let looked = super::ledger::looking(self.ws.store());
         let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
                     seen: &Captured<'_>|
@@ -470,13 +472,13 @@ impl Session {
             super::ledger::in_capture(
                 tx,
                 &self.ws.store().reader()?,
-                seen,
-                root,
+                (seen, root),
                 super::ledger::Window {
                     began: None,
                     ran: Some((self.key, n)),
                     stepping: None,
                 },
+                looked,
             )?;
             let w = Writer::new(tx, self.key)?;
             let state = w.state()?;
@@ -751,6 +753,7 @@ impl Turn {
         let path = s.ws.store().path();
         // The turn's record rides in the after-capture's own commit: one sync ends a turn.
         let recorded = std::cell::RefCell::new(None);
+        let looked = super::ledger::looking(s.ws.store());
         let also = |tx: &crate::store::WriteTx<'_>,
                     root: ObjectId,
                     seen: &Captured<'_>|
@@ -759,9 +762,9 @@ impl Turn {
             super::ledger::in_capture(
                 tx,
                 &s.ws.store().reader()?,
-                seen,
-                root,
+                (seen, root),
                 super::ledger::Window::default(),
+                looked,
             )?;
             let w = Writer::new(tx, s.key)?;
             w.close_steps(number, root)?;
