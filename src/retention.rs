@@ -320,6 +320,11 @@ pub struct MaintenanceReport {
     /// evicted (the newest snapshot, the last known states, the top of every session's undo
     /// and redo stacks, turns in progress). Warned about once (see [`WorkingCopy::warnings`]).
     pub over_budget: bool,
+    /// Ledger entries removed: paths whose writes are all older than every turn and
+    /// checkpoint still kept (`docs/retention.md`, "The ledger").
+    pub ledger_dropped: u64,
+    /// Earlier versions cut from the ledger entries kept: written by turns that are gone.
+    pub ledger_trimmed: u64,
 }
 
 /// How long the recompression part of a due pass may run ([`maintain_if_due`]);
@@ -349,7 +354,9 @@ struct Candidate {
 /// its redo re-apply, never a session with a live turn in progress), each round followed
 /// by a collection. When only that is left and it still exceeds the budget, it is kept,
 /// [`MaintenanceReport::over_budget`] says so, and the first such pass adds one line to
-/// [`WorkingCopy::warnings`]. `now_ms` is the clock (injected by tests).
+/// [`WorkingCopy::warnings`]. Last, the ledger loses the entries no kept turn can consult
+/// and the versions of turns that are gone ([`MaintenanceReport::ledger_dropped`],
+/// `docs/retention.md`, "The ledger"). `now_ms` is the clock (injected by tests).
 ///
 /// # Errors
 /// [`Error::Store`] when the store fails or stays busy.
@@ -454,8 +461,19 @@ pub fn maintain_until(
     } else {
         0
     };
+    prune_ledger(wc, &mut report)?;
     wc.store().set_maintained(now_ms, over)?;
     Ok(report)
+}
+
+/// The ledger part of a pass, once its turns are expired, evicted or dropped: removes the
+/// entries no kept turn can consult and cuts the versions of turns that are gone, in one
+/// commit (`docs/retention.md`, "The ledger").
+fn prune_ledger(wc: &WorkingCopy, report: &mut MaintenanceReport) -> Result<(), Error> {
+    let pruned = wc.store().transact(crate::history::ledger_prune::prune)?;
+    report.ledger_dropped += pruned.dropped;
+    report.ledger_trimmed += pruned.trimmed;
+    Ok(())
 }
 
 /// The byte-budget part of [`maintain`]: while the packed objects exceed
@@ -623,6 +641,9 @@ pub fn enforce_budget(
         ..MaintenanceReport::default()
     };
     evict_to_budget(&ex, budget, now_ms, grace_secs, &mut report)?;
+    if report.turns_evicted > 0 {
+        prune_ledger(&ex, &mut report)?;
+    }
     Ok(report)
 }
 

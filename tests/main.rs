@@ -32,6 +32,7 @@ mod incremental;
 mod inspect;
 mod install;
 mod leases;
+mod ledger_retention;
 mod listing_model;
 mod mcp;
 mod memory;

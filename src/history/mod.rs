@@ -33,6 +33,7 @@ pub mod blame;
 pub mod db;
 pub mod inspect;
 pub mod ledger;
+pub(crate) mod ledger_prune;
 pub mod list;
 pub mod liveness;
 mod navigate;
