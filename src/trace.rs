@@ -16,6 +16,14 @@ pub(crate) fn note(what: &str) {
     }
 }
 
+/// Notes a store commit and where it was asked for (`#[track_caller]` callers): what a
+/// command's syncs are for.
+pub(crate) fn commit(at: &std::panic::Location<'_>) {
+    if enabled() {
+        eprintln!("retrace trace: commit for {}:{}", at.file(), at.line());
+    }
+}
+
 /// Times the phases of one operation.
 pub(crate) struct Phases {
     what: &'static str,

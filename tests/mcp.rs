@@ -342,3 +342,41 @@ fn the_models_revert_during_its_turn_becomes_part_of_the_turn() {
     m.close();
     drop(agent);
 }
+
+/// MCP's `revert` of one step (`step`): during the model's turn, what one tool call of an
+/// earlier turn wrote is taken back alone, as part of the running turn.
+#[test]
+fn the_models_revert_of_one_step_takes_back_that_tool_call_alone() {
+    let env = Env::new();
+    let agent = common::LiveOwner::start();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--session", "m"];
+        all.extend_from_slice(args);
+        let o = env.run(RETRACE, &all);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+    };
+    let pid = agent.pid();
+    let begin = ["turn", "begin", "--owner-pid", pid.as_str()];
+    run(&begin);
+    for (file, text) in [("one.txt", "first\n"), ("two.txt", "second\n")] {
+        run(&["step", "begin", "--tool", "Write", "--file", file]);
+        env.write(file, text);
+        run(&["step", "end"]);
+    }
+    run(&["turn", "end"]);
+    run(&begin);
+    let mut m = Mcp::start(&env, "m");
+    let (t, _) = m.call("log", json!({"steps": true}));
+    assert!(t.contains("turn:1.2 Write ~ two.txt"), "{t}");
+    let (t, err) = m.call("revert", json!({"turn": 1, "step": 2}));
+    assert!(!err, "{t}");
+    assert!(!env.path("two.txt").exists(), "{t}");
+    assert_eq!(env.read("one.txt"), "first\n");
+    run(&["turn", "end"]);
+    // The revert is part of turn 2: undoing it brings the step's file back.
+    let (t, err) = m.call("undo", json!({}));
+    assert!(!err, "{t}");
+    assert_eq!(env.read("two.txt"), "second\n", "{t}");
+    m.close();
+    drop(agent);
+}

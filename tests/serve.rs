@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{self, Env, RETRACE};
+use crate::common::{self, Env, RETRACE, stderr};
 use serde_json::{Value, json};
 
 struct Client {
@@ -742,4 +742,74 @@ fn tool_calls_are_steps_over_serve_and_keep_parallel_sessions_apart() {
     assert_eq!(env.read("notes.txt"), "the user's edit\n", "{restored}");
     assert_eq!(c.ok("shutdown", json!({}))["ok"], true);
     assert!(c.child.wait().unwrap().success());
+}
+
+/// One step of a turn reverted over serve (`revert` with `step`), and the step methods
+/// answer what `retrace step begin --json` answers (`recorded`, `turn`, `step`, `snapshot`).
+#[test]
+fn one_step_is_reverted_alone_over_serve() {
+    let env = Env::new();
+    let (mut c, s) = one_turn_done(&env);
+    c.ok("begin_turn", json!({"session": s, "anchor": "n3"}));
+    c.ok("wait_before", json!({"session": s}));
+    let begun = c.ok(
+        "begin_step",
+        json!({"session": s, "tool": "Write", "files": ["one.txt"]}),
+    );
+    env.write("one.txt", "first\n");
+    c.ok("end_step", json!({"session": s}));
+    c.ok(
+        "begin_step",
+        json!({"session": s, "tool": "Write", "files": ["two.txt"]}),
+    );
+    env.write("two.txt", "second\n");
+    let ended = c.ok("end_step", json!({"session": s}));
+    c.ok("end_turn", json!({"session": s, "anchor": "n4"}));
+    assert_eq!(
+        (&begun["recorded"], &begun["turn"], &begun["step"]),
+        (&json!(true), &json!(2), &json!(1)),
+        "{begun}"
+    );
+    assert_eq!((&ended["turn"], &ended["step"]), (&json!(2), &json!(2)));
+    let p = c.ok(
+        "revert",
+        json!({"session": s, "turn": 2, "step": 1, "dry_run": true}),
+    );
+    assert_eq!(
+        (&p["step"], &p["would_delete"]),
+        (&json!(1), &json!(["one.txt"])),
+        "{p}"
+    );
+    let r = c.ok("revert", json!({"session": s, "turn": 2, "step": 1}));
+    assert_eq!(r["result"], "restored", "{r}");
+    assert!(!env.path("one.txt").exists());
+    assert_eq!(env.read("two.txt"), "second\n");
+    assert_eq!(env.read("a.txt"), "agent");
+
+    // The CLI's JSON carries the same fields.
+    let o = env.run(RETRACE, &["--session", "cli", "turn", "begin", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = env.run(
+        RETRACE,
+        &[
+            "--session",
+            "cli",
+            "step",
+            "begin",
+            "--tool",
+            "Write",
+            "--file",
+            "c.txt",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in ["recorded", "turn", "step", "snapshot"] {
+        assert!(v.get(key).is_some(), "{key} missing: {v}");
+    }
+    assert_eq!(
+        (&v["ok"], &v["recorded"]),
+        (&json!(true), &json!(true)),
+        "{v}"
+    );
 }

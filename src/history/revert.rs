@@ -559,6 +559,28 @@ impl Session {
     /// # Errors
     /// As [`Session::revert`].
     pub fn revert_in_running_turn(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
+        self.revert_as_part_of_turn((n, None), opts)
+    }
+
+    /// [`Session::revert_step`] as the model asks for it during its own turn, as
+    /// [`Session::revert_in_running_turn`] reverts a turn.
+    ///
+    /// # Errors
+    /// As [`Session::revert`].
+    pub fn revert_step_in_running_turn(
+        &self,
+        n: u64,
+        k: u64,
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Error> {
+        self.revert_as_part_of_turn((n, Some(k)), opts)
+    }
+
+    fn revert_as_part_of_turn(
+        &self,
+        (n, step): (u64, Option<u64>),
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Error> {
         if self.subagent {
             return Ok(Outcome::Subagent);
         }
@@ -577,9 +599,11 @@ impl Session {
         };
         if l.state.pending.is_none() {
             drop(lock);
-            return self.revert(n, opts);
+            let o = self.revert_unpublished(n, step, opts)?;
+            self.publish(Some(&o));
+            return Ok(o);
         }
-        let o = self.revert_locked(&lock, &l, (n, None), opts, true)?;
+        let o = self.revert_locked(&lock, &l, (n, step), opts, true)?;
         self.publish(Some(&o));
         Ok(o)
     }

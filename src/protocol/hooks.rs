@@ -2,7 +2,7 @@
 //! from Claude Code, Codex CLI or Gemini CLI.
 //!
 //! - The prompt event (`UserPromptSubmit`; Gemini's `BeforeAgent`) begins a turn: the
-//!   before-snapshot, within a deadline. The commands `/undo`, `/redo`, `/revert N`, `/diff
+//!   before-snapshot, within a deadline. The commands `/undo`, `/redo`, `/revert N` (`/revert N.K`: one step), `/diff
 //!   [N]`, `/checkpoint [label]` and `/retrace-log` (or `retrace undo|redo|revert
 //!   N|diff [N]|checkpoint [label]|log`, for agents
 //!   whose interface keeps `/` to itself) are handled right here and answered with a block
@@ -216,8 +216,9 @@ pub enum PromptCommand {
     Checkpoint(Option<String>),
     /// `/retrace-log`: the session's recent turns.
     Log,
-    /// `/revert N`: turn N's file changes taken back, later changes kept.
-    Revert(u64),
+    /// `/revert N`: turn N's file changes taken back, later changes kept; `/revert N.K`: step
+    /// K of turn N alone.
+    Revert(u64, Option<u64>),
     /// `/diff [N]`: what turn N (default: the applied turn) changed, per file.
     Diff(Option<u64>),
 }
@@ -225,6 +226,18 @@ pub enum PromptCommand {
 /// A turn number as typed: `3` or `turn:3`.
 fn turn_number(s: &str) -> Option<u64> {
     s.strip_prefix("turn:").unwrap_or(s).parse().ok()
+}
+
+/// A turn, or one step of it, as typed: `3`, `turn:3`, `3.2` or `turn:3.2`.
+fn revert_target(s: &str) -> Option<PromptCommand> {
+    let s = s.strip_prefix("turn:").unwrap_or(s);
+    match s.split_once('.') {
+        Some((n, k)) => Some(PromptCommand::Revert(
+            n.parse().ok()?,
+            Some(k.parse().ok()?),
+        )),
+        None => Some(PromptCommand::Revert(s.parse().ok()?, None)),
+    }
 }
 
 impl PromptCommand {
@@ -246,7 +259,7 @@ impl PromptCommand {
                 ("undo", true) => Some(PromptCommand::Undo),
                 ("redo", true) => Some(PromptCommand::Redo),
                 ("log", true) => Some(PromptCommand::Log),
-                ("revert", false) => turn_number(label).map(PromptCommand::Revert),
+                ("revert", false) => revert_target(label),
                 ("diff", true) => Some(PromptCommand::Diff(None)),
                 ("diff", false) => turn_number(label).map(|n| PromptCommand::Diff(Some(n))),
                 ("checkpoint", true) => Some(PromptCommand::Checkpoint(None)),
@@ -262,7 +275,7 @@ impl PromptCommand {
             ("/undo", true) => Some(PromptCommand::Undo),
             ("/redo", true) => Some(PromptCommand::Redo),
             ("/retrace-log", true) => Some(PromptCommand::Log),
-            ("/revert", false) => turn_number(rest).map(PromptCommand::Revert),
+            ("/revert", false) => revert_target(rest),
             ("/diff", true) => Some(PromptCommand::Diff(None)),
             ("/diff", false) => turn_number(rest).map(|n| PromptCommand::Diff(Some(n))),
             ("/checkpoint", _) => Some(PromptCommand::Checkpoint(
@@ -465,22 +478,32 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         PromptCommand::Log => return log(agent, &mut cx),
         PromptCommand::Diff(n) => return diff(agent, &mut cx, *n),
         // Between turns (a prompt that is a command begins none): a revert of its own.
-        PromptCommand::Revert(n) => RevertInRunningTurnRequest { turn: *n }.run(&mut cx),
+        PromptCommand::Revert(n, step) => RevertInRunningTurnRequest {
+            turn: *n,
+            step: *step,
+        }
+        .run(&mut cx),
     };
     let OutcomeReport(outcome) = done.map_err(|e| e.to_string())?;
+    let target = |n: &u64, step: &Option<u64>| match step {
+        Some(k) => format!("{n}.{k}"),
+        None => n.to_string(),
+    };
     let mut reason = match &command {
-        PromptCommand::Revert(n) => {
-            format!(
-                "retrace: {}",
-                outcome.message_at(Some(&format!("revert of turn {n}")))
-            )
+        PromptCommand::Revert(n, step) => {
+            let what = match step {
+                Some(k) => format!("revert of turn {n} step {k}"),
+                None => format!("revert of turn {n}"),
+            };
+            format!("retrace: {}", outcome.message_at(Some(&what)))
         }
         _ => format!("retrace: {}", outcome.message()),
     };
-    if let (PromptCommand::Revert(n), Outcome::Conflict { .. }) = (&command, &outcome) {
+    if let (PromptCommand::Revert(n, step), Outcome::Conflict { .. }) = (&command, &outcome) {
         let _ = write!(
             reason,
-            " (`retrace revert turn:{n} --dry-run` in a shell says why each conflicts)"
+            " (`retrace revert turn:{} --dry-run` in a shell says why each conflicts)",
+            target(n, step)
         );
     }
     if matches!(outcome, Outcome::Restored { .. })
@@ -665,7 +688,7 @@ const DIFF_LINES: usize = 40;
 /// `/diff [N]`: the files turn N (default: the applied turn) changed, with lines added and
 /// removed, as `retrace diff --stat` prints them.
 fn diff(agent: Agent, cx: &mut Context<'_>, n: Option<u64>) -> Result<HookOutput, String> {
-    let log = LogRequest {}.run(cx).map_err(|e| e.to_string())?;
+    let log = LogRequest::default().run(cx).map_err(|e| e.to_string())?;
     let Some(n) = n.or(log.status.cursor) else {
         return Ok(agent.block("retrace: no turn is applied in this session: nothing to show"));
     };
@@ -718,7 +741,7 @@ fn diff(agent: Agent, cx: &mut Context<'_>, n: Option<u64>) -> Result<HookOutput
 }
 
 fn log(agent: Agent, cx: &mut Context<'_>) -> Result<HookOutput, String> {
-    let log = LogRequest {}.run(cx).map_err(|e| e.to_string())?;
+    let log = LogRequest::default().run(cx).map_err(|e| e.to_string())?;
     let mut lines = vec![format!(
         "retrace: {} turn(s), can undo: {}, can redo: {}",
         log.status.turns,

@@ -79,7 +79,7 @@ impl McpServer {
 
     /// Revert one past turn, keeping every later change.
     #[tool(
-        description = "Revert one earlier turn (its number from `log`), keeping every later change: files changed since are merged when the changes touch other lines, otherwise nothing is written and the conflicting files are named. Called while your turn runs, the revert becomes part of this turn. The user can undo it."
+        description = "Revert one earlier turn (its number from `log`), or one tool call of it (`step`, K of `turn:N.K`), keeping every later change: files changed since are merged when the changes touch other lines, otherwise nothing is written and the conflicting files are named. Called while your turn runs, the revert becomes part of this turn. The user can undo it."
     )]
     async fn revert(
         &self,
@@ -99,10 +99,13 @@ impl McpServer {
 
     /// The session's turns, newest first.
     #[tool(
-        description = "List this conversation's turns and checkpoints, newest first, with what each changed (+added ~modified -deleted)."
+        description = "List this conversation's turns and checkpoints, newest first, with what each changed (+added ~modified -deleted); `steps: true` adds each turn's tool calls (turn:N.K, which `revert` takes as `turn` N, `step` K)."
     )]
-    async fn log(&self) -> Result<String, String> {
-        let l = self.run(ops::LogRequest {}).map_err(|e| failed(&e))?;
+    async fn log(
+        &self,
+        Parameters(request): Parameters<ops::LogRequest>,
+    ) -> Result<String, String> {
+        let l = self.run(request).map_err(|e| failed(&e))?;
         let mut lines = vec![format!(
             "{} turn(s); can undo: {}; can redo: {}",
             l.status.turns, l.status.can_undo, l.status.can_redo
@@ -113,6 +116,17 @@ impl McpServer {
                 "{}:{} +{} ~{} -{} {t}",
                 e.kind, e.number, e.counts.added, e.counts.modified, e.counts.deleted
             ));
+            for st in &e.steps {
+                let what = match st.counts {
+                    Some(c) => format!("+{} ~{} -{}", c.added, c.modified, c.deleted),
+                    None => format!("~ {}", st.files.join(", ")),
+                };
+                let summary = st.summary.lines().next().unwrap_or("");
+                lines.push(format!(
+                    "  turn:{}.{} {} {what} {summary}",
+                    e.number, st.number, st.tool
+                ));
+            }
         }
         Ok(lines.join("\n"))
     }

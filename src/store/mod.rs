@@ -506,10 +506,12 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] from `f`, the wait or the commit.
+    #[track_caller]
     pub fn transact<T>(
         &self,
         f: impl FnOnce(&WriteTx<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        crate::trace::commit(std::panic::Location::caller());
         let tx = self.begin_write()?;
         let out = f(&WriteTx {
             tx: &tx,
@@ -623,6 +625,7 @@ impl Store {
     ///
     /// # Panics
     /// Never: encoding a plain record into memory cannot fail.
+    #[track_caller]
     pub fn write(
         &self,
         frames: Vec<NewFrame>,
@@ -641,6 +644,7 @@ impl Store {
     /// # Panics
     /// Never: encoding a plain record into memory cannot fail.
     #[allow(clippy::needless_pass_by_value)] // takes the batch: it is dropped once written
+    #[track_caller]
     pub fn write_with(
         &self,
         frames: Vec<NewFrame>,
@@ -648,6 +652,7 @@ impl Store {
         last_known: Option<ObjectId>,
         also: impl FnOnce(&WriteTx<'_>) -> Result<(), StoreError>,
     ) -> Result<WriteStats, StoreError> {
+        crate::trace::commit(std::panic::Location::caller());
         let e = self.db_err();
         self.check_space(&frames)?;
         let tx = self.begin_write()?;

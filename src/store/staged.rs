@@ -82,12 +82,14 @@ impl Store {
     /// # Errors
     /// As [`Store::write`]; nothing is committed then.
     #[allow(clippy::needless_pass_by_value)] // takes the batch: it is dropped once written
+    #[track_caller]
     pub fn stage(
         &self,
         frames: Vec<crate::object::NewFrame>,
         rows: &[u64],
         index: bool,
     ) -> Result<(Option<StagedRow>, WriteStats), StoreError> {
+        crate::trace::commit(std::panic::Location::caller());
         let e = self.db_err();
         self.check_space(&frames)?;
         let tx = self.begin_write()?;

@@ -124,6 +124,9 @@ impl Operation for NavigateRequest {
 pub struct RevertRequest {
     /// The number of the turn to revert (`turn:N` in `log`).
     pub turn: u64,
+    /// One step of it alone (`turn:N.K` in `log --steps`): what that tool call changed.
+    #[serde(default)]
+    pub step: Option<u64>,
     /// Take the turn's before-version where a path conflicts (a safety snapshot keeps the
     /// disk first).
     #[serde(default)]
@@ -149,14 +152,17 @@ impl Operation for RevertRequest {
 
     fn run(self, cx: &mut Context<'_>) -> Result<RevertResponse, OpError> {
         let opts = cx.options(self.force);
+        let s = &cx.session;
         if self.dry_run.unwrap_or(false) {
-            return Ok(RevertResponse::Preview(
-                cx.session.revert_dry_run(self.turn, opts)?,
-            ));
+            return Ok(RevertResponse::Preview(match self.step {
+                Some(k) => s.revert_step_dry_run(self.turn, k, opts)?,
+                None => s.revert_dry_run(self.turn, opts)?,
+            }));
         }
-        Ok(RevertResponse::Done(outcome(
-            cx.session.revert(self.turn, opts),
-        )?))
+        Ok(RevertResponse::Done(outcome(match self.step {
+            Some(k) => s.revert_step(self.turn, k, opts),
+            None => s.revert(self.turn, opts),
+        })?))
     }
 }
 
@@ -218,6 +224,9 @@ impl Operation for RestorePathsRequest {
 pub struct RevertInRunningTurnRequest {
     /// The number of the turn to revert (`turn:N` in `log`).
     pub turn: u64,
+    /// One step of it alone (`turn:N.K` in `log`): what that tool call changed.
+    #[serde(default)]
+    pub step: Option<u64>,
 }
 
 impl Operation for RevertInRunningTurnRequest {
@@ -226,6 +235,9 @@ impl Operation for RevertInRunningTurnRequest {
 
     fn run(self, cx: &mut Context<'_>) -> Result<OutcomeReport, OpError> {
         let opts = cx.options(None);
-        outcome(cx.session.revert_in_running_turn(self.turn, opts))
+        outcome(match self.step {
+            Some(k) => cx.session.revert_step_in_running_turn(self.turn, k, opts),
+            None => cx.session.revert_in_running_turn(self.turn, opts),
+        })
     }
 }

@@ -25,14 +25,23 @@ impl Operation for StatusRequest {
 /// The session's turns and checkpoints, newest first, with its status.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LogRequest {}
+pub struct LogRequest {
+    /// Also each turn's steps, its tool calls (`turn:N.K`), as `retrace log --steps` lists
+    /// them.
+    #[serde(default)]
+    pub steps: Option<bool>,
+}
 
 impl Operation for LogRequest {
     const METHOD: &'static str = "log";
     type Response = SessionLog;
 
     fn run(self, cx: &mut Context<'_>) -> Result<SessionLog, OpError> {
-        Ok(cx.session.log()?)
+        Ok(if self.steps.unwrap_or(false) {
+            cx.session.log_with_steps()?
+        } else {
+            cx.session.log()?
+        })
     }
 }
 

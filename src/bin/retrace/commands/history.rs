@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use retrace::history::inspect::first_line;
 use retrace::object::{terminal_line, terminal_text};
+use retrace::protocol::ops::StepReport;
 use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Report, Session, SessionLog};
 
 use crate::progress::Bar;
@@ -208,35 +209,37 @@ pub fn step_end(s: &Session, call: &str, json: bool) -> Result<u8> {
 }
 
 fn print_step(step: Option<&retrace::StepInfo>, verb: &str, json: bool) -> Result<u8> {
-    let Some(step) = step else {
-        let message = "no turn of this session is running (or no such step): nothing recorded";
-        if json {
-            println!(
-                "{}",
-                serde_json::json!({"result": "no_step", "ok": false, "message": message})
-            );
+    if json {
+        // What `serve`'s `begin_step`/`end_step` answer, with the CLI's `result` and `ok`.
+        let mut v = serde_json::to_value(StepReport::from(step.cloned()))?;
+        let (result, ok) = if step.is_some() {
+            ("ok", true)
         } else {
-            println!("{message}");
+            ("no_step", false)
+        };
+        v["result"] = result.into();
+        v["ok"] = ok.into();
+        if step.is_none() {
+            v["message"] = NO_STEP.into();
         }
+        println!("{v}");
+        return Ok(if step.is_some() { OK } else { REFUSED });
+    }
+    let Some(step) = step else {
+        println!("{NO_STEP}");
         return Ok(REFUSED);
     };
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"result": "ok", "ok": true, "turn": step.turn,
-                "step": step.step, "snapshot": step.snapshot.map(|id| id.to_string())})
-        );
-    } else {
-        println!(
-            "step turn:{}.{} {verb}{}",
-            step.turn,
-            step.step,
-            step.snapshot
-                .map_or(String::new(), |id| format!(" (snapshot {})", id.short()))
-        );
-    }
+    println!(
+        "step turn:{}.{} {verb}{}",
+        step.turn,
+        step.step,
+        step.snapshot
+            .map_or(String::new(), |id| format!(" (snapshot {})", id.short()))
+    );
     Ok(OK)
 }
+
+const NO_STEP: &str = "no turn of this session is running (or no such step): nothing recorded";
 
 /// `retrace turn end`.
 pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
