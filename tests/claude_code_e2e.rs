@@ -104,6 +104,9 @@ const STOP_HOOK_REASON: &str = "also write b.txt";
 ///
 /// Anything else, and a call already made since the last prompt, gets a final text.
 fn messages_answer(request: &Value, ws: &Path, release: &Path) -> String {
+    if let Some(call) = midturn_call(request, release) {
+        return sse_answer(request, call);
+    }
     let prompt = last_prompt(request).unwrap_or_default();
     let write = |name: &str, content: &str| {
         Some((
@@ -142,6 +145,61 @@ fn messages_answer(request: &Value, ws: &Path, release: &Path) -> String {
         None
     }
     .filter(|(name, input)| !already_called(request, name, input));
+    sse_answer(request, tool)
+}
+
+/// The first Bash command of an `EDIT-MIDTURN` turn: it marks that it runs (`waiting`) and
+/// waits until `release` exists (at most five minutes).
+fn midturn_wait(release: &Path) -> String {
+    format!(
+        "touch waiting && i=0 && while [ ! -e '{}' ] && [ $i -lt 3000 ]; do sleep 0.1; \
+         i=$((i+1)); done",
+        release.display()
+    )
+}
+
+/// The second, which overwrites `notes.txt`.
+const MIDTURN_OVERWRITE: &str = "printf 'from bash\\n' > notes.txt";
+
+/// A turn of two Bash calls for a prompt naming `EDIT-MIDTURN` (None for any other
+/// conversation): the first waits ([`midturn_wait`]; the user edits meanwhile), the second
+/// overwrites `notes.txt` ([`MIDTURN_OVERWRITE`]), then a final text (`Some(None)`).
+fn midturn_call(request: &Value, release: &Path) -> Option<Option<(&'static str, Value)>> {
+    let messages = request["messages"].as_array()?;
+    let asked = messages.iter().rposition(|m| {
+        m["role"] == "user"
+            && crate::common::fake_http::text_of(&m["content"]).contains("EDIT-MIDTURN")
+    })?;
+    // A prompt after it is another turn's.
+    if last_prompt(request).is_some_and(|p| !p.contains("EDIT-MIDTURN")) {
+        return None;
+    }
+    let made: Vec<&str> = messages[asked..]
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|p| p["type"] == "tool_use")
+        .filter_map(|p| p["input"]["command"].as_str())
+        .collect();
+    let wait = midturn_wait(release);
+    Some(if !made.contains(&wait.as_str()) {
+        Some((
+            "Bash",
+            json!({"command": wait, "description": "Wait for the user"}),
+        ))
+    } else if !made.contains(&MIDTURN_OVERWRITE) {
+        Some((
+            "Bash",
+            json!({"command": MIDTURN_OVERWRITE, "description": "Overwrite notes.txt"}),
+        ))
+    } else {
+        None
+    })
+}
+
+/// The streamed answer: a call of `tool` with its input, or a final text.
+fn sse_answer(request: &Value, tool: Option<(&str, Value)>) -> String {
     let mut sse = String::new();
     let mut event = |name: &str, data: Value| {
         sse.push_str(&format!("event: {name}\ndata: {data}\n\n"));
@@ -273,14 +331,7 @@ impl Setup {
     /// returned once its Bash call has written `two.txt` and waits for the release file.
     fn one_then_slow_two(&self, sid: &str) -> Reaped {
         self.claude(&["--session-id", sid, "please WRITE-ONE"]);
-        let running = Reaped(
-            self.command(&["--resume", sid, "please SLOW-TWO"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let running = self.spawn(&["--resume", sid, "please SLOW-TWO"]);
         wait_until("two.txt is written", || {
             std::fs::read_to_string(self.env.path("two.txt")).is_ok_and(|s| s == "two\n")
         });
@@ -326,6 +377,18 @@ impl Setup {
 
     fn command(&self, args: &[&str]) -> Command {
         claude_command(&self.env, &self.bin, &self.model, args)
+    }
+
+    /// `claude -p ARGS` started with no input or output, killed when dropped.
+    fn spawn(&self, args: &[&str]) -> Reaped {
+        Reaped(
+            self.command(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
     }
 
     /// The recorded hook payloads, in order, as (event, prompt or stop_hook_active).
@@ -813,4 +876,59 @@ fn real_claude_code_sigint_ends_the_turn_through_session_end() {
     assert!(out.contains("retrace: turn 2: restored"), "{out}");
     assert!(!t.env.path("two.txt").exists());
     assert!(t.env.path("one.txt").exists());
+}
+
+/// Issue 38, with the real CLI: the user saves an edit while the agent's turn runs, and the
+/// agent's next Bash command overwrites the file. The step's capture before that command
+/// (`step_captures = "auto"`: `>` can destroy) holds the edit: `log --steps --json` names it
+/// as the step's `before`, and `restore ID -- notes.txt` brings the edit back byte for byte.
+#[test]
+fn real_claude_code_a_users_edit_saved_mid_turn_survives_a_bash_overwrite() {
+    let Some(t) = Setup::new(&[]) else {
+        return;
+    };
+    t.env.write("notes.txt", "original\n");
+    let sid = "5e55a1d0-0000-4000-8000-00000000e2e6";
+    let mut running = t.spawn(&["--session-id", sid, "please EDIT-MIDTURN"]);
+    wait_until("the first Bash call waits", || {
+        t.env.path("waiting").exists()
+    });
+    let edit = "the user's edit, saved mid-turn\n";
+    t.env.write("notes.txt", edit);
+    std::fs::write(&t.release, "").unwrap();
+    let status = running.0.wait().unwrap();
+    assert!(status.success(), "claude -p failed: {status}");
+    assert_eq!(t.env.read("notes.txt"), "from bash\n");
+
+    let o = t
+        .env
+        .run(RETRACE, &["--session", sid, "log", "--steps", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "turn" && e["number"] == 1)
+        .map(|e| e["steps"].clone())
+        .unwrap_or_else(|| panic!("{log}"));
+    let overwrite = steps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["summary"]
+                .as_str()
+                .is_some_and(|c| c.contains("> notes.txt"))
+        })
+        .unwrap_or_else(|| panic!("no step of the overwrite: {steps}"));
+    assert_eq!(overwrite["tool"], "Bash", "{steps}");
+    let before = overwrite["before"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the overwrite was not captured before: {steps}"));
+    let o = t
+        .env
+        .run(RETRACE, &["restore", "--json", before, "--", "notes.txt"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(t.env.read("notes.txt"), edit);
 }
