@@ -767,10 +767,11 @@ impl Session {
         opts: OpOptions<'_>,
     ) -> Result<Result<Outcome, Outcome>, Error> {
         let what = format!("revert of turn {n}");
-        let (target, fin) = match self.apply_change(ex, reader, disk, change, what, op, opts)? {
-            Ok(done) => done,
-            Err(o) => return Ok(Err(o)),
-        };
+        let (target, fin) =
+            match self.apply_change(ex, reader, (disk, &disk.entries), change, what, op, opts)? {
+                Ok(done) => done,
+                Err(o) => return Ok(Err(o)),
+            };
         let mut skipped = fin.applied.left_alone;
         if let Some(after) = &fin.capture {
             for c in change {

@@ -12,7 +12,8 @@ use crate::scan::Skipped;
 use crate::store::{SnapshotRecord, now_ms};
 use crate::working_copy::Exclusive;
 use crate::working_copy::MAX_LISTED;
-use crate::working_copy::journaled::{Finished, JournaledRestore, dirty_dirs, totals};
+use crate::working_copy::journaled::{Finished, JournaledRestore, totals};
+use crate::working_copy::partial::{entries_at, patched_root};
 
 impl Session {
     /// Steps back over the newest applied turn (see the module docs). `Mode::Both` restores
@@ -344,17 +345,20 @@ impl Session {
         // Stored, not just scanned: the result is recorded from this list, so edits made
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
-        let disk = ex.store_disk(opts.progress)?;
+        let disk = ex.store_disk_unlisted(opts.progress)?;
         // The ledger learns what changed until now (and who could have written it).
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
+        // The disk at the change's paths (and on the way to them): all the operation reads
+        // of it, whatever the size of the workspace.
+        let on_disk = entries_at(&reader, &disk.id, change.iter().map(|c| &c.path))?;
         // What this session's own writes in the turn did, where the ledger knows them.
         let (own, not_ours) =
             self.own_changes(&reader, (t.number, None), &mut change, Some(to) == t.before)?;
         // The ownership rule: paths whose last writer is not this session are left alone.
         let (mut theirs, unknown) = self.not_mine(change.iter().map(|c| {
-            let d = find(&disk.entries, &c.path);
+            let d = find(&on_disk, &c.path);
             let holds = super::ownership::Holds {
                 taken_back: same(d, c.old.as_ref()),
                 written: same(d, c.new.as_ref()),
@@ -388,7 +392,7 @@ impl Session {
         // Where another session changed a path since (it appended to the file, say), the
         // turn's change is merged out of the disk's version when a three-way merge is
         // clean, keeping theirs; else the path is theirs: left as it is, named.
-        let merged = self.merge_others(&reader, &disk.entries, &mut change, &mut theirs)?;
+        let merged = self.merge_others(&reader, &on_disk, &mut change, &mut theirs)?;
         if !theirs.is_empty() && change.iter().all(is_nested) {
             // Nothing of the turn is ours to restore: say so, and leave the cursor.
             let count = theirs.len();
@@ -405,7 +409,7 @@ impl Session {
                 count,
             }));
         }
-        let clash = conflicts(&disk.entries, &change);
+        let clash = conflicts(&on_disk, &change);
         let mut safety = None;
         if !clash.is_empty() {
             if !opts.force {
@@ -426,10 +430,11 @@ impl Session {
             self.ws.store().reader()?
         };
         let what = format!("{verb} of turn {}", t.number);
-        let (target, fin) = match self.apply_change(ex, &reader, &disk, &change, what, op, opts)? {
-            Ok(done) => done,
-            Err(o) => return Ok(Err(o)),
-        };
+        let (target, fin) =
+            match self.apply_change(ex, &reader, (&disk, &on_disk), &change, what, op, opts)? {
+                Ok(done) => done,
+                Err(o) => return Ok(Err(o)),
+            };
         let mut skipped = fin.applied.left_alone;
         skipped.extend(theirs.into_iter().map(|(path, reason)| Skipped {
             path: path.show(),
@@ -519,27 +524,34 @@ impl Session {
 
 impl Session {
     /// Applies `change` (per path: the disk's entry and what it becomes) over the stored
-    /// disk `disk`, journaled as `what`, recording `op` with the result; returns the target
-    /// list and what the restore did, or [`Outcome::PersistenceUncertain`] when the files
-    /// were written but the record could not be confirmed (the journal stays, and the next
-    /// operation completes it).
+    /// disk `disk` (`on_disk`: its entries at the change's paths and on the way to them, as
+    /// [`entries_at`] gives them, or all of them), journaled as `what`, recording `op` with
+    /// the result; returns the target list (over the same paths) and what the restore did,
+    /// or [`Outcome::PersistenceUncertain`] when the files were written but the record could
+    /// not be confirmed (the journal stays, and the next operation completes it).
     #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
     pub(super) fn apply_change(
         &self,
         ex: &Exclusive<'_>,
         reader: &crate::store::StoreReader,
-        disk: &crate::capture::Capture,
+        (disk, on_disk): (&crate::capture::Capture, &[crate::capture::FlatEntry]),
         change: &[crate::diff::Change],
         what: String,
         op: Op,
         opts: OpOptions<'_>,
     ) -> Result<Result<(Vec<crate::capture::FlatEntry>, Finished), Outcome>, Error> {
-        let mut target = target_of(&disk.entries, change);
+        let target = target_of(on_disk, change);
         // The result is known before a file is written: its trees go into the store with
         // the journal, so an interrupted restore can always be completed.
-        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
-        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
-        let (files, bytes) = totals(&target);
+        let (root, frames) = patched_root(reader, &disk.id, on_disk, &target)?;
+        let (files, bytes) = {
+            let (was_files, was_bytes) = totals(on_disk);
+            let (now_files, now_bytes) = totals(&target);
+            (
+                (disk.files + now_files).saturating_sub(was_files),
+                (disk.bytes + now_bytes).saturating_sub(was_bytes),
+            )
+        };
         let fin = ex.journaled_apply(
             reader,
             JournaledRestore {
@@ -550,7 +562,7 @@ impl Session {
                 then: Some(SessionOp(self.key, op)),
                 record: Some(SnapshotRecord::now(root, Some(what), files, bytes)),
             },
-            &disk.entries,
+            on_disk,
             &target,
             opts.progress,
         )?;

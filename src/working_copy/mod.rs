@@ -5,6 +5,7 @@
 //! is the facade over all of them.
 
 pub(crate) mod journaled;
+pub(crate) mod partial;
 mod paths;
 
 pub use paths::normalize_paths;
@@ -986,6 +987,24 @@ impl Shared<'_> {
             progress,
             also: None,
             list: true,
+            rescan: false,
+        })
+    }
+
+    /// [`Exclusive::store_disk`] without the list of every path (its `entries` are empty):
+    /// a watcher's answer can then spare the walk, and no list of the whole workspace is
+    /// built. An operation that changes some paths reads the disk there from the stored
+    /// snapshot ([`partial::entries_at`]).
+    ///
+    /// # Errors
+    /// As [`crate::Workspace::snapshot`].
+    pub(crate) fn store_disk_unlisted(&self, progress: &dyn Progress) -> Result<Capture, Error> {
+        self.capture(&CaptureOptions {
+            store_objects: true,
+            record: None,
+            progress,
+            also: None,
+            list: false,
             rescan: false,
         })
     }

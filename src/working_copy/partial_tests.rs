@@ -1,0 +1,109 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::history::SessionOp;
+use crate::progress::NoProgress;
+use crate::working_copy::{Config, WorkingCopy};
+
+/// Paths a state may hold: files, and files below names that are files in other states.
+const PATHS: &[&str] = &[
+    "a", "b", "a/x", "a/y", "a/z/q", "a/z/r", "b/c", "c/d/e", "c/d/f", "c/g",
+];
+
+/// Writes `files` (path → content) as the whole workspace: everything else goes.
+fn write_state(root: &std::path::Path, files: &BTreeMap<String, String>) {
+    for e in std::fs::read_dir(root).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).unwrap();
+        } else {
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+    for (path, content) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
+
+/// A state: a content per chosen path, with no file that another chosen path lies below.
+fn state() -> impl Strategy<Value = BTreeMap<String, String>> {
+    proptest::collection::btree_map(proptest::sample::select(PATHS), "[xy]{0,2}", 0..PATHS.len())
+        .prop_map(|m| {
+            let keys: Vec<&str> = m.keys().copied().collect();
+            m.into_iter()
+                .filter(|(p, _)| !keys.iter().any(|k| k.starts_with(&format!("{p}/"))))
+                .map(|(p, c)| (p.to_string(), c))
+                .collect()
+        })
+}
+
+fn snapshot(wc: &WorkingCopy) -> ObjectId {
+    let lock = wc
+        .lock_exclusive(std::time::Duration::from_secs(10))
+        .unwrap();
+    lock.record(None, &NoProgress).unwrap().id
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// From any state to any other, the entries at the changed paths patched into the first
+    /// snapshot give the second snapshot's root, both ways.
+    #[test]
+    fn patching_the_changed_paths_gives_the_other_snapshot(one in state(), two in state()) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let wc = WorkingCopy::open::<SessionOp>(dir.path(), &Config::with_home(home.path()))
+            .unwrap();
+        write_state(dir.path(), &one);
+        let a = snapshot(&wc);
+        write_state(dir.path(), &two);
+        let b = snapshot(&wc);
+        let reader = wc.store().reader().unwrap();
+        for (from, to) in [(a, b), (b, a)] {
+            let changed = crate::diff::changes(&reader, &from, &to).unwrap();
+            let paths: Vec<RelPath> = changed.iter().map(|c| c.path.clone()).collect();
+            let current = entries_at(&reader, &from, paths.iter()).unwrap();
+            let target = entries_at(&reader, &to, paths.iter()).unwrap();
+            let (root, _) = patched_root(&reader, &from, &current, &target).unwrap();
+            prop_assert_eq!(root, to, "{:?} -> {:?}", one, two);
+        }
+    }
+}
+
+#[test]
+fn entries_at_lists_the_paths_their_directories_and_what_lies_below_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let wc = WorkingCopy::open::<SessionOp>(dir.path(), &Config::with_home(home.path())).unwrap();
+    let files: BTreeMap<String, String> = [
+        ("a/z/q", "1"),
+        ("a/z/r", "2"),
+        ("a/x", "3"),
+        ("c/d/e", "4"),
+        ("b", "5"),
+    ]
+    .into_iter()
+    .map(|(p, c)| (p.to_string(), c.to_string()))
+    .collect();
+    write_state(dir.path(), &files);
+    let root = snapshot(&wc);
+    let reader = wc.store().reader().unwrap();
+    let asked: Vec<RelPath> = ["a/z", "c/d/e", "c/none/deeper", "b/under-a-file"]
+        .into_iter()
+        .map(RelPath::from)
+        .collect();
+    let got: Vec<String> = entries_at(&reader, &root, asked.iter())
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path.show())
+        .collect();
+    assert_eq!(
+        got,
+        ["a", "a/z", "a/z/q", "a/z/r", "b", "c", "c/d", "c/d/e"]
+    );
+}
