@@ -21,6 +21,7 @@ use crate::merge::three_way;
 use crate::object::{EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, RelPath};
 use crate::scan::Skipped;
 use crate::store::{StoreReader, now_ms};
+use crate::working_copy::partial::entries_at;
 use crate::working_copy::{Exclusive, MAX_LISTED};
 
 /// What a revert would do (`retrace revert --dry-run`): nothing is written.
@@ -310,7 +311,7 @@ impl Session {
                 return Ok(preview);
             }
         };
-        let disk = lock.store_disk(opts.progress)?;
+        let disk = lock.store_disk_unlisted(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let turn = match self.change_of(&reader, n, step, sides)? {
@@ -320,7 +321,8 @@ impl Session {
                 return Ok(preview);
             }
         };
-        let plan = self.plan(&reader, &disk.entries, &disk.id, (n, step), turn)?;
+        let on_disk = entries_at(&reader, &disk.id, turn.iter().map(|c| &c.path))?;
+        let plan = self.plan(&reader, &on_disk, &disk.id, (n, step), turn)?;
         let mut change = plan.change;
         if opts.force {
             change.extend(plan.conflicts.iter().map(|(_, c)| c.clone()));
@@ -635,14 +637,16 @@ impl Session {
             Ok(sides) => sides,
             Err(refusal) => return Ok(*refusal),
         };
-        let mut disk = lock.store_disk(opts.progress)?;
+        let mut disk = lock.store_disk_unlisted(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
         let turn = match self.change_of(&reader, n, step, sides)? {
             Ok(c) => c,
             Err(refusal) => return Ok(*refusal),
         };
-        let plan = self.plan(&reader, &disk.entries, &disk.id, (n, step), turn)?;
+        // The disk at the turn's paths (and on the way to them): all the revert reads of it.
+        let on_disk = entries_at(&reader, &disk.id, turn.iter().map(|c| &c.path))?;
+        let plan = self.plan(&reader, &on_disk, &disk.id, (n, step), turn)?;
         let mut change = plan.change;
         let mut safety = None;
         if !plan.conflicts.is_empty() {
@@ -714,9 +718,10 @@ impl Session {
                 snapshot: None,
             }
         };
-        let mut o = match self.apply_revert(lock, &reader, &disk, &change, n, op, opts)? {
-            Ok(o) | Err(o) => o,
-        };
+        let mut o =
+            match self.apply_revert(lock, &reader, (&disk, &on_disk), &change, n, op, opts)? {
+                Ok(o) | Err(o) => o,
+            };
         if let Outcome::Restored {
             skipped,
             safety_snapshot,
@@ -754,24 +759,24 @@ impl Session {
         Ok(())
     }
 
-    /// Journals and applies `change` over the stored disk `disk`, recording `op`.
+    /// Journals and applies `change` over the stored disk `disk` (`on_disk`: its entries at
+    /// the change's paths, see [`Session::apply_change`]), recording `op`.
     #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
     fn apply_revert(
         &self,
         ex: &Exclusive<'_>,
         reader: &StoreReader,
-        disk: &crate::capture::Capture,
+        disk: (&crate::capture::Capture, &[FlatEntry]),
         change: &[Change],
         n: u64,
         op: Op,
         opts: OpOptions<'_>,
     ) -> Result<Result<Outcome, Outcome>, Error> {
         let what = format!("revert of turn {n}");
-        let (target, fin) =
-            match self.apply_change(ex, reader, (disk, &disk.entries), change, what, op, opts)? {
-                Ok(done) => done,
-                Err(o) => return Ok(Err(o)),
-            };
+        let (target, fin) = match self.apply_change(ex, reader, disk, change, what, op, opts)? {
+            Ok(done) => done,
+            Err(o) => return Ok(Err(o)),
+        };
         let mut skipped = fin.applied.left_alone;
         if let Some(after) = &fin.capture {
             for c in change {

@@ -1104,10 +1104,19 @@ impl Exclusive<'_> {
             Some(b) => b,
             None => crate::restore::beneath::Beneath::open(&self.root).map_err(failed)?,
         };
-        let cache = reader.cache_key().map_or_else(
-            |_| crate::statcache::StatCache::empty(),
-            |id| crate::statcache::StatCache::load(&self.dir.join("statcache"), &id),
-        );
+        // The stat cache spares reading a version before it is replaced or deleted, but
+        // loading it reads every record of the workspace (its checksum): a restore of a few
+        // files reads those files instead, and costs what it changes.
+        let path = self.dir.join("statcache");
+        let cache_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let cache = if replaced_bytes(reader, &plan) < cache_bytes {
+            crate::statcache::StatCache::empty()
+        } else {
+            reader.cache_key().map_or_else(
+                |_| crate::statcache::StatCache::empty(),
+                |id| crate::statcache::StatCache::load(&path, &id),
+            )
+        };
         let applied = apply::apply(&beneath, reader, &plan, data, &cache, progress)?;
         out.removed_dirs = applied.removed_dirs;
         if !applied.kept.is_empty() {
@@ -1138,6 +1147,22 @@ impl Exclusive<'_> {
         }
         Ok(out)
     }
+}
+
+/// The bytes of the versions `plan` replaces or deletes (what reading them to check them
+/// costs); a version whose size the store cannot say counts as unbounded.
+fn replaced_bytes(reader: &crate::store::StoreReader, plan: &plan::Plan) -> u64 {
+    plan.writes
+        .iter()
+        .filter_map(|w| w.over)
+        .chain(plan.deletes.iter().map(|d| d.expected))
+        .map(|e| {
+            if e.kind == crate::object::EntryKind::Symlink {
+                return 0;
+            }
+            reader.record(&e.id).map_or(u64::MAX, |r| r.size)
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// Who else holds paths of the workspace right now, asked by a restore before it writes: a
