@@ -1239,7 +1239,20 @@ pub(crate) fn dirty_guard(
     if last_known == Some(current.id) {
         return Ok((None, None));
     }
+    let leaf = |e: &Option<FlatEntry>| {
+        e.as_ref()
+            .is_some_and(|e| e.kind != crate::object::EntryKind::Dir)
+    };
     let changed: Vec<String> = match last_known {
+        // Stored (under the lock): the trees say what differs, read where they differ (by a
+        // reader that sees the disk's trees, stored after `reader` was opened).
+        Some(k) if let Some(ex) = lock => {
+            crate::diff::changes(&ex.store.reader()?, &k, &current.id)?
+                .into_iter()
+                .filter(|c| leaf(&c.old) || leaf(&c.new))
+                .map(|c| c.path.show())
+                .collect()
+        }
         Some(k) => diff(&flatten(reader, &k)?, &current.entries).paths(),
         None => current.entries.iter().map(|e| e.path.show()).collect(),
     }

@@ -8,14 +8,15 @@ use crate::capture::FlatEntry;
 use crate::diff::{Change, diff, flatten, selected};
 use crate::error::{Error, RestoreError};
 use crate::inverse::target_of;
-use crate::object::{EntryKind, ObjectId};
+use crate::object::{EntryKind, ObjectId, RelPath};
 use crate::progress::Progress;
 use crate::restore::RestoreOutcome;
 use crate::restore::journal::Then;
 use crate::store::SnapshotRecord;
 
 use super::RestoreOptions;
-use super::journaled::{JournaledRestore, dirty_dirs, totals};
+use super::journaled::{JournaledRestore, totals};
+use super::partial::{entries_at, patched_root};
 
 /// `only` as paths relative to the workspace root: `./` and trailing `/` dropped, an
 /// absolute path inside `root` made relative. A path that leaves the workspace (`..`, an
@@ -120,13 +121,23 @@ impl WorkingCopy {
         {
             self.warn(report);
         }
-        // Stored unless a dry run: the journal's source must be a complete snapshot.
+        // Stored unless a dry run: the journal's source must be a complete snapshot. Stored,
+        // the disk and the snapshot are read at the paths alone (and on the way to them):
+        // a restore of a few files costs what it reads, whatever the size of the workspace.
+        let partial = lock.is_some() && only.iter().all(|p| !p.is_empty());
         let mut current = match &lock {
-            None => self.scan_disk(progress)?,
+            Some(ex) if partial => ex.store_disk_unlisted(progress)?,
             Some(ex) => ex.store_disk(progress)?,
+            None => self.scan_disk(progress)?,
         };
         let reader = self.store.reader()?;
-        let snap = flatten(&reader, id)?;
+        let at: Vec<RelPath> = only.iter().map(|p| RelPath::from(p.as_str())).collect();
+        let snap = if partial {
+            current.entries = entries_at(&reader, &current.id, at.iter())?;
+            entries_at(&reader, id, at.iter())?
+        } else {
+            flatten(&reader, id)?
+        };
         for p in only {
             let one = std::slice::from_ref(p);
             let known = |l: &[FlatEntry]| l.iter().any(|e| selected(&e.path.show(), one));
@@ -171,7 +182,7 @@ impl WorkingCopy {
                 held_guard(&held, change.iter().map(|c| c.path.show()), opts)?
             }
         };
-        let mut target = target_of(&current.entries, &change);
+        let target = target_of(&current.entries, &change);
         let Some(ex) = lock else {
             let applied = self
                 .prepare_target(&reader, &current.entries, &target, true)?
@@ -184,9 +195,16 @@ impl WorkingCopy {
         if change.is_empty() {
             return Ok((outcome, None));
         }
-        let dirty = dirty_dirs(change.iter().map(|c| &c.path));
-        let (root, frames) = ex.prepare_list(&mut target, &dirty)?;
-        let (files, bytes) = totals(&target);
+        // The result: the stored disk with the directories on the changed paths rebuilt.
+        let (root, frames) = patched_root(&reader, &current.id, &current.entries, &target)?;
+        let (files, bytes) = {
+            let (was_files, was_bytes) = totals(&current.entries);
+            let (now_files, now_bytes) = totals(&target);
+            (
+                (current.files + now_files).saturating_sub(was_files),
+                (current.bytes + now_bytes).saturating_sub(was_bytes),
+            )
+        };
         let what = format!("restore of {} from {}", only.join(", "), id.short());
         let fin = ex.journaled_apply::<T>(
             &reader,
