@@ -255,6 +255,7 @@ fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothin
         files: 0,
         bytes: 0,
         quiet: false,
+        nested: false,
     };
     let path = d.path().join("c");
     let good: Vec<_> = [b"a".as_slice(), b"a/b", b"b"]
@@ -301,6 +302,7 @@ fn a_write_that_fails_midway_reports_the_disks_error() {
         files: 0,
         bytes: 0,
         quiet: false,
+        nested: false,
     };
     let entries = records(&list, id);
     let err = Hashing::run(full, |w| {
@@ -326,6 +328,7 @@ fn the_header_stands_alone_and_carries_the_token() {
         files: 1,
         bytes: 5,
         quiet: true,
+        nested: false,
     };
     let entries = records(&list, id);
     StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied()).unwrap();
@@ -361,6 +364,7 @@ fn a_watched_head_stands_for_its_cache_version_only() {
         files: token,
         bytes: 5,
         quiet: true,
+        nested: false,
     };
     let entries = records(&list, id);
     let write = |h: &Header<'_>| {
