@@ -821,7 +821,10 @@ fn watched_captures_stay_watched_and_exact_beside_nested_repositories() {
     env.write("vendor/nested/.git/HEAD", "ref: refs/heads/other\n");
     fs::remove_file(root.join("vendor/nested/sub/deep.rs")).unwrap();
     let inside = watched("changes inside the nested repository");
-    assert_eq!(inside.id, c.id, "a change inside the repository was captured");
+    assert_eq!(
+        inside.id, c.id,
+        "a change inside the repository was captured"
+    );
     // With one outside in the same batch.
     env.write("vendor/nested/sub/more.rs", "more");
     env.write("vendor/keep.txt", "keep, edited");
@@ -867,7 +870,10 @@ fn watched_captures_stay_watched_and_exact_beside_nested_repositories() {
     // A repository moved, one cloned in (made outside, moved in), one made in place, one
     // deleted with its parent.
     fs::rename(root.join("plain"), root.join("moved")).unwrap();
-    assert_eq!(exact("a nested repository moved").nested_repos, vec!["moved", "sm"]);
+    assert_eq!(
+        exact("a nested repository moved").nested_repos,
+        vec!["moved", "sm"]
+    );
     let outside = tempfile::tempdir().unwrap();
     let clone = outside.path().join("clone");
     fs::create_dir_all(clone.join("src")).unwrap();

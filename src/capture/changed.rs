@@ -305,7 +305,8 @@ fn relist(root: &Root, root_dev: u64, cache: &StatCache, rel: &[u8]) -> Option<R
             };
             // A nested repository left alone is a directory on disk: its entry is the last
             // snapshot's while its own directory has no event.
-            let same_kind = kind == c.kind || (kind, c.kind) == (ScanKind::Dir, ScanKind::NestedRepo);
+            let same_kind =
+                kind == c.kind || (kind, c.kind) == (ScanKind::Dir, ScanKind::NestedRepo);
             if !same_kind || now.linked {
                 return None;
             }
