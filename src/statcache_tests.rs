@@ -413,3 +413,37 @@ fn reseal(bytes: &mut [u8]) {
     let sum = *blake3::hash(&bytes[..body]).as_bytes();
     bytes[body..].copy_from_slice(&sum);
 }
+
+/// A quiet head holding nested repositories left alone takes a flag bit of its own (a reader
+/// that knows only the quiet bit walks), and the records name the repositories.
+#[test]
+fn a_quiet_head_with_nested_repositories_says_so_and_the_records_name_them() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("c");
+    let id = ObjectId::of_blob(b"x");
+    let mut repo = scan_entry(b"b/repo", T0);
+    repo.kind = ScanKind::NestedRepo;
+    let list = [scan_entry(b"a", T0), repo, scan_entry(b"c", T0)];
+    for (quiet, nested, flags) in [(true, true, 2u64), (true, false, 1), (false, true, 0)] {
+        let header = Header {
+            store_id: &STORE,
+            root: &id,
+            written_ns: T0,
+            rules: &[3; 32],
+            token: None,
+            files: 2,
+            bytes: 5,
+            quiet,
+            nested,
+        };
+        let entries = records(&list, id);
+        StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied())
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(u64::from_le_bytes(bytes[136..144].try_into().unwrap()), flags);
+        let head = StatCache::load_head(&path, &STORE).unwrap();
+        assert_eq!((head.quiet, head.nested), (quiet, quiet && nested));
+        let cache = StatCache::load(&path, &STORE);
+        assert_eq!(cache.nested_repos(), Some(vec![&b"b/repo"[..]]));
+    }
+}
