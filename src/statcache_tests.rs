@@ -437,10 +437,12 @@ fn a_quiet_head_with_nested_repositories_says_so_and_the_records_name_them() {
             nested,
         };
         let entries = records(&list, id);
-        StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied())
-            .unwrap();
+        StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied()).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(u64::from_le_bytes(bytes[136..144].try_into().unwrap()), flags);
+        assert_eq!(
+            u64::from_le_bytes(bytes[136..144].try_into().unwrap()),
+            flags
+        );
         let head = StatCache::load_head(&path, &STORE).unwrap();
         assert_eq!((head.quiet, head.nested), (quiet, quiet && nested));
         let cache = StatCache::load(&path, &STORE);

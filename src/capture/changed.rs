@@ -122,8 +122,9 @@ fn kind_at(
     let mut id = root;
     let mut names = rel.split(|&b| b == b'/').peekable();
     while let Some(name) = names.next() {
-        if !trees.contains_key(&id) {
-            let tree = match built.get(&id) {
+        let tree = match trees.entry(id) {
+            std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(match built.get(&id) {
                 Some(bytes) => Tree::decode(bytes).map_err(|e| {
                     CaptureError::from(crate::error::StoreError::Corrupt {
                         path: reader.path().into(),
@@ -132,10 +133,9 @@ fn kind_at(
                     })
                 })?,
                 None => reader.read_tree(&id)?,
-            };
-            trees.insert(id, tree);
-        }
-        let Some(e) = trees.get(&id).and_then(|t| t.entry(name)) else {
+            }),
+        };
+        let Some(e) = tree.entry(name) else {
             return Ok(None);
         };
         if names.peek().is_none() {
