@@ -60,6 +60,10 @@ const HEAD_FIELDS: usize = 4 + 4 + 8 + 16 + 8 + 32 + 32 + 8 + 8 + 8 + 8 + 8;
 /// Header flag: the capture that wrote the cache left nothing out but by ignore rules,
 /// found no nested repository, and every directory's listing may be reused.
 const HEAD_QUIET: u64 = 1;
+/// Header flag: as [`HEAD_QUIET`], but the snapshot holds nested repositories left alone
+/// (`nested_repos = "skip"`), whose records the cache holds. A bit of its own, so that a
+/// reader that knows only [`HEAD_QUIET`] takes such a head as not quiet and walks.
+const HEAD_QUIET_NESTED: u64 = 2;
 /// Flag bit: the directory's listing may be reused while its `lstat` data hold.
 const FLAG_LISTING: u8 = 1;
 /// Flag bit: the file had more than one hard link (see [`Stat::linked`]).
@@ -214,6 +218,8 @@ pub struct Head {
     pub bytes: u64,
     /// See [`Header::quiet`].
     pub quiet: bool,
+    /// See [`Header::nested`].
+    pub nested: bool,
     /// The checksum of the cache file's own header: which version of the cache this head
     /// goes with.
     pub cache: [u8; 32],
@@ -484,6 +490,23 @@ impl StatCache {
         })
     }
 
+    /// The paths of the records of nested repositories, in path order (one pass over the
+    /// records' kinds; `None` when a record is malformed).
+    #[must_use]
+    pub fn nested_repos(&self) -> Option<Vec<&[u8]>> {
+        use rayon::prelude::*;
+        let map = self.map.as_deref()?;
+        (0..self.count)
+            .into_par_iter()
+            .with_min_len(1 << 16)
+            .filter(|&i| {
+                map.get(HEADER_LEN + i * RECORD_LEN + 80)
+                    .is_none_or(|&k| k == kind_byte(ScanKind::NestedRepo))
+            })
+            .map(|i| self.record(i).map(|(path, _)| path))
+            .collect()
+    }
+
     /// The record of exactly `path`.
     #[must_use]
     pub fn get(&self, path: &[u8]) -> Option<Cached<'_>> {
@@ -691,6 +714,7 @@ impl StatCache {
             files: 0,
             bytes: 0,
             quiet: false,
+            nested: false,
         };
         StatCache::write_sorted(path, &header, entries.len(), || entries.iter().copied())
     }
@@ -755,6 +779,11 @@ pub struct Header<'a> {
     /// reused, and no file has several links: a capture that a watcher says changed nothing
     /// would find the same.
     pub quiet: bool,
+    /// With `quiet`: the snapshot holds nested repositories left alone, as the cache's
+    /// records of kind [`ScanKind::NestedRepo`] name them (the only thing not quiet about
+    /// it). A capture a watcher says changed nothing, or changed nothing about them, finds
+    /// the same repositories.
+    pub nested: bool,
 }
 
 /// The header in `b` (at least [`HEADER_LEN`] bytes), if it is this version's, whole, and
@@ -776,7 +805,8 @@ fn parse_head(b: &[u8], store_id: &[u8; 16]) -> Option<Head> {
         token: (epoch != 0).then_some(crate::watch::Token { epoch, seq }),
         files: u64_at(b, 120),
         bytes: u64_at(b, 128),
-        quiet: u64_at(b, 136) & HEAD_QUIET != 0,
+        quiet: u64_at(b, 136) & (HEAD_QUIET | HEAD_QUIET_NESTED) != 0,
+        nested: u64_at(b, 136) & HEAD_QUIET_NESTED != 0,
         cache: b[HEAD_FIELDS..HEADER_LEN].try_into().ok()?,
         beside: false,
     })
@@ -810,7 +840,12 @@ fn encode_head(h: &Header<'_>, count: usize) -> Vec<u8> {
     head.extend_from_slice(&token.seq.to_le_bytes());
     head.extend_from_slice(&h.files.to_le_bytes());
     head.extend_from_slice(&h.bytes.to_le_bytes());
-    head.extend_from_slice(&(if h.quiet { HEAD_QUIET } else { 0 }).to_le_bytes());
+    let flags = match (h.quiet, h.nested) {
+        (false, _) => 0,
+        (true, false) => HEAD_QUIET,
+        (true, true) => HEAD_QUIET_NESTED,
+    };
+    head.extend_from_slice(&flags.to_le_bytes());
     let sum = blake3::hash(&head);
     head.extend_from_slice(sum.as_bytes());
     head

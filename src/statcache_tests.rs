@@ -255,6 +255,7 @@ fn a_streamed_write_refuses_records_out_of_order_or_miscounted_and_leaves_nothin
         files: 0,
         bytes: 0,
         quiet: false,
+        nested: false,
     };
     let path = d.path().join("c");
     let good: Vec<_> = [b"a".as_slice(), b"a/b", b"b"]
@@ -301,6 +302,7 @@ fn a_write_that_fails_midway_reports_the_disks_error() {
         files: 0,
         bytes: 0,
         quiet: false,
+        nested: false,
     };
     let entries = records(&list, id);
     let err = Hashing::run(full, |w| {
@@ -326,6 +328,7 @@ fn the_header_stands_alone_and_carries_the_token() {
         files: 1,
         bytes: 5,
         quiet: true,
+        nested: false,
     };
     let entries = records(&list, id);
     StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied()).unwrap();
@@ -361,6 +364,7 @@ fn a_watched_head_stands_for_its_cache_version_only() {
         files: token,
         bytes: 5,
         quiet: true,
+        nested: false,
     };
     let entries = records(&list, id);
     let write = |h: &Header<'_>| {
@@ -408,4 +412,40 @@ fn reseal(bytes: &mut [u8]) {
     let body = bytes.len() - CHECKSUM_LEN;
     let sum = *blake3::hash(&bytes[..body]).as_bytes();
     bytes[body..].copy_from_slice(&sum);
+}
+
+/// A quiet head holding nested repositories left alone takes a flag bit of its own (a reader
+/// that knows only the quiet bit walks), and the records name the repositories.
+#[test]
+fn a_quiet_head_with_nested_repositories_says_so_and_the_records_name_them() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("c");
+    let id = ObjectId::of_blob(b"x");
+    let mut repo = scan_entry(b"b/repo", T0);
+    repo.kind = ScanKind::NestedRepo;
+    let list = [scan_entry(b"a", T0), repo, scan_entry(b"c", T0)];
+    for (quiet, nested, flags) in [(true, true, 2u64), (true, false, 1), (false, true, 0)] {
+        let header = Header {
+            store_id: &STORE,
+            root: &id,
+            written_ns: T0,
+            rules: &[3; 32],
+            token: None,
+            files: 2,
+            bytes: 5,
+            quiet,
+            nested,
+        };
+        let entries = records(&list, id);
+        StatCache::write_sorted(&path, &header, entries.len(), || entries.iter().copied()).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            u64::from_le_bytes(bytes[136..144].try_into().unwrap()),
+            flags
+        );
+        let head = StatCache::load_head(&path, &STORE).unwrap();
+        assert_eq!((head.quiet, head.nested), (quiet, quiet && nested));
+        let cache = StatCache::load(&path, &STORE);
+        assert_eq!(cache.nested_repos(), Some(vec![&b"b/repo"[..]]));
+    }
 }

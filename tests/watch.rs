@@ -79,15 +79,16 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Whether `o` keeps a capture's head quiet (see `statcache::Header::quiet`): no
-/// credential by name or content, no nested repository, no file linked in. Half the cases
-/// run with only such operations, so that most captures can look at the changed
-/// directories alone.
+/// credential by name or content, no file linked in. Nested repositories left alone are
+/// quiet: a `.git` made or removed makes the next capture walk, and changes inside a
+/// repository are then looked past. Half the cases run with only such operations, so that
+/// most captures can look at the changed directories alone.
 fn quiet(o: &Op) -> bool {
     use listing_model::Op as T;
     const SECRET: usize = 3;
     assert_eq!(FILES[SECRET], ".env");
     match o {
-        Op::Tree(T::NestedRepo { .. } | T::Key { .. }) | Op::LinkIn { .. } => false,
+        Op::Tree(T::Key { .. }) | Op::LinkIn { .. } => false,
         Op::Tree(
             T::Write { file, .. }
             | T::Delete { file, .. }
@@ -755,4 +756,147 @@ fn detach_with_a_watcher_already_running_says_which_one_serves_and_where() {
     drop(thawed);
     assert_eq!(status(&ws).map(|t| t.pid), Some(s.pid));
     stop(&ws);
+}
+
+/// A repository's `.git` as `git init` leaves the part a walk looks at (the name).
+fn git_init(dir: &Path) {
+    fs::create_dir_all(dir.join(".git/objects")).unwrap();
+    fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+}
+
+/// With a nested repository left alone (`nested_repos = "skip"`), captures the watcher
+/// points stay watched: a change outside it, and changes inside it (none captured), are
+/// captured from the named directories alone, each equal to a walk from scratch (snapshot,
+/// totals, the repositories named). A repository that stops being one, a directory that
+/// becomes one (a `.git` directory, or a submodule's `.git` file), one moved, cloned in or
+/// deleted with its parent: every capture equals a walk from scratch, and the next change
+/// outside is watched again.
+#[test]
+fn watched_captures_stay_watched_and_exact_beside_nested_repositories() {
+    let env = Env::new();
+    let root = env.root().to_path_buf();
+    env.write("src/a.txt", "a");
+    env.write("src/b.txt", "b");
+    env.write("vendor/nested/lib.rs", "lib");
+    env.write("vendor/nested/sub/deep.rs", "deep");
+    env.write("vendor/keep.txt", "keep");
+    env.write("plain/c.txt", "c");
+    env.write("plain/sub/d.txt", "d");
+    git_init(&root.join("vendor/nested"));
+    let ws = open(&env);
+    let w = Watcher::start(ws.watch_spec()).unwrap();
+    ready(&w);
+    let first = ws.snapshot_rescan(None, &NoProgress).unwrap();
+    assert_eq!(first.nested_repos, vec!["vendor/nested"]);
+    let watched = |what: &str| {
+        let c = ws.snapshot_summary(None, &NoProgress).unwrap();
+        assert!(c.walked_because.is_none(), "{what}: walked");
+        assert!(c.focused, "{what}: not looked at where the watcher points");
+        equals_scratch(&env, &ws, &c, what);
+        c
+    };
+    // Walking is allowed; being exact is not optional.
+    let exact = |what: &str| {
+        let c = ws.snapshot_summary(None, &NoProgress).unwrap();
+        equals_scratch(&env, &ws, &c, what);
+        c
+    };
+
+    // (1) A change outside the repository.
+    env.write("src/a.txt", "a, edited");
+    env.write("src/new.txt", "new");
+    let c = watched("a change outside the nested repository");
+    assert_eq!(c.nested_repos, vec!["vendor/nested"]);
+
+    // Nothing changed: the head's snapshot, recorded again, names the repository too.
+    let again = ws.snapshot_summary(None, &NoProgress).unwrap();
+    assert!(again.walked_because.is_none());
+    assert_eq!(again.id, c.id);
+    equals_scratch(&env, &ws, &again, "nothing changed");
+
+    // (2) Changes inside it (its top level, a subdirectory, a new subdirectory, its `.git`):
+    // nothing captured changes.
+    env.write("vendor/nested/lib.rs", "lib, edited");
+    env.write("vendor/nested/sub/deep.rs", "deep, edited");
+    env.write("vendor/nested/newdir/inner/x.rs", "x");
+    env.write("vendor/nested/.git/HEAD", "ref: refs/heads/other\n");
+    fs::remove_file(root.join("vendor/nested/sub/deep.rs")).unwrap();
+    let inside = watched("changes inside the nested repository");
+    assert_eq!(
+        inside.id, c.id,
+        "a change inside the repository was captured"
+    );
+    // With one outside in the same batch.
+    env.write("vendor/nested/sub/more.rs", "more");
+    env.write("vendor/keep.txt", "keep, edited");
+    let both = watched("changes inside and beside the nested repository");
+    assert_ne!(both.id, c.id);
+
+    // (3) Its `.git` removed: its files are captured, exactly.
+    env.write("vendor/nested/sub/late.rs", "written before .git went");
+    fs::remove_dir_all(root.join("vendor/nested/.git")).unwrap();
+    let gone = exact("a nested repository's .git removed");
+    assert!(gone.nested_repos.is_empty());
+    env.write("src/b.txt", "b, edited");
+    watched("a change after the repository became a directory");
+    env.write("vendor/nested/sub/late.rs", "now captured");
+    watched("a change inside the former repository");
+
+    // (4) A directory becomes a repository.
+    env.write("plain/sub/d.txt", "d, edited just before");
+    git_init(&root.join("plain"));
+    let made = exact("a directory given a .git");
+    assert_eq!(made.nested_repos, vec!["plain"]);
+    env.write("plain/sub/d.txt", "d, inside the new repository");
+    env.write("src/a.txt", "a, again");
+    watched("a change inside and outside the new repository");
+
+    // (5) A submodule's `.git` file.
+    env.write("sm/file.rs", "sm");
+    exact("a new directory");
+    env.write("sm/.git", "gitdir: ../.git/modules/sm\n");
+    let sub = exact("a directory given a .git file");
+    assert_eq!(sub.nested_repos, vec!["plain", "sm"]);
+    env.write("sm/file.rs", "sm, edited");
+    env.write("src/new.txt", "new, edited");
+    watched("a change inside the submodule and outside");
+    // Its `.git` file rewritten in place: still a repository.
+    env.write("sm/.git", "gitdir: ../.git/modules/sm-moved\n");
+    watched("a submodule's .git file rewritten");
+    // Replaced by a `.git` directory: still one.
+    fs::remove_file(root.join("sm/.git")).unwrap();
+    git_init(&root.join("sm"));
+    watched("a submodule's .git file replaced by a directory");
+
+    // A repository moved, one cloned in (made outside, moved in), one made in place, one
+    // deleted with its parent.
+    fs::rename(root.join("plain"), root.join("moved")).unwrap();
+    assert_eq!(
+        exact("a nested repository moved").nested_repos,
+        vec!["moved", "sm"]
+    );
+    let outside = tempfile::tempdir().unwrap();
+    let clone = outside.path().join("clone");
+    fs::create_dir_all(clone.join("src")).unwrap();
+    fs::write(clone.join("src/main.rs"), "fn main() {}").unwrap();
+    git_init(&clone);
+    fs::rename(&clone, root.join("vendor/clone")).unwrap();
+    exact("a repository cloned in");
+    fs::create_dir_all(root.join("vendor/inplace/src")).unwrap();
+    fs::write(root.join("vendor/inplace/src/x"), "x").unwrap();
+    git_init(&root.join("vendor/inplace"));
+    let three = exact("a repository made in place");
+    assert_eq!(
+        three.nested_repos,
+        vec!["moved", "sm", "vendor/clone", "vendor/inplace"]
+    );
+    env.write("vendor/clone/src/main.rs", "fn main() { edited }");
+    env.write("src/a.txt", "a, once more");
+    watched("a change inside the cloned repository and outside");
+    fs::remove_dir_all(root.join("vendor")).unwrap();
+    let after = exact("a repository deleted with its parent");
+    assert_eq!(after.nested_repos, vec!["moved", "sm"]);
+    env.write("src/b.txt", "b, last");
+    watched("a change after the deletion");
+    drop(w);
 }

@@ -12,9 +12,17 @@
 //! not rewritten: a head written beside it ([`StatCache::write_watched`]) says what the
 //! disk now is, and the next walk rewrites the cache.
 //!
-//! Whenever anything is unusual (a path left out, a nested repository, a file with several
-//! links, a listing that cannot be reused, a changed `.gitignore`, a directory the watcher
-//! did not name appearing or vanishing), this capture gives up and the caller walks.
+//! Nested repositories left alone (`nested_repos = "skip"`) are entries like files: what
+//! happens inside one is in no snapshot, so the directories named inside one of the last
+//! snapshot's are not looked at. One stays a repository while its own directory has no
+//! event (a `.git` created, removed or renamed is an entry changing there); a named one is
+//! listed to see it still is. The set of repositories never changes here: a directory that
+//! becomes one, one that stops being one, goes, moves or comes in a new subtree makes the
+//! capture walk, so the stat cache's records of them name the new snapshot's too.
+//!
+//! Whenever anything else is unusual (a path left out, a file with several links, a listing
+//! that cannot be reused, a changed `.gitignore`, a directory the watcher did not name
+//! appearing or vanishing), this capture gives up and the caller walks.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -99,6 +107,100 @@ impl OldTrees<'_> {
     fn peek(&self, rel: &[u8]) -> Option<&Tree> {
         self.trees.get(rel).and_then(Option::as_ref)
     }
+}
+
+/// The kind of the entry at `rel` (not the root) in the snapshot whose root tree is `root`:
+/// its trees are those this capture built (`built`) or the store's, each decoded once into
+/// `trees`. `None` where the snapshot has nothing.
+fn kind_at(
+    reader: &StoreReader,
+    built: &HashMap<ObjectId, Vec<u8>>,
+    trees: &mut HashMap<ObjectId, Tree>,
+    root: ObjectId,
+    rel: &[u8],
+) -> Result<Option<EntryKind>, CaptureError> {
+    let mut id = root;
+    let mut names = rel.split(|&b| b == b'/').peekable();
+    while let Some(name) = names.next() {
+        let tree = match trees.entry(id) {
+            std::collections::hash_map::Entry::Occupied(t) => t.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(match built.get(&id) {
+                Some(bytes) => Tree::decode(bytes).map_err(|e| {
+                    CaptureError::from(crate::error::StoreError::Corrupt {
+                        path: reader.path().into(),
+                        id,
+                        detail: format!("a tree this capture built does not decode: {e}"),
+                    })
+                })?,
+                None => reader.read_tree(&id)?,
+            }),
+        };
+        let Some(e) = tree.entry(name) else {
+            return Ok(None);
+        };
+        if names.peek().is_none() {
+            return Ok(Some(e.kind));
+        }
+        if e.kind != EntryKind::Dir {
+            return Ok(None);
+        }
+        id = e.id;
+    }
+    Ok(None)
+}
+
+/// The nested repositories of the snapshot whose root tree is `root`, as the stat cache's
+/// records name them, each checked to be one in that snapshot; `None` when one is not (or
+/// the cache names none, or a record is malformed): the caller walks. Exact when the
+/// snapshot has no repository the records lack, which holds because no capture but a walk
+/// (which rewrites the records) lets one come.
+fn repos_in(
+    cache: &StatCache,
+    reader: &StoreReader,
+    built: &HashMap<ObjectId, Vec<u8>>,
+    root: ObjectId,
+) -> Result<Option<Vec<String>>, CaptureError> {
+    let Some(paths) = cache.nested_repos().filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let mut trees = HashMap::new();
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        if p.is_empty()
+            || kind_at(reader, built, &mut trees, root, p)? != Some(EntryKind::NestedRepo)
+        {
+            return Ok(None);
+        }
+        out.push(crate::object::show_path(p));
+    }
+    Ok(Some(out))
+}
+
+/// The nested repositories of the snapshot `head` names (quiet, with nested repositories),
+/// for a capture that records it again: see [`repos_in`].
+pub(super) fn nested_repos(
+    ctx: &CaptureContext<'_>,
+    reader: &StoreReader,
+    store_id: &[u8; 16],
+    head: &Head,
+) -> Result<Option<Vec<String>>, CaptureError> {
+    let Some(cache) = StatCache::load_unverified(ctx.statcache, store_id, head) else {
+        return Ok(None);
+    };
+    repos_in(&cache, reader, &HashMap::new(), head.root)
+}
+
+/// Whether `rel` lies strictly inside a nested repository of the last snapshot.
+fn inside_repo(old: &mut OldTrees<'_>, rel: &[u8]) -> Result<bool, CaptureError> {
+    for a in ancestors(rel).skip(1) {
+        let (parent, name) = parent_and_name(a);
+        match old.get(parent)?.and_then(|t| t.entry(name)).map(|e| e.kind) {
+            Some(EntryKind::NestedRepo) => return Ok(true),
+            Some(EntryKind::Dir) => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(false)
 }
 
 /// `lstat` data as the walk records them.
@@ -201,7 +303,11 @@ fn relist(root: &Root, root_dev: u64, cache: &StatCache, rel: &[u8]) -> Option<R
                 FileType::Directory => ScanKind::Dir,
                 _ => return None,
             };
-            if kind != c.kind || now.linked {
+            // A nested repository left alone is a directory on disk: its entry is the last
+            // snapshot's while its own directory has no event.
+            let same_kind =
+                kind == c.kind || (kind, c.kind) == (ScanKind::Dir, ScanKind::NestedRepo);
+            if !same_kind || now.linked {
                 return None;
             }
             if name == b".gitignore"
@@ -353,8 +459,7 @@ pub(super) fn capture(
     if opts.list {
         return Ok(declined("the caller wants every path"));
     }
-    if changes.subtree.contains(&b""[..]) || changes.dirty.len() + changes.subtree.len() > MAX_DIRS
-    {
+    if changes.subtree.contains(&b""[..]) {
         return Ok(declined("too many directories changed"));
     }
     let rules = scan::rules(
@@ -369,17 +474,42 @@ pub(super) fn capture(
     let Some(cache) = StatCache::load_unverified(ctx.statcache, store_id, head) else {
         return Ok(declined("the stat cache changed meanwhile"));
     };
+    let mut old = OldTrees {
+        reader,
+        root: head.root,
+        trees: HashMap::new(),
+    };
+    // Directories inside a nested repository of the last snapshot hold nothing it captures:
+    // left out. The repository is still one unless its own directory is named (then it is
+    // listed, below) or something above it is (then it is seen there).
+    let outside;
+    let (dirty, subtree) = if head.nested {
+        let mut keep = |set: &HashSet<Vec<u8>>| -> Result<HashSet<Vec<u8>>, CaptureError> {
+            let mut kept = HashSet::with_capacity(set.len());
+            for d in set {
+                if !inside_repo(&mut old, d)? {
+                    kept.insert(d.clone());
+                }
+            }
+            Ok(kept)
+        };
+        outside = (keep(&changes.dirty)?, keep(&changes.subtree)?);
+        (&outside.0, &outside.1)
+    } else {
+        (&changes.dirty, &changes.subtree)
+    };
+    if dirty.len() + subtree.len() > MAX_DIRS {
+        return Ok(declined("too many directories changed"));
+    }
     phases.mark("rules and cache");
     // Subtrees inside other subtrees are walked with them; listed directories inside a
     // subtree too.
-    let mut whole: HashSet<Vec<u8>> = changes
-        .subtree
+    let mut whole: HashSet<Vec<u8>> = subtree
         .iter()
-        .filter(|d| !below(d, &changes.subtree))
+        .filter(|d| !below(d, subtree))
         .cloned()
         .collect();
-    let mut listed: HashSet<Vec<u8>> = changes
-        .dirty
+    let mut listed: HashSet<Vec<u8>> = dirty
         .iter()
         .filter(|d| !whole.contains(*d) && !below(d, &whole))
         .cloned()
@@ -434,6 +564,27 @@ pub(super) fn capture(
         listed.remove(d);
         whole.remove(d);
     }
+    // A listed directory that is a nested repository, as it was in the last snapshot: its
+    // entry there stands (its parent's tree, or its parent's listing, holds it). Any other
+    // (a directory that became one, one in a subtree walked whole) is a repository the
+    // cache's records do not name: walk.
+    let mut repos: HashSet<Vec<u8>> = HashSet::new();
+    for e in found
+        .entries
+        .iter()
+        .filter(|e| e.kind == ScanKind::NestedRepo)
+    {
+        let (parent, name) = parent_and_name(&e.path);
+        let was = old.get(parent)?.and_then(|t| t.entry(name)).map(|e| e.kind);
+        if !head.nested || !listed.contains(&e.path) || was != Some(EntryKind::NestedRepo) {
+            return Ok(declined("a nested repository came or moved"));
+        }
+        repos.insert(e.path.clone());
+    }
+    if !repos.is_empty() {
+        found.entries.retain(|e| e.kind != ScanKind::NestedRepo);
+        listed.retain(|d| !repos.contains(d));
+    }
     // Directories whose trees are rebuilt: the named ones and every ancestor.
     // The root is always rebuilt (from its old entries, when nothing named is reached).
     let mut rebuilt: HashSet<Vec<u8>> = HashSet::from([Vec::new()]);
@@ -448,12 +599,13 @@ pub(super) fn capture(
     let unusual = !found.skipped.is_empty()
         || !found.secrets.is_empty()
         || !found.repos.is_empty()
-        || found.entries.iter().any(|e| {
-            e.linked || e.kind == ScanKind::NestedRepo || (e.kind == ScanKind::Dir && !e.listing)
-        });
+        || found
+            .entries
+            .iter()
+            .any(|e| e.linked || (e.kind == ScanKind::Dir && !e.listing));
     if unusual {
         return Ok(declined(
-            "a path is left out, a nested repository, a linked file or a listing that cannot be reused",
+            "a path is left out, a repository captured, a linked file or a listing that cannot be reused",
         ));
     }
     // Directories there now among those this capture looked at or into.
@@ -465,11 +617,6 @@ pub(super) fn capture(
         .chain(inside.iter().map(Vec::as_slice))
         .chain(relisted_dirs.iter().map(Vec::as_slice))
         .collect();
-    let mut old = OldTrees {
-        reader,
-        root: head.root,
-        trees: HashMap::new(),
-    };
     let mut rows: Vec<FlatEntry> = Vec::new();
     // The ancestors' other entries, from the last snapshot: the watcher saw no change in
     // them, so every directory they hold is still there. (One whose own parent was listed
@@ -526,6 +673,19 @@ pub(super) fn capture(
                 id: e.id,
                 size: e.size,
             }),
+            // A nested repository whose own directory had no event (or was listed and
+            // still is one): as it was.
+            Some(e)
+                if e.kind == EntryKind::NestedRepo
+                    && (repos.contains(d) || !(dirty.contains(d) || subtree.contains(d))) =>
+            {
+                rows.push(FlatEntry {
+                    path: RelPath::from(d.as_slice()),
+                    kind: EntryKind::NestedRepo,
+                    id: e.id,
+                    size: e.size,
+                });
+            }
             // New, or not a directory before: the watcher would have named it.
             _ => return Ok(declined("a directory the watcher did not name")),
         }
@@ -711,6 +871,16 @@ pub(super) fn capture(
     let Some(files) = head.files.checked_add_signed(delta) else {
         return Ok(declined("the count of files does not add up"));
     };
+    // Every repository the records name is still one in the new snapshot, and none came
+    // (see above): the records name its repositories too.
+    let nested_repos = if head.nested {
+        match repos_in(&cache, reader, &built, root)? {
+            Some(r) => r,
+            None => return Ok(declined("a nested repository went")),
+        }
+    } else {
+        Vec::new()
+    };
     let seen = Captured::Trees(&built);
     let bytes = built
         .get(&root)
@@ -725,6 +895,7 @@ pub(super) fn capture(
         listed: (listed.len() - relisted_dirs.len() + whole.len()) as u64,
         reused: relisted_dirs.len() as u64,
         focused: true,
+        nested_repos,
         ..Capture::default()
     };
     if opts.store_objects {
@@ -739,6 +910,7 @@ pub(super) fn capture(
             files,
             bytes,
             quiet: true,
+            nested: head.nested,
         };
         // Disposable like the cache: without it the next capture walks.
         let _ = StatCache::write_watched(ctx.statcache, head, &header);

@@ -1365,7 +1365,7 @@ pub(crate) fn capture(
         _ => None,
     };
     if let (Some(changes), Some(head)) = (vouch, head)
-        && let Some(done) = unchanged(ctx, opts, &reader, &head, changes)?
+        && let Some(done) = unchanged(ctx, opts, &reader, &store_id, &head, changes)?
     {
         phases.mark("unchanged");
         return Ok(done);
@@ -1603,7 +1603,7 @@ pub(crate) fn capture(
         && (new_token
             || beside
             || !(all_hit && total == cached_before && dirs_same && !any_left_out));
-    let quiet = capture_quiet(&scanned, &skipped, &secrets, &nested_repos, &captured_repos)
+    let quiet = capture_quiet(&scanned, &skipped, &secrets, &captured_repos)
         && !omitted
             .iter()
             .any(|&i| cache.at(i).is_none_or(|c| c.stat.linked));
@@ -1699,6 +1699,7 @@ pub(crate) fn capture(
                 files,
                 bytes,
                 quiet,
+                nested: !capture.nested_repos.is_empty(),
             };
             // The cache is disposable: failing to write it only costs re-hashing next time
             // (a record that cannot be read back ends the list early: the count then fails).
@@ -1713,19 +1714,21 @@ pub(crate) fn capture(
 }
 
 /// Whether a capture that found this would find it again from the cache alone (see
-/// [`crate::statcache::Header::quiet`]): nothing left out, no nested repository, every
-/// listing reusable, and no file with several links (written through another path, it
-/// changes with no event the watcher sees).
+/// [`crate::statcache::Header::quiet`]): nothing left out, every listing reusable, and no
+/// file with several links (written through another path, it changes with no event the
+/// watcher sees). Nested repositories left alone are quiet (their records say where they
+/// are, and a `.git` created, removed or renamed is an event in the repository's own
+/// directory); those captured as roots of their own are not: what is captured inside one
+/// follows its `.git/info/exclude`, in no rules key, whose writes make no event (`.git` is
+/// never watched), and their listings are never reused.
 fn capture_quiet(
     scanned: &[ScanEntry],
     skipped: &[Skipped],
     secrets: &[String],
-    nested: &[String],
     captured: &[String],
 ) -> bool {
     skipped.is_empty()
         && secrets.is_empty()
-        && nested.is_empty()
         && captured.is_empty()
         && scanned.iter().all(|e| match e.kind {
             ScanKind::Dir => e.listing,
@@ -1734,12 +1737,14 @@ fn capture_quiet(
 }
 
 /// The capture when a watcher says nothing changed since the cache on disk was written:
-/// its header's snapshot, recorded again, without reading a record (`None` when the header
-/// cannot stand for the disk, or the caller wants the list of paths).
+/// its header's snapshot, recorded again, without reading a record but the kinds, when it
+/// holds nested repositories, to name them (`None` when the header cannot stand for the
+/// disk, or the caller wants the list of paths).
 fn unchanged(
     ctx: &CaptureContext<'_>,
     opts: &CaptureOptions<'_>,
     reader: &StoreReader,
+    store_id: &[u8; 16],
     head: &crate::statcache::Head,
     changes: &crate::watch::Changes,
 ) -> Result<Option<Capture>, CaptureError> {
@@ -1756,6 +1761,15 @@ fn unchanged(
         return Ok(None);
     }
     let root = head.root;
+    // The nested repositories are those the last capture found (the cache's records).
+    let nested_repos = if head.nested {
+        let Some(found) = changed::nested_repos(ctx, reader, store_id, head)? else {
+            return Ok(None);
+        };
+        found
+    } else {
+        Vec::new()
+    };
     let mut capture = Capture {
         id: root,
         files: head.files,
@@ -1764,7 +1778,7 @@ fn unchanged(
         new_bytes: 0,
         hashed: 0,
         skipped: Vec::new(),
-        nested_repos: Vec::new(),
+        nested_repos,
         captured_repos: Vec::new(),
         secrets: Vec::new(),
         listed: 0,
