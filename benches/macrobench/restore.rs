@@ -2,7 +2,8 @@
 //! beside git's checkout of the same tree and the floor of unpacking the same files.
 //!
 //! `cargo bench --bench macrobench -- --profile restore [--files N] [--dir PATH]
-//! [--disk-dir PATH] [--no-disk] [--rounds R] [--reuse] [--retrace PATH] [--baseline PATH]`
+//! [--disk-dir PATH] [--no-disk] [--no-tmpfs] [--rounds R] [--reuse] [--retrace PATH]
+//! [--baseline PATH]`
 //!
 //! Workspace: the default profile's generator (default N = 100,000: text-like files of
 //! 1–20 KiB, ~8% binary, ~3% copies, five big files of 1–50 MiB, an ignored `node_modules/`
@@ -48,8 +49,10 @@
 //! fails the benchmark. The first retrace run of each place sets `RETRACE_TRACE=1`, and its
 //! phases are printed (the trace costs a few lines of stderr).
 //!
-//! Printed: per place, best of R (time; CPU and peak RSS of that run, the largest RSS of
-//! the R), ratios, and whether each target of issue 39 is met.
+//! Printed: per place, best of R (time; CPU of that run, the largest peak RSS of the R),
+//! ratios, and whether each target of issue 39 is met on the tmpfs (the peak RSS target on
+//! the traced run's own `VmHWM`, which `wait4`'s figure exceeds by what the benchmark held at
+//! the spawn).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -140,6 +143,20 @@ struct Place {
     trace_time: Duration,
     /// What the benchmark process itself holds at a spawn (every peak RSS includes it).
     floor_rss: u64,
+}
+
+impl Place {
+    /// The traced retrace run's own peak RSS (`retrace trace: peak RSS N KiB`: its `VmHWM`,
+    /// without what the benchmark held at the spawn), in bytes.
+    fn traced_peak(&self) -> Option<u64> {
+        self.trace
+            .iter()
+            .find_map(|l| {
+                let kib = l.strip_prefix("retrace trace: peak RSS ")?;
+                kib.trim_end_matches(" KiB").trim().parse::<u64>().ok()
+            })
+            .map(|kib| kib * 1024)
+    }
 }
 
 impl Place {
@@ -510,7 +527,9 @@ pub fn main(args: &[String]) {
         ),
         baseline: arg("--baseline").map(PathBuf::from),
     };
-    let tmpfs = measure("tmpfs", &bins, &shm, files, rounds, reuse, &progress);
+    // `--no-tmpfs`: the disk alone (a second run of a long, noisy measurement).
+    let tmpfs = (!args.iter().any(|a| a == "--no-tmpfs"))
+        .then(|| measure("tmpfs", &bins, &shm, files, rounds, reuse, &progress));
     let on_disk = disk.map(|d| measure("disk", &bins, &d, files, rounds, reuse, &progress));
     progress("done");
 
@@ -518,10 +537,13 @@ pub fn main(args: &[String]) {
         "\nwhole restore of the macro workspace ({files} files + 5 big files) into an emptied \
          workspace; each command a process of its own"
     );
-    print(&tmpfs, rounds);
-    if let Some(d) = &on_disk {
-        print(d, rounds);
+    for p in tmpfs.iter().chain(&on_disk) {
+        print(p, rounds);
     }
+    let Some(tmpfs) = tmpfs else {
+        println!("(whole run {:.0} s)", started.elapsed().as_secs_f64());
+        return;
+    };
 
     println!("\ntargets (tmpfs):");
     let target = |name: &str, ok: bool, detail: String| {
@@ -543,11 +565,23 @@ pub fn main(args: &[String]) {
         vs_floor <= 1.3,
         format!("retrace/floor {vs_floor:.2}x"),
     );
+    // Decided on the process's own peak (the traced run's `VmHWM`): `wait4`'s figure also
+    // counts what the benchmark held when it spawned the command.
     let rss = tmpfs.of(Who::Retrace).max_rss();
+    let own = tmpfs.traced_peak();
     target(
         "peak RSS <= 150 MB",
-        rss <= 150_000_000,
-        format!("{:.1} MB", rss as f64 / 1e6),
+        own.unwrap_or(rss) <= 150_000_000,
+        format!(
+            "own peak (VmHWM, traced run) {}; wait4 {:.1} MB, which includes the benchmark's \
+             {:.1} MB",
+            own.map_or("unknown".to_string(), |b| format!(
+                "{:.1} MB",
+                b as f64 / 1e6
+            )),
+            rss as f64 / 1e6,
+            tmpfs.floor_rss as f64 / 1e6
+        ),
     );
     println!("(whole run {:.0} s)", started.elapsed().as_secs_f64());
 }
