@@ -19,6 +19,11 @@
 //! measures what reporting an agent's tool calls as steps (`retrace step begin` / `step end`)
 //! adds to each call, by `step_captures` policy, with and without a watcher (see `steps.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile restore [--files N] [--dir PATH] [--reuse]`
+//! measures a whole restore of this workspace (100k files by default) into an emptied
+//! workspace on a tmpfs and on the disk, beside git's `read-tree -u --reset` and the floor of
+//! `zstd -d | tar -x` (see `restore.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -38,6 +43,8 @@ mod long_session;
 mod monorepo;
 #[path = "macrobench/opencode_storage.rs"]
 mod opencode_storage;
+#[path = "macrobench/restore.rs"]
+mod restore;
 #[path = "macrobench/steps.rs"]
 mod steps;
 
@@ -442,9 +449,10 @@ fn main() {
         Some(Some("opencode")) => return opencode_storage::main(&args),
         Some(Some("monorepo")) => return monorepo::main(&args),
         Some(Some("steps")) => return steps::main(&args),
-        Some(p) => {
-            panic!("unknown --profile {p:?} (known: long-session, opencode, monorepo, steps)")
-        }
+        Some(Some("restore")) => return restore::main(&args),
+        Some(p) => panic!(
+            "unknown --profile {p:?} (known: long-session, opencode, monorepo, steps, restore)"
+        ),
     }
     let arg = |name: &str| arg(&args, name);
     let files: usize = arg("--files")

@@ -30,9 +30,11 @@ const KEEP_BYTES: u64 = 64 * 1024 * 1024;
 /// # Errors
 /// The first missing or corrupt object.
 pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>, RestoreError> {
+    let mut phases = crate::trace::Phases::new("restore");
     let total: u64 = plan.writes.iter().map(|w| w.entry.size).sum();
     let keep = total <= KEEP_BYTES;
-    plan.writes
+    let verified = plan
+        .writes
         .par_iter()
         .map(|w| {
             let w = &w.entry;
@@ -45,7 +47,14 @@ pub fn verify(reader: &StoreReader, plan: &Plan) -> Result<Vec<Option<Vec<u8>>>,
                 Ok(None)
             }
         })
-        .collect()
+        .collect();
+    phases.mark(&format!(
+        "verify ({} objects, {} MB{})",
+        plan.writes.len(),
+        total >> 20,
+        if keep { ", kept" } else { "" }
+    ));
+    verified
 }
 
 fn parent(path: &[u8]) -> &[u8] {
@@ -54,7 +63,8 @@ fn parent(path: &[u8]) -> &[u8] {
 
 /// Writes one file or symlink: from `kept` bytes, or streamed from the store (big restores:
 /// a file is never whole in memory, and a corrupt chunk leaves only a temp file, removed),
-/// then puts it in place (see [`Beneath::place`]).
+/// then puts it in place: at a free path with [`Beneath::write_new`], over the version the
+/// plan expects with [`Beneath::place`].
 fn write_one(
     b: &Beneath,
     reader: &StoreReader,
@@ -63,7 +73,6 @@ fn write_one(
     cache: &StatCache,
 ) -> Result<Taken, RestoreError> {
     let e = &w.entry;
-    let dest = abs_path(b.root(), &e.path);
     let (link, mut bytes) = if e.kind == EntryKind::Symlink {
         let target = match kept {
             Some(bytes) => bytes,
@@ -75,7 +84,7 @@ fn write_one(
     };
     let mut fill = |out: &mut dyn std::io::Write| -> Result<(), RestoreError> {
         let io = |source| RestoreError::Io {
-            path: dest.clone(),
+            path: abs_path(b.root(), &e.path),
             source,
         };
         b.faults().writing().map_err(io)?;
@@ -84,6 +93,9 @@ fn write_one(
             None => reader.read_blob_into(&e.id, out)?.map_err(io),
         }
     };
+    if w.over.is_none() {
+        return b.write_new(&e.path, e.kind, &mut fill, link.as_deref());
+    }
     let (dir, tmp, ours) = b.write_temp(&e.path, e.kind, &mut fill, link.as_deref())?;
     let version = Expected {
         kind: e.kind,
@@ -161,6 +173,7 @@ pub fn apply(
     cache: &StatCache,
     progress: &dyn Progress,
 ) -> Result<Applied, Failed> {
+    let mut phases = crate::trace::Phases::new("restore");
     progress.start("restore", (plan.writes.len() + plan.deletes.len()) as u64);
     let mut applied = Applied::default();
     let kept = Mutex::new(Vec::new());
@@ -193,6 +206,11 @@ pub fn apply(
         // writes since a file may take a directory's place; one still holding anything
         // (ignored files, a version kept above) stays.
         prune(b, plan.prune.iter(), &mut applied)?;
+        phases.mark(&format!(
+            "deletes ({}) and prune ({})",
+            plan.deletes.len(),
+            plan.prune.len()
+        ));
         // A path whose delete was refused above (edited meanwhile) cannot become a directory.
         let blocked: HashSet<RelPath> = kept
             .lock()
@@ -215,7 +233,9 @@ pub fn apply(
             b.mkdir(d)?;
             done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        plan.writes
+        phases.mark(&format!("mkdirs ({})", plan.mkdirs.len()));
+        let written = plan
+            .writes
             .par_iter()
             .zip(data.into_par_iter())
             .try_for_each(|(w, bytes)| {
@@ -234,7 +254,9 @@ pub fn apply(
                 b.faults().reached(Point::Done);
                 progress.advance(1);
                 Ok::<(), RestoreError>(())
-            })
+            });
+        phases.mark(&format!("writes ({})", plan.writes.len()));
+        written
     })();
     applied.done = done.into_inner();
     let done_any = applied.done > 0 || !applied.removed_dirs.is_empty();

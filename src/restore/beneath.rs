@@ -261,6 +261,78 @@ impl Beneath {
         (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile).then_some(st.st_mode)
     }
 
+    /// Writes a new file or symlink at `rel`, a path that must be free, and returns what it
+    /// found there: [`Taken::AsPlanned`], or [`Taken::Kept`] when something was created at
+    /// `rel` meanwhile (it is kept; ours is discarded). A symlink is created at `rel` whole. A
+    /// file is filled by `fill` under a temp name in its directory, created with its final
+    /// mode (0644, 0755 with the executable bit of `kind`), then renamed to `rel` without
+    /// replacing anything: four system calls and the writes.
+    ///
+    /// The temp name is one recovery removes unconditionally ([`temp_name`], an incomplete
+    /// version), even once the file is complete: it only ever holds the restore's own
+    /// content, which the store holds. (Only a name that may hold a version taken out of a
+    /// path, someone else's, must be a complete one: see [`Beneath::write_temp`].)
+    ///
+    /// # Errors
+    /// I/O errors (the temp file is removed); `fill`'s errors.
+    pub fn write_new(
+        &self,
+        rel: &[u8],
+        kind: EntryKind,
+        fill: &mut dyn FnMut(&mut dyn Write) -> Result<(), RestoreError>,
+        link_target: Option<&[u8]>,
+    ) -> Result<Taken, RestoreError> {
+        let (parent, name) = leaf(rel)?;
+        let dir = self.existing_dir(parent)?;
+        let io = self.io(rel);
+        let taken = || Taken::Kept {
+            kept_at: lossy(rel),
+        };
+        if let Some(target) = link_target {
+            return match rustix::fs::symlinkat(target, &*dir, name) {
+                Ok(()) => Ok(Taken::AsPlanned),
+                Err(Errno::EXIST) => Ok(taken()),
+                Err(e) => Err(io(e)),
+            };
+        }
+        let mode = if kind == EntryKind::Executable {
+            0o755
+        } else {
+            0o644
+        };
+        let tmp = temp_name();
+        let fd = rustix::fs::openat(
+            &*dir,
+            tmp.as_slice(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(&io)?;
+        let written = (|| {
+            let mut f = std::fs::File::from(fd);
+            fill(&mut f)?;
+            // The mode asked for at the open went through the umask (or a default ACL).
+            rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(&io)
+        })();
+        let placed = written.and_then(|()| {
+            match rustix::fs::renameat_with(
+                &*dir,
+                tmp.as_slice(),
+                &*dir,
+                name,
+                RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => Ok(Taken::AsPlanned),
+                Err(Errno::EXIST) => Ok(taken()),
+                Err(e) => Err(io(e)),
+            }
+        });
+        if !matches!(placed, Ok(Taken::AsPlanned)) {
+            let _ = rustix::fs::unlinkat(&*dir, tmp.as_slice(), AtFlags::empty());
+        }
+        placed
+    }
+
     /// Writes a new file (or symlink) under a temp name in `rel`'s directory, filled by
     /// `fill`, with the executable bit of `kind` (other bits from the file it replaces, else
     /// 0644). Returns the directory, the temp name and the new file's inode.
@@ -301,14 +373,8 @@ impl Beneath {
         .map_err(&io)?;
         let result = (|| {
             let mut f = std::fs::File::from(fd);
-            {
-                let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut f);
-                fill(&mut out)?;
-                out.flush().map_err(|e| RestoreError::Io {
-                    path: at(&self.root_path, rel),
-                    source: e,
-                })?;
-            }
+            // Unbuffered: `fill` writes whole blobs and chunks.
+            fill(&mut f)?;
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(&io)?;
             let st = rustix::fs::fstat(&f).map_err(&io)?;
             // Complete: from here on it carries the name of a complete version.

@@ -164,3 +164,95 @@ fn a_sweep_removes_what_the_store_holds_and_keeps_the_rest() {
     left.sort();
     assert_eq!(left, vec![".retrace-tmp-1-x4".to_string(), kept[0].clone()]);
 }
+
+#[test]
+fn a_new_file_gets_its_content_and_mode_and_leaves_no_temp_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let b = Beneath::open(d.path()).unwrap();
+    for (name, kind, mode) in [
+        (&b"plain"[..], EntryKind::File, 0o644),
+        (b"tool", EntryKind::Executable, 0o755),
+    ] {
+        let mut fill = |out: &mut dyn Write| -> Result<(), RestoreError> {
+            out.write_all(b"content")
+                .map_err(|source| RestoreError::Io {
+                    path: PathBuf::new(),
+                    source,
+                })
+        };
+        assert_eq!(
+            b.write_new(name, kind, &mut fill, None).unwrap(),
+            Taken::AsPlanned
+        );
+        let p = d.path().join(String::from_utf8_lossy(name).as_ref());
+        assert_eq!(fs::read(&p).unwrap(), b"content");
+        // Whatever the umask: the mode a restore gives is the snapshot's.
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+            mode
+        );
+    }
+    assert_eq!(
+        b.write_new(b"link", EntryKind::Symlink, &mut |_| Ok(()), Some(b"plain"))
+            .unwrap(),
+        Taken::AsPlanned
+    );
+    assert_eq!(
+        fs::read_link(d.path().join("link")).unwrap(),
+        Path::new("plain")
+    );
+    assert_eq!(fs::read_dir(d.path()).unwrap().count(), 3);
+}
+
+#[test]
+fn a_new_file_or_symlink_at_a_taken_path_keeps_what_is_there() {
+    let d = tempfile::tempdir().unwrap();
+    fs::write(d.path().join("f"), "created meanwhile").unwrap();
+    fs::write(d.path().join("l"), "a file, not a link").unwrap();
+    let b = Beneath::open(d.path()).unwrap();
+    let mut fill = |out: &mut dyn Write| -> Result<(), RestoreError> {
+        out.write_all(b"ours").map_err(|source| RestoreError::Io {
+            path: PathBuf::new(),
+            source,
+        })
+    };
+    let kept = |p: &str| Taken::Kept { kept_at: p.into() };
+    assert_eq!(
+        b.write_new(b"f", EntryKind::File, &mut fill, None).unwrap(),
+        kept("f")
+    );
+    assert_eq!(
+        b.write_new(b"l", EntryKind::Symlink, &mut fill, Some(b"f"))
+            .unwrap(),
+        kept("l")
+    );
+    assert_eq!(
+        fs::read_to_string(d.path().join("f")).unwrap(),
+        "created meanwhile"
+    );
+    assert_eq!(
+        fs::read_to_string(d.path().join("l")).unwrap(),
+        "a file, not a link"
+    );
+    // Our temp file is gone.
+    assert_eq!(fs::read_dir(d.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn a_new_file_whose_content_fails_leaves_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let b = Beneath::open(d.path()).unwrap();
+    let mut fill = |out: &mut dyn Write| -> Result<(), RestoreError> {
+        out.write_all(b"half").map_err(|source| RestoreError::Io {
+            path: PathBuf::new(),
+            source,
+        })?;
+        Err(RestoreError::Io {
+            path: PathBuf::new(),
+            source: std::io::Error::from_raw_os_error(28),
+        })
+    };
+    assert!(b.write_new(b"f", EntryKind::File, &mut fill, None).is_err());
+    assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0);
+}
