@@ -36,6 +36,17 @@ fn edit(env: &Env, session: &str, file: &str, write: impl FnOnce()) {
     ok(env, session, &["step", "end"]);
 }
 
+/// A shell tool's call: a step with `command` as its summary, which `run` stands for.
+fn shell(env: &Env, session: &str, command: &str, run: impl FnOnce()) {
+    ok(
+        env,
+        session,
+        &["step", "begin", "--tool", "Bash", "--summary", command],
+    );
+    run();
+    ok(env, session, &["step", "end"]);
+}
+
 fn append(env: &Env, file: &str, line: &str) {
     let mut text = std::fs::read_to_string(env.path(file)).unwrap_or_default();
     text.push_str(line);
@@ -413,20 +424,9 @@ fn blame_names_the_step_that_wrote_each_line() {
     edit(&env, "A", "a.txt", || {
         append(&env, "a.txt", "by the edit tool\n")
     });
-    ok(
-        &env,
-        "A",
-        &[
-            "step",
-            "begin",
-            "--tool",
-            "Bash",
-            "--summary",
-            "sed -i 's/x/y/' a.txt",
-        ],
-    );
-    append(&env, "a.txt", "by the shell\n");
-    ok(&env, "A", &["step", "end"]);
+    shell(&env, "A", "sed -i 's/x/y/' a.txt", || {
+        append(&env, "a.txt", "by the shell\n")
+    });
     ok(&env, "A", &["turn", "end"]);
     let said = ok(&env, "A", &["blame", "a.txt"]);
     let line = |text: &str| {
@@ -476,20 +476,9 @@ fn an_edit_step_then_a_shell_step() -> Env {
     env.write("notes.txt", "old notes\n");
     ok(&env, "A", &["turn", "begin"]);
     edit(&env, "A", "a.txt", || env.write("a.txt", "by A\n"));
-    ok(
-        &env,
-        "A",
-        &[
-            "step",
-            "begin",
-            "--tool",
-            "Bash",
-            "--summary",
-            "rm notes.txt",
-        ],
-    );
-    std::fs::remove_file(env.path("notes.txt")).unwrap();
-    ok(&env, "A", &["step", "end"]);
+    shell(&env, "A", "rm notes.txt", || {
+        std::fs::remove_file(env.path("notes.txt")).unwrap()
+    });
     ok(&env, "A", &["turn", "end"]);
     env
 }
@@ -510,27 +499,12 @@ fn a_revert_of_one_step_takes_back_that_tool_call_alone() {
     edit(&env, "A", "shared.txt", || {
         append(&env, "shared.txt", "A's line\n")
     });
-    ok(
-        &env,
-        "A",
-        &[
-            "step",
-            "begin",
-            "--tool",
-            "Bash",
-            "--summary",
-            "rm notes.txt",
-        ],
-    );
-    std::fs::remove_file(env.path("notes.txt")).unwrap();
-    ok(&env, "A", &["step", "end"]);
-    ok(
-        &env,
-        "A",
-        &["step", "begin", "--tool", "Bash", "--summary", "cargo fmt"],
-    );
-    env.write("fmt.txt", "formatted\n");
-    ok(&env, "A", &["step", "end"]);
+    shell(&env, "A", "rm notes.txt", || {
+        std::fs::remove_file(env.path("notes.txt")).unwrap()
+    });
+    shell(&env, "A", "cargo fmt", || {
+        env.write("fmt.txt", "formatted\n")
+    });
     ok(&env, "A", &["turn", "end"]);
     // Another session appends to the shared file afterwards.
     ok(&env, "B", &["turn", "begin", "--owner-pid", &pid]);

@@ -347,43 +347,13 @@ impl Op {
                 to,
                 snapshot: Some(id),
             },
-            Op::Revert {
-                turn,
-                as_turn,
-                before,
-                began_ms,
-                counts,
-                merged,
-                ..
-            } => Op::Revert {
-                turn,
-                as_turn,
-                before,
-                began_ms,
-                counts,
-                merged,
-                snapshot: Some(id),
-            },
             Op::Restore { .. } => Op::Restore { snapshot: Some(id) },
-            Op::RevertStep {
-                turn,
-                step,
-                what,
-                before,
-                began_ms,
-                counts,
-                merged,
-                ..
-            } => Op::RevertStep {
-                turn,
-                step,
-                what,
-                before,
-                began_ms,
-                counts,
-                merged,
-                snapshot: Some(id),
-            },
+            mut op @ (Op::Revert { .. } | Op::RevertStep { .. }) => {
+                if let Op::Revert { snapshot, .. } | Op::RevertStep { snapshot, .. } = &mut op {
+                    *snapshot = Some(id);
+                }
+                op
+            }
             other => other,
         }
     }
