@@ -304,6 +304,18 @@ pub(crate) struct Tools {
 }
 
 impl Tools {
+    /// The tools of a profile working under `base` (`ws/`, `home/`, `shadow.git/`), running
+    /// `retrace` (this package's binary unless a profile compares another) in `session`.
+    pub(crate) fn under(base: &Path, retrace: PathBuf, session: &'static str) -> Tools {
+        Tools {
+            retrace,
+            root: base.join("ws"),
+            home: base.join("home"),
+            git_dir: base.join("shadow.git"),
+            session,
+        }
+    }
+
     /// `retrace -C <root> <args>` on the private home, with no session or trace inherited.
     pub(crate) fn retrace_cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.retrace);

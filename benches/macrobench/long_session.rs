@@ -217,13 +217,7 @@ pub fn main(args: &[String]) {
         || std::env::temp_dir().join("retrace-bench-long-session"),
         PathBuf::from,
     );
-    let t = Tools {
-        retrace: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        root: base.join("ws"),
-        home: base.join("home"),
-        git_dir: base.join("shadow.git"),
-        session: SESSION,
-    };
+    let t = Tools::under(&base, PathBuf::from(env!("CARGO_BIN_EXE_retrace")), SESSION);
     let started = Instant::now();
     for d in [&t.root, &t.home, &t.git_dir] {
         let _ = fs::remove_dir_all(d);

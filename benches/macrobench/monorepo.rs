@@ -267,13 +267,7 @@ pub fn main(args: &[String]) {
         || std::env::temp_dir().join(format!("retrace-bench-monorepo-{files}")),
         PathBuf::from,
     );
-    let t = Tools {
-        retrace: PathBuf::from(env!("CARGO_BIN_EXE_retrace")),
-        root: base.join("ws"),
-        home: base.join("home"),
-        git_dir: base.join("shadow.git"),
-        session: SESSION,
-    };
+    let t = Tools::under(&base, PathBuf::from(env!("CARGO_BIN_EXE_retrace")), SESSION);
     let started = Instant::now();
     let progress = |what: &str| {
         eprintln!("[{:>6.1} s] {what}", started.elapsed().as_secs_f64());

@@ -241,13 +241,7 @@ fn measure(
     reuse: bool,
     progress: &dyn Fn(&str),
 ) -> Place {
-    let t = Tools {
-        retrace: bins.retrace.clone(),
-        root: base.join("ws"),
-        home: base.join("home"),
-        git_dir: base.join("shadow.git"),
-        session: "bench",
-    };
+    let t = Tools::under(base, bins.retrace.clone(), "bench");
     let archive = base.join("managed.tar.zst");
     let list = base.join("managed.list");
     fs::create_dir_all(base).unwrap();
