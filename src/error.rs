@@ -353,7 +353,9 @@ pub enum RestoreError {
     /// Scanning the current state failed.
     #[error(transparent)]
     Capture(#[from] CaptureError),
-    /// The store failed (missing or corrupt objects are reported before any write).
+    /// The store failed. A missing object is reported before any write, and so is a corrupt
+    /// one in a restore that verifies up front (up to 64 MiB); a bigger restore verifies
+    /// each object as it writes it and rolls back ([`RestoreError::RolledBack`]).
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -53,7 +53,7 @@ fn append(env: &Env, file: &str, line: &str) {
 }
 
 /// The ledger's entries, by path.
-fn ledger(ws: &Workspace) -> BTreeMap<String, LedgerEntry> {
+pub(crate) fn ledger(ws: &Workspace) -> BTreeMap<String, LedgerEntry> {
     let tx = ws.working_copy().store().begin_read().unwrap();
     tx.ledger_entries()
         .unwrap()

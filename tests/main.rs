@@ -6,6 +6,7 @@
 mod common;
 
 mod background;
+mod big_restore;
 mod claude_code_e2e;
 mod cli_session;
 mod codex_e2e;

@@ -582,3 +582,37 @@ fn a_capture_that_saw_the_disk_before_another_sessions_turn_does_not_take_its_fi
         "A's undo took B's file: {said}"
     );
 }
+
+/// A user's forced restore: what the user changed before it (deleted, added, unsnapshotted
+/// or not) is the user's, and what the restore then wrote is the restore's, both in each
+/// path's entry (a path changed twice gets both, in one pass over the ledger).
+#[test]
+fn a_forced_restore_records_the_users_changes_and_then_its_own() {
+    use retrace::history::ledger::Writer;
+    let env = Env::new();
+    env.write("a.txt", "a1\n");
+    env.write("b.txt", "b1\n");
+    let first = crate::common::snapshot_id(&env);
+    // A session's turn starts the ledger.
+    let owner = LiveOwner::start();
+    ok(&env, "B", &["turn", "begin", "--owner-pid", &owner.pid()]);
+    ok(&env, "B", &["turn", "end"]);
+    drop(owner);
+    std::fs::remove_file(env.path("a.txt")).unwrap();
+    env.write("c.txt", "c by the user\n");
+    crate::common::snapshot_id(&env);
+    // Not snapshotted: the restore's safety snapshot finds it.
+    std::fs::remove_file(env.path("b.txt")).unwrap();
+    let o = env.run(RETRACE, &["restore", &first, "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ledger = crate::ledger_retention::ledger(&env.open());
+    let restore = |w: &Writer| matches!(w, Writer::Op { session: None, what } if what.starts_with("restore to"));
+    for (path, restored) in [("a.txt", true), ("b.txt", true), ("c.txt", false)] {
+        let e = &ledger[path];
+        assert!(restore(&e.writer), "{path}: {e:?}");
+        assert_eq!(e.left.is_some(), restored, "{path}: {e:?}");
+        let (before, by) = &e.earlier[0];
+        assert_eq!(*by, Writer::User, "{path}: {e:?}");
+        assert_eq!(before.is_some(), !restored, "{path}: {e:?}");
+    }
+}

@@ -26,7 +26,7 @@ use super::record::{HISTORY_VERSION, StepRecord, TurnRecord, TurnState, decode, 
 use crate::diff::Change;
 use crate::error::StoreError;
 use crate::object::{EntryKind, ObjectId};
-use crate::store::{Rows, WriteTx, now_ms};
+use crate::store::{LedgerRows, Rows, WriteTx, now_ms};
 
 /// Who wrote a path.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -287,36 +287,49 @@ fn attribute(path: &[u8], running: &[Running]) -> Writer {
     Writer::Several(sessions)
 }
 
-fn put(
-    tx: &WriteTx<'_>,
-    path: &[u8],
+/// The entry a path gets when `writer` leaves `left` there over `old`.
+fn next(
+    old: Option<LedgerEntry>,
     left: Option<(EntryKind, ObjectId)>,
     writer: Writer,
-) -> Result<(), StoreError> {
+) -> LedgerEntry {
     let mut earlier = Vec::new();
-    if let Some(old) = entry(tx, path)? {
+    if let Some(old) = old {
         earlier.push((old.left, old.writer));
         earlier.extend(old.earlier);
         earlier.truncate(EARLIER);
     }
-    let rec = LedgerEntry {
+    LedgerEntry {
         version: HISTORY_VERSION,
         left,
         writer,
         time_ms: now_ms(),
         earlier,
-    };
-    let bytes = encode(&rec).map_err(|detail| StoreError::Encode {
-        path: tx.path().into(),
-        detail,
-    })?;
-    tx.put_ledger(path, &bytes)
+    }
 }
 
-/// The entry of `path` inside `tx`, if any (an entry that does not decode counts as none:
-/// the path is then nobody's in particular).
-fn entry(tx: &WriteTx<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreError> {
-    Ok(tx.ledger(path)?.and_then(|b| LedgerEntry::decode(&b).ok()))
+fn store(rows: &mut LedgerRows<'_>, path: &[u8], rec: &LedgerEntry) -> Result<(), StoreError> {
+    let bytes = encode(rec).map_err(|detail| StoreError::Encode {
+        path: rows.path().into(),
+        detail,
+    })?;
+    rows.put(path, &bytes)
+}
+
+fn put(
+    rows: &mut LedgerRows<'_>,
+    path: &[u8],
+    old: Option<LedgerEntry>,
+    left: Option<(EntryKind, ObjectId)>,
+    writer: Writer,
+) -> Result<(), StoreError> {
+    store(rows, path, &next(old, left, writer))
+}
+
+/// The entry of `path`, if any (an entry that does not decode counts as none: the path is
+/// then nobody's in particular).
+fn entry(rows: &LedgerRows<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreError> {
+    Ok(rows.get(path)?.and_then(|b| LedgerEntry::decode(&b).ok()))
 }
 
 /// Brings the ledger up to date with snapshot `root`, given `changes` from the snapshot it
@@ -333,6 +346,40 @@ pub fn bring_up_to_date(
     root: ObjectId,
     window: Window,
 ) -> Result<(), StoreError> {
+    update(tx, (reader, from), (changes, root), window, None)
+}
+
+/// [`bring_up_to_date`] with `changes` up to snapshot `between` (the disk an operation
+/// found), then [`claim_changes`] of `then` (what the operation wrote, up to `root`) by
+/// `writer`, in one pass: a path in both gets both entries, read and written once (a whole
+/// restore into an emptied workspace changes every path twice).
+///
+/// # Errors
+/// [`StoreError`] from the tables.
+pub fn bring_up_to_date_and_claim(
+    tx: &WriteTx<'_>,
+    (reader, from): (&crate::store::StoreReader, ObjectId),
+    (changes, between): (&[Change], ObjectId),
+    (then, writer): (&[Change], &Writer),
+    root: ObjectId,
+) -> Result<(), StoreError> {
+    update(
+        tx,
+        (reader, from),
+        (changes, between),
+        Window::default(),
+        Some((then, writer, root)),
+    )
+}
+
+/// The body of [`bring_up_to_date`] and [`bring_up_to_date_and_claim`].
+fn update(
+    tx: &WriteTx<'_>,
+    (reader, from): (&crate::store::StoreReader, ObjectId),
+    (changes, root): (&[Change], ObjectId),
+    window: Window,
+    then: Option<(&[Change], &Writer, ObjectId)>,
+) -> Result<(), StoreError> {
     let claimed = claims(tx);
     if !claimed.is_empty() {
         tx.set_ledger_claims(None)?;
@@ -347,7 +394,10 @@ pub fn bring_up_to_date(
         tx.set_ledger_observed(None)?;
     }
     if claimed.is_empty() && observed.is_empty() && changes.is_empty() {
-        return tx.set_ledger_at(root);
+        return match then {
+            None => tx.set_ledger_at(root),
+            Some((then, writer, root)) => claim_all(tx, then, writer, root, &[]),
+        };
     }
     let mut running = running(tx)?;
     // A turn whose before-snapshot this is did not run in the window before it.
@@ -379,12 +429,14 @@ pub fn bring_up_to_date(
             .binary_search_by(|c| c.path.as_bytes().cmp(path))
             .is_err()
     };
+    let mut rows = tx.ledger_rows()?;
     // Claimed paths that did not change keep their version, now the claimer's.
     for (path, writer) in &claimed {
         if unchanged(path)
-            && let Some(e) = entry(tx, path)?
+            && let Some(e) = entry(&rows, path)?
         {
-            put(tx, path, e.left, writer.clone())?;
+            let left = e.left;
+            put(&mut rows, path, Some(e), left, writer.clone())?;
         }
     }
     // Paths an edit step read that did not change between the snapshots: the version both
@@ -393,25 +445,46 @@ pub fn bring_up_to_date(
         .iter()
         .filter(|p| unchanged(p) && !claimed.contains_key(*p))
     {
-        let (Some(e), Ok(now)) = (entry(tx, path)?, version_at(reader, &from, path)) else {
+        let (Some(e), Ok(now)) = (entry(&rows, path)?, version_at(reader, &from, path)) else {
             continue; // no entry, or unreadable: as it is
         };
         if e.left != now {
-            put(tx, path, now, attribute(path, &running))?;
+            put(&mut rows, path, Some(e), now, attribute(path, &running))?;
         }
     }
+    // What the operation then wrote at a path: its entry on top of this update's.
+    let then_at = |path: &[u8]| {
+        then.and_then(|(then, writer, _)| {
+            then.binary_search_by(|c| c.path.as_bytes().cmp(path))
+                .ok()
+                .map(|i| (left_of(then[i].new.as_ref()), writer))
+        })
+    };
+    let mut both = Vec::new();
     for c in changes {
         let left = left_of(c.new.as_ref());
-        if let Some(writer) = claimed.get(c.path.as_bytes()) {
-            put(tx, &c.path, left, writer.clone())?;
-            continue;
+        let old = entry(&rows, &c.path)?;
+        let updated = if let Some(writer) = claimed.get(c.path.as_bytes()) {
+            Some(next(old, left, writer.clone()))
+        } else if old.as_ref().is_some_and(|e| e.left == left) {
+            old
+        } else {
+            Some(next(old, left, attribute(&c.path, &running)))
+        };
+        match (then_at(&c.path), updated) {
+            (Some((left, writer)), updated) => {
+                store(&mut rows, &c.path, &next(updated, left, writer.clone()))?;
+                both.push(c.path.as_bytes());
+            }
+            (None, Some(updated)) => store(&mut rows, &c.path, &updated)?,
+            (None, None) => {}
         }
-        if entry(tx, &c.path)?.is_some_and(|e| e.left == left) {
-            continue;
-        }
-        put(tx, &c.path, left, attribute(&c.path, &running))?;
     }
-    tx.set_ledger_at(root)
+    drop(rows);
+    match then {
+        None => tx.set_ledger_at(root),
+        Some((then, writer, root)) => claim_all(tx, then, writer, root, &both),
+    }
 }
 
 /// The version at `path` in snapshot `root` (None: no entry there, or a directory).
@@ -563,9 +636,33 @@ pub fn claim_changes(
     let Ok(changes) = crate::diff::changes(reader, &at, &root) else {
         return tx.set_ledger_at(root);
     };
+    claim_all(tx, &changes, writer, root, &[])
+}
+
+/// Records `writer` as the last writer of each path of `changes` but those in `done`
+/// (sorted), and the ledger as up to date with `root`.
+fn claim_all(
+    tx: &WriteTx<'_>,
+    changes: &[Change],
+    writer: &Writer,
+    root: ObjectId,
+    done: &[&[u8]],
+) -> Result<(), StoreError> {
+    let mut rows = tx.ledger_rows()?;
     for c in changes {
-        put(tx, &c.path, left_of(c.new.as_ref()), writer.clone())?;
+        if done.binary_search(&c.path.as_bytes()).is_ok() {
+            continue;
+        }
+        let old = entry(&rows, &c.path)?;
+        put(
+            &mut rows,
+            &c.path,
+            old,
+            left_of(c.new.as_ref()),
+            writer.clone(),
+        )?;
     }
+    drop(rows);
     tx.set_ledger_at(root)
 }
 
@@ -603,7 +700,8 @@ pub fn observe(
     last: Option<(EntryKind, ObjectId)>,
     writer: Result<&Writer, (SessionKey, u64)>,
 ) -> Result<(), StoreError> {
-    let known = entry(tx, path)?.map_or(last, |e| e.left);
+    let old = entry(&tx.ledger_rows()?, path)?;
+    let known = old.as_ref().map_or(last, |e| e.left);
     if known == version {
         return Ok(());
     }
@@ -625,7 +723,7 @@ pub fn observe(
             attribute(path, &running)
         }
     };
-    put(tx, path, version, writer)
+    put(&mut tx.ledger_rows()?, path, old, version, writer)
 }
 
 /// Whether `w` is turn `turn` of session `key` as a whole (no step).

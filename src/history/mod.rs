@@ -300,24 +300,40 @@ impl SessionOp {
         snapshot: ObjectId,
         reader: &crate::store::StoreReader,
     ) -> Result<(), StoreError> {
-        // What changed before it found the disk was written by whoever ran then.
-        if let Some(at) = ledger::from(tx)?
-            && at != source
-            && let Ok(changes) = crate::diff::changes(reader, &at, &source)
-        {
-            ledger::bring_up_to_date(
-                tx,
-                (reader, at),
-                &changes,
-                source,
-                ledger::Window::default(),
-            )?;
-        }
+        let mut phases = crate::trace::Phases::new("ledger");
         let writer = ledger::Writer::Op {
             session: None,
             what: what.to_string(),
         };
-        ledger::claim_changes(tx, reader, &writer, snapshot)
+        // What changed before it found the disk was written by whoever ran then; what it
+        // wrote is its own: in one pass over the ledger.
+        if let Some(at) = ledger::from(tx)?
+            && at != source
+            && let Ok(changes) = crate::diff::changes(reader, &at, &source)
+        {
+            let Ok(then) = crate::diff::changes(reader, &source, &snapshot) else {
+                // Its own writes unreadable: as `claim_changes` leaves them.
+                let window = ledger::Window::default();
+                ledger::bring_up_to_date(tx, (reader, at), &changes, source, window)?;
+                return tx.set_ledger_at(snapshot);
+            };
+            phases.mark(&format!(
+                "changes ({} before, {} by the restore)",
+                changes.len(),
+                then.len()
+            ));
+            ledger::bring_up_to_date_and_claim(
+                tx,
+                (reader, at),
+                (&changes, source),
+                (&then, &writer),
+                snapshot,
+            )?;
+        } else {
+            ledger::claim_changes(tx, reader, &writer, snapshot)?;
+        }
+        phases.mark("ledger up to date");
+        Ok(())
     }
 }
 

@@ -15,6 +15,9 @@
 //!   file is removed, so that a test can change the workspace at that exact point and then
 //!   let the restore go on. Several pauses are separated by `,`. Tests run such restores
 //!   with `RAYON_NUM_THREADS=1`, which makes the points exact.
+//! - `RETRACE_FAULT_KEEP_BYTES=N`: a restore writing more than N bytes takes the path of
+//!   big restores (objects checked present up front, verified as they are written; see
+//!   `apply::verify`), so that a test reaches it with a small workspace.
 //!
 //! Without the feature, [`Faults`] is empty and its methods do nothing.
 

@@ -20,7 +20,7 @@ pub use gc::GcReport;
 pub use heal::RepairScan;
 pub use space::{FreeSpace, free_space};
 pub use staged::{Staged, StagedRow, decode_staged_row};
-pub use tx::{Key, ReadTx, Rows, WriteTx};
+pub use tx::{Key, LedgerRows, ReadTx, Rows, WriteTx};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -857,6 +857,8 @@ pub struct StoreReader {
     packs: Option<ReadOnlyTable<u64, &'static [u8]>>,
     snapshots: Option<ReadOnlyTable<u64, &'static [u8]>>,
     frames: Mutex<Vec<(u64, Arc<Vec<u8>>)>>,
+    /// Frames this reader decompressed, and their bytes (for `RETRACE_TRACE`).
+    decompressed: [std::sync::atomic::AtomicU64; 2],
     /// Payloads of deltas rebuilt recently (see [`StoreReader::payload`]).
     rebuilt: Mutex<Vec<(ObjectId, Arc<Vec<u8>>)>>,
     /// Damaged objects this reader found (handed to the store when it is dropped).
@@ -921,6 +923,7 @@ impl StoreReader {
             packs: open_opt(&tx, PACKS).map_err(e)?,
             snapshots: open_opt(&tx, SNAPSHOTS).map_err(e)?,
             frames: Mutex::new(Vec::with_capacity(FRAME_CACHE)),
+            decompressed: Default::default(),
             rebuilt: Mutex::new(Vec::with_capacity(REBUILT_CACHE)),
             found: Mutex::new(Vec::new()),
             heal: None,
@@ -1268,6 +1271,8 @@ impl StoreReader {
         let frame = Arc::new(
             decompress(rec.codec, &stored, rec.frame_len).map_err(|x| self.damaged(id, x))?,
         );
+        self.decompressed[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.decompressed[1].fetch_add(frame.len() as u64, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut cache) = self.frames.lock() {
             if cache.len() >= FRAME_CACHE {
                 cache.remove(0);
@@ -1275,6 +1280,14 @@ impl StoreReader {
             cache.push((rec.offset, Arc::clone(&frame)));
         }
         Ok(frame)
+    }
+
+    /// How many frames this reader decompressed so far, and their bytes (a frame read again
+    /// after it left the reader's small cache counts again).
+    #[must_use]
+    pub fn frames_decompressed(&self) -> (u64, u64) {
+        let n = |i: usize| self.decompressed[i].load(std::sync::atomic::Ordering::Relaxed);
+        (n(0), n(1))
     }
 
     /// The payload of an object as stored (unverified: the collector moves bytes it does not

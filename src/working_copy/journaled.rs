@@ -94,9 +94,11 @@ impl Exclusive<'_> {
         // Everything that can fail without writing (plan, objects, permissions) fails here,
         // before the journal: such a failure leaves nothing to recover.
         let prepared = self.prepare_target(reader, current, target_entries, false)?;
+        let mut phases = crate::trace::Phases::new("restore");
         let rec = JournalRecord::new(j.what.clone(), j.source, j.target, j.then.clone());
         self.store
             .write_with(j.frames, None, None, |tx| journal::put(tx, &rec))?;
+        phases.mark("journal");
         let applied = match self.execute(reader, prepared, progress) {
             Ok(a) => a,
             Err(f) => {
@@ -136,6 +138,7 @@ impl Exclusive<'_> {
             let c = self.record(Some(format!("after {}", j.what)), progress)?;
             (c.id, Some(c), None)
         };
+        phases.mark("apply");
         let recorded = self.store.reader().and_then(|fresh| {
             self.store
                 .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
@@ -146,6 +149,7 @@ impl Exclusive<'_> {
                 })
                 .map(|_| ())
         });
+        phases.mark("record");
         Ok(Finished {
             applied,
             snapshot,

@@ -30,8 +30,9 @@ use crate::restore::{RestoreOutcome, apply, plan};
 use crate::scan::exclude::HARD_EXCLUSIONS;
 use crate::store::{SnapshotRecord, Store, now_ms};
 
-/// Restores touching at least this many paths re-scan the whole workspace afterwards.
-const FULL_RESCAN_AFTER: usize = 1000;
+/// Restores touching fewer paths than this read back every file they wrote; bigger ones
+/// check their `lstat` (see [`apply::Look`]).
+const CONTENT_CHECK_BELOW: usize = 1000;
 
 /// Most paths listed when a guard refuses.
 pub const MAX_LISTED: usize = 20;
@@ -173,7 +174,7 @@ pub struct DirtyRefusal {
 /// A restore planned and verified, not yet written.
 pub(crate) struct Prepared {
     plan: crate::restore::plan::Plan,
-    data: Vec<Option<Vec<u8>>>,
+    data: apply::Content,
     out: Applied,
     /// The directories the plan acts in, opened below the root (`None` for a dry run).
     beneath: Option<crate::restore::beneath::Beneath>,
@@ -186,10 +187,10 @@ pub(crate) struct Applied {
     pub deleted: Vec<String>,
     pub left_alone: Vec<crate::scan::Skipped>,
     pub removed_dirs: Vec<String>,
-    /// Paths not as planned after a small restore.
+    /// Paths not as planned after the restore (see [`apply::Look`]).
     pub verify_diff: Vec<String>,
-    /// A large restore, or one that left a directory it meant to remove: the caller should
-    /// re-scan to check the disk and refresh the stat cache.
+    /// A restore that left something as someone else wrote it, or a directory it meant to
+    /// remove: the caller stores the disk as it is.
     pub rescan: bool,
 }
 
@@ -784,8 +785,8 @@ impl WorkingCopy {
         outcome.removed_dirs = fin.applied.removed_dirs;
         outcome.verify_diff = fin.applied.verify_diff;
         if let Some(after) = fin.capture {
-            // Large, or not exactly as planned: the re-scan (which also refreshed the stat
-            // cache) says what differs from the target, apart from what was left alone.
+            // Not exactly as planned: the disk as stored says what differs from the target,
+            // apart from what was left alone.
             let left: std::collections::HashSet<&str> =
                 outcome.left_alone.iter().map(|s| s.path.as_str()).collect();
             outcome.verify_diff = diff(&flatten(&reader, id)?, &after.entries)
@@ -810,9 +811,11 @@ impl WorkingCopy {
         target: &[FlatEntry],
         dry_run: bool,
     ) -> Result<Prepared, Error> {
+        let mut phases = crate::trace::Phases::new("restore");
         let plan = plan::plan(&self.root, current, target)?;
         let mut left_alone = plan.left_alone.clone();
         plan::explain_left_alone(&self.root, current, &mut left_alone);
+        phases.mark("plan");
         let out = Applied {
             written: plan.writes.iter().map(|w| w.entry.path.show()).collect(),
             deleted: plan.deletes.iter().map(|d| d.path.show()).collect(),
@@ -820,12 +823,13 @@ impl WorkingCopy {
             ..Applied::default()
         };
         let (data, beneath) = if dry_run {
-            (Vec::new(), None)
+            (apply::Content::default(), None)
         } else {
             let data = apply::verify(reader, &plan)?;
             self.check_workspace_space(&plan)?;
             let beneath = crate::restore::beneath::Beneath::open(&self.root)?;
             apply::preflight(&beneath, &plan)?;
+            phases.mark("space and preflight");
             (data, Some(beneath))
         };
         Ok(Prepared {
@@ -1107,6 +1111,7 @@ impl Exclusive<'_> {
         // The stat cache spares reading a version before it is replaced or deleted, but
         // loading it reads every record of the workspace (its checksum): a restore of a few
         // files reads those files instead, and costs what it changes.
+        let mut phases = crate::trace::Phases::new("restore");
         let path = self.dir.join("statcache");
         let cache_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
         let cache = if replaced_bytes(reader, &plan) < cache_bytes {
@@ -1117,6 +1122,7 @@ impl Exclusive<'_> {
                 |id| crate::statcache::StatCache::load(&path, &id),
             )
         };
+        phases.mark("stat cache");
         let applied = apply::apply(&beneath, reader, &plan, data, &cache, progress)?;
         out.removed_dirs = applied.removed_dirs;
         if !applied.kept.is_empty() {
@@ -1128,14 +1134,18 @@ impl Exclusive<'_> {
             out.left_alone.sort_by(|a, b| a.path.cmp(&b.path));
             out.rescan = true;
         }
-        if plan.writes.len() + plan.deletes.len() < FULL_RESCAN_AFTER {
-            // A small restore: re-read exactly what it wrote and check what it deleted is
-            // gone. (A full re-scan would refresh the stat cache, but files written just now
-            // are inside the racy window and would be re-read by the next capture anyway.)
-            out.verify_diff = apply::check(&self.root, &plan);
+        // Re-read exactly what a small restore wrote; a big one was verified as it was
+        // written, so its files are checked by their `lstat` (kind, mode, size). Either way
+        // what it deleted must be gone. No full re-scan: files written just now are inside
+        // the stat cache's racy window, so the next capture re-reads them whatever this one
+        // would record (a re-scan was a third of a whole restore).
+        let look = if plan.writes.len() + plan.deletes.len() < CONTENT_CHECK_BELOW {
+            apply::Look::Content
         } else {
-            out.rescan = true;
-        }
+            apply::Look::Stat
+        };
+        out.verify_diff = apply::check(&self.root, &plan, look);
+        phases.mark(&format!("check ({look:?})"));
         // A directory the plan meant to remove but that still holds ignored files stays on
         // disk: the disk is then not exactly the target list.
         if plan.prune.iter().any(|d| {
