@@ -1047,12 +1047,36 @@ impl StoreReader {
     /// frame), through a small cache of decompressed frames: neighbours in a restore or a
     /// tree walk usually share a frame.
     fn stored_payload(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Vec<u8>, StoreError> {
+        self.stored_slice(id, rec, <[u8]>::to_vec)
+    }
+
+    /// `f` of the payload as stored, borrowed from its frame.
+    fn stored_slice<R>(
+        &self,
+        id: &ObjectId,
+        rec: &ObjectRecord,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StoreError> {
         let frame = self.frame(id, rec)?;
         let start = rec.within as usize;
         frame
             .get(start..start + rec.len as usize)
-            .map(<[u8]>::to_vec)
+            .map(f)
             .ok_or_else(|| self.damaged(id, "payload outside its frame".into()))
+    }
+
+    /// `f` of the payload of an object (unverified), borrowed from its decompressed frame when
+    /// it is stored whole: a restore writes 1 GB of files, which a copy each would double.
+    fn with_payload<R>(
+        &self,
+        id: &ObjectId,
+        rec: &ObjectRecord,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, StoreError> {
+        if rec.delta.is_some() {
+            return Ok(f(&self.payload(id, rec)?));
+        }
+        self.stored_slice(id, rec, f)
     }
 
     /// The payload of an object (unverified): for a delta, rebuilt from its chain of bases.
@@ -1349,7 +1373,7 @@ impl StoreReader {
             out.write_all(bytes).map_err(Err)
         };
         match rec.kind {
-            ObjectKind::Blob => emit(&self.payload(id, rec).map_err(Ok)?)?,
+            ObjectKind::Blob => self.with_payload(id, rec, &mut emit).map_err(Ok)??,
             ObjectKind::ChunkedBlob => {
                 let list = ChunkList::decode(&self.payload(id, rec).map_err(Ok)?)
                     .map_err(|x| Ok(self.damaged(id, x.to_string())))?;
@@ -1358,7 +1382,7 @@ impl StoreReader {
                     if crec.kind != ObjectKind::Blob {
                         return Err(Ok(self.damaged(id, "chunk is not a blob".into())));
                     }
-                    emit(&self.payload(chunk, &crec).map_err(Ok)?)?;
+                    self.with_payload(chunk, &crec, &mut emit).map_err(Ok)??;
                 }
                 chunks = Some(list);
             }
