@@ -4,11 +4,11 @@
 use super::db::Loaded;
 use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session, SessionOp};
-use crate::diff::flatten_changed;
 use crate::error::Error;
 use crate::object::ObjectId;
 use crate::working_copy::MAX_LISTED;
 use crate::working_copy::journaled::JournaledRestore;
+use crate::working_copy::partial::entries_at;
 
 /// The snapshot and cursor an anchor names.
 struct Target {
@@ -225,9 +225,10 @@ impl Session {
                 checkpoint,
             });
         };
-        let reader = self.ws.store().reader()?;
-        // Stored, so the journal's source is a complete snapshot even with unsaved edits.
-        let mut disk = lock.store_disk(opts.progress)?;
+        // Stored, so the journal's source is a complete snapshot even with unsaved edits;
+        // without a list of every path (a watcher then spares the walk): the trees say what
+        // differs, and the disk is read from its snapshot where it does.
+        let disk = lock.store_disk_unlisted(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         if disk.id == snapshot && target.cursor == l.state.cursor {
             return Ok(Outcome::Restored {
@@ -244,24 +245,36 @@ impl Session {
                 rewound: Vec::new(),
             });
         }
+        // A reader that sees the disk's trees, stored just now.
+        let reader = self.ws.store().reader()?;
         let known = [l.state.last_known, reader.last_known()?];
         let mut safety = None;
         if !known.contains(&Some(disk.id)) {
             // What is in no snapshot: the changes since the nearer of the two known states
             // (the session's, and the workspace's, which a restore or another session's
             // capture may have moved), so that paths a snapshot holds are never named.
+            let leaf = |e: &Option<crate::capture::FlatEntry>| {
+                e.as_ref()
+                    .is_some_and(|e| e.kind != crate::object::EntryKind::Dir)
+            };
             let mut changed: Option<Vec<String>> = None;
             for k in known.iter().flatten() {
-                let (old, same_dirs) = flatten_changed(&reader, k, &disk.entries)?;
-                let mut now = disk.entries.clone();
-                now.retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
-                let paths = crate::diff::diff(&old, &now).paths();
+                let paths: Vec<String> = crate::diff::changes(&reader, k, &disk.id)?
+                    .into_iter()
+                    .filter(|c| leaf(&c.old) || leaf(&c.new))
+                    .map(|c| c.path.show())
+                    .collect();
                 if changed.as_ref().is_none_or(|c| paths.len() < c.len()) {
                     changed = Some(paths);
                 }
             }
-            let changed =
-                changed.unwrap_or_else(|| disk.entries.iter().map(|e| e.path.show()).collect());
+            let changed = match changed {
+                Some(c) => c,
+                None => crate::diff::flatten(&reader, &disk.id)?
+                    .iter()
+                    .map(|e| e.path.show())
+                    .collect(),
+            };
             if !changed.is_empty() {
                 if !opts.force {
                     return Ok(Outcome::Dirty {
@@ -300,9 +313,8 @@ impl Session {
         drop(fresh);
         // A navigation rewinds the whole workspace: it says whose work it rewinds.
         let rewound = self.rewound(change.iter().map(|c| &c.path))?;
-        let (target_entries, same_dirs) = flatten_changed(&reader, &snapshot, &disk.entries)?;
-        disk.entries
-            .retain(|e| !crate::diff::below_any(&e.path, &same_dirs));
+        let on_disk = entries_at(&reader, &disk.id, change.iter().map(|c| &c.path))?;
+        let target_entries = entries_at(&reader, &snapshot, change.iter().map(|c| &c.path))?;
         let fin = lock.journaled_apply(
             &reader,
             JournaledRestore {
@@ -319,7 +331,7 @@ impl Session {
                 )),
                 record: None,
             },
-            &disk.entries,
+            &on_disk,
             &target_entries,
             opts.progress,
         )?;
