@@ -6,18 +6,19 @@ use std::fs;
 use std::process::Stdio;
 
 use crate::common::{
-    Env, RETRACE, flip_byte, open_raw, snapshot_id, stderr, stdout, tree_of, wait_paused,
+    Env, RETRACE, flip_byte, noise, open_raw, snapshot_id, stderr, stdout, tree_of, wait_paused,
 };
 use retrace::object::ObjectId;
 use retrace::store::Store;
 
-/// Thirty small files, then `m.txt` of its own frame (over 64 KiB), then thirty more.
-fn files(env: &Env, version: &str) -> String {
+/// Thirty small files, then `m.txt` of its own frame (over 64 KiB, random: no version is
+/// a delta of another, so reading one never reads the other), then thirty more.
+fn files(env: &Env, version: u64) -> Vec<u8> {
     for i in 0..30 {
         env.write(&format!("a{i:02}.txt"), format!("{version} of a{i}\n"));
         env.write(&format!("z{i:02}.txt"), format!("{version} of z{i}\n"));
     }
-    let m = format!("{version} of m\n").repeat(8000);
+    let m = noise(version, 90_000);
     env.write("m.txt", &m);
     m
 }
@@ -49,19 +50,19 @@ fn temp_files(env: &Env) -> Vec<String> {
 )]
 fn a_damaged_object_met_while_writing_rolls_the_restore_back() {
     let env = Env::new();
-    let m1 = files(&env, "first");
+    let m1 = files(&env, 1);
     let first = snapshot_id(&env);
-    files(&env, "second");
+    files(&env, 2);
     env.write("added.txt", "added after the first snapshot");
     snapshot_id(&env);
     let before = tree_of(env.root());
-    flip_byte(&env, offset_of(&env, ObjectId::of_blob(m1.as_bytes())));
+    flip_byte(&env, offset_of(&env, ObjectId::of_blob(&m1)));
     // One thread, writes in path order: the thirty `a` files are written before `m.txt`.
     let o = big(&env, &["restore", &first]).output().unwrap();
     assert!(!o.status.success(), "{}", stdout(&o));
     let err = stderr(&o);
     assert!(
-        err.contains(&ObjectId::of_blob(m1.as_bytes()).to_hex()),
+        err.contains(&ObjectId::of_blob(&m1).to_hex()),
         "names the object: {err}"
     );
     assert!(err.contains("put back the"), "rolled back: {err}");
@@ -76,12 +77,12 @@ fn a_damaged_object_met_while_writing_rolls_the_restore_back() {
 )]
 fn a_missing_object_refuses_the_restore_before_anything_is_written() {
     let env = Env::new();
-    let m1 = files(&env, "first");
+    let m1 = files(&env, 1);
     let first = snapshot_id(&env);
-    files(&env, "second");
+    files(&env, 2);
     snapshot_id(&env);
     let before = tree_of(env.root());
-    let id = ObjectId::of_blob(m1.as_bytes());
+    let id = ObjectId::of_blob(&m1);
     {
         let db = open_raw(&env);
         let tx = db.begin_write().unwrap();

@@ -715,12 +715,14 @@ impl WorkingCopy {
         {
             self.warn(report);
         }
-        let reader = self.store.reader()?;
-        // Stored unless a dry run: the journal's source must be a complete snapshot.
+        // Stored unless a dry run: the journal's source must be a complete snapshot. Stored
+        // without a list of every path (a watcher then spares the walk): the trees say what
+        // differs, and the disk is read from its snapshot where it does.
         let mut current = match &lock {
             None => self.scan_disk(progress)?,
-            Some(ex) => ex.store_disk(progress)?,
+            Some(ex) => ex.store_disk_unlisted(progress)?,
         };
+        let reader = self.store.reader()?;
         phases.mark("scan disk");
         let mut outcome = RestoreOutcome {
             target: Some(*id),
@@ -738,14 +740,28 @@ impl WorkingCopy {
             progress,
         )?;
         outcome.safety_snapshot = safety;
+        // Only the subtrees whose ids differ from the disk's are read and compared (read by
+        // a reader that sees the safety snapshot's trees, if one was stored).
+        let reader = if safety.is_some() {
+            self.store.reader()?
+        } else {
+            reader
+        };
+        let target = if lock.is_some() {
+            let (disk, target) = partial::sides(crate::diff::changes(&reader, &current.id, id)?);
+            current.entries = disk;
+            target
+        } else {
+            let (target, same) = flatten_changed(&reader, id, &current.entries)?;
+            current.entries.retain(|e| !below_any(&e.path, &same));
+            target
+        };
+        // The disk's entries where the restore changes it: the paths the guard asks about.
         let held = holders.held(
             &reader,
             &current.entries,
             lock.is_some().then_some(current.id),
         )?;
-        // Only the subtrees whose ids differ from the disk's are read and compared.
-        let (target, same) = flatten_changed(&reader, id, &current.entries)?;
-        current.entries.retain(|e| !below_any(&e.path, &same));
         let changed = || diff(&current.entries, &target).paths().into_iter();
         let refused = match refused {
             Some(r) => Some(r),
@@ -1264,6 +1280,11 @@ pub(crate) fn dirty_guard(
                 .collect()
         }
         Some(k) => diff(&flatten(reader, &k)?, &current.entries).paths(),
+        // No known state: every path is unsaved work (stored without a list: read back).
+        None if let Some(ex) = lock => flatten(&ex.store.reader()?, &current.id)?
+            .iter()
+            .map(|e| e.path.show())
+            .collect(),
         None => current.entries.iter().map(|e| e.path.show()).collect(),
     }
     .into_iter()

@@ -87,8 +87,18 @@ pub(crate) fn entries_at<'p>(
         read: HashMap::new(),
     };
     let mut out: BTreeMap<RelPath, FlatEntry> = BTreeMap::new();
+    // The last directory taken whole: the paths below it (a change lists them after it) are
+    // in `out` already.
+    let mut whole: Option<RelPath> = None;
     for path in paths {
         let bytes = path.as_bytes();
+        if let Some(w) = &whole
+            && bytes.len() > w.len()
+            && bytes.starts_with(w.as_bytes())
+            && bytes[w.len()] == b'/'
+        {
+            continue;
+        }
         for (i, _) in bytes.iter().enumerate().filter(|&(_, &b)| b == b'/') {
             let dir = &bytes[..i];
             if out.contains_key(dir) {
@@ -114,10 +124,27 @@ pub(crate) fn entries_at<'p>(
                 b.path = path.join(b.path.as_bytes());
             }
             out.extend(below.into_iter().map(|b| (b.path.clone(), b)));
+            whole = Some(path.clone());
         }
         out.insert(e.path.clone(), e);
     }
     Ok(out.into_values().collect())
+}
+
+/// The two sides of `changes` (from one snapshot to another) as sorted flat lists: what a
+/// restore between them plans from. Entries the two snapshots share below a changed
+/// directory are on neither side, where [`entries_at`] would list them on both: the plan
+/// does nothing with an entry the same on both sides (a whole restore of 100k files reads
+/// each tree once this way, not twice).
+pub(crate) fn sides(changes: Vec<crate::diff::Change>) -> (Vec<FlatEntry>, Vec<FlatEntry>) {
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for c in changes {
+        old.extend(c.old);
+        new.extend(c.new);
+    }
+    old.sort_by(|a, b| a.path.cmp(&b.path));
+    new.sort_by(|a, b| a.path.cmp(&b.path));
+    (old, new)
 }
 
 /// The root of stored snapshot `root` once the entries `current` (as [`entries_at`] gives
