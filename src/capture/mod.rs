@@ -202,7 +202,21 @@ pub struct CaptureOptions<'a> {
     pub list: bool,
     /// Walk the whole workspace whatever a watcher says (`retrace snapshot --rescan`).
     pub rescan: bool,
+    /// Leave the stat cache on disk as it is when rewriting it would only record a few
+    /// files read again (at most [`DEFER_CACHE_READS`]) and directories relisted: for the
+    /// capture an undo, a redo or a path restore takes of the disk right before it writes
+    /// the paths that changed, which leaves those records stale anyway. The cache on disk
+    /// stays valid (every record is checked against the disk before it is trusted); the next
+    /// capture reads those files again and rewrites it. Never deferred when the rewrite
+    /// records a watcher's token, goes past a watched capture's head, or marks a directory
+    /// whose path was left out.
+    pub defer_cache: bool,
 }
+
+/// How many files a capture with [`CaptureOptions::defer_cache`] may have read and still
+/// leave the stat cache as it was (reading them again costs the next capture less than a
+/// rewrite of a million records costs this one).
+pub const DEFER_CACHE_READS: u64 = 1000;
 
 pub(crate) struct CaptureContext<'a> {
     pub root: &'a Path,
@@ -446,6 +460,13 @@ fn commit(
 ) -> Result<(), CaptureError> {
     let (root, files, bytes) = (capture.id, capture.files, capture.bytes);
     let (batch, staged, flushed) = hasher.finish();
+    if batch.is_empty() && staged.is_empty() && opts.record.is_none() && opts.also.is_none() {
+        // Nothing new to store and nothing to record (the disk an undo found as the turn
+        // left it): no commit.
+        capture.new_objects = flushed.objects;
+        capture.new_bytes = flushed.stored_bytes;
+        return Ok(());
+    }
     let record = opts
         .record
         .as_ref()
@@ -1616,7 +1637,12 @@ pub(crate) fn capture(
     let needs_rewrite = opts.store_objects
         && (new_token
             || beside
-            || !(all_hit && total == cached_before && dirs_same && !any_left_out));
+            || !(all_hit && total == cached_before && dirs_same && !any_left_out))
+        && !(opts.defer_cache
+            && !new_token
+            && !beside
+            && !any_left_out
+            && hashed <= DEFER_CACHE_READS);
     let quiet = capture_quiet(&scanned, &skipped, &secrets, &captured_repos)
         && !omitted
             .iter()

@@ -613,6 +613,7 @@ impl WorkingCopy {
             also: None,
             list,
             rescan,
+            defer_cache: false,
         })?;
         drop(lock);
         Ok(c)
@@ -630,6 +631,7 @@ impl WorkingCopy {
             also: None,
             list: true,
             rescan: false,
+            defer_cache: false,
         })
     }
 
@@ -972,6 +974,7 @@ impl Shared<'_> {
             also: None,
             list: true,
             rescan: false,
+            defer_cache: false,
         })
     }
 
@@ -988,13 +991,16 @@ impl Shared<'_> {
             also: None,
             list: true,
             rescan: false,
+            defer_cache: false,
         })
     }
 
     /// [`Exclusive::store_disk`] without the list of every path (its `entries` are empty):
     /// a watcher's answer can then spare the walk, and no list of the whole workspace is
     /// built. An operation that changes some paths reads the disk there from the stored
-    /// snapshot ([`partial::entries_at`]).
+    /// snapshot ([`partial::entries_at`]). The stat cache is left as it is when only a few
+    /// files were read ([`CaptureOptions::defer_cache`]): the operation is about to write
+    /// those paths, so the next capture would find their records stale anyway.
     ///
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
@@ -1006,6 +1012,7 @@ impl Shared<'_> {
             also: None,
             list: false,
             rescan: false,
+            defer_cache: true,
         })
     }
 
@@ -1058,6 +1065,7 @@ impl Shared<'_> {
             also: Some(also),
             list: false,
             rescan: false,
+            defer_cache: false,
         })
     }
 }

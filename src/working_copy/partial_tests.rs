@@ -184,3 +184,38 @@ fn a_recording_capture_shows_its_commit_the_trees_it_built_and_lists_nothing() {
     assert_eq!(paths(&changes), ["a/x", "b/c/d", "n/m/o"]);
     assert_eq!(changes, exact);
 }
+
+/// The capture an undo takes of the disk leaves the stat cache as it is when it read only a
+/// few files (their paths are about to be written again); a recording capture rewrites it.
+#[test]
+fn an_unlisted_capture_that_read_a_few_files_leaves_the_stat_cache_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let wc = WorkingCopy::open::<NoHistory>(dir.path(), &Config::with_home(home.path())).unwrap();
+    let files: BTreeMap<String, String> = [("a/x", "1"), ("b", "2")]
+        .into_iter()
+        .map(|(p, c)| (p.to_string(), c.to_string()))
+        .collect();
+    write_state(dir.path(), &files);
+    let first = snapshot(&wc);
+    let cache = wc.dir().join("statcache");
+    let written = std::fs::read(&cache).unwrap();
+    // Just written, the files are racy in that cache: every capture reads them again.
+    let lock = wc
+        .lock_exclusive(std::time::Duration::from_secs(10))
+        .unwrap();
+    let disk = lock.store_disk_unlisted(&NoProgress).unwrap();
+    assert_eq!(disk.id, first);
+    assert!(disk.hashed > 0, "the racy files were read");
+    assert_eq!(
+        std::fs::read(&cache).unwrap(),
+        written,
+        "the stat cache was left as it was"
+    );
+    assert_eq!(lock.record(None, &NoProgress).unwrap().id, first);
+    assert_ne!(
+        std::fs::read(&cache).unwrap(),
+        written,
+        "a snapshot rewrites it"
+    );
+}
