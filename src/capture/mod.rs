@@ -202,20 +202,28 @@ pub struct CaptureOptions<'a> {
     pub list: bool,
     /// Walk the whole workspace whatever a watcher says (`retrace snapshot --rescan`).
     pub rescan: bool,
-    /// Leave the stat cache on disk as it is when rewriting it would only record a few
-    /// files read again (at most [`DEFER_CACHE_READS`]) and directories relisted: for the
-    /// capture an undo, a redo or a path restore takes of the disk right before it writes
-    /// the paths that changed, which leaves those records stale anyway. The cache on disk
-    /// stays valid (every record is checked against the disk before it is trusted); the next
-    /// capture reads those files again and rewrites it. Never deferred when the rewrite
-    /// records a watcher's token, goes past a watched capture's head, or marks a directory
-    /// whose path was left out.
-    pub defer_cache: bool,
+    /// When the stat cache is rewritten.
+    pub cache: CacheRewrite,
 }
 
-/// How many files a capture with [`CaptureOptions::defer_cache`] may have read and still
-/// leave the stat cache as it was (reading them again costs the next capture less than a
-/// rewrite of a million records costs this one).
+/// When a capture rewrites the stat cache ([`CaptureOptions::cache`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheRewrite {
+    /// Whenever it is not exactly the disk as found.
+    Always,
+    /// Not when rewriting it would only record a few files read again (at most
+    /// [`DEFER_CACHE_READS`]) and directories relisted: for the capture an undo, a redo or a
+    /// path restore takes of the disk right before it writes the paths that changed, which
+    /// leaves those records stale anyway. The cache on disk stays valid (every record is
+    /// checked against the disk before it is trusted); the next capture reads those files
+    /// again and rewrites it. Never deferred when the rewrite records a watcher's token, goes
+    /// past a watched capture's head, or marks a directory whose path was left out.
+    Deferred,
+}
+
+/// How many files a capture with [`CacheRewrite::Deferred`] may have read and still leave
+/// the stat cache as it was (reading them again costs the next capture less than a rewrite
+/// of a million records costs this one).
 pub const DEFER_CACHE_READS: u64 = 1000;
 
 pub(crate) struct CaptureContext<'a> {
@@ -1638,7 +1646,7 @@ pub(crate) fn capture(
         && (new_token
             || beside
             || !(all_hit && total == cached_before && dirs_same && !any_left_out))
-        && !(opts.defer_cache
+        && !(opts.cache == CacheRewrite::Deferred
             && !new_token
             && !beside
             && !any_left_out

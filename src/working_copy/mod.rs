@@ -613,7 +613,7 @@ impl WorkingCopy {
             also: None,
             list,
             rescan,
-            defer_cache: false,
+            cache: crate::capture::CacheRewrite::Always,
         })?;
         drop(lock);
         Ok(c)
@@ -631,7 +631,7 @@ impl WorkingCopy {
             also: None,
             list: true,
             rescan: false,
-            defer_cache: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 
@@ -974,7 +974,7 @@ impl Shared<'_> {
             also: None,
             list: true,
             rescan: false,
-            defer_cache: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 
@@ -991,7 +991,7 @@ impl Shared<'_> {
             also: None,
             list: true,
             rescan: false,
-            defer_cache: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 
@@ -999,7 +999,7 @@ impl Shared<'_> {
     /// a watcher's answer can then spare the walk, and no list of the whole workspace is
     /// built. An operation that changes some paths reads the disk there from the stored
     /// snapshot ([`partial::entries_at`]). The stat cache is left as it is when only a few
-    /// files were read ([`CaptureOptions::defer_cache`]): the operation is about to write
+    /// files were read ([`crate::capture::CacheRewrite::Deferred`]): the operation is about to write
     /// those paths, so the next capture would find their records stale anyway.
     ///
     /// # Errors
@@ -1012,7 +1012,7 @@ impl Shared<'_> {
             also: None,
             list: false,
             rescan: false,
-            defer_cache: true,
+            cache: crate::capture::CacheRewrite::Deferred,
         })
     }
 
@@ -1065,7 +1065,7 @@ impl Shared<'_> {
             also: Some(also),
             list: false,
             rescan: false,
-            defer_cache: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 }
