@@ -659,3 +659,96 @@ fn an_undo_made_by_another_session_during_this_turn_is_not_reverted() {
     assert_eq!(skipped_paths(&o), ["a1"]);
     assert!(!env.path("a1").exists());
 }
+
+/// The ledger's paths and the turn each was last written by (`None`: not a turn).
+fn ledger_turns(ws: &Workspace) -> Vec<(String, Option<u64>)> {
+    use retrace::history::ledger::{LedgerEntry, Writer};
+    let tx = ws.working_copy().store().begin_read().unwrap();
+    tx.ledger_entries()
+        .unwrap()
+        .into_iter()
+        .map(|(p, b)| {
+            let turn = match LedgerEntry::decode(&b).unwrap().writer {
+                Writer::Turn { turn, .. } => Some(turn),
+                _ => None,
+            };
+            (String::from_utf8(p).unwrap(), turn)
+        })
+        .collect()
+}
+
+/// A turn's captures build no list of every path: its counts, its recorded change and the
+/// ledger come from the trees the capture built and the stored ones. With every unchanged
+/// directory clean (the stat cache aged: their files are standing records, not scanned
+/// entries) they are still exact: a file modified beside clean ones, files added in a new
+/// directory, a directory deleted whole, two directories untouched; then a second turn, and
+/// the undo and redo of both.
+#[test]
+fn a_turns_counts_and_ledger_are_exact_when_its_directories_are_clean() {
+    let env = Env::new();
+    for d in ["a", "b", "c/d", "e"] {
+        for i in 0..4 {
+            env.write(&format!("{d}/f{i}.txt"), format!("{d} {i}\n"));
+        }
+    }
+    let ws = env.open();
+    let s = ws.session("clean");
+    ws.snapshot(None).unwrap();
+    crate::common::age_statcache(&env);
+    let start = tree_of(env.root());
+    let t = s.begin_turn(None, None).unwrap();
+    t.wait_before(WAIT).unwrap();
+    crate::common::age_statcache(&env);
+    env.write("b/f1.txt", "b 1, edited\n");
+    env.write("new/x.txt", "x\n");
+    env.write("new/deeper/y.txt", "y\n");
+    fs::remove_dir_all(env.path("c")).unwrap();
+    let sum = t.end(None).unwrap();
+    assert_eq!((sum.added, sum.modified, sum.deleted), (2, 1, 4));
+    let changed = |n: u64| -> Vec<(String, Option<u64>)> {
+        ledger_turns(&ws)
+            .into_iter()
+            .filter(|(_, t)| *t == Some(n))
+            .collect()
+    };
+    let first: Vec<(String, Option<u64>)> = [
+        "b/f1.txt",
+        "c/d/f0.txt",
+        "c/d/f1.txt",
+        "c/d/f2.txt",
+        "c/d/f3.txt",
+        "new/deeper/y.txt",
+        "new/x.txt",
+    ]
+    .iter()
+    .map(|p| ((*p).to_string(), Some(1)))
+    .collect();
+    assert_eq!(
+        changed(1),
+        first,
+        "the ledger names exactly the turn's paths"
+    );
+    assert_eq!(ledger_turns(&ws).len(), first.len());
+    let after_first = tree_of(env.root());
+    crate::common::age_statcache(&env);
+    turn(&s, "second", "p2", || {
+        env.write("a/f0.txt", "a 0, edited\n");
+        fs::remove_file(env.path("new/x.txt")).unwrap();
+    });
+    assert_eq!(
+        changed(2),
+        vec![
+            ("a/f0.txt".to_string(), Some(2)),
+            ("new/x.txt".to_string(), Some(2))
+        ]
+    );
+    let detail = s.show("turn:2").unwrap();
+    let shown: Vec<String> = detail.paths.iter().map(|p| p.path.clone()).collect();
+    assert_eq!(shown, ["a/f0.txt", "new/x.txt"]);
+    restored(&s.undo(Mode::Files).unwrap());
+    assert_eq!(tree_of(env.root()), after_first);
+    restored(&s.undo(Mode::Files).unwrap());
+    assert_eq!(tree_of(env.root()), start);
+    restored(&s.redo().unwrap());
+    assert_eq!(tree_of(env.root()), after_first);
+}

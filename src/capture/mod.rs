@@ -9,7 +9,7 @@
 //! A big file's chunks are queued as they are read, so a capture's memory is bounded by the
 //! batch, not by the size of any file.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::hash::BuildHasherDefault;
 use std::io::Read;
@@ -115,8 +115,10 @@ pub struct Capture {
 pub type AlsoCommit<'a> =
     &'a dyn Fn(&WriteTx<'_>, ObjectId, &Captured<'_>) -> Result<(), StoreError>;
 
-/// What a capture's commit records ([`AlsoCommit`]) see of the snapshot: every path, or
-/// (when a watcher told the capture where to look) only the trees it built.
+/// What a capture's commit records ([`AlsoCommit`]) see of the snapshot: every path (when
+/// the caller asked for the list anyway), or only the trees the capture built (when a
+/// watcher told it where to look, or no list was asked for: a turn's capture at a million
+/// files then holds a few dozen trees instead of a million paths).
 pub enum Captured<'a> {
     /// Every path of the snapshot, sorted by path bytes.
     Flat(&'a [FlatEntry]),
@@ -200,7 +202,29 @@ pub struct CaptureOptions<'a> {
     pub list: bool,
     /// Walk the whole workspace whatever a watcher says (`retrace snapshot --rescan`).
     pub rescan: bool,
+    /// When the stat cache is rewritten.
+    pub cache: CacheRewrite,
 }
+
+/// When a capture rewrites the stat cache ([`CaptureOptions::cache`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheRewrite {
+    /// Whenever it is not exactly the disk as found.
+    Always,
+    /// Not when rewriting it would only record a few files read again (at most
+    /// [`DEFER_CACHE_READS`]) and directories relisted: for the capture an undo, a redo or a
+    /// path restore takes of the disk right before it writes the paths that changed, which
+    /// leaves those records stale anyway. The cache on disk stays valid (every record is
+    /// checked against the disk before it is trusted); the next capture reads those files
+    /// again and rewrites it. Never deferred when the rewrite records a watcher's token, goes
+    /// past a watched capture's head, or marks a directory whose path was left out.
+    Deferred,
+}
+
+/// How many files a capture with [`CacheRewrite::Deferred`] may have read and still leave
+/// the stat cache as it was (reading them again costs the next capture less than a rewrite
+/// of a million records costs this one).
+pub const DEFER_CACHE_READS: u64 = 1000;
 
 pub(crate) struct CaptureContext<'a> {
     pub root: &'a Path,
@@ -444,6 +468,13 @@ fn commit(
 ) -> Result<(), CaptureError> {
     let (root, files, bytes) = (capture.id, capture.files, capture.bytes);
     let (batch, staged, flushed) = hasher.finish();
+    if batch.is_empty() && staged.is_empty() && opts.record.is_none() && opts.also.is_none() {
+        // Nothing new to store and nothing to record (the disk an undo found as the turn
+        // left it): no commit.
+        capture.new_objects = flushed.objects;
+        capture.new_bytes = flushed.stored_bytes;
+        return Ok(());
+    }
     let record = opts
         .record
         .as_ref()
@@ -1560,8 +1591,20 @@ pub(crate) fn capture(
         ids: &ids,
     };
     let store_trees = opts.store_objects;
+    // The trees this capture builds, by id, for the commit's records when no flat list is
+    // made (`also` without `list`): what they compare with the snapshot is read from these
+    // and from the store, where every tree the capture did not build already is (a turn's
+    // capture builds only the directories on the paths it touched).
+    let keep_trees = opts.also.is_some() && !opts.list;
+    let kept_trees: Mutex<HashMap<ObjectId, Vec<u8>>> = Mutex::new(HashMap::new());
     let (root, built) = TreeBuilder::new(&rows, &hits, &cache, &omitted)
         .root(&|id, bytes| {
+            if keep_trees {
+                kept_trees
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id, bytes.clone());
+            }
             // Queued as built: a capture of 40k new directories never holds all their trees.
             if store_trees && !hasher.known(&id) {
                 hasher.queue(vec![PendingObject::whole(
@@ -1602,18 +1645,24 @@ pub(crate) fn capture(
     let needs_rewrite = opts.store_objects
         && (new_token
             || beside
-            || !(all_hit && total == cached_before && dirs_same && !any_left_out));
+            || !(all_hit && total == cached_before && dirs_same && !any_left_out))
+        && !(opts.cache == CacheRewrite::Deferred
+            && !new_token
+            && !beside
+            && !any_left_out
+            && hashed <= DEFER_CACHE_READS);
     let quiet = capture_quiet(&scanned, &skipped, &secrets, &captured_repos)
         && !omitted
             .iter()
             .any(|&i| cache.at(i).is_none_or(|c| c.stat.linked));
-    let listed_wanted = opts.list || opts.also.is_some();
+    let listed_wanted = opts.list;
     let order = if needs_rewrite || (listed_wanted && !omitted.is_empty()) {
         path_order(&scanned, &cache, &omitted)
     } else {
         Vec::new()
     };
-    // The flat list callers get (and the final commit's records see); the scanned entries
+    // The flat list callers get (and the final commit's records see, unless they see the
+    // trees built above); the scanned entries
     // keep their `lstat` data for the stat cache, which is written after the commit.
     let entries: Vec<FlatEntry> = if !listed_wanted {
         Vec::new()
@@ -1649,7 +1698,15 @@ pub(crate) fn capture(
         entries: Vec::new(),
     };
     if opts.store_objects {
-        commit(ctx, opts, hasher, &Captured::Flat(&entries), &mut capture)?;
+        let kept_trees = kept_trees
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let seen = if keep_trees {
+            Captured::Trees(&kept_trees)
+        } else {
+            Captured::Flat(&entries)
+        };
+        commit(ctx, opts, hasher, &seen, &mut capture)?;
         phases.mark("commit");
         // Nothing read and the same paths: the cache on disk is already exact (and has no
         // racy entries, which are never hits), so a no-change capture skips the rewrite.

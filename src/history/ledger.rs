@@ -580,6 +580,17 @@ pub fn in_capture(
 /// # Errors
 /// [`StoreError`] from the store.
 pub fn up_to(store: &crate::store::Store, root: ObjectId) -> Result<(), StoreError> {
+    // Up to date already, with no claim or read waiting: the update would only write the
+    // same snapshot back, so no commit (an undo of a turn just ended, at a million files).
+    {
+        let tx = store.begin_read()?;
+        if tx.ledger_at()? == Some(root)
+            && tx.ledger_claims()?.is_none()
+            && tx.ledger_observed()?.is_none()
+        {
+            return Ok(());
+        }
+    }
     let reader = store.reader()?;
     store.write_with(Vec::new(), None, None, |tx| match from(tx)? {
         Some(at) if at == root => bring_up_to_date(tx, (&reader, at), &[], root, Window::default()),

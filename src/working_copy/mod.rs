@@ -614,6 +614,7 @@ impl WorkingCopy {
             also: None,
             list,
             rescan,
+            cache: crate::capture::CacheRewrite::Always,
         })?;
         drop(lock);
         Ok(c)
@@ -631,6 +632,7 @@ impl WorkingCopy {
             also: None,
             list: true,
             rescan: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 
@@ -992,6 +994,7 @@ impl Shared<'_> {
             also: None,
             list: true,
             rescan: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 
@@ -1008,13 +1011,16 @@ impl Shared<'_> {
             also: None,
             list: true,
             rescan: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 
     /// [`Exclusive::store_disk`] without the list of every path (its `entries` are empty):
     /// a watcher's answer can then spare the walk, and no list of the whole workspace is
     /// built. An operation that changes some paths reads the disk there from the stored
-    /// snapshot ([`partial::entries_at`]).
+    /// snapshot ([`partial::entries_at`]). The stat cache is left as it is when only a few
+    /// files were read ([`crate::capture::CacheRewrite::Deferred`]): the operation is about to write
+    /// those paths, so the next capture would find their records stale anyway.
     ///
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
@@ -1026,6 +1032,7 @@ impl Shared<'_> {
             also: None,
             list: false,
             rescan: false,
+            cache: crate::capture::CacheRewrite::Deferred,
         })
     }
 
@@ -1078,6 +1085,7 @@ impl Shared<'_> {
             also: Some(also),
             list: false,
             rescan: false,
+            cache: crate::capture::CacheRewrite::Always,
         })
     }
 }

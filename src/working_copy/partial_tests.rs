@@ -121,3 +121,101 @@ fn entries_at_lists_the_paths_their_directories_and_what_lies_below_a_directory(
         ["a", "a/z", "a/z/q", "a/z/r", "b", "c", "c/d", "c/d/e"]
     );
 }
+
+/// A capture that records history in its commit builds no list of every path: the commit's
+/// records see the trees it built (`Captured::Trees`), and the changes they read from them
+/// are the two snapshots' exactly (a file modified, one added in a new directory, a
+/// directory deleted whole).
+#[test]
+fn a_recording_capture_shows_its_commit_the_trees_it_built_and_lists_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let wc = WorkingCopy::open::<NoHistory>(dir.path(), &Config::with_home(home.path())).unwrap();
+    let files = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(p, c)| ((*p).to_string(), (*c).to_string()))
+            .collect()
+    };
+    write_state(
+        dir.path(),
+        &files(&[("a/x", "1"), ("a/y", "2"), ("b/c/d", "3"), ("e", "4")]),
+    );
+    let before = snapshot(&wc);
+    write_state(
+        dir.path(),
+        &files(&[
+            ("a/x", "1, edited"),
+            ("a/y", "2"),
+            ("e", "4"),
+            ("n/m/o", "5"),
+        ]),
+    );
+    let seen = std::cell::RefCell::new(None);
+    let also = |_: &crate::store::WriteTx<'_>,
+                root: ObjectId,
+                captured: &crate::capture::Captured<'_>|
+     -> Result<(), StoreError> {
+        let trees = matches!(captured, crate::capture::Captured::Trees(_));
+        let reader = wc.store().reader()?;
+        let changes = captured.changes_from(&reader, &before, &root)?;
+        *seen.borrow_mut() = Some((trees, changes));
+        Ok(())
+    };
+    let lock = wc.lock_shared(std::time::Duration::from_secs(10)).unwrap();
+    let cap = lock.record_with(None, &NoProgress, &also).unwrap();
+    drop(lock);
+    assert!(cap.entries.is_empty(), "no list of every path");
+    let (trees, changes) = seen.into_inner().unwrap();
+    assert!(trees, "the commit saw the trees the capture built");
+    let reader = wc.store().reader().unwrap();
+    // Files and symlinks: what the records take in (directories are not theirs).
+    let exact: Vec<crate::diff::Change> = crate::diff::changes(&reader, &before, &cap.id)
+        .unwrap()
+        .into_iter()
+        .filter(|c| {
+            [&c.old, &c.new]
+                .iter()
+                .any(|e| e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir))
+        })
+        .collect();
+    let paths =
+        |c: &[crate::diff::Change]| -> Vec<String> { c.iter().map(|c| c.path.show()).collect() };
+    assert_eq!(paths(&changes), ["a/x", "b/c/d", "n/m/o"]);
+    assert_eq!(changes, exact);
+}
+
+/// The capture an undo takes of the disk leaves the stat cache as it is when it read only a
+/// few files (their paths are about to be written again); a recording capture rewrites it.
+#[test]
+fn an_unlisted_capture_that_read_a_few_files_leaves_the_stat_cache_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let wc = WorkingCopy::open::<NoHistory>(dir.path(), &Config::with_home(home.path())).unwrap();
+    let files: BTreeMap<String, String> = [("a/x", "1"), ("b", "2")]
+        .into_iter()
+        .map(|(p, c)| (p.to_string(), c.to_string()))
+        .collect();
+    write_state(dir.path(), &files);
+    let first = snapshot(&wc);
+    let cache = wc.dir().join("statcache");
+    let written = std::fs::read(&cache).unwrap();
+    // Just written, the files are racy in that cache: every capture reads them again.
+    let lock = wc
+        .lock_exclusive(std::time::Duration::from_secs(10))
+        .unwrap();
+    let disk = lock.store_disk_unlisted(&NoProgress).unwrap();
+    assert_eq!(disk.id, first);
+    assert!(disk.hashed > 0, "the racy files were read");
+    assert_eq!(
+        std::fs::read(&cache).unwrap(),
+        written,
+        "the stat cache was left as it was"
+    );
+    assert_eq!(lock.record(None, &NoProgress).unwrap().id, first);
+    assert_ne!(
+        std::fs::read(&cache).unwrap(),
+        written,
+        "a snapshot rewrites it"
+    );
+}
