@@ -526,11 +526,11 @@ pub fn decompress_prefix(
     raw_len: u32,
     upto: usize,
 ) -> Result<Vec<u8>, String> {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
     let want = upto.next_multiple_of(ZSTD_BLOCK);
     if want >= raw_len as usize || raw_len > PREFIX_MAX_FRAME || codec == Codec::Raw {
         return decompress(codec, stored, raw_len);
     }
-    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
     STREAM.with(|d| {
         let mut d = d.borrow_mut();
         if d.is_none() {
