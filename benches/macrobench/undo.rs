@@ -33,9 +33,10 @@
 //! absent), and after retrace's redo what they held after it.
 //!
 //! Then, unless `--no-strace` or without `strace`, one more round of each under
-//! `strace -f -c` counts the sync calls (`fsync`, `fdatasync`, ...) of each command and the
-//! time spent in them; and a probe times `fdatasync` of a 4 KiB write beside the store, the
-//! price of one sync on this disk at that moment.
+//! `strace -f -c -w` counts the sync calls (`fsync`, `fdatasync`, ...) of each command and
+//! the wall time spent in them; and a probe times `fdatasync` of a 4 KiB write beside the
+//! store, rewritten in place and appended, the price of one sync on this disk at that
+//! moment.
 //!
 //! Printed: every round (wall, CPU, peak RSS, the 1-minute load average when it began),
 //! min / median / max of each command, the ratio of retrace's median to the 30 ms target and
@@ -263,28 +264,44 @@ fn syncs_line(rows: &[(u64, f64, String)]) -> String {
         .join(", ")
 }
 
-/// The time of `fdatasync` after a 4 KiB write in `dir`, `n` times: (median, max).
-fn sync_probe(dir: &Path, n: usize) -> (Duration, Duration) {
+/// The time of `fdatasync` after a 4 KiB write in `dir`, `n` times: (median, max) when the
+/// write rewrites the file's first 4 KiB in place (as a redb commit rewrites pages of its
+/// file: no metadata to journal) and when it appends (the file grows: the filesystem's
+/// journal commits too).
+fn sync_probe(dir: &Path, n: usize) -> [(Duration, Duration); 2] {
+    use std::os::unix::fs::FileExt;
     let p = dir.join("sync-probe");
     let mut f = fs::OpenOptions::new()
         .create(true)
         .truncate(true)
+        .read(true)
         .write(true)
         .mode(0o600)
         .open(&p)
         .unwrap();
-    let mut times = Vec::new();
-    for i in 0..n {
-        f.write_all(&[u8::try_from(i % 251).unwrap(); 4096])
-            .unwrap();
-        let t = Instant::now();
-        f.sync_data().unwrap();
-        times.push(t.elapsed());
-    }
+    f.write_all(&[0u8; 4096]).unwrap();
+    f.sync_all().unwrap();
+    let mut probe = |append: bool| {
+        let mut times = Vec::new();
+        for i in 0..n {
+            let block = [u8::try_from(i % 251).unwrap(); 4096];
+            if append {
+                f.write_all(&block).unwrap();
+            } else {
+                f.write_all_at(&block, 0).unwrap();
+            }
+            let t = Instant::now();
+            f.sync_data().unwrap();
+            times.push(t.elapsed());
+        }
+        let max = times.iter().copied().max().unwrap_or_default();
+        (median(times), max)
+    };
+    let in_place = probe(false);
+    let appending = probe(true);
     drop(f);
     let _ = fs::remove_file(p);
-    let max = times.iter().copied().max().unwrap_or_default();
-    (median(times), max)
+    [in_place, appending]
 }
 
 pub fn main(args: &[String]) {
@@ -674,10 +691,13 @@ pub fn main(args: &[String]) {
         );
     }
     println!(
-        "\nsync: one fdatasync of a 4 KiB write beside the store: median {:.2} ms, max {:.2} ms \
-         (20 probes, after the rounds)",
-        ms(probe.0),
-        ms(probe.1)
+        "\nsync: one fdatasync of a 4 KiB write beside the store (20 probes each, after the \
+         rounds): rewriting in place (as redb's commits) median {:.2} ms, max {:.2} ms; \
+         appending median {:.2} ms, max {:.2} ms",
+        ms(probe[0].0),
+        ms(probe[0].1),
+        ms(probe[1].0),
+        ms(probe[1].1)
     );
     if let Some((undo, redo, oops)) = &traced {
         println!(
