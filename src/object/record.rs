@@ -513,10 +513,9 @@ pub fn decompress(codec: Codec, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, 
 /// The first bytes of a frame [`compress`] made, at least `upto` of them (rounded up to a
 /// whole zstd block, at most `raw_len`): decompressing stops there, where [`decompress`]
 /// would decompress the whole frame to read one object near its start. Asking for the whole
-/// frame (`upto >= raw_len`), or a frame over 4 MiB, is [`decompress`],
-/// length check included; a prefix cannot be
-/// checked against the frame's length, so its callers verify what they cut from it (every
-/// object read from the store is checked against its id).
+/// frame (`upto >= raw_len`), or a frame over 4 MiB, is [`decompress`], length check
+/// included; a prefix cannot be checked against the frame's length, so its callers verify
+/// what they cut from it (every object read from the store is checked against its id).
 ///
 /// # Errors
 /// A message when the frame is not valid zstd or ends before `upto` bytes.
