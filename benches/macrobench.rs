@@ -24,6 +24,10 @@
 //! workspace on a tmpfs and on the disk, beside git's `read-tree -u --reset` and the floor of
 //! `zstd -d | tar -x` (see `restore.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile undo [--files N] [--rounds R] [--au PATH]`
+//! times undo and redo of a 25-file agent turn with a watcher (20k files by default), each a
+//! whole command, beside agent-undo's `au oops` when its binary is given (see `undo.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -47,6 +51,8 @@ mod opencode_storage;
 mod restore;
 #[path = "macrobench/steps.rs"]
 mod steps;
+#[path = "macrobench/undo.rs"]
+mod undo;
 
 struct Rng(u64);
 
@@ -158,26 +164,76 @@ fn generate(root: &Path, files: usize) {
     fs::write(root.join("vendor/nested/lib.c"), "int nested;\n").unwrap();
 }
 
-/// Changes 25 files: 10 modified, 10 added, 5 deleted.
-fn turn(root: &Path, files: usize, n: u64) {
+/// What turn `n` changes: 10 files to modify (appended to, if they exist), 10 to add (with
+/// their contents) and 5 to delete (if they exist). Workspace-relative paths; the draws do
+/// not depend on the disk, so two copies of a workspace get the same turn.
+pub(crate) struct TurnPlan {
+    pub(crate) modify: Vec<String>,
+    pub(crate) add: Vec<(String, Vec<u8>)>,
+    pub(crate) delete: Vec<String>,
+}
+
+impl TurnPlan {
+    /// Every path the turn names, modified, added and deleted, without repeats.
+    pub(crate) fn paths(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.modify.clone();
+        all.extend(self.add.iter().map(|(p, _)| p.clone()));
+        all.extend(self.delete.iter().cloned());
+        let mut seen = std::collections::HashSet::new();
+        all.retain(|p| seen.insert(p.clone()));
+        all
+    }
+}
+
+/// The plan of turn `n` on a workspace of `files` generated files.
+pub(crate) fn turn_plan(files: usize, n: u64) -> TurnPlan {
     let mut rng = Rng(0xabc0 + n);
     let vocab = lines(&mut rng);
-    for _ in 0..10 {
-        let p = root.join(rel(rng.below(files as u64) as usize));
+    let modify = (0..10)
+        .map(|_| rel(rng.below(files as u64) as usize))
+        .collect();
+    let add = (0..10)
+        .map(|i| (format!("src/new/t{n}/f{i}.rs"), text_file(&mut rng, &vocab)))
+        .collect();
+    let delete = (0..5)
+        .map(|_| rel(rng.below(files as u64) as usize))
+        .collect();
+    TurnPlan {
+        modify,
+        add,
+        delete,
+    }
+}
+
+/// Applies turn `n`'s plan: appends `// turn n` to the files to modify, writes the new ones
+/// (their directory created first; `pause` after creating it, so that a watcher has added
+/// its watch before the files appear in it), deletes the files to delete.
+pub(crate) fn apply_turn(root: &Path, plan: &TurnPlan, n: u64, pause: Duration) {
+    for rel in &plan.modify {
+        let p = root.join(rel);
         if p.exists() {
             let mut d = fs::read(&p).unwrap();
             d.extend_from_slice(format!("// turn {n}\n").as_bytes());
             fs::write(&p, d).unwrap();
         }
     }
-    for i in 0..10 {
-        let p = root.join(format!("src/new/t{n}/f{i}.rs"));
+    for (i, (rel, data)) in plan.add.iter().enumerate() {
+        let p = root.join(rel);
+        if i == 0 && !p.parent().unwrap().exists() {
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::thread::sleep(pause);
+        }
         fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text_file(&mut rng, &vocab)).unwrap();
+        fs::write(p, data).unwrap();
     }
-    for _ in 0..5 {
-        let _ = fs::remove_file(root.join(rel(rng.below(files as u64) as usize)));
+    for rel in &plan.delete {
+        let _ = fs::remove_file(root.join(rel));
     }
+}
+
+/// Changes 25 files: 10 modified, 10 added, 5 deleted.
+fn turn(root: &Path, files: usize, n: u64) {
+    apply_turn(root, &turn_plan(files, n), n, Duration::ZERO);
 }
 
 /// The value after `name` on the command line.
@@ -462,8 +518,10 @@ fn main() {
         Some(Some("monorepo")) => return monorepo::main(&args),
         Some(Some("steps")) => return steps::main(&args),
         Some(Some("restore")) => return restore::main(&args),
+        Some(Some("undo")) => return undo::main(&args),
         Some(p) => panic!(
-            "unknown --profile {p:?} (known: long-session, opencode, monorepo, steps, restore)"
+            "unknown --profile {p:?} (known: long-session, opencode, monorepo, steps, restore, \
+             undo)"
         ),
     }
     let arg = |name: &str| arg(&args, name);

@@ -5,7 +5,8 @@
 //! FastCDC so an edit to a big file stores only the changed chunks. A file whose `fstat`
 //! changes while it is read is re-read (up to 3 times) and then reported as unstable.
 //! Queued objects are written in batches of 16 MiB, the last one together with the
-//! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data.
+//! snapshot record, so a capture costs one commit (fsync) plus one per batch of new data
+//! (and none when it stores nothing and records nothing: an empty commit would only sync).
 //! A big file's chunks are queued as they are read, so a capture's memory is bounded by the
 //! batch, not by the size of any file.
 
@@ -479,6 +480,14 @@ fn commit(
         .record
         .as_ref()
         .map(|label| SnapshotRecord::now(root, label.clone(), files, bytes));
+    if batch.is_empty() && staged.is_empty() && record.is_none() && opts.also.is_none() {
+        // Nothing to write (every object it saw was stored, and it records nothing): a
+        // commit would only sync. Batches written before are indexed by staged rows, so
+        // none was.
+        capture.new_objects = flushed.objects;
+        capture.new_bytes = flushed.stored_bytes;
+        return Ok(());
+    }
     let last_known = record.as_ref().map(|_| root);
     let written = ctx
         .store
@@ -1844,7 +1853,8 @@ fn unchanged(
         focused: false,
         entries: Vec::new(),
     };
-    if opts.store_objects {
+    // Nothing to record: the snapshot is stored already, and an empty commit would only sync.
+    if opts.store_objects && (opts.record.is_some() || opts.also.is_some()) {
         let record = opts
             .record
             .as_ref()

@@ -575,21 +575,14 @@ pub fn in_capture(
 }
 
 /// [`bring_up_to_date`] with stored snapshot `root` (the disk an operation found), in its
-/// own commit.
+/// own commit; none when the ledger is up to date with `root` already and no claim or read
+/// of an edit step waits (the update would write nothing, and its commit would only sync).
 ///
 /// # Errors
 /// [`StoreError`] from the store.
 pub fn up_to(store: &crate::store::Store, root: ObjectId) -> Result<(), StoreError> {
-    // Up to date already, with no claim or read waiting: the update would only write the
-    // same snapshot back, so no commit (an undo of a turn just ended, at a million files).
-    {
-        let tx = store.begin_read()?;
-        if tx.ledger_at()? == Some(root)
-            && tx.ledger_claims()?.is_none()
-            && tx.ledger_observed()?.is_none()
-        {
-            return Ok(());
-        }
+    if up_to_date(&store.begin_read()?, root)? {
+        return Ok(());
     }
     let reader = store.reader()?;
     store.write_with(Vec::new(), None, None, |tx| match from(tx)? {
@@ -601,6 +594,14 @@ pub fn up_to(store: &crate::store::Store, root: ObjectId) -> Result<(), StoreErr
         None => tx.set_ledger_at(root),
     })?;
     Ok(())
+}
+
+/// Whether the ledger stands at `root` with nothing waiting for its next update: no claim,
+/// no path an edit step read (a waiting value, even one that reads as empty, counts).
+fn up_to_date(tx: &crate::store::ReadTx, root: ObjectId) -> Result<bool, StoreError> {
+    Ok(tx.ledger_at()? == Some(root)
+        && tx.ledger_claims()?.is_none()
+        && tx.ledger_observed()?.is_none())
 }
 
 /// [`claim_changes`] in its own commit, after an operation recorded `root`.

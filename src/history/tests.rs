@@ -66,3 +66,33 @@ fn an_expired_turn_moves_only_the_conversation() {
     let o = s.navigate("end", Mode::Both).unwrap();
     assert!(matches!(o, Outcome::Expired { .. }), "{o:?}");
 }
+
+/// The ledger update before an operation writes nothing when the ledger stands at the disk
+/// already with nothing waiting (it then needs no commit), and still takes in a claim or an
+/// edit step's read that waits for it, though the ledger stands there.
+#[test]
+fn an_up_to_date_ledger_still_takes_in_what_waits() {
+    let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let s = one_turn(dir.path(), home.path());
+    let store = s.ws.store();
+    let at = store.begin_read().unwrap().ledger_at().unwrap().unwrap();
+    ledger::up_to(store, at).unwrap();
+    assert!(ledger_up_to_date(store, at));
+    store
+        .transact(|tx| ledger::claim(tx, &[b"f".to_vec()], &ledger::Writer::User))
+        .unwrap();
+    assert!(!ledger_up_to_date(store, at));
+    ledger::up_to(store, at).unwrap();
+    assert!(ledger_up_to_date(store, at));
+    let entry = store.begin_read().unwrap().ledger(b"f").unwrap().unwrap();
+    let entry = ledger::LedgerEntry::decode(&entry).unwrap();
+    assert_eq!(entry.writer, ledger::Writer::User);
+}
+
+/// Whether the ledger stands at `at` with no claim and no read waiting.
+fn ledger_up_to_date(store: &crate::store::Store, at: crate::object::ObjectId) -> bool {
+    let tx = store.begin_read().unwrap();
+    tx.ledger_at().unwrap() == Some(at)
+        && tx.ledger_claims().unwrap().is_none()
+        && tx.ledger_observed().unwrap().is_none()
+}

@@ -345,14 +345,18 @@ impl Session {
         // Stored, not just scanned: the result is recorded from this list, so edits made
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
+        let mut phases = crate::trace::Phases::new(verb_phase(verb));
         let disk = ex.store_disk_unlisted(opts.progress)?;
+        phases.mark("capture");
         // The ledger learns what changed until now (and who could have written it).
         super::ledger::up_to(self.ws.store(), disk.id)?;
+        phases.mark("ledger");
         let reader = self.ws.store().reader()?;
         let mut change = changes(&reader, &from.unwrap_or(disk.id), &to)?;
         // The disk at the change's paths (and on the way to them): all the operation reads
         // of it, whatever the size of the workspace.
         let on_disk = entries_at(&reader, &disk.id, change.iter().map(|c| &c.path))?;
+        phases.mark("change and the disk there");
         // What this session's own writes in the turn did, where the ledger knows them.
         let (own, not_ours) =
             self.own_changes(&reader, (t.number, None), &mut change, Some(to) == t.before)?;
@@ -389,10 +393,12 @@ impl Session {
         }
         theirs.extend(not_ours);
         change.retain(|c| !theirs.contains_key(&c.path));
+        phases.mark("ownership");
         // Where another session changed a path since (it appended to the file, say), the
         // turn's change is merged out of the disk's version when a three-way merge is
         // clean, keeping theirs; else the path is theirs: left as it is, named.
         let merged = self.merge_others(&reader, &on_disk, &mut change, &mut theirs)?;
+        phases.mark("merges");
         if !theirs.is_empty() && change.iter().all(is_nested) {
             // Nothing of the turn is ours to restore: say so, and leave the cursor.
             let count = theirs.len();
@@ -435,6 +441,7 @@ impl Session {
                 Ok(done) => done,
                 Err(o) => return Ok(Err(o)),
             };
+        phases.mark("applied and recorded");
         let mut skipped = fin.applied.left_alone;
         skipped.extend(theirs.into_iter().map(|(path, reason)| Skipped {
             path: path.show(),
@@ -544,6 +551,7 @@ impl Session {
         // The result is known before a file is written: its trees go into the store with
         // the journal, so an interrupted restore can always be completed.
         let (root, frames) = patched_root(reader, &disk.id, on_disk, &target)?;
+        crate::trace::note("the target's trees patched in");
         let (files, bytes) = {
             let (was_files, was_bytes) = totals(on_disk);
             let (now_files, now_bytes) = totals(&target);
@@ -685,6 +693,15 @@ impl Session {
             }
         }
         Ok(out)
+    }
+}
+
+/// The name of an operation's phases in the trace (`RETRACE_TRACE=1`).
+fn verb_phase(verb: &str) -> &'static str {
+    match verb {
+        "undo" => "undo",
+        "redo" => "redo",
+        _ => "undo of running",
     }
 }
 

@@ -435,7 +435,18 @@ thread_local! {
     // Creating a zstd context per call cost 17% of a cold capture (measured with perf).
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
     static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    // Kept per thread too: its window buffer is allocated once, not per frame.
+    static STREAM: RefCell<Option<zstd::stream::raw::Decoder<'static>>> = const { RefCell::new(None) };
 }
+
+/// The size of a zstd block: a prefix of a frame is decompressed block by block, so a
+/// prefix is asked for in whole blocks.
+const ZSTD_BLOCK: usize = 128 * 1024;
+
+/// Frames up to this size are decompressed only as far as needed ([`decompress_prefix`]);
+/// bigger ones whole. The streaming decoder keeps a window as large as the frame for the
+/// thread's life, so it serves the 1 MiB frames of small files, not a big file's.
+const PREFIX_MAX_FRAME: u32 = 4 * 1024 * 1024;
 
 /// Compresses `raw` with zstd, or keeps it raw when compression saves less than 1/32.
 #[must_use]
@@ -497,6 +508,59 @@ pub fn decompress(codec: Codec, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, 
         ));
     }
     Ok(out)
+}
+
+/// The first bytes of a frame [`compress`] made, at least `upto` of them (rounded up to a
+/// whole zstd block, at most `raw_len`): decompressing stops there, where [`decompress`]
+/// would decompress the whole frame to read one object near its start. Asking for the whole
+/// frame (`upto >= raw_len`), or a frame over 4 MiB, is [`decompress`], length check
+/// included; a prefix cannot be checked against the frame's length, so its callers verify
+/// what they cut from it (every object read from the store is checked against its id).
+///
+/// # Errors
+/// A message when the frame is not valid zstd or ends before `upto` bytes.
+pub fn decompress_prefix(
+    codec: Codec,
+    stored: &[u8],
+    raw_len: u32,
+    upto: usize,
+) -> Result<Vec<u8>, String> {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+    let want = upto.next_multiple_of(ZSTD_BLOCK);
+    if want >= raw_len as usize || raw_len > PREFIX_MAX_FRAME || codec == Codec::Raw {
+        return decompress(codec, stored, raw_len);
+    }
+    STREAM.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = zstd::stream::raw::Decoder::new().ok();
+        }
+        let Some(d) = d.as_mut() else {
+            return Err("cannot create a zstd decompressor".to_string());
+        };
+        // A frame an earlier call left unfinished is forgotten.
+        d.reinit().map_err(|e| e.to_string())?;
+        let mut out = Vec::with_capacity(want);
+        let mut input = InBuffer::around(stored);
+        {
+            let mut output = OutBuffer::around(&mut out);
+            loop {
+                let (was_in, was_out) = (input.pos(), output.pos());
+                let more = d.run(&mut input, &mut output).map_err(|e| e.to_string())?;
+                let stuck = input.pos() == was_in && output.pos() == was_out;
+                if output.pos() >= want || more == 0 || stuck {
+                    break;
+                }
+            }
+        }
+        if out.len() < upto {
+            return Err(format!(
+                "frame ends after {} bytes, before byte {upto}",
+                out.len()
+            ));
+        }
+        Ok(out)
+    })
 }
 
 /// Decodes a versioned record strictly: its first byte must be `version`, and its fields

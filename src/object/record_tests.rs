@@ -36,6 +36,46 @@ fn frames_place_members_end_to_end() {
     assert_eq!(&raw[3..5], b"bb");
 }
 
+/// A prefix of a frame is the frame's first bytes, at least as many as asked for; asked for
+/// the whole frame (or past it) it is the whole frame, length checked; a damaged frame or
+/// one shorter than the prefix asked for is an error, never a short or wrong prefix
+/// passed off as the frame's start.
+#[test]
+fn prefixes_of_a_frame_are_its_first_bytes() {
+    // 1 MiB of text that varies (so it spans several zstd blocks), as a cold capture packs.
+    let mut raw = Vec::new();
+    let mut n = 0u64;
+    while raw.len() < 1024 * 1024 {
+        raw.extend_from_slice(format!("let value_{n} = {};\n", n * 7919 % 1000).as_bytes());
+        n += 1;
+    }
+    raw.truncate(1024 * 1024);
+    let len = u32::try_from(raw.len()).unwrap();
+    let (c, z) = compress(&raw);
+    assert_eq!(c, Codec::Zstd);
+    for upto in [1, 4096, 128 * 1024, 300_000, 700_001] {
+        let p = decompress_prefix(c, &z, len, upto).unwrap();
+        assert!(
+            p.len() >= upto && p.len() < raw.len(),
+            "{upto}: {}",
+            p.len()
+        );
+        assert_eq!(p[..], raw[..p.len()], "{upto}");
+    }
+    assert_eq!(decompress_prefix(c, &z, len, raw.len()).unwrap(), raw);
+    assert_eq!(decompress_prefix(c, &z, len, raw.len() + 5).unwrap(), raw);
+    // A frame cut short: the prefix past its end is refused.
+    let cut = &z[..z.len() / 2];
+    assert!(decompress_prefix(c, cut, len, 900_000).is_err());
+    // Garbage is not zstd.
+    assert!(decompress_prefix(c, &[7u8; 64], len, 1000).is_err());
+    // A raw frame's prefix is the frame.
+    assert_eq!(
+        decompress_prefix(Codec::Raw, b"abcdef", 6, 2).unwrap(),
+        b"abcdef"
+    );
+}
+
 /// A frame of empty files alone is a byte long: an empty one would sit at the offset of
 /// the frame after it, and frames are known by their offset (a tree read the empty frame).
 #[test]

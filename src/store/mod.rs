@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::object::NewFrame;
-use crate::object::record::decompress;
+use crate::object::record::decompress_prefix;
 use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord, Tree};
 use schema::{
     CHECKPOINTS, FORMAT_DELTAS, FORMAT_VERSION, META, META_FORMAT, META_LAST_KNOWN, META_LOG_END,
@@ -1057,8 +1057,10 @@ impl StoreReader {
         rec: &ObjectRecord,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R, StoreError> {
-        let frame = self.frame(id, rec)?;
         let start = rec.within as usize;
+        // Decompressed only as far as the object: an object near the start of a 1 MiB frame
+        // costs a block or two, not the whole frame.
+        let frame = self.frame_upto(id, rec, start.saturating_add(rec.len as usize))?;
         frame
             .get(start..start + rec.len as usize)
             .map(f)
@@ -1280,10 +1282,29 @@ impl StoreReader {
     }
 
     fn frame(&self, id: &ObjectId, rec: &ObjectRecord) -> Result<Arc<Vec<u8>>, StoreError> {
-        if let Ok(cache) = self.frames.lock()
-            && let Some((_, f)) = cache.iter().find(|(o, _)| *o == rec.offset)
-        {
-            return Ok(Arc::clone(f));
+        self.frame_upto(id, rec, rec.frame_len as usize)
+    }
+
+    /// The frame holding `id` (record `rec`), decompressed at least up to byte `end`
+    /// ([`decompress_prefix`]; the whole frame, length checked, when `end` reaches its
+    /// length). The cache keeps the longest prefix of each frame read.
+    fn frame_upto(
+        &self,
+        id: &ObjectId,
+        rec: &ObjectRecord,
+        end: usize,
+    ) -> Result<Arc<Vec<u8>>, StoreError> {
+        let whole = rec.frame_len as usize;
+        let mut end = end;
+        if let Ok(cache) = self.frames.lock() {
+            match cache.iter().find(|(o, _)| *o == rec.offset) {
+                Some((_, f)) if f.len() >= end.min(whole) => return Ok(Arc::clone(f)),
+                // A shorter prefix was read: this frame is being read on (a restore writes a
+                // frame's objects in the order they lie), so all of it now, not prefix after
+                // growing prefix from its start.
+                Some(_) => end = whole,
+                None => {}
+            }
         }
         let packs = self
             .packs
@@ -1293,15 +1314,20 @@ impl StoreReader {
             .map_err(|x| self.db_err(x))?
             .ok_or_else(|| self.damaged(id, "frame outside the pack log".into()))?;
         let frame = Arc::new(
-            decompress(rec.codec, &stored, rec.frame_len).map_err(|x| self.damaged(id, x))?,
+            decompress_prefix(rec.codec, &stored, rec.frame_len, end)
+                .map_err(|x| self.damaged(id, x))?,
         );
         self.decompressed[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.decompressed[1].fetch_add(frame.len() as u64, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut cache) = self.frames.lock() {
-            if cache.len() >= FRAME_CACHE {
-                cache.remove(0);
+            // A shorter prefix of the same frame gives way to this one.
+            cache.retain(|(o, f)| *o != rec.offset || f.len() > frame.len());
+            if cache.iter().all(|(o, _)| *o != rec.offset) {
+                if cache.len() >= FRAME_CACHE {
+                    cache.remove(0);
+                }
+                cache.push((rec.offset, Arc::clone(&frame)));
             }
-            cache.push((rec.offset, Arc::clone(&frame)));
         }
         Ok(frame)
     }
