@@ -616,3 +616,25 @@ fn a_forced_restore_records_the_users_changes_and_then_its_own() {
         assert_eq!(before.is_some(), !restored, "{path}: {e:?}");
     }
 }
+
+/// A turn that made directories, undone and redone twice: each undo takes the directories
+/// back with the files (an operation's ledger entries for directories must not make them
+/// someone else's), and each redo makes them again.
+#[test]
+fn undo_and_redo_of_a_turn_that_made_directories_take_them_back_each_time() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let owner = LiveOwner::start();
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &owner.pid()]);
+    env.write("pkg/src/turn/x.txt", "x\n");
+    env.write("pkg/src/turn/deep/y.txt", "y\n");
+    ok(&env, "A", &["turn", "end"]);
+    drop(owner);
+    for round in 0..3 {
+        let said = ok(&env, "A", &["undo"]);
+        assert!(!env.path("pkg").exists(), "round {round}: {said}");
+        assert_eq!(env.read("a.txt"), "a\n");
+        let said = ok(&env, "A", &["redo"]);
+        assert_eq!(env.read("pkg/src/turn/deep/y.txt"), "y\n", "round {round}: {said}");
+    }
+}

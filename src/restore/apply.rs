@@ -45,7 +45,7 @@ impl Default for Content {
     }
 }
 
-/// Prepares the plan's content, writing nothing on disk. A restore of up to [`KEEP_BYTES`]
+/// Prepares the plan's content, writing nothing on disk. A restore of up to `KEEP_BYTES` (64 MiB)
 /// reads and verifies every object now and keeps it for the writes, so damage found here
 /// leaves the workspace untouched. A bigger one checks that every object is present whole
 /// (no decompression: reading 1 GB twice was a third of a whole restore) and verifies each
