@@ -127,6 +127,17 @@ pub struct Change {
     pub new: Option<FlatEntry>,
 }
 
+impl Change {
+    /// Whether a directory is all this change is about: neither side is a file, a link or a
+    /// nested repository (a directory made or removed). The ledger keeps no entry for such a
+    /// path: a directory follows what it holds.
+    pub(crate) fn dirs_only(&self) -> bool {
+        [&self.old, &self.new]
+            .iter()
+            .all(|e| e.as_ref().is_none_or(|e| e.kind == EntryKind::Dir))
+    }
+}
+
 fn entry_at(prefix: &RelPath, e: &crate::object::TreeEntry) -> FlatEntry {
     FlatEntry {
         path: prefix.join(&e.name),

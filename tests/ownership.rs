@@ -637,4 +637,24 @@ fn undo_and_redo_of_a_turn_that_made_directories_take_them_back_each_time() {
         let said = ok(&env, "A", &["redo"]);
         assert_eq!(env.read("pkg/src/turn/deep/y.txt"), "y\n", "round {round}: {said}");
     }
+    // Undone, then made again by the next turns (this session's, then another's): each
+    // undo takes them back too.
+    for session in ["A", "B"] {
+        ok(&env, "A", &["undo"]);
+        assert!(!env.path("pkg").exists());
+        let owner = LiveOwner::start();
+        ok(&env, session, &["turn", "begin", "--owner-pid", &owner.pid()]);
+        env.write("pkg/src/turn/x.txt", "x2\n");
+        ok(&env, session, &["turn", "end"]);
+        drop(owner);
+        let said = ok(&env, session, &["undo"]);
+        assert!(!env.path("pkg").exists(), "{session}: {said}");
+        ok(&env, session, &["redo"]);
+    }
+    // The ledger names files alone: a directory follows what it holds.
+    let ledger = crate::ledger_retention::ledger(&env.open());
+    for dir in ["pkg", "pkg/src", "pkg/src/turn", "pkg/src/turn/deep"] {
+        assert!(!ledger.contains_key(dir), "{dir}: {:?}", ledger.get(dir));
+    }
+    assert!(ledger.contains_key("pkg/src/turn/x.txt"));
 }

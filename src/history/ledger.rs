@@ -457,11 +457,12 @@ fn update(
         then.and_then(|(then, writer, _)| {
             then.binary_search_by(|c| c.path.as_bytes().cmp(path))
                 .ok()
+                .filter(|&i| !then[i].dirs_only())
                 .map(|i| (left_of(then[i].new.as_ref()), writer))
         })
     };
     let mut both = Vec::new();
-    for c in changes {
+    for c in changes.iter().filter(|c| !c.dirs_only()) {
         let left = left_of(c.new.as_ref());
         let old = entry(&rows, &c.path)?;
         let updated = if let Some(writer) = claimed.get(c.path.as_bytes()) {
@@ -661,7 +662,7 @@ fn claim_all(
     done: &[&[u8]],
 ) -> Result<(), StoreError> {
     let mut rows = tx.ledger_rows()?;
-    for c in changes {
+    for c in changes.iter().filter(|c| !c.dirs_only()) {
         if done.binary_search(&c.path.as_bytes()).is_ok() {
             continue;
         }

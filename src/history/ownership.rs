@@ -32,6 +32,10 @@ pub(crate) struct Holds {
     /// ([`Session::own_changes`]): another writer's version equal to what it takes back is
     /// then a coincidence of content, not that writer's claim on it.
     pub own: bool,
+    /// The change is a directory's alone ([`crate::diff::Change::dirs_only`]): the ledger
+    /// keeps no entry for it (an entry an older ledger kept is not read), so the time-window
+    /// rules decide, and a directory that still holds a path left alone stays.
+    pub dir: bool,
 }
 
 /// Who the ledger says last wrote a path, as the rule sees it.
@@ -274,8 +278,10 @@ impl Session {
         let mut theirs = BTreeMap::new();
         let names = Names::new(&tx);
         for c in change.drain(..) {
-            let Some(e) = tx
-                .ledger(c.path.as_bytes())?
+            let Some(e) = (!c.dirs_only())
+                .then(|| tx.ledger(c.path.as_bytes()))
+                .transpose()?
+                .flatten()
                 .and_then(|b| LedgerEntry::decode(&b).ok())
             else {
                 out.push(c);
@@ -477,10 +483,14 @@ impl Session {
         &self,
         change: impl Iterator<Item = (&'a RelPath, Holds)> + Clone,
     ) -> Result<(BTreeMap<RelPath, String>, Vec<RelPath>), Error> {
-        let owners = self.owners(change.clone().map(|(p, _)| p))?;
+        let owners = self.owners(change.clone().filter(|(_, h)| !h.dir).map(|(p, _)| p))?;
         let mut theirs = BTreeMap::new();
         let mut unknown = Vec::new();
         for (path, holds) in change {
+            if holds.dir {
+                unknown.push(path.clone());
+                continue;
+            }
             match owners.get(path) {
                 None => unknown.push(path.clone()),
                 Some(Owner::User) if holds.taken_back => {

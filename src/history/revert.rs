@@ -477,6 +477,7 @@ impl Session {
                 taken_back: same(d, c.new.as_ref()),
                 written: same(d, c.old.as_ref()),
                 own: own.contains(&c.path),
+                dir: c.dirs_only(),
             };
             (&c.path, holds)
         }))?;
