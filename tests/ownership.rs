@@ -635,7 +635,11 @@ fn undo_and_redo_of_a_turn_that_made_directories_take_them_back_each_time() {
         assert!(!env.path("pkg").exists(), "round {round}: {said}");
         assert_eq!(env.read("a.txt"), "a\n");
         let said = ok(&env, "A", &["redo"]);
-        assert_eq!(env.read("pkg/src/turn/deep/y.txt"), "y\n", "round {round}: {said}");
+        assert_eq!(
+            env.read("pkg/src/turn/deep/y.txt"),
+            "y\n",
+            "round {round}: {said}"
+        );
     }
     // Undone, then made again by the next turns (this session's, then another's): each
     // undo takes them back too.
@@ -643,7 +647,11 @@ fn undo_and_redo_of_a_turn_that_made_directories_take_them_back_each_time() {
         ok(&env, "A", &["undo"]);
         assert!(!env.path("pkg").exists());
         let owner = LiveOwner::start();
-        ok(&env, session, &["turn", "begin", "--owner-pid", &owner.pid()]);
+        ok(
+            &env,
+            session,
+            &["turn", "begin", "--owner-pid", &owner.pid()],
+        );
         env.write("pkg/src/turn/x.txt", "x2\n");
         ok(&env, session, &["turn", "end"]);
         drop(owner);

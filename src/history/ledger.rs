@@ -125,7 +125,8 @@ impl Writer {
 /// The ledger's record of one path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerEntry {
-    /// Record version ([`HISTORY_VERSION`]).
+    /// The stored form it was read from: [`HISTORY_VERSION`] (as it is here) or
+    /// [`PACKED_VERSION`] (written since 2026-12-05; what [`LedgerEntry::encode`] writes).
     pub version: u8,
     /// The version the writer left: kind and content id; None when it deleted the path.
     pub left: Option<(EntryKind, ObjectId)>,
@@ -154,13 +155,200 @@ impl LedgerEntry {
     }
 }
 
+/// The stored form's version since 2026-12-05 ([`Packed`]); version 1 ([`HISTORY_VERSION`])
+/// was the entry as it is in memory, and still reads.
+pub const PACKED_VERSION: u8 = 2;
+
+/// A version a writer left at a path (None: deleted).
+type Left = Option<(EntryKind, ObjectId)>;
+
+/// An entry as stored: each distinct version and writer once, and the path's history (the
+/// last write first, then the earlier ones, newest first) as indexes into them. A path
+/// written back and forth (a file deleted and restored again and again, a line toggled by
+/// two sessions) repeats a few versions and writers many times: a whole restore of a
+/// workspace read and writes every path's entry, so their size is its cost.
+#[derive(Serialize, Deserialize)]
+struct Packed {
+    version: u8,
+    time_ms: u64,
+    versions: Vec<Left>,
+    writers: Vec<Writer>,
+    /// (version, writer) indexes; the first is the last write. Never empty.
+    history: Vec<(u8, u8)>,
+}
+
+impl Packed {
+    /// An entry of one write.
+    fn first(left: Left, writer: &Writer) -> Packed {
+        Packed {
+            version: PACKED_VERSION,
+            time_ms: now_ms(),
+            versions: vec![left],
+            writers: vec![writer.clone()],
+            history: vec![(0, 0)],
+        }
+    }
+
+    /// `e` packed: its last write and at most [`EARLIER`] earlier ones (an entry of the
+    /// first form may hold more, which no update ever wrote).
+    fn of(e: &LedgerEntry) -> Packed {
+        let mut p = Packed::first(e.left, &e.writer);
+        p.time_ms = e.time_ms;
+        for (v, w) in e.earlier.iter().take(EARLIER) {
+            let at = (p.version_at(*v), p.writer_at(w));
+            p.history.push(at);
+        }
+        p
+    }
+
+    /// Reads an entry of either form, checked (every index names a version and a writer,
+    /// and there is a last write); None for one that does not.
+    fn read(bytes: &[u8]) -> Result<Packed, String> {
+        if bytes.first() != Some(&PACKED_VERSION) {
+            return decode::<LedgerEntry>(bytes).map(|e| Packed::of(&e));
+        }
+        let p: Packed =
+            crate::object::record::decode_versioned(bytes, PACKED_VERSION, "ledger entry")?;
+        if p.history.is_empty() {
+            return Err("ledger entry: no write".into());
+        }
+        if let Some((v, w)) = p.history.iter().find(|&&(v, w)| {
+            usize::from(v) >= p.versions.len() || usize::from(w) >= p.writers.len()
+        }) {
+            return Err(format!("ledger entry: index ({v}, {w}) out of range"));
+        }
+        Ok(p)
+    }
+
+    /// The version the last writer left.
+    fn left(&self) -> Left {
+        self.history
+            .first()
+            .and_then(|&(v, _)| self.versions.get(usize::from(v)).copied())
+            .flatten()
+    }
+
+    fn version_at(&mut self, v: Left) -> u8 {
+        let i = self
+            .versions
+            .iter()
+            .position(|x| *x == v)
+            .unwrap_or_else(|| {
+                self.versions.push(v);
+                self.versions.len() - 1
+            });
+        // At most 2 + EARLIER distinct (before `compact`): far below 256.
+        u8::try_from(i).unwrap_or(u8::MAX)
+    }
+
+    fn writer_at(&mut self, w: &Writer) -> u8 {
+        let i = self.writers.iter().position(|x| x == w).unwrap_or_else(|| {
+            self.writers.push(w.clone());
+            self.writers.len() - 1
+        });
+        u8::try_from(i).unwrap_or(u8::MAX)
+    }
+
+    /// `writer` leaves `left` there: the last write, the one before it the newest earlier
+    /// one, at most [`EARLIER`] of those kept; versions and writers no write names go.
+    fn push(&mut self, left: Left, writer: &Writer) {
+        let at = (self.version_at(left), self.writer_at(writer));
+        self.history.insert(0, at);
+        self.history.truncate(1 + EARLIER);
+        self.time_ms = now_ms();
+        let used = |n: usize, of: fn(&(u8, u8)) -> u8, h: &[(u8, u8)]| -> Vec<Option<u8>> {
+            let mut map = vec![None; n];
+            let mut next = 0u8;
+            for x in h {
+                let slot = &mut map[usize::from(of(x))];
+                if slot.is_none() {
+                    *slot = Some(next);
+                    next += 1;
+                }
+            }
+            map
+        };
+        let vmap = used(self.versions.len(), |x| x.0, &self.history);
+        let wmap = used(self.writers.len(), |x| x.1, &self.history);
+        if vmap.iter().all(Option::is_some) && wmap.iter().all(Option::is_some) {
+            return;
+        }
+        let keep = |map: &[Option<u8>]| {
+            let mut order: Vec<(u8, usize)> = map
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| m.map(|m| (m, i)))
+                .collect();
+            order.sort_unstable();
+            order.into_iter().map(|(_, i)| i).collect::<Vec<usize>>()
+        };
+        self.versions = keep(&vmap).into_iter().map(|i| self.versions[i]).collect();
+        let writers = std::mem::take(&mut self.writers);
+        let mut writers: Vec<Option<Writer>> = writers.into_iter().map(Some).collect();
+        self.writers = keep(&wmap)
+            .into_iter()
+            .filter_map(|i| writers[i].take())
+            .collect();
+        for (v, w) in &mut self.history {
+            *v = vmap[usize::from(*v)].unwrap_or(0);
+            *w = wmap[usize::from(*w)].unwrap_or(0);
+        }
+    }
+
+    /// The entry as [`LedgerEntry`] holds it.
+    fn expand(&self) -> LedgerEntry {
+        let at = |&(v, w): &(u8, u8)| {
+            (
+                self.versions[usize::from(v)],
+                self.writers[usize::from(w)].clone(),
+            )
+        };
+        let (left, writer) = at(&self.history[0]);
+        LedgerEntry {
+            version: PACKED_VERSION,
+            left,
+            writer,
+            time_ms: self.time_ms,
+            earlier: self.history[1..].iter().map(at).collect(),
+        }
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        encode(self)
+    }
+}
+
+/// The entry `old` (read: none when absent or unreadable) becomes when `writer` leaves
+/// `left` there.
+fn pushed(old: Option<Packed>, left: Left, writer: &Writer) -> Packed {
+    match old {
+        Some(mut p) => {
+            p.push(left, writer);
+            p
+        }
+        None => Packed::first(left, writer),
+    }
+}
+
 impl LedgerEntry {
-    /// Decodes an entry.
+    /// Decodes an entry, of either stored form.
     ///
     /// # Errors
     /// A message for a record that does not decode.
     pub fn decode(bytes: &[u8]) -> Result<LedgerEntry, String> {
-        decode(bytes)
+        if bytes.first() != Some(&PACKED_VERSION) {
+            return decode(bytes);
+        }
+        Packed::read(bytes).map(|p| p.expand())
+    }
+
+    /// Encodes the entry in its stored form (each distinct version and writer once; at
+    /// most [`EARLIER`] earlier writes).
+    ///
+    /// # Errors
+    /// A message for an entry that does not encode.
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        Packed::of(self).bytes()
     }
 }
 
@@ -300,7 +488,7 @@ fn next(
         earlier.truncate(EARLIER);
     }
     LedgerEntry {
-        version: HISTORY_VERSION,
+        version: PACKED_VERSION,
         left,
         writer,
         time_ms: now_ms(),
@@ -309,7 +497,7 @@ fn next(
 }
 
 fn store(rows: &mut LedgerRows<'_>, path: &[u8], rec: &LedgerEntry) -> Result<(), StoreError> {
-    let bytes = encode(rec).map_err(|detail| StoreError::Encode {
+    let bytes = rec.encode().map_err(|detail| StoreError::Encode {
         path: rows.path().into(),
         detail,
     })?;
@@ -461,30 +649,66 @@ fn update(
                 .map(|i| (left_of(then[i].new.as_ref()), writer))
         })
     };
+    // Every changed path's entry: read in one pass, worked out on every core (a whole
+    // restore changes every path of the workspace), written in order.
+    let work: Vec<&Change> = changes.iter().filter(|c| !c.dirs_only()).collect();
+    let scan = rows.dense(work.len())?;
     let mut both = Vec::new();
-    for c in changes.iter().filter(|c| !c.dirs_only()) {
-        let left = left_of(c.new.as_ref());
-        let old = entry(&rows, &c.path)?;
-        let updated = if let Some(writer) = claimed.get(c.path.as_bytes()) {
-            Some(next(old, left, writer.clone()))
-        } else if old.as_ref().is_some_and(|e| e.left == left) {
-            old
-        } else {
-            Some(next(old, left, attribute(&c.path, &running)))
-        };
-        match (then_at(&c.path), updated) {
-            (Some((left, writer)), updated) => {
-                store(&mut rows, &c.path, &next(updated, left, writer.clone()))?;
+    for work in work.chunks(CHUNK) {
+        let paths: Vec<&[u8]> = work.iter().map(|c| c.path.as_bytes()).collect();
+        let olds = rows.get_sorted(&paths, scan)?;
+        let new = map_all(work.iter().zip(olds).collect(), |(c, old)| {
+            let old = old.and_then(|b| Packed::read(&b).ok());
+            let left = left_of(c.new.as_ref());
+            let (updated, changed) = if let Some(writer) = claimed.get(c.path.as_bytes()) {
+                (Some(pushed(old, left, writer)), true)
+            } else if old.as_ref().is_some_and(|e| e.left() == left) {
+                (old, false)
+            } else {
+                (Some(pushed(old, left, &attribute(&c.path, &running))), true)
+            };
+            let then = then_at(&c.path);
+            let updated = match then {
+                Some((left, writer)) => Some(pushed(updated, left, writer)),
+                None if changed => updated,
+                None => None,
+            };
+            Ok((updated.map(|p| p.bytes()).transpose()?, then.is_some()))
+        })
+        .map_err(|detail| StoreError::Encode {
+            path: rows.path().into(),
+            detail,
+        })?;
+        for (c, (bytes, then)) in work.iter().zip(new) {
+            if let Some(bytes) = bytes {
+                rows.put(&c.path, &bytes)?;
+            }
+            if then {
                 both.push(c.path.as_bytes());
             }
-            (None, Some(updated)) => store(&mut rows, &c.path, &updated)?,
-            (None, None) => {}
         }
     }
     drop(rows);
     match then {
         None => tx.set_ledger_at(root),
         Some((then, writer, root)) => claim_all(tx, then, writer, root, &both),
+    }
+}
+
+/// Paths whose entries an update reads, works out and writes at a time (memory stays
+/// bounded whatever the change).
+const CHUNK: usize = 8192;
+
+/// `f` over `items`, on every core when they are many (a whole restore's paths), in order.
+fn map_all<T: Send, U: Send>(
+    items: Vec<T>,
+    f: impl Fn(T) -> Result<U, String> + Sync + Send,
+) -> Result<Vec<U>, String> {
+    use rayon::prelude::*;
+    if items.len() < 1024 {
+        items.into_iter().map(f).collect()
+    } else {
+        items.into_par_iter().with_min_len(256).map(f).collect()
     }
 }
 
@@ -662,18 +886,30 @@ fn claim_all(
     done: &[&[u8]],
 ) -> Result<(), StoreError> {
     let mut rows = tx.ledger_rows()?;
-    for c in changes.iter().filter(|c| !c.dirs_only()) {
-        if done.binary_search(&c.path.as_bytes()).is_ok() {
-            continue;
+    // Both sorted: one walk skips the paths done.
+    let mut done = done.iter().peekable();
+    let work: Vec<&Change> = changes
+        .iter()
+        .filter(|c| {
+            while done.next_if(|d| **d < c.path.as_bytes()).is_some() {}
+            !c.dirs_only() && done.next_if(|d| **d == c.path.as_bytes()).is_none()
+        })
+        .collect();
+    let scan = rows.dense(work.len())?;
+    for work in work.chunks(CHUNK) {
+        let paths: Vec<&[u8]> = work.iter().map(|c| c.path.as_bytes()).collect();
+        let olds = rows.get_sorted(&paths, scan)?;
+        let new = map_all(work.iter().zip(olds).collect(), |(c, old)| {
+            let old = old.and_then(|b| Packed::read(&b).ok());
+            pushed(old, left_of(c.new.as_ref()), writer).bytes()
+        })
+        .map_err(|detail| StoreError::Encode {
+            path: rows.path().into(),
+            detail,
+        })?;
+        for (c, bytes) in work.iter().zip(new) {
+            rows.put(&c.path, &bytes)?;
         }
-        let old = entry(&rows, &c.path)?;
-        put(
-            &mut rows,
-            &c.path,
-            old,
-            left_of(c.new.as_ref()),
-            writer.clone(),
-        )?;
     }
     drop(rows);
     tx.set_ledger_at(root)
@@ -762,4 +998,114 @@ fn claims(tx: &WriteTx<'_>) -> Vec<(Vec<u8>, Writer)> {
         .and_then(|b| decode::<(u8, Vec<(Vec<u8>, Writer)>)>(&b).ok())
         .map(|(_, c)| c)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn restore() -> Writer {
+        Writer::Op {
+            session: None,
+            what: "restore to 3f2a9c1e".into(),
+        }
+    }
+
+    /// A path deleted by the user and restored again 9 times: 17 writes of 2 versions by 2
+    /// writers.
+    fn toggled() -> LedgerEntry {
+        let v = Some((EntryKind::File, ObjectId([7; 32])));
+        let mut e = next(None, v, restore());
+        for _ in 0..8 {
+            e = next(Some(e), None, Writer::User);
+            e = next(Some(e), v, restore());
+        }
+        e
+    }
+
+    #[test]
+    fn an_entry_reads_back_as_written_and_repeats_nothing() {
+        let e = toggled();
+        assert_eq!(e.earlier.len(), EARLIER);
+        let bytes = e.encode().unwrap();
+        assert_eq!(LedgerEntry::decode(&bytes).unwrap(), e);
+        // Each version and writer once: the first form held 17 of each.
+        let first_form = encode(&LedgerEntry {
+            version: HISTORY_VERSION,
+            ..e.clone()
+        })
+        .unwrap();
+        assert!(
+            bytes.len() * 5 < first_form.len(),
+            "{} vs {}",
+            bytes.len(),
+            first_form.len()
+        );
+    }
+
+    #[test]
+    fn an_update_of_the_stored_form_is_the_update_of_the_entry() {
+        // 40 writes of 25 versions by 7 writers: the oldest fall out of the history, and
+        // their versions and writers with them.
+        let writer = |i: u8| Writer::Turn {
+            session: [i % 7; 32],
+            turn: u64::from(i % 3),
+            step: None,
+        };
+        let version = |i: u8| (i % 5 != 0).then_some((EntryKind::File, ObjectId([i % 25; 32])));
+        let (mut e, mut p) = (None, None);
+        for i in 0..40 {
+            e = Some(next(e, version(i), writer(i)));
+            p = Some(pushed(p, version(i), &writer(i)));
+            let (e, p) = (e.as_ref().unwrap(), p.as_ref().unwrap());
+            let read = LedgerEntry::decode(&p.bytes().unwrap()).unwrap();
+            assert_eq!((read.left, &read.writer), (e.left, &e.writer), "write {i}");
+            assert_eq!(read.earlier, e.earlier, "write {i}");
+            assert_eq!(p.left(), e.left);
+            // Each version and writer a write names, and only those.
+            let distinct = |of: &dyn Fn(&(u8, u8)) -> u8| {
+                let mut all: Vec<u8> = p.history.iter().map(of).collect();
+                all.sort_unstable();
+                all.dedup();
+                all.len()
+            };
+            assert_eq!(p.versions.len(), distinct(&|h| h.0), "write {i}");
+            assert_eq!(p.writers.len(), distinct(&|h| h.1), "write {i}");
+        }
+    }
+
+    #[test]
+    fn entries_of_the_first_form_still_read() {
+        let e = LedgerEntry {
+            version: HISTORY_VERSION,
+            ..toggled()
+        };
+        assert_eq!(LedgerEntry::decode(&encode(&e).unwrap()).unwrap(), e);
+    }
+
+    #[test]
+    fn a_damaged_entry_is_an_error_not_a_panic() {
+        let bytes = toggled().encode().unwrap();
+        for cut in 0..bytes.len() {
+            assert!(LedgerEntry::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let bad = encode(&Packed {
+            version: PACKED_VERSION,
+            time_ms: 1,
+            versions: vec![None],
+            writers: vec![Writer::User],
+            history: vec![(0, 0), (1, 0)],
+        })
+        .unwrap();
+        assert!(LedgerEntry::decode(&bad).is_err());
+        let empty = encode(&Packed {
+            version: PACKED_VERSION,
+            time_ms: 1,
+            versions: vec![],
+            writers: vec![],
+            history: vec![],
+        })
+        .unwrap();
+        assert!(LedgerEntry::decode(&empty).is_err());
+    }
 }

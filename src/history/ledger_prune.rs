@@ -28,7 +28,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ledger::{EARLIER, LedgerEntry, Writer};
-use super::record::{CheckpointRecord, TurnRecord, TurnState, decode, encode};
+use super::record::{CheckpointRecord, TurnRecord, TurnState, decode};
 use crate::error::StoreError;
 use crate::store::{Rows, WriteTx};
 
@@ -211,7 +211,7 @@ pub(crate) fn prune(tx: &WriteTx<'_>) -> Result<Pruned, StoreError> {
         if keep < e.earlier.len() {
             out.trimmed += (e.earlier.len() - keep) as u64;
             e.earlier.truncate(keep);
-            let bytes = encode(&e).map_err(|detail| StoreError::Encode {
+            let bytes = e.encode().map_err(|detail| StoreError::Encode {
                 path: tx.path().into(),
                 detail,
             })?;

@@ -307,30 +307,47 @@ impl SessionOp {
         };
         // What changed before it found the disk was written by whoever ran then; what it
         // wrote is its own: in one pass over the ledger.
-        if let Some(at) = ledger::from(tx)?
-            && at != source
-            && let Ok(changes) = crate::diff::changes(reader, &at, &source)
-        {
-            let Ok(then) = crate::diff::changes(reader, &source, &snapshot) else {
-                // Its own writes unreadable: as `claim_changes` leaves them.
-                let window = ledger::Window::default();
-                ledger::bring_up_to_date(tx, (reader, at), &changes, source, window)?;
-                return tx.set_ledger_at(snapshot);
-            };
-            phases.mark(&format!(
-                "changes ({} before, {} by the restore)",
-                changes.len(),
-                then.len()
-            ));
-            ledger::bring_up_to_date_and_claim(
-                tx,
-                (reader, at),
-                (&changes, source),
-                (&then, &writer),
-                snapshot,
-            )?;
-        } else {
-            ledger::claim_changes(tx, reader, &writer, snapshot)?;
+        match ledger::from(tx)? {
+            Some(at) if at != source => {
+                let then = crate::diff::changes(reader, &source, &snapshot);
+                let before = match &then {
+                    // Back to where the ledger stands: what changed before is what the
+                    // restore takes back, the other way round.
+                    Ok(then) if at == snapshot => Ok(then
+                        .iter()
+                        .map(|c| crate::diff::Change {
+                            path: c.path.clone(),
+                            old: c.new.clone(),
+                            new: c.old.clone(),
+                        })
+                        .collect()),
+                    _ => crate::diff::changes(reader, &at, &source),
+                };
+                match (before, then) {
+                    (Ok(changes), Ok(then)) => {
+                        phases.mark(&format!(
+                            "changes ({} before, {} by the restore)",
+                            changes.len(),
+                            then.len()
+                        ));
+                        ledger::bring_up_to_date_and_claim(
+                            tx,
+                            (reader, at),
+                            (&changes, source),
+                            (&then, &writer),
+                            snapshot,
+                        )?;
+                    }
+                    (Ok(changes), Err(_)) => {
+                        // Its own writes unreadable: as `claim_changes` leaves them.
+                        let window = ledger::Window::default();
+                        ledger::bring_up_to_date(tx, (reader, at), &changes, source, window)?;
+                        return tx.set_ledger_at(snapshot);
+                    }
+                    (Err(_), _) => ledger::claim_changes(tx, reader, &writer, snapshot)?,
+                }
+            }
+            _ => ledger::claim_changes(tx, reader, &writer, snapshot)?,
         }
         phases.mark("ledger up to date");
         Ok(())

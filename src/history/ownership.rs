@@ -32,10 +32,6 @@ pub(crate) struct Holds {
     /// ([`Session::own_changes`]): another writer's version equal to what it takes back is
     /// then a coincidence of content, not that writer's claim on it.
     pub own: bool,
-    /// The change is a directory's alone ([`crate::diff::Change::dirs_only`]): the ledger
-    /// keeps no entry for it (an entry an older ledger kept is not read), so the time-window
-    /// rules decide, and a directory that still holds a path left alone stays.
-    pub dir: bool,
 }
 
 /// Who the ledger says last wrote a path, as the rule sees it.
@@ -474,23 +470,23 @@ impl Session {
     /// the user last wrote is left when the disk holds what the operation would take back
     /// (the user's version inside the change); one another writer last wrote, also when it
     /// holds what the operation would write. Otherwise the operation's conflict check
-    /// decides. Paths the ledger does not know are not listed (the caller's
-    /// older rules decide them).
+    /// decides. Paths the ledger does not know are returned apart (the caller's older
+    /// rules decide them), and so are directories made or removed: the ledger keeps no
+    /// entry for them (an entry an older ledger kept is not read), and a directory that
+    /// still holds a path left alone stays.
     ///
     /// # Errors
     /// [`Error::Store`].
     pub(crate) fn not_mine<'a>(
         &self,
-        change: impl Iterator<Item = (&'a RelPath, Holds)> + Clone,
+        change: impl Iterator<Item = (&'a crate::diff::Change, Holds)>,
     ) -> Result<(BTreeMap<RelPath, String>, Vec<RelPath>), Error> {
-        let owners = self.owners(change.clone().filter(|(_, h)| !h.dir).map(|(p, _)| p))?;
+        let (files, dirs): (Vec<_>, Vec<_>) = change.partition(|(c, _)| !c.dirs_only());
+        let owners = self.owners(files.iter().map(|(c, _)| &c.path))?;
         let mut theirs = BTreeMap::new();
-        let mut unknown = Vec::new();
-        for (path, holds) in change {
-            if holds.dir {
-                unknown.push(path.clone());
-                continue;
-            }
+        let mut unknown: Vec<RelPath> = dirs.into_iter().map(|(c, _)| c.path.clone()).collect();
+        for (c, holds) in files {
+            let path = &c.path;
             match owners.get(path) {
                 None => unknown.push(path.clone()),
                 Some(Owner::User) if holds.taken_back => {

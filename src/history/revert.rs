@@ -477,9 +477,8 @@ impl Session {
                 taken_back: same(d, c.new.as_ref()),
                 written: same(d, c.old.as_ref()),
                 own: own.contains(&c.path),
-                dir: c.dirs_only(),
             };
-            (&c.path, holds)
+            (c, holds)
         }))?;
         if !unknown.is_empty() {
             let unknown: std::collections::HashSet<RelPath> = unknown.into_iter().collect();

@@ -367,9 +367,8 @@ impl Session {
                 taken_back: same(d, c.old.as_ref()),
                 written: same(d, c.new.as_ref()),
                 own: own.contains(&c.path),
-                dir: c.dirs_only(),
             };
-            (&c.path, holds)
+            (c, holds)
         }))?;
         if !unknown.is_empty() {
             // Paths the ledger never saw written: the time-window rules. Paths another

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use redb::{ReadableTable, TableDefinition, TableError};
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 
 use super::schema::{
     CHECKPOINTS, JOURNAL, LEASES, LEDGER, META, META_LEDGER_AT, META_LEDGER_CLAIMS,
@@ -497,6 +497,60 @@ impl LedgerRows<'_> {
             .get(path)
             .map_err(|x| db_error(self.path)(x.into()))?;
         Ok(v.map(|v| v.value().to_vec()))
+    }
+
+    /// Whether `n` paths' entries are a large part of the table: then [`Self::get_sorted`]
+    /// had better scan (a whole restore changes every path: a scan reads each leaf once).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn dense(&self, n: usize) -> Result<bool, StoreError> {
+        let entries = self
+            .table
+            .len()
+            .map_err(|x| db_error(self.path)(x.into()))?;
+        Ok(n >= 1024 && n as u64 >= entries / 4)
+    }
+
+    /// The entries of `paths` (sorted, distinct), in their order: with `scan`, in one scan
+    /// of the table from the first to the last (see [`Self::dense`]), else one lookup each.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn get_sorted(
+        &self,
+        paths: &[&[u8]],
+        scan: bool,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let e = db_error(self.path);
+        let (Some(first), Some(last)) = (paths.first(), paths.last()) else {
+            return Ok(Vec::new());
+        };
+        if !scan {
+            return paths.iter().map(|p| self.get(p)).collect();
+        }
+        let mut out = vec![None; paths.len()];
+        let mut i = 0;
+        for row in self
+            .table
+            .range::<&[u8]>(*first..=*last)
+            .map_err(|x| e(x.into()))?
+        {
+            let (k, v) = row.map_err(|x| e(x.into()))?;
+            let k = k.value();
+            while i < paths.len() && paths[i] < k {
+                i += 1;
+            }
+            match paths.get(i) {
+                None => break,
+                Some(p) if *p == k => {
+                    out[i] = Some(v.value().to_vec());
+                    i += 1;
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(out)
     }
 
     /// Writes (or replaces) the entry of `path`.
