@@ -1052,7 +1052,8 @@ mod tests {
             turn: u64::from(i % 3),
             step: None,
         };
-        let version = |i: u8| (i % 5 != 0).then_some((EntryKind::File, ObjectId([i % 25; 32])));
+        let version =
+            |i: u8| (!i.is_multiple_of(5)).then_some((EntryKind::File, ObjectId([i % 25; 32])));
         let (mut e, mut p) = (None, None);
         for i in 0..40 {
             e = Some(next(e, version(i), writer(i)));

@@ -1148,6 +1148,7 @@ impl Exclusive<'_> {
         };
         phases.mark("stat cache");
         let applied = apply::apply(&beneath, reader, &plan, data, &cache, progress)?;
+        phases.mark("apply");
         out.removed_dirs = applied.removed_dirs;
         if !applied.kept.is_empty() {
             let kept: std::collections::HashSet<&str> =
