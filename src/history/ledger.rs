@@ -155,8 +155,9 @@ impl LedgerEntry {
     }
 }
 
-/// The stored form's version since 2026-12-05 ([`Packed`]); version 1 ([`HISTORY_VERSION`])
-/// was the entry as it is in memory, and still reads.
+/// The stored form's version since 2026-12-05 (each version and writer once, see
+/// [`LedgerEntry::encode`]); version 1 ([`HISTORY_VERSION`]) was the entry as it is in
+/// memory, and still reads.
 pub const PACKED_VERSION: u8 = 2;
 
 /// A version a writer left at a path (None: deleted).
