@@ -288,7 +288,7 @@ impl Workspace {
         crate::history::list::list(&self.wc)
     }
 
-    /// The session a person named: its host id, or a unique prefix of its key
+    /// The session a person named: its host id, or a unique prefix of its name or key
     /// ([`crate::history::list::find`]).
     ///
     /// # Errors

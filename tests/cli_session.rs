@@ -176,9 +176,24 @@ fn an_adapter_session_through_the_cli() {
     assert_eq!((v["result"].as_str(), code), (Some("no_pending_turn"), 1));
 
     // Sessions are isolated: another session has nothing to undo.
+    let o = env.run(RETRACE, &["--session", "other", "turn", "begin"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = env.run(RETRACE, &["--session", "other", "turn", "end"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = env.run(RETRACE, &["--session", "other", "undo", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["result"], "restored", "{v}");
     let o = env.run(RETRACE, &["--session", "other", "undo", "--json"]);
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["result"], "nothing_to_undo");
+    // A session no turn began is a usage error naming the sessions there.
+    let o = env.run(RETRACE, &["--session", "nobody", "undo", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(
+        (v["result"].as_str(), o.status.code()),
+        (Some("usage"), Some(2))
+    );
+    assert!(v["message"].as_str().unwrap().contains("other"), "{v}");
     assert_verified(&env);
 
     // retrace-dump shows the session by key, and its turns by the host's id.

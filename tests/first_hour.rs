@@ -36,8 +36,12 @@ fn asking_about_a_fresh_project_creates_no_store() {
     let v: Value = serde_json::from_str(&ok(&env, &["status", "--json"])).unwrap();
     assert_eq!(v["snapshots"], 0);
     assert!(ok(&env, &["sessions"]).contains("no sessions yet"));
-    assert!(ok(&env, &["--session", "s", "log"]).contains("no turns yet"));
-    ok(&env, &["--session", "s", "status"]);
+    // A session no turn began is a usage error, and asking still creates nothing.
+    for args in [["--session", "s", "log"], ["--session", "s", "status"]] {
+        let (code, _, err) = run(&env, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("no session \"s\""), "{err}");
+    }
     ok(&env, &["config"]);
     let (code, _, err) = run(&env, &["diff", "0123456789ab"]);
     assert_eq!(code, 2, "{err}");

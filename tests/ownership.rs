@@ -300,6 +300,9 @@ fn a_restore_never_overwrites_a_running_turn_of_another_session_unless_forced() 
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(env.read("f.txt"), "f v1\n");
     ok(&env, "B", &["turn", "end"]);
+    // Session A, another agent's conversation here.
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &pid]);
+    ok(&env, "A", &["turn", "end"]);
     // B's turn has ended: b.txt is the user's to restore, but not session A's.
     let o = run(&env, "A", &["restore", &old, "--", "b.txt"]);
     let said = stdout(&o) + &stderr(&o);

@@ -54,14 +54,33 @@ fn sessions_are_listed_by_name_and_named_back_by_name_or_key_prefix() {
     assert_eq!(v["status"]["name"], "my-chat");
     assert_eq!(v["entries"].as_array().unwrap().len(), 1);
 
-    // An unknown name has nothing to undo, and is told the sessions there are.
-    let (code, out, err) = run(&env, &["--session", "my-chta", "undo"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(out.contains("nothing to undo"), "{out}");
-    assert!(
-        err.contains("my-chat") && err.contains("other-chat"),
-        "{err}"
-    );
+    // A unique prefix of a name names the session, as one of its key does.
+    let (code, out, err) = run(&env, &["--session", "my-c", "log", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"]["name"], "my-chat");
+
+    // An unknown name is a usage error that lists the sessions there, for every command
+    // that does not begin a session.
+    for args in [
+        &["undo"][..],
+        &["redo"],
+        &["log"],
+        &["status"],
+        &["turn", "end"],
+        &["show", "turn:1"],
+    ] {
+        let mut all = vec!["--session", "my-chta"];
+        all.extend_from_slice(args);
+        let (code, out, err) = run(&env, &all);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(
+            err.contains("no session \"my-chta\"")
+                && err.contains("my-chat")
+                && err.contains("other-chat"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]

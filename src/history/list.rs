@@ -89,8 +89,9 @@ pub fn list(wc: &WorkingCopy) -> Result<Vec<SessionInfo>, Error> {
     Ok(out)
 }
 
-/// The session named `query` (the host's id exactly), or else the one whose key's hex starts
-/// with `query` (at least 4 hex digits).
+/// The session named `query` (the host's id exactly), or else the one whose name, or whose
+/// key's hex, starts with `query` (at least 4 characters; a Claude Code session's name is
+/// its 36-character id, which `log` and `sessions` shorten).
 ///
 /// # Errors
 /// As [`list`].
@@ -100,13 +101,17 @@ pub fn find(wc: &WorkingCopy, query: &str) -> Result<Lookup, Error> {
     if let Some(s) = all.iter().find(|s| s.key == by_name) {
         return Ok(Lookup::Found(s.clone()));
     }
-    let hex = query.to_ascii_lowercase();
-    if hex.len() < 4 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if query.chars().count() < 4 {
         return Ok(Lookup::Missing);
     }
+    let hex = query.to_ascii_lowercase();
+    let key_prefix = hex.bytes().all(|b| b.is_ascii_hexdigit());
     let mut hits: Vec<SessionInfo> = all
         .into_iter()
-        .filter(|s| crate::object::ObjectId(s.key.0).to_hex().starts_with(&hex))
+        .filter(|s| {
+            s.name.as_deref().is_some_and(|n| n.starts_with(query))
+                || (key_prefix && crate::object::ObjectId(s.key.0).to_hex().starts_with(&hex))
+        })
         .collect();
     Ok(match hits.len() {
         0 => Lookup::Missing,

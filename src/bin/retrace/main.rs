@@ -3,7 +3,7 @@
 //! and opening the workspace or session a command works on; `commands/` holds one module
 //! per command group, `progress` the bar on stderr.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -21,10 +21,9 @@ struct Cli {
     /// Workspace directory (default: the current directory).
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// The session (one agent conversation) for turn, undo, redo, checkpoint, navigate, log,
-    /// status, show, blame and snapshot names like turn:N: its name or a unique prefix of its key (see
-    /// `retrace sessions`). Without it, the one session with history is used. Empty means
-    /// not given.
+    /// The session (one agent conversation): its name, or a unique prefix of its name or key
+    /// (`retrace sessions`). Only `turn begin`, `checkpoint` and `mcp` start a new one;
+    /// elsewhere an unknown name is an error. Without it, the one session with history.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
     session: Option<String>,
     #[command(subcommand)]
@@ -624,8 +623,7 @@ fn open_with(dir: Option<&PathBuf>, config: Config, says_refusal: bool) -> Resul
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pick {
     /// `undo`, `redo`, `navigate`, and `log`/`status` of a named session: a session with
-    /// history; an unknown name answers as a session without history does (and the
-    /// sessions there are listed on stderr).
+    /// history; an unknown name is a usage error listing the sessions there.
     History,
     /// `turn end`, `turn round`: the one session with a turn open, else as `History`.
     Open,
@@ -641,13 +639,23 @@ fn session(dir: Option<&PathBuf>, id: Option<&str>, pick: Pick) -> Result<Sessio
     session_of(&open(dir)?, id, pick)
 }
 
-/// [`session`] for `log --session`, which only reads: None when the workspace has no
-/// store yet.
-fn session_reading(dir: Option<&PathBuf>, id: &str) -> Result<Option<Session>> {
+/// [`session`] for `log --session`, which only reads: a workspace with no store yet has
+/// no session (and asking creates none).
+fn session_reading(dir: Option<&PathBuf>, id: &str) -> Result<Session> {
     match open_reading(dir)? {
-        Ok(ws) => session_of(&ws, Some(id), Pick::History).map(Some),
-        Err(_) => Ok(None),
+        Ok(ws) => session_of(&ws, Some(id), Pick::History),
+        Err(none) => Err(no_session_yet(id, &none.root)),
     }
+}
+
+/// The usage error for `--session ID` where no session began yet.
+fn no_session_yet(id: &str, root: &Path) -> anyhow::Error {
+    Usage(format!(
+        "there is no session {id:?} in {}, nor any other yet (a session begins with its first \
+         turn: an agent's hooks, or `retrace --session NAME turn begin`)",
+        root.display()
+    ))
+    .into()
 }
 
 /// One line per session, for messages that list them.
@@ -689,21 +697,23 @@ fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
         }
         return match ws.find_session(id)? {
             Lookup::Found(info) => Ok(ws.session_of(&info)),
+            // Only `turn begin`, `checkpoint` and `mcp` start a session (Pick::Create, above):
+            // anywhere else a name no session has is a mistake, told which ones exist.
             Lookup::Missing => {
-                // A new session (an adapter's first call, a checkpoint of one's own) answers
-                // as sessions without history do; a typo is told which ones exist.
                 let all = ws.sessions()?;
-                if pick != Pick::Create && !all.is_empty() {
-                    eprintln!(
-                        "retrace: note: there is no session {id:?} here; the sessions (name one \
-                         with --session, or a unique prefix of its key):{}",
-                        session_lines(&all)
-                    );
+                if all.is_empty() {
+                    return Err(no_session_yet(id, ws.root()));
                 }
-                Ok(ws.session(id))
+                Err(Usage(format!(
+                    "there is no session {id:?} in {}; the sessions here (name one with \
+                     --session: its name, or a unique prefix of its name or key):{}",
+                    ws.root().display(),
+                    session_lines(&all)
+                ))
+                .into())
             }
             Lookup::Ambiguous(hits) => Err(Usage(format!(
-                "{id:?} is the start of several sessions' keys; give more of it:{}",
+                "{id:?} is the start of several sessions' names or keys; give more of it:{}",
                 session_lines(&hits)
             ))
             .into()),
@@ -1102,15 +1112,13 @@ fn run(cli: Cli) -> Result<u8> {
             paths,
         } => match sid {
             Some(id) if !snapshots && !paths.is_empty() => {
-                inspect::session_file_log(session_reading(dir, id)?.as_ref(), &paths, max, json)
+                inspect::session_file_log(&session_reading(dir, id)?, &paths, max, json)
             }
-            Some(id) if !snapshots => {
-                history::log(session_reading(dir, id)?.as_ref(), id, max, steps, json)
-            }
+            Some(id) if !snapshots => history::log(&session_reading(dir, id)?, max, steps, json),
             None if steps => {
                 let ws = reading_history(dir)?;
                 let s = session_of(&ws, None, Pick::History)?;
-                history::log(Some(&s), &s.id(), max, true, json)
+                history::log(&s, max, true, json)
             }
             None if !snapshots && !paths.is_empty() => {
                 inspect::file_log(open_reading(dir)?.ok().as_ref(), &paths, max, json)
@@ -1189,7 +1197,9 @@ fn run(cli: Cli) -> Result<u8> {
             (Ok(ws), Some(id)) => {
                 history::status(&ws, &session_of(&ws, Some(id), Pick::History)?, json)
             }
-            (ws, _) => snapshot::status(ws.as_ref(), json),
+            // No store, so no session: said as for any unknown one.
+            (Err(none), Some(id)) => Err(no_session_yet(id, &none.root)),
+            (ws, None) => snapshot::status(ws.as_ref(), json),
         },
     }
 }

@@ -431,22 +431,7 @@ pub fn checkpoint(s: &Session, label: Option<String>, json: bool) -> Result<u8> 
 }
 
 /// `retrace log --session`: newest first, at most `max` entries.
-pub fn log(
-    s: Option<&Session>,
-    id: &str,
-    max: Option<usize>,
-    steps: bool,
-    json: bool,
-) -> Result<u8> {
-    let Some(s) = s else {
-        // No store yet: nothing recorded, and nothing created by asking.
-        if json {
-            println!("{}", serde_json::json!({"status": null, "entries": []}));
-        } else {
-            println!("session {} has no turns yet", terminal_line(id));
-        }
-        return Ok(OK);
-    };
+pub fn log(s: &Session, max: Option<usize>, steps: bool, json: bool) -> Result<u8> {
     let mut log: SessionLog = if steps { s.log_with_steps()? } else { s.log()? };
     let empty = log.entries.is_empty();
     log.entries.truncate(max.unwrap_or(usize::MAX));

@@ -49,15 +49,12 @@ pub fn file_log(
 
 /// `retrace log --session S -- PATH...`.
 pub fn session_file_log(
-    s: Option<&Session>,
+    s: &Session,
     paths: &[String],
     max: Option<usize>,
     json: bool,
 ) -> Result<u8> {
-    let entries = match s {
-        Some(s) => s.file_log(paths, retrace::history::inspect::Among::ThisSession)?,
-        None => Vec::new(),
-    };
+    let entries = s.file_log(paths, retrace::history::inspect::Among::ThisSession)?;
     print_file_log(entries, paths, max, json)
 }
 
