@@ -336,3 +336,31 @@ fn a_session_name_without_sessions_and_a_parse_error_with_json_are_usage_errors(
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["result"], "usage");
 }
+
+/// `retrace diff` alone, as `git diff`: what changed since the last snapshot (what `status`
+/// counts); with no snapshot yet, a usage error that says how to take one.
+#[test]
+fn diff_alone_shows_the_changes_since_the_last_snapshot() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    env.write("b.txt", "b\n");
+    let (code, _, err) = run(&env, &["diff"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("retrace snapshot"), "{err}");
+    ok(&env, &["snapshot"]);
+    assert_eq!(ok(&env, &["diff"]), "");
+    env.write("a.txt", "a2\n");
+    std::fs::remove_file(env.path("b.txt")).unwrap();
+    env.write("c.txt", "c\n");
+    assert_eq!(
+        ok(&env, &["diff", "--name-status"]),
+        "M a.txt\nD b.txt\nA c.txt\n"
+    );
+    let v: Value = serde_json::from_str(&ok(&env, &["diff", "--json"])).unwrap();
+    assert_eq!(v["modified"][0], "a.txt", "{v}");
+    // The disk is not snapshotted by asking: the same answer again.
+    assert_eq!(
+        ok(&env, &["diff", "--name-status"]),
+        "M a.txt\nD b.txt\nA c.txt\n"
+    );
+}

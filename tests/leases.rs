@@ -212,8 +212,9 @@ fn an_owner_pid_naming_no_process_is_refused() {
         "{}",
         stderr(&o)
     );
-    // Nothing is pending: undo has nothing to do, and is not busy.
+    // No turn began: the session does not exist (a usage error, not busy).
     let o = env.run(RETRACE, &["--session", "s", "undo", "--json"]);
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    assert_eq!(v["result"], "nothing_to_undo", "{v}");
+    assert_eq!(v["result"], "usage", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("no session"), "{v}");
 }

@@ -106,8 +106,9 @@ enum Command {
     /// Paths added, modified and deleted between two snapshots (or a snapshot and the disk).
     Diff {
         /// From this snapshot: id or unique prefix (8+ hex digits), label, or `turn:N`,
-        /// `turn:N:before`, `checkpoint:N` of the session.
-        a: String,
+        /// `turn:N:before`, `checkpoint:N` of the session (default: the last snapshot, so
+        /// the changes `status` counts).
+        a: Option<String>,
         /// To this snapshot, named the same ways (default: the disk).
         b: Option<String>,
         /// Print unified diffs of the changed files (3 lines of context), as `git diff`.
@@ -1150,15 +1151,27 @@ fn run(cli: Cli) -> Result<u8> {
             json,
             paths,
         } => {
+            let none_yet = |root: &Path| -> anyhow::Error {
+                let what = a
+                    .as_ref()
+                    .map_or("to compare with".into(), |a| format!("{a:?}"));
+                Usage(format!(
+                    "no snapshot {what}: {} has no snapshots yet (`retrace snapshot` takes one)",
+                    root.display()
+                ))
+                .into()
+            };
             let ws = match open_reading(dir)? {
                 Ok(ws) => ws,
-                Err(none) => {
-                    return Err(Usage(format!(
-                        "no snapshot {a:?}: {} has no snapshots yet",
-                        none.root.display()
-                    ))
-                    .into());
-                }
+                Err(none) => return Err(none_yet(&none.root)),
+            };
+            // Without a snapshot named: the last one, against the disk.
+            let a = match a {
+                Some(a) => a,
+                None => match ws.store().reader()?.last_known()? {
+                    Some(id) => id.to_hex(),
+                    None => return Err(none_yet(ws.root())),
+                },
             };
             let names = SnapshotNames::new(&ws, sid);
             // A step alone names a change: from the workspace when it began to when it ended.
