@@ -424,6 +424,42 @@ pub fn diff(from: &[FlatEntry], to: &[FlatEntry]) -> Diff {
     d
 }
 
+/// The changes from flat list `from` to flat list `to` (both sorted by path): each path
+/// whose entry differs in kind or id, or that one side lacks, with both sides' entries (as
+/// [`changes`] gives them from two trees).
+#[must_use]
+pub fn changes_of(from: &[FlatEntry], to: &[FlatEntry]) -> Vec<Change> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let (old, new) = match (from.get(i), to.get(j)) {
+            (None, None) => break,
+            (Some(a), Some(b)) if a.path == b.path => {
+                i += 1;
+                j += 1;
+                if a.kind == b.kind && a.id == b.id {
+                    continue;
+                }
+                (Some(a), Some(b))
+            }
+            (Some(a), b) if b.is_none_or(|b| a.path < b.path) => {
+                i += 1;
+                (Some(a), None)
+            }
+            (_, b) => {
+                j += 1;
+                (None, b)
+            }
+        };
+        out.push(Change {
+            path: old.or(new).map(|e| e.path.clone()).unwrap_or_default(),
+            old: old.cloned(),
+            new: new.cloned(),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 #[path = "diff_tests.rs"]
 mod tests;

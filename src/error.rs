@@ -255,13 +255,15 @@ pub struct HeldPath {
 pub enum RestoreError {
     /// The workspace differs from its last known state; restoring would lose those edits.
     #[error(
-        "the workspace has {} change(s) not in any snapshot (e.g. {}); snapshot them first or \
-         pass --force (a safety snapshot is taken before forcing)",
-        paths.len(), paths.first().map_or("?", String::as_str)
+        "the workspace has {count} change(s) not in any snapshot (e.g. {}); snapshot them \
+         first or pass --force (a safety snapshot is taken before forcing)",
+        paths.first().map_or("?", String::as_str)
     )]
     Dirty {
         /// Up to 20 changed paths.
         paths: Vec<String>,
+        /// How many there are.
+        count: usize,
     },
     /// Paths the restore would change hold another writer's work: a turn of another
     /// session still running, or (for a restore made for a session) another session's last

@@ -188,7 +188,11 @@ impl Workspace {
             &self.held_by_others(),
             progress,
         )? {
-            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (_, Some(r)) => Err(RestoreError::Dirty {
+                paths: r.paths,
+                count: r.count,
+            }
+            .into()),
             (outcome, None) => Ok(outcome),
         }
     }

@@ -48,7 +48,12 @@ fn restore_refuses_to_overwrite_unsnapshotted_changes_and_lists_them() {
         .unwrap_err();
     match err {
         Error::Restore(r) => match *r {
-            RestoreError::Dirty { paths } => assert_eq!(paths, vec!["a.txt", "b.txt"]),
+            RestoreError::Dirty { paths, count } => {
+                assert_eq!(
+                    (paths, count),
+                    (vec!["a.txt".to_string(), "b.txt".into()], 2)
+                );
+            }
             other => panic!("unexpected {other:?}"),
         },
         other => panic!("unexpected {other:?}"),
@@ -253,4 +258,44 @@ fn restore_replacing_a_directory_by_a_symlink_to_the_root_verifies() {
     let out = ws.restore(&first.id, RestoreOptions::default()).unwrap();
     assert!(out.verified, "{:?}", out.verify_diff);
     assert_eq!(tree_of(env.root()), before);
+}
+
+/// The dirty refusal counts every change, not the sample it lists; files deleted since the
+/// last snapshot that the target brings back exactly as they were are no unsaved work.
+#[test]
+fn a_dirty_refusal_counts_every_change_and_files_the_target_brings_back_are_no_loss() {
+    use crate::common::{RETRACE, stderr, stdout};
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("f{i:02}.txt"), format!("{i}\n"));
+    }
+    let first = crate::common::snapshot_id(&env);
+    for i in 0..30 {
+        fs::remove_file(env.path(&format!("f{i:02}.txt"))).unwrap();
+    }
+    // Deleted since: the restore brings every one back as it was, with no --force.
+    let o = env.run(RETRACE, &["restore", &first]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read("f00.txt"), "0\n");
+    assert_eq!(env.read("f29.txt"), "29\n");
+    // 25 edits and a deletion: refused, all 26 counted (the message lists one).
+    for i in 0..25 {
+        env.write(&format!("f{i:02}.txt"), "edited\n");
+    }
+    fs::remove_file(env.path("f29.txt")).unwrap();
+    let o = env.run(RETRACE, &["restore", &first]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("25 change(s)"), "{}", stderr(&o));
+    assert_eq!(env.read("f00.txt"), "edited\n");
+    // A deleted file the target holds otherwise is no different: the target changed it,
+    // so it is not brought back as it was.
+    env.write("f29.txt", "29 again\n");
+    let second = crate::common::snapshot_id(&env);
+    fs::remove_file(env.path("f29.txt")).unwrap();
+    let o = env.run(RETRACE, &["restore", &first, "--", "f29.txt"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 change(s)"), "{}", stderr(&o));
+    let o = env.run(RETRACE, &["restore", &second, "--", "f29.txt"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(env.read("f29.txt"), "29 again\n");
 }

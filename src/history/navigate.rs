@@ -252,18 +252,15 @@ impl Session {
         if !known.contains(&Some(disk.id)) {
             // What is in no snapshot: the changes since the nearer of the two known states
             // (the session's, and the workspace's, which a restore or another session's
-            // capture may have moved), so that paths a snapshot holds are never named.
-            let leaf = |e: &Option<crate::capture::FlatEntry>| {
-                e.as_ref()
-                    .is_some_and(|e| e.kind != crate::object::EntryKind::Dir)
-            };
+            // capture may have moved), so that paths a snapshot holds are never named; a
+            // file deleted since that the target brings back as it was is no loss.
             let mut changed: Option<Vec<String>> = None;
             for k in known.iter().flatten() {
-                let paths: Vec<String> = crate::diff::changes(&reader, k, &disk.id)?
-                    .into_iter()
-                    .filter(|c| leaf(&c.old) || leaf(&c.new))
-                    .map(|c| c.path.show())
-                    .collect();
+                let paths = crate::working_copy::unsaved(
+                    &reader,
+                    crate::diff::changes(&reader, k, &disk.id)?,
+                    &snapshot,
+                )?;
                 if changed.as_ref().is_none_or(|c| paths.len() < c.len()) {
                     changed = Some(paths);
                 }

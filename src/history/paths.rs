@@ -39,7 +39,11 @@ pub fn restore_paths(
     let then = mine.map(SessionOp::restore);
     let (outcome, refused) = wc.restore_paths_or_plan(id, &only, opts, then, &held, progress)?;
     match refused {
-        Some(r) if !opts.dry_run => Err(RestoreError::Dirty { paths: r.paths }.into()),
+        Some(r) if !opts.dry_run => Err(RestoreError::Dirty {
+            paths: r.paths,
+            count: r.count,
+        }
+        .into()),
         refused => Ok(DryRun { outcome, refused }),
     }
 }
@@ -51,7 +55,11 @@ pub fn restore_paths(
 /// [`RestoreError::Dirty`] when the plan says the restore would be refused.
 pub fn outcome_of(d: DryRun) -> Result<RestoreOutcome, Error> {
     match d.refused {
-        Some(r) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+        Some(r) => Err(RestoreError::Dirty {
+            paths: r.paths,
+            count: r.count,
+        }
+        .into()),
         None => Ok(d.outcome),
     }
 }
@@ -89,7 +97,11 @@ impl Session {
             return self.restore_paths(id, paths, opts, progress);
         }
         match self.restore_whole(id, opts, progress)? {
-            (_, Some(r)) => Err(RestoreError::Dirty { paths: r.paths }.into()),
+            (_, Some(r)) => Err(RestoreError::Dirty {
+                paths: r.paths,
+                count: r.count,
+            }
+            .into()),
             (outcome, None) => Ok(outcome),
         }
     }

@@ -1029,7 +1029,7 @@ fn message_of(o: &Outcome) -> Message {
 fn refusal_of(e: &Error) -> Message {
     let paths = match e {
         Error::Restore(r) => match r.as_ref() {
-            crate::RestoreError::Dirty { paths } => paths.clone(),
+            crate::RestoreError::Dirty { paths, .. } => paths.clone(),
             crate::RestoreError::Held { held } => held
                 .iter()
                 .map(|h| format!("{} ({})", h.path, h.writer))

@@ -734,7 +734,7 @@ impl WorkingCopy {
         let label = format!("safety: before forced restore to {}", id.short());
         let (refused, safety) = dirty_guard(
             &reader,
-            &mut current,
+            (&mut current, id),
             &[],
             opts,
             lock.as_ref(),
@@ -1255,15 +1255,58 @@ pub(crate) fn held_guard(
     }))
 }
 
-/// The guard of a restore over the paths `only` (all when empty): where the disk
-/// `current` differs from the last known state, a restore would lose edits no snapshot
-/// has. Without `force` that is [`RestoreError::Dirty`], or for a dry run the refusal
-/// returned; with it and the lock, the disk is recorded first as a safety snapshot
-/// (`current` becomes it; its id is returned second).
+/// Of `changes` from the last known state to the disk, the paths that hold work no
+/// snapshot has and that a restore to `target` would lose: every changed file, link or
+/// nested repository, but a file the disk lacks that `target` holds exactly as the known
+/// state did (deleted since: the restore brings it back, and nothing is lost).
+///
+/// # Errors
+/// [`StoreError`] when a tree of `target` cannot be read.
+pub(crate) fn unsaved(
+    reader: &crate::store::StoreReader,
+    changes: Vec<crate::diff::Change>,
+    target: &ObjectId,
+) -> Result<Vec<String>, StoreError> {
+    let leaf = |e: &Option<FlatEntry>| {
+        e.as_ref()
+            .is_some_and(|e| e.kind != crate::object::EntryKind::Dir)
+    };
+    let changes: Vec<_> = changes
+        .into_iter()
+        .filter(|c| leaf(&c.old) || leaf(&c.new))
+        .collect();
+    let deleted: Vec<&crate::diff::Change> = changes
+        .iter()
+        .filter(|c| c.new.is_none() && leaf(&c.old))
+        .collect();
+    let there = partial::entries_at(reader, target, deleted.iter().map(|c| &c.path))?;
+    let brought_back: std::collections::HashSet<&crate::object::RelPath> = deleted
+        .iter()
+        .filter(|c| {
+            let was = c.old.as_ref().map(|e| (e.kind, e.id));
+            there
+                .binary_search_by(|e| e.path.cmp(&c.path))
+                .is_ok_and(|i| Some((there[i].kind, there[i].id)) == was)
+        })
+        .map(|c| &c.path)
+        .collect();
+    Ok(changes
+        .iter()
+        .filter(|c| !brought_back.contains(&c.path))
+        .map(|c| c.path.show())
+        .collect())
+}
+
+/// The guard of a restore to `target` over the paths `only` (all when empty): where the
+/// disk `current` differs from the last known state, a restore would lose edits no
+/// snapshot has, but for files deleted since that `target` brings back exactly as they
+/// were ([`unsaved`]). Without `force` that is [`RestoreError::Dirty`], or for a dry run
+/// the refusal returned; with it and the lock, the disk is recorded first as a safety
+/// snapshot (`current` becomes it; its id is returned second).
 #[allow(clippy::too_many_arguments)] // the lock is a proof, not data
 pub(crate) fn dirty_guard(
     reader: &crate::store::StoreReader,
-    current: &mut Capture,
+    (current, target): (&mut Capture, &ObjectId),
     only: &[String],
     opts: RestoreOptions,
     lock: Option<&Exclusive<'_>>,
@@ -1274,21 +1317,21 @@ pub(crate) fn dirty_guard(
     if last_known == Some(current.id) {
         return Ok((None, None));
     }
-    let leaf = |e: &Option<FlatEntry>| {
-        e.as_ref()
-            .is_some_and(|e| e.kind != crate::object::EntryKind::Dir)
-    };
     let changed: Vec<String> = match last_known {
         // Stored (under the lock): the trees say what differs, read where they differ (by a
         // reader that sees the disk's trees, stored after `reader` was opened).
         Some(k) if let Some(ex) = lock => {
-            crate::diff::changes(&ex.store.reader()?, &k, &current.id)?
-                .into_iter()
-                .filter(|c| leaf(&c.old) || leaf(&c.new))
-                .map(|c| c.path.show())
-                .collect()
+            let fresh = ex.store.reader()?;
+            unsaved(
+                &fresh,
+                crate::diff::changes(&fresh, &k, &current.id)?,
+                target,
+            )?
         }
-        Some(k) => diff(&flatten(reader, &k)?, &current.entries).paths(),
+        Some(k) => {
+            let changes = crate::diff::changes_of(&flatten(reader, &k)?, &current.entries);
+            unsaved(reader, changes, target)?
+        }
         // No known state: every path is unsaved work (stored without a list: read back).
         None if let Some(ex) = lock => flatten(&ex.store.reader()?, &current.id)?
             .iter()
@@ -1305,18 +1348,20 @@ pub(crate) fn dirty_guard(
     let mut refused = None;
     if !opts.force {
         let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
+        let count = changed.len();
         if !opts.dry_run {
-            return Err(RestoreError::Dirty { paths }.into());
+            return Err(RestoreError::Dirty { paths, count }.into());
         }
         // A dry run goes on to show what would happen, and that it would be refused.
         refused = Some(DirtyRefusal {
             result: "dirty",
             message: RestoreError::Dirty {
                 paths: paths.clone(),
+                count,
             }
             .to_string(),
             paths,
-            count: changed.len(),
+            count,
         });
     }
     let mut safety = None;

@@ -164,7 +164,7 @@ impl WorkingCopy {
         let label = format!("safety: before forced restore of paths from {}", id.short());
         let (refused, safety) = dirty_guard(
             &reader,
-            &mut current,
+            (&mut current, id),
             only,
             opts,
             lock.as_ref(),

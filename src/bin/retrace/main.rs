@@ -1296,6 +1296,7 @@ mod tests {
         assert_eq!(classify(&capture_busy), ("busy", 2));
         let dirty = anyhow::Error::from(Error::from(RestoreError::Dirty {
             paths: vec!["a".into()],
+            count: 1,
         }));
         assert_eq!(classify(&dirty), ("refused", 1));
         let failed = anyhow::Error::from(Error::Workspace {
