@@ -669,3 +669,32 @@ fn undo_and_redo_of_a_turn_that_made_directories_take_them_back_each_time() {
     }
     assert!(ledger.contains_key("pkg/src/turn/x.txt"));
 }
+
+/// Where no session ever ran, the ledger has not begun (docs/format.md, `ledger_at`), and a
+/// user's restore does not begin it: a whole restore writes no entry per path.
+#[test]
+fn a_users_restore_where_no_session_ran_begins_no_ledger() {
+    let env = Env::new();
+    env.write("a.txt", "a1\n");
+    env.write("b.txt", "b1\n");
+    let first = crate::common::snapshot_id(&env);
+    env.write("a.txt", "a2\n");
+    crate::common::snapshot_id(&env);
+    let o = env.run(RETRACE, &["restore", &first]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(env.read("a.txt"), "a1\n");
+    // Again, into a workspace whose files are gone.
+    std::fs::remove_file(env.path("a.txt")).unwrap();
+    std::fs::remove_file(env.path("b.txt")).unwrap();
+    let o = env.run(RETRACE, &["restore", &first]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(env.read("b.txt"), "b1\n");
+    assert!(crate::ledger_retention::ledger(&env.open()).is_empty());
+    // A session's first turn begins it.
+    let owner = LiveOwner::start();
+    ok(&env, "A", &["turn", "begin", "--owner-pid", &owner.pid()]);
+    env.write("b.txt", "b by A\n");
+    ok(&env, "A", &["turn", "end"]);
+    let ledger = crate::ledger_retention::ledger(&env.open());
+    assert_eq!(ledger.keys().collect::<Vec<_>>(), ["b.txt"]);
+}

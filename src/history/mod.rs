@@ -347,7 +347,10 @@ impl SessionOp {
                     (Err(_), _) => ledger::claim_changes(tx, reader, &writer, snapshot)?,
                 }
             }
-            _ => ledger::claim_changes(tx, reader, &writer, snapshot)?,
+            Some(_) => ledger::claim_changes(tx, reader, &writer, snapshot)?,
+            // No session has begun the ledger (docs/format.md, `ledger_at`): a restore of
+            // the user's alone keeps none.
+            None => {}
         }
         phases.mark("ledger up to date");
         Ok(())
