@@ -90,3 +90,37 @@ fn the_allow_list_brings_chosen_files_back() {
     assert!(c.entries.iter().any(|e| e.path == b"certs/server.pem"));
     assert!(c.entries.iter().any(|e| e.path == b"notes/backup.txt"));
 }
+
+/// `.env` templates (usually committed, holding no secrets) are snapshotted, so a turn's
+/// edit to them is undone; the real `.env` stays out, and the turn's end says so.
+#[test]
+fn env_templates_are_kept_and_a_turn_names_the_credentials_it_left_out() {
+    use crate::common::{LiveOwner, stderr};
+    let env = Env::new();
+    env.write(".env", "TOKEN=1\n");
+    env.write(".env.example", "TOKEN=\n");
+    env.write(".env.sample", "TOKEN=\n");
+    env.write(".env.template", "TOKEN=\n");
+    let owner = LiveOwner::start();
+    let run = |args: &[&str]| {
+        let mut all = vec!["--session", "s"];
+        all.extend_from_slice(args);
+        let o = env.run(RETRACE, &all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    run(&["turn", "begin", "--owner-pid", &owner.pid()]);
+    env.write(".env.example", "TOKEN=\nNEW_SETTING=\n");
+    env.write(".env", "TOKEN=2\n");
+    let ended = run(&["turn", "end"]);
+    assert!(ended.contains("turn 1 ended: +0 ~1 -0"), "{ended}");
+    assert!(
+        ended.contains("left out as credentials") && ended.contains(".env"),
+        "{ended}"
+    );
+    assert!(!ended.contains(".env.example"), "{ended}");
+    run(&["undo"]);
+    assert_eq!(env.read(".env.example"), "TOKEN=\n");
+    // The credential itself is never touched.
+    assert_eq!(env.read(".env"), "TOKEN=2\n");
+}

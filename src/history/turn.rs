@@ -75,13 +75,21 @@ pub struct TurnSummary {
     pub deleted: u32,
     /// Paths left out of the after-snapshot (unreadable, unstable).
     pub skipped: Vec<Skipped>,
+    /// Files left out of the after-snapshot as credentials (`.env`, keys: docs/retention.md,
+    /// `allow_secrets`): what the turn did to them cannot be undone.
+    pub secrets: Vec<String>,
     /// Turns dropped because the session exceeded its cap.
     pub dropped: u64,
 }
 
 impl TurnSummary {
     /// The summary of turn record `rec` as ended with `counts`.
-    fn of(rec: TurnRecord, counts: Counts, skipped: Vec<Skipped>, dropped: u64) -> TurnSummary {
+    fn of(
+        rec: TurnRecord,
+        counts: Counts,
+        (skipped, secrets): (Vec<Skipped>, Vec<String>),
+        dropped: u64,
+    ) -> TurnSummary {
         TurnSummary {
             turn: rec.number,
             state: rec.state,
@@ -92,6 +100,7 @@ impl TurnSummary {
             modified: counts.modified,
             deleted: counts.deleted,
             skipped,
+            secrets,
             dropped,
         }
     }
@@ -514,7 +523,12 @@ impl Session {
             return Ok(None);
         };
         self.publish(None);
-        Ok(Some(TurnSummary::of(rec, counts, cap.skipped, 0)))
+        Ok(Some(TurnSummary::of(
+            rec,
+            counts,
+            (cap.skipped, cap.secrets),
+            0,
+        )))
     }
 }
 
@@ -629,6 +643,7 @@ impl Turn {
             modified: 0,
             deleted: 0,
             skipped: Vec::new(),
+            secrets: Vec::new(),
             dropped: 0,
         })
     }
@@ -726,6 +741,7 @@ impl Turn {
                 modified: 0,
                 deleted: 0,
                 skipped: Vec::new(),
+                secrets: Vec::new(),
                 dropped: 0,
             });
         }
@@ -818,6 +834,11 @@ impl Turn {
             detail: format!("turn {number} was not recorded"),
         })?;
         s.publish(None);
-        Ok(TurnSummary::of(rec, counts, cap.skipped, dropped))
+        Ok(TurnSummary::of(
+            rec,
+            counts,
+            (cap.skipped, cap.secrets),
+            dropped,
+        ))
     }
 }

@@ -12,7 +12,7 @@ pub const HARD_EXCLUSIONS: &[&str] = &[
 /// excluded the same way.
 pub const SECRET_NAMES: &[&str] = &[
     ".env",
-    ".env.*",
+    ".env.* (but the templates .env.example, .env.sample, .env.template, .env.dist)",
     "*.pem",
     "*.key",
     "id_rsa*",
@@ -30,11 +30,16 @@ pub fn is_hard_excluded(name: &[u8]) -> bool {
     name == b".git" || name == b"node_modules" || is_temp(name)
 }
 
+/// `.env` templates, usually committed and holding no secrets: kept in snapshots.
+const ENV_TEMPLATES: &[&[u8]] = &[b"example", b"sample", b"template", b"dist"];
+
 /// Whether a file name is a credential's by name ([`SECRET_NAMES`]).
 #[must_use]
 pub fn is_secret_name(name: &[u8]) -> bool {
     name == b".env"
-        || name.starts_with(b".env.")
+        || name
+            .strip_prefix(b".env.")
+            .is_some_and(|rest| !ENV_TEMPLATES.contains(&rest))
         || name.ends_with(b".pem")
         || name.ends_with(b".key")
         || [&b"id_rsa"[..], b"id_dsa", b"id_ecdsa", b"id_ed25519"]
@@ -81,9 +86,22 @@ mod tests {
         ] {
             assert!(is_secret_name(n), "{n:?}");
         }
-        for n in [&b"env"[..], b".envrc", b"key.rs", b"pem.txt", b"ids.txt"] {
+        for n in [
+            &b"env"[..],
+            b".envrc",
+            b"key.rs",
+            b"pem.txt",
+            b"ids.txt",
+            b".env.example",
+            b".env.sample",
+            b".env.template",
+            b".env.dist",
+        ] {
             assert!(!is_secret_name(n), "{n:?}");
         }
+        // A template's name with more after it is no template.
+        assert!(is_secret_name(b".env.example.local"));
+        assert!(is_secret_name(b".env.production"));
         assert!(looks_like_private_key(
             b"junk\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blb"
         ));

@@ -276,6 +276,14 @@ pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
                 terminal_line(&k.reason)
             );
         }
+        if !sum.secrets.is_empty() {
+            let shown: Vec<_> = sum.secrets.iter().map(|p| terminal_line(p)).collect();
+            println!(
+                "  left out as credentials (what the turn did to them cannot be undone; the \
+                 allow_secrets setting keeps chosen ones): {}",
+                shown.join(", ")
+            );
+        }
     }
     Ok(OK)
 }
