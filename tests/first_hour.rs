@@ -364,3 +364,15 @@ fn diff_alone_shows_the_changes_since_the_last_snapshot() {
         "M a.txt\nD b.txt\nA c.txt\n"
     );
 }
+
+/// `restore --help` and `navigate --help` say when to use which.
+#[test]
+fn restore_and_navigate_help_say_when_to_use_which() {
+    let env = Env::new();
+    let restore = ok(&env, &["restore", "--help"]);
+    assert!(restore.contains("Restore or navigate?"), "{restore}");
+    assert!(restore.contains("moves no session"), "{restore}");
+    let navigate = ok(&env, &["navigate", "--help"]);
+    assert!(navigate.contains("Navigate or restore?"), "{navigate}");
+    assert!(navigate.contains("moves the session there"), "{navigate}");
+}

@@ -133,6 +133,11 @@ enum Command {
     },
     /// Make the workspace's files equal to a snapshot; with paths, only those files and
     /// directories (everything else on disk is untouched).
+    ///
+    /// Restore or navigate? `restore` writes files from any snapshot (any session's, or one
+    /// of your own) and moves no session: undo and redo go on as before. `navigate` moves a
+    /// session to one of its own turns or checkpoints: its files, and where its undo and
+    /// redo start next.
     Restore {
         /// The snapshot: id or unique prefix (8+ hex digits), label, or `turn:N`,
         /// `turn:N:before`, `checkpoint:N` of the session.
@@ -228,6 +233,10 @@ enum Command {
     },
     /// Restore the workspace to the snapshot at an anchor: a host anchor, `turn:N`,
     /// `turn:N:before`, `checkpoint:N` or a checkpoint label.
+    ///
+    /// Navigate or restore? `navigate` moves the session there: its files, and where its
+    /// undo and redo start next (what it passes over can no longer be redone). `restore`
+    /// writes files from any snapshot, or only some paths of one, and moves no session.
     Navigate {
         /// The anchor.
         anchor: String,
