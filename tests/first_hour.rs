@@ -376,3 +376,13 @@ fn restore_and_navigate_help_say_when_to_use_which() {
     assert!(navigate.contains("Navigate or restore?"), "{navigate}");
     assert!(navigate.contains("moves the session there"), "{navigate}");
 }
+
+/// Counts are worded as counted: "1 file", not "1 files".
+#[test]
+fn a_snapshot_of_one_file_says_one_file() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    let out = ok(&env, &["snapshot"]);
+    assert!(out.contains("\n1 file, "), "{out}");
+    assert!(out.contains("(1 file read)"), "{out}");
+}

@@ -97,6 +97,17 @@ fn paths_after_the_separator_restrict_every_form() {
         stat,
         " blob.bin  | Bin\n src/a.txt | 2 +-\n 2 files changed, 1 insertion(+), 1 deletion(-)\n"
     );
+    // As git: a part that is zero is left out (a binary file alone has both zero).
+    let stat = run(&env, &["diff", &id, "--stat", "--", "new.txt"]);
+    assert!(
+        stat.ends_with(" 1 file changed, 1 insertion(+)\n"),
+        "{stat}"
+    );
+    let stat = run(&env, &["diff", &id, "--stat", "--", "blob.bin"]);
+    assert!(
+        stat.ends_with(" 1 file changed, 0 insertions(+), 0 deletions(-)\n"),
+        "{stat}"
+    );
     // A path that matches no change: nothing, successfully.
     assert_eq!(run(&env, &["diff", &id, "-p", "--", "src/a"]), "");
 }

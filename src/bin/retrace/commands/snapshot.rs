@@ -31,11 +31,11 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
     } else {
         println!("snapshot {}", c.id);
         println!(
-            "{} files, {}, {} new stored ({} files read)",
-            c.files,
+            "{}, {}, {} new stored ({} read)",
+            counted(c.files, "file"),
             bytes_approx(c.bytes),
             bytes_approx(c.new_bytes),
-            c.hashed
+            counted(c.hashed, "file")
         );
         for n in &c.nested_repos {
             println!("nested repository left alone: {}", terminal_line(n));
@@ -273,14 +273,24 @@ fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
     let (added, removed): (u64, u64) = patches
         .iter()
         .fold((0, 0), |(a, r), p| (a + p.added, r + p.removed));
+    // As git words it: a zero part is left out unless both are zero.
     out.push_str(&format!(
-        " {} file{} changed, {added} insertion{}(+), {removed} deletion{}(-)\n",
-        patches.len(),
-        if patches.len() == 1 { "" } else { "s" },
-        if added == 1 { "" } else { "s" },
-        if removed == 1 { "" } else { "s" },
+        " {} changed",
+        counted(patches.len() as u64, "file")
     ));
+    if added > 0 || removed == 0 {
+        out.push_str(&format!(", {}(+)", counted(added, "insertion")));
+    }
+    if removed > 0 || added == 0 {
+        out.push_str(&format!(", {}(-)", counted(removed, "deletion")));
+    }
+    out.push('\n');
     out
+}
+
+/// `n` and `noun`, plural unless `n` is 1: "1 file", "3 files".
+fn counted(n: u64, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// `retrace restore`.
