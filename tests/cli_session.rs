@@ -411,3 +411,63 @@ fn an_empty_retrace_session_means_unset() {
         "{with_empty}\n{without}"
     );
 }
+
+/// `undo --dry-run` and `redo --dry-run` say what the files would become, in the shape of
+/// `revert --dry-run`, and write nothing: not the files, not the session's cursor.
+#[test]
+fn undo_and_redo_dry_runs_list_what_they_would_do_and_write_nothing() {
+    let env = Env::new();
+    env.write("keep.txt", "keep\n");
+    env.write("edit.txt", "v1\n");
+    let owner = common::LiveOwner::start();
+    ok(in_session(
+        &env,
+        "s",
+        &["turn", "begin", "--owner-pid", &owner.pid()],
+    ));
+    env.write("edit.txt", "v2\n");
+    env.write("new.txt", "new\n");
+    ok(in_session(&env, "s", &["turn", "end"]));
+    let before = common::tree_of(env.root());
+
+    let out = ok(in_session(&env, "s", &["undo", "--dry-run"]));
+    assert!(out.contains("would write edit.txt"), "{out}");
+    assert!(out.contains("would delete new.txt"), "{out}");
+    assert!(
+        out.contains("dry run of undo of turn 1: 1 to write (0 merged), 1 to delete"),
+        "{out}"
+    );
+    let o = in_session(&env, "s", &["undo", "--dry-run", "--json"]);
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["would_write"], serde_json::json!(["edit.txt"]), "{v}");
+    assert_eq!(v["would_delete"], serde_json::json!(["new.txt"]), "{v}");
+    assert_eq!(common::tree_of(env.root()), before);
+
+    // An edit since: the dry run names the conflict and exits 1, as the undo would.
+    env.write("edit.txt", "v3 by hand\n");
+    let o = in_session(&env, "s", &["undo", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("conflict edit.txt"), "{}", stdout(&o));
+    env.write("edit.txt", "v2\n");
+
+    // Nothing undone yet: nothing to redo.
+    let o = in_session(&env, "s", &["redo", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    ok(in_session(&env, "s", &["undo"]));
+    let undone = common::tree_of(env.root());
+    let out = ok(in_session(&env, "s", &["redo", "--dry-run"]));
+    assert!(
+        out.contains("would write edit.txt") && out.contains("would write new.txt"),
+        "{out}"
+    );
+    assert_eq!(common::tree_of(env.root()), undone);
+    // The cursor did not move: the redo still redoes turn 1.
+    ok(in_session(&env, "s", &["redo"]));
+    assert_eq!(env.read("new.txt"), "new\n");
+    assert!(
+        in_session(&env, "s", &["undo", "--dry-run", "--mode", "files"])
+            .status
+            .code()
+            == Some(2)
+    );
+}

@@ -3,6 +3,7 @@
 
 use super::db;
 use super::record::{Mode, Op, TurnRecord, TurnState};
+use super::revert::RevertPreview;
 use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::diff::changes;
 use crate::error::Error;
@@ -325,23 +326,17 @@ impl Session {
         })
     }
 
-    /// Applies the change from snapshot `from` (None: the disk now) to snapshot `to` to the paths it names,
-    /// refusing (as an outcome) when the disk no longer holds `from` there, and records `op`
-    /// with the result, under the exclusive lock `ex`. Journaled: see
-    /// [`Exclusive::journaled_apply`]. A store failure after the files were written is
-    /// [`Outcome::PersistenceUncertain`] (the journal stays, and the next operation completes
-    /// the record).
-    #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
-    fn reverse(
+    /// The plan of [`Session::reverse`]: the disk stored, the change from `from` (None:
+    /// the disk) to `to` at the paths it names, narrowed by the ownership rule and merged
+    /// out of others' later writes; or the outcome when nothing of it is this session's.
+    fn plan_reverse(
         &self,
         ex: &Exclusive<'_>,
         t: &TurnRecord,
-        from: Option<ObjectId>,
-        to: ObjectId,
+        (from, to): (Option<ObjectId>, ObjectId),
         verb: &str,
-        op: Op,
         opts: OpOptions<'_>,
-    ) -> Result<Result<Reversed, Outcome>, Error> {
+    ) -> Result<Result<Reversal, Outcome>, Error> {
         // Stored, not just scanned: the result is recorded from this list, so edits made
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
@@ -416,6 +411,161 @@ impl Session {
             }));
         }
         let clash = conflicts(&on_disk, &change);
+        Ok(Ok(Reversal {
+            disk,
+            reader,
+            on_disk,
+            change,
+            theirs,
+            merged,
+            clash,
+        }))
+    }
+
+    /// What [`Session::undo_with`] would do to the files (with `opts.force` as given);
+    /// writes no file (the disk's new contents are stored, as any capture stores them). A
+    /// turn with no file snapshots (an undo steps over it) is answered as refused with
+    /// [`Outcome::NothingToUndo`].
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    pub fn undo_dry_run(&self, opts: OpOptions<'_>) -> Result<RevertPreview, Error> {
+        let (lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(refused(0, refusal)),
+        };
+        let nothing = |n: u64, detail: String| refused(n, Outcome::NothingToUndo { detail });
+        let Some(n) = l.state.cursor else {
+            return Ok(nothing(0, "no turn of this session is applied".into()));
+        };
+        let Some(t) = l.turn(n).cloned() else {
+            return Ok(nothing(n, "older turns were dropped".into()));
+        };
+        match (t.state, t.before, t.after) {
+            (TurnState::Complete, Some(before), Some(after)) => {
+                self.preview_reverse(&lock, &t, (Some(after), before), "undo", opts)
+            }
+            (TurnState::Complete, _, _) => Ok(nothing(n, format!("turn {n} has no snapshots"))),
+            // No file history: an undo steps over it and writes nothing.
+            _ => Ok(RevertPreview {
+                turn: n,
+                ..RevertPreview::default()
+            }),
+        }
+    }
+
+    /// What [`Session::redo_with`] would do to the files, as [`Session::undo_dry_run`].
+    ///
+    /// # Errors
+    /// As [`Session::undo`].
+    pub fn redo_dry_run(&self, opts: OpOptions<'_>) -> Result<RevertPreview, Error> {
+        let (lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(refused(0, refusal)),
+        };
+        let Some((t, mode)) = l
+            .state
+            .redo
+            .last()
+            .and_then(|&(n, mode)| Some((l.turn(n)?.clone(), mode)))
+        else {
+            return Ok(refused(0, Outcome::NothingToRedo));
+        };
+        match (t.state, t.before, t.after) {
+            (TurnState::Complete, Some(before), Some(after)) if mode.files() => {
+                self.preview_reverse(&lock, &t, (Some(before), after), "redo", opts)
+            }
+            (TurnState::Complete, None, _) | (TurnState::Complete, _, None) if mode.files() => {
+                Ok(refused(t.number, Outcome::NothingToRedo))
+            }
+            // The undo moved the conversation alone, or the turn has no file history: a
+            // redo writes nothing.
+            _ => Ok(RevertPreview {
+                turn: t.number,
+                ..RevertPreview::default()
+            }),
+        }
+    }
+
+    /// The preview of [`Session::reverse`] of turn `t` from `from` to `to`.
+    fn preview_reverse(
+        &self,
+        ex: &Exclusive<'_>,
+        t: &TurnRecord,
+        sides: (Option<ObjectId>, ObjectId),
+        verb: &str,
+        opts: OpOptions<'_>,
+    ) -> Result<RevertPreview, Error> {
+        let r = match self.plan_reverse(ex, t, sides, verb, opts)? {
+            Ok(r) => r,
+            Err(o) => return Ok(refused(t.number, o)),
+        };
+        let mut p = RevertPreview {
+            turn: t.number,
+            ..RevertPreview::default()
+        };
+        for c in r.change.iter().filter(|c| !is_nested(c) && !c.dirs_only()) {
+            match c.new {
+                None => p.would_delete.push(c.path.show()),
+                Some(_) => p.would_write.push(c.path.show()),
+            }
+        }
+        p.merged = r.merged.iter().map(|(path, _)| path.show()).collect();
+        p.conflicts = r
+            .clash
+            .iter()
+            .map(|path| Skipped {
+                path: path.clone(),
+                reason: format!("changed since the turn; the {verb} would write over it"),
+            })
+            .collect();
+        p.skipped = r
+            .theirs
+            .into_iter()
+            .map(|(path, reason)| Skipped {
+                path: path.show(),
+                reason,
+            })
+            .collect();
+        if !r.clash.is_empty() && !opts.force {
+            p.refused = Some(Outcome::Conflict {
+                count: r.clash.len(),
+                paths: r.clash.into_iter().take(MAX_LISTED).collect(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// Applies the change from snapshot `from` (None: the disk now) to snapshot `to` to the paths it names,
+    /// refusing (as an outcome) when the disk no longer holds `from` there, and records `op`
+    /// with the result, under the exclusive lock `ex`. Journaled: see
+    /// [`Exclusive::journaled_apply`]. A store failure after the files were written is
+    /// [`Outcome::PersistenceUncertain`] (the journal stays, and the next operation completes
+    /// the record).
+    #[allow(clippy::too_many_arguments)] // `ex` is the proof of the lock, not data
+    fn reverse(
+        &self,
+        ex: &Exclusive<'_>,
+        t: &TurnRecord,
+        from: Option<ObjectId>,
+        to: ObjectId,
+        verb: &str,
+        op: Op,
+        opts: OpOptions<'_>,
+    ) -> Result<Result<Reversed, Outcome>, Error> {
+        let Reversal {
+            disk,
+            reader,
+            on_disk,
+            change,
+            theirs,
+            merged,
+            clash,
+        } = match self.plan_reverse(ex, t, (from, to), verb, opts)? {
+            Ok(r) => r,
+            Err(o) => return Ok(Err(o)),
+        };
+        let mut phases = crate::trace::Phases::new(verb_phase(verb));
         let mut safety = None;
         if !clash.is_empty() {
             if !opts.force {
@@ -527,6 +677,33 @@ impl Session {
         *change = kept;
         Ok(merged)
     }
+}
+
+/// A preview that says only how the operation would be refused.
+fn refused(turn: u64, o: Outcome) -> RevertPreview {
+    RevertPreview {
+        turn,
+        refused: Some(o),
+        ..RevertPreview::default()
+    }
+}
+
+/// An undo's or redo's plan ([`Session::plan_reverse`]).
+struct Reversal {
+    /// The disk, stored.
+    disk: crate::capture::Capture,
+    /// A reader that sees the disk's trees.
+    reader: crate::store::StoreReader,
+    /// The disk's entries at the change's paths and on the way to them.
+    on_disk: Vec<crate::capture::FlatEntry>,
+    /// Per path: what the operation takes back (`old`) and writes (`new`).
+    change: Vec<crate::diff::Change>,
+    /// Paths left as they are, with why.
+    theirs: std::collections::BTreeMap<RelPath, String>,
+    /// Paths written as a three-way merge, with their contents.
+    merged: Vec<(RelPath, Vec<u8>)>,
+    /// Paths changed since, where the operation would write over another version.
+    clash: Vec<String>,
 }
 
 impl Session {

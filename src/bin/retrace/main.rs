@@ -188,6 +188,10 @@ enum Command {
         /// Overwrite paths edited since the turn (a safety snapshot keeps them first).
         #[arg(long)]
         force: bool,
+        /// Only list what the files would become (written, deleted, merged, left alone, in
+        /// conflict), as `revert --dry-run` does; nothing is written.
+        #[arg(long, conflicts_with = "mode")]
+        dry_run: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -197,6 +201,9 @@ enum Command {
         /// Overwrite paths edited since the undo (a safety snapshot keeps them first).
         #[arg(long)]
         force: bool,
+        /// Only list what the files would become, as `undo --dry-run`; nothing is written.
+        #[arg(long)]
+        dry_run: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -1035,9 +1042,15 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Step {
             action: StepAction::End { call, json },
         } => history::step_end(&session(dir, sid, Pick::Open)?, &call, json),
-        Command::Undo { mode, force, json } => {
-            history::undo(&session(dir, sid, Pick::History)?, mode.into(), force, json)
-        }
+        Command::Undo {
+            force,
+            dry_run: true,
+            json,
+            ..
+        } => history::preview(&session(dir, sid, Pick::History)?, "undo", force, json),
+        Command::Undo {
+            mode, force, json, ..
+        } => history::undo(&session(dir, sid, Pick::History)?, mode.into(), force, json),
         Command::Revert {
             turn,
             force,
@@ -1059,7 +1072,12 @@ fn run(cli: Cli) -> Result<u8> {
             let s = session(dir, sid, Pick::History)?;
             history::revert(&s, (n, step), force, dry_run, json)
         }
-        Command::Redo { force, json } => {
+        Command::Redo {
+            force,
+            dry_run: true,
+            json,
+        } => history::preview(&session(dir, sid, Pick::History)?, "redo", force, json),
+        Command::Redo { force, json, .. } => {
             history::redo(&session(dir, sid, Pick::History)?, force, json)
         }
         Command::Checkpoint {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
+use retrace::history::RevertPreview;
 use retrace::history::inspect::first_line;
 use retrace::object::{terminal_line, terminal_text};
 use retrace::protocol::ops::StepReport;
@@ -340,57 +341,7 @@ pub fn revert(
             None => s.revert_dry_run(turn, opts)?,
         };
         drop(bar);
-        if json {
-            println!("{}", serde_json::to_string(&p)?);
-        } else {
-            for path in &p.would_write {
-                let merged = if p.merged.contains(path) {
-                    " (merged)"
-                } else {
-                    ""
-                };
-                println!("would write {}{merged}", terminal_line(path));
-            }
-            for path in &p.would_delete {
-                println!("would delete {}", terminal_line(path));
-            }
-            for c in &p.conflicts {
-                let then = if force {
-                    "would take the turn's before-version"
-                } else {
-                    "conflict"
-                };
-                println!(
-                    "{then} {}: {}",
-                    terminal_line(&c.path),
-                    terminal_line(&c.reason)
-                );
-            }
-            for c in &p.skipped {
-                println!(
-                    "would leave alone {}: {}",
-                    terminal_line(&c.path),
-                    terminal_line(&c.reason)
-                );
-            }
-            match &p.refused {
-                Some(o) => println!(
-                    "dry run of revert of {what}: {}",
-                    terminal_line(&o.message())
-                ),
-                None => println!(
-                    "dry run of revert of {what}: {} to write ({} merged), {} to delete",
-                    p.would_write.len(),
-                    p.merged.len(),
-                    p.would_delete.len()
-                ),
-            }
-        }
-        return Ok(match &p.refused {
-            None => OK,
-            Some(Outcome::Busy { .. } | Outcome::CaptureInFlight) => BUSY,
-            Some(_) => REFUSED,
-        });
+        return print_preview(&p, &format!("revert of {what}"), force, json);
     }
     let o = match step {
         Some(k) => s.revert_step(turn, k, opts)?,
@@ -413,6 +364,80 @@ pub fn revert(
         );
     }
     Ok(code)
+}
+
+/// `retrace undo --dry-run` and `retrace redo --dry-run` (`verb`).
+pub fn preview(s: &Session, verb: &str, force: bool, json: bool) -> Result<u8> {
+    let bar = Bar::new();
+    let opts = OpOptions {
+        force,
+        progress: &bar,
+    };
+    let p = if verb == "undo" {
+        s.undo_dry_run(opts)?
+    } else {
+        s.redo_dry_run(opts)?
+    };
+    drop(bar);
+    let what = if p.turn == 0 {
+        verb.to_string()
+    } else {
+        format!("{verb} of turn {}", p.turn)
+    };
+    print_preview(&p, &what, force, json)
+}
+
+/// A dry run's preview (of a revert, an undo or a redo: `what`), as text or JSON; its exit
+/// code (0 when it would go through).
+fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> Result<u8> {
+    if json {
+        println!("{}", serde_json::to_string(p)?);
+    } else {
+        for path in &p.would_write {
+            let merged = if p.merged.contains(path) {
+                " (merged)"
+            } else {
+                ""
+            };
+            println!("would write {}{merged}", terminal_line(path));
+        }
+        for path in &p.would_delete {
+            println!("would delete {}", terminal_line(path));
+        }
+        for c in &p.conflicts {
+            let then = if force {
+                "would write over"
+            } else {
+                "conflict"
+            };
+            println!(
+                "{then} {}: {}",
+                terminal_line(&c.path),
+                terminal_line(&c.reason)
+            );
+        }
+        for c in &p.skipped {
+            println!(
+                "would leave alone {}: {}",
+                terminal_line(&c.path),
+                terminal_line(&c.reason)
+            );
+        }
+        match &p.refused {
+            Some(o) => println!("dry run of {what}: {}", terminal_line(&o.message())),
+            None => println!(
+                "dry run of {what}: {} to write ({} merged), {} to delete",
+                p.would_write.len(),
+                p.merged.len(),
+                p.would_delete.len()
+            ),
+        }
+    }
+    Ok(match &p.refused {
+        None => OK,
+        Some(Outcome::Busy { .. } | Outcome::CaptureInFlight) => BUSY,
+        Some(_) => REFUSED,
+    })
 }
 
 /// Runs an operation that writes files with a progress bar, then prints its outcome.
