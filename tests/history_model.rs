@@ -231,7 +231,13 @@ impl Model {
         if files == self.disk && cursor == self.cursor {
             return Some((anchor, "restored")); // a no-op: redo is kept
         }
-        if self.disk != self.last_known {
+        // Unsaved work: what differs from the last known state, but for files deleted
+        // since that the target brings back as they were (nothing of them is lost).
+        let unsaved = self.disk.keys().chain(self.last_known.keys()).any(|p| {
+            let (now, known) = (self.disk.get(p), self.last_known.get(p));
+            now != known && !(now.is_none() && files.get(p) == known)
+        });
+        if unsaved {
             return Some((anchor, "dirty"));
         }
         self.disk = files;
