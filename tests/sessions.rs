@@ -31,10 +31,12 @@ fn sessions_are_listed_by_name_and_named_back_by_name_or_key_prefix() {
     let (code, out, err) = run(&env, &["sessions"]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("NAME"), "{out}");
+    assert!(lines[0].starts_with("LAST ACTIVE"), "{out}");
+    // 80 columns hold the table with a name of 20 characters; the name comes last, whole.
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{out}");
     // Most recently used first, with turn counts.
-    assert!(lines[1].starts_with("other-chat"), "{out}");
-    assert!(lines[2].starts_with("my-chat"), "{out}");
+    assert!(lines[1].ends_with("  other-chat"), "{out}");
+    assert!(lines[2].ends_with("  my-chat"), "{out}");
     let (code, out, _) = run(&env, &["sessions", "--json"]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap();

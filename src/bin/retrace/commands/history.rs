@@ -622,33 +622,29 @@ pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
         println!("no sessions yet: an agent's session appears once its hooks record a turn");
         return Ok(OK);
     }
-    let names: Vec<String> = all.iter().map(shown_name).collect();
-    let width = names
-        .iter()
-        .map(|n| n.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(4);
+    // The name last and whole (a Claude Code session's is a 36-character id; any unique
+    // prefix of it names the session), the fixed columns first: 80 columns hold a name
+    // of 20 characters. The key is in `--json` and `status`.
     let agents: Vec<String> = all
         .iter()
-        .map(|s| s.agent.as_deref().map_or("-".into(), |a| first_line(a, 40)))
+        .map(|s| s.agent.as_deref().map_or("-".into(), |a| first_line(a, 11)))
         .collect();
     let agent = agents.iter().map(|a| a.chars().count()).max();
     let agent = agent.unwrap_or(0).max(5);
     println!(
-        "{:<width$}  {:<agent$}  {:<16}  TURNS  CHECKPOINTS  {:<19}  OPEN",
-        "NAME", "AGENT", "KEY", "LAST ACTIVE"
+        "{:<16}  TURNS  CHECKPOINTS  {:<7}  {:<agent$}  NAME",
+        "LAST ACTIVE", "OPEN", "AGENT"
     );
-    for ((s, name), agent_name) in all.iter().zip(&names).zip(&agents) {
+    for (s, agent_name) in all.iter().zip(&agents) {
+        let mut active = super::format_time(s.touched_ms);
+        active.truncate(16); // to the minute
         println!(
-            "{:<width$}  {:<agent$}  {:<16}  {:>5}  {:>11}  {}  {}",
-            name,
-            agent_name,
-            s.id,
+            "{active:<16}  {:>5}  {:>11}  {:<7}  {:<agent$}  {}",
             s.turns,
             s.checkpoints,
-            super::format_time(s.touched_ms),
-            s.pending.map_or("-".to_string(), |n| format!("turn:{n}"))
+            s.pending.map_or("-".to_string(), |n| format!("turn:{n}")),
+            agent_name,
+            shown_name(s)
         );
     }
     Ok(OK)
