@@ -76,6 +76,31 @@ fn in_a_refused_place_the_refusal_is_said_once_and_no_refused_command_is_suggest
     assert_eq!(code, 0, "{err}");
     let said = format!("{out}{err}").matches("home directory").count();
     assert_eq!(said, 1, "{out}{err}");
+    // Nothing refused made a store.
+    assert!(
+        !home_files(&env).iter().any(|f| f.ends_with("store.redb")),
+        "{:?}",
+        home_files(&env)
+    );
+}
+
+/// Commands that need a session's history, in a project retrace has never seen, are
+/// refused without making a store.
+#[test]
+fn refused_session_commands_in_a_new_project_make_no_store() {
+    let env = Env::new();
+    env.write(
+        "a.txt", "a
+",
+    );
+    for args in [&["undo"][..], &["redo"], &["navigate", "turn:1"]] {
+        let (code, out, err) = run(&env, args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(err.contains("no session"), "{args:?}: {err}");
+    }
+    let (code, _, err) = run(&env, &["--session", "s", "undo"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(home_files(&env), Vec::<String>::new());
 }
 
 /// A session `chat` with one turn that adds `new.txt`, and a checkpoint after it.

@@ -653,6 +653,20 @@ enum Pick {
 const CLEARLY_NEWER_MS: u64 = 3600 * 1000;
 
 fn session(dir: Option<&PathBuf>, id: Option<&str>, pick: Pick) -> Result<Session> {
+    if pick != Pick::Create
+        && let Err(none) = open_reading(dir)?
+    {
+        // No store, so no session with history: said without making one.
+        return Err(match id {
+            Some(id) => no_session_yet(id, &none.root),
+            None => Refused(format!(
+                "no session in {} has turns or checkpoints yet: nothing to do (an agent's \
+                 turns appear here once its hooks run; see `retrace install`)",
+                none.root.display()
+            ))
+            .into(),
+        });
+    }
     session_of(&open(dir)?, id, pick)
 }
 
@@ -912,7 +926,13 @@ fn label_of(label: Option<String>) -> Result<Option<String>> {
 /// Where files are never snapshotted (home, `/`, the temp directory), a snapshot or a
 /// checkpoint is refused (exit 1), said once.
 fn refuse_in_refused_place(ws: &Workspace) -> Result<()> {
-    match ws.conversation_only() {
+    refused_place(ws.conversation_only())
+}
+
+/// The refusal of a command that snapshots files where files are never snapshotted (the
+/// home directory or above, the temp directory): `why` says which.
+fn refused_place(why: Option<&str>) -> Result<()> {
+    match why {
         Some(why) => Err(Refused(format!(
             "{why}: retrace keeps conversation history here but never snapshots files; run it \
              in a project folder"
@@ -920,6 +940,16 @@ fn refuse_in_refused_place(ws: &Workspace) -> Result<()> {
         .into()),
         None => Ok(()),
     }
+}
+
+/// [`open_with`] for a command that snapshots files: refused, before any store is made,
+/// where files are never snapshotted.
+fn open_to_snapshot(dir: Option<&PathBuf>) -> Result<Workspace> {
+    let path = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    refused_place(retrace::home::resolve_root(&path)?.refused.as_deref())?;
+    let ws = open_with(dir, Config::from_env(), true)?;
+    refuse_in_refused_place(&ws)?;
+    Ok(ws)
 }
 
 /// Once the command's work is recorded: starts due maintenance in a detached background
@@ -1086,8 +1116,7 @@ fn run(cli: Cli) -> Result<u8> {
             json,
         } => {
             let label = label_of(label.or(label_opt))?;
-            let ws = open_with(dir, Config::from_env(), true)?;
-            refuse_in_refused_place(&ws)?;
+            let ws = open_to_snapshot(dir)?;
             let s = session_of(&ws, sid, Pick::Create)?;
             let code = history::checkpoint(&s, label, json)?;
             maintain_later(s.workspace());
@@ -1123,13 +1152,11 @@ fn run(cli: Cli) -> Result<u8> {
             json,
             rescan,
         } => {
-            let ws = open_with(dir, Config::from_env(), true)?;
-            refuse_in_refused_place(&ws)?;
+            let ws = open_to_snapshot(dir)?;
             snapshot::snapshot(&ws, label_of(label.or(label_opt))?, json, rescan)
         }
         Command::Watch { detach, stop } => {
-            let ws = open_with(dir, Config::from_env(), true)?;
-            refuse_in_refused_place(&ws)?;
+            let ws = open_to_snapshot(dir)?;
             watch::watch(&ws, detach, stop)
         }
         Command::Log {
