@@ -754,7 +754,11 @@ fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
     match implied(&all, pick) {
         Implied::Default => Ok(ws.session(DEFAULT_SESSION)),
         Implied::One(info, why) => {
-            eprintln!("retrace: session {} ({why})", terminal_line(info.shown()));
+            // Said only when it is a guess (the most recent of several): the only session
+            // with history, or the one with a turn open, goes without saying.
+            if let Some(why) = why {
+                eprintln!("retrace: session {} ({why})", terminal_line(info.shown()));
+            }
             Ok(ws.session_of(info))
         }
         Implied::None => Err(Refused(format!(
@@ -780,8 +784,8 @@ fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
 enum Implied<'a> {
     /// The default session (no session has history; the command may start one).
     Default,
-    /// This one, for this reason.
-    One(&'a retrace::SessionInfo, String),
+    /// This one; with why, when it is a guess (the most recent of several).
+    One(&'a retrace::SessionInfo, Option<String>),
     /// No session has history.
     None,
     /// Several have, none clearly the one: these.
@@ -796,19 +800,19 @@ fn implied(all: &[retrace::SessionInfo], pick: Pick) -> Implied<'_> {
             .filter(|s| s.pending.is_some())
             .collect::<Vec<_>>()[..]
     {
-        return Implied::One(one, "the one with a turn open".into());
+        return Implied::One(one, None);
     }
     match with[..] {
         [] if pick == Pick::Create => Implied::Default,
         [] => Implied::None,
-        [one] => Implied::One(one, "the only one with history here".into()),
+        [one] => Implied::One(one, None),
         [newest, next, ..] if newest.touched_ms >= next.touched_ms + CLEARLY_NEWER_MS => {
             Implied::One(
                 newest,
-                format!(
+                Some(format!(
                     "the most recent; `retrace sessions` lists the {} others",
                     with.len() - 1
-                ),
+                )),
             )
         }
         _ => Implied::Several(with.into_iter().cloned().collect()),
