@@ -411,3 +411,37 @@ fn a_snapshot_of_one_file_says_one_file() {
     assert!(out.contains("\n1 file, "), "{out}");
     assert!(out.contains("(1 file read)"), "{out}");
 }
+
+/// What `log` prints in its first column names the entry everywhere: a revert listed as
+/// `revert:N` is turn N to `show`, `diff` and `restore`.
+#[test]
+fn a_revert_is_named_as_log_lists_it() {
+    let env = Env::new();
+    one_turn(&env);
+    ok(&env, &["--session", "chat", "revert", "turn:1"]);
+    assert!(!env.path("new.txt").exists());
+    let log = ok(&env, &["--session", "chat", "log"]);
+    let name = log
+        .lines()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("revert:")))
+        .unwrap_or_else(|| panic!("no revert in the log: {log}"))
+        .to_string();
+    let shown = ok(&env, &["--session", "chat", "show", &name]);
+    assert!(shown.contains("new.txt"), "{shown}");
+    let diff = ok(
+        &env,
+        &[
+            "--session",
+            "chat",
+            "diff",
+            &format!("{name}:before"),
+            &name,
+        ],
+    );
+    assert_eq!(diff.trim(), "D new.txt");
+    ok(
+        &env,
+        &["restore", &format!("{name}:before"), "--", "new.txt"],
+    );
+    assert_eq!(env.read("new.txt"), "new\n");
+}

@@ -562,6 +562,8 @@ fn resolve(l: &Loaded, reference: &str) -> Result<(&'static str, u64), Error> {
         name: reference.to_string(),
         reason,
     };
+    let as_turn = super::navigate::revert_as_turn(reference);
+    let reference = as_turn.as_deref().unwrap_or(reference);
     let number = |n: &str, what: &str| {
         n.parse::<u64>()
             .map_err(|_| unknown(format!("write {what}:N with a number")))

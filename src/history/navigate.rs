@@ -23,6 +23,9 @@ struct Target {
 
 impl Session {
     fn resolve(l: &Loaded, anchor: &str) -> Result<Target, Error> {
+        // `log` lists a revert as `revert:N`: the turn it is.
+        let as_turn = revert_as_turn(anchor);
+        let anchor = as_turn.as_deref().unwrap_or(anchor);
         let unknown = |reason: String| Error::Anchor {
             anchor: anchor.to_string(),
             reason,
@@ -353,6 +356,14 @@ impl Session {
             rewound,
         })
     }
+}
+
+/// `revert:N` (and `revert:N:before`), as `log` lists a revert, named as the turn it is:
+/// `turn:N` (`turn:N:before`).
+#[must_use]
+pub fn revert_as_turn(name: &str) -> Option<String> {
+    name.strip_prefix("revert:")
+        .map(|rest| format!("turn:{rest}"))
 }
 
 /// `turn:N.K` (after step K of turn N) or `turn:N.K:before`: `(N, K, before)`.

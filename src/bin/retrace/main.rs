@@ -872,7 +872,9 @@ impl<'a> SnapshotNames<'a> {
         if let Some(Ok(id)) = by_id {
             return Ok(id);
         }
-        let of_session = name.starts_with("turn:") || name.starts_with("checkpoint:");
+        let of_session = ["turn:", "checkpoint:", "revert:"]
+            .iter()
+            .any(|p| name.starts_with(p));
         // The session's own names first (its turns, checkpoint labels, host anchors): the
         // hooks label every session's snapshots alike ("before turn 1").
         if !hex && let Some(session) = self.session(of_session)? {
