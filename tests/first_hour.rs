@@ -445,3 +445,21 @@ fn a_revert_is_named_as_log_lists_it() {
     );
     assert_eq!(env.read("new.txt"), "new\n");
 }
+
+/// `status` speaks to its reader: no temp-file globs of retrace's own in `excluded`.
+#[test]
+fn status_lists_what_is_excluded_without_retraces_own_temp_files() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["snapshot"]);
+    let out = ok(&env, &["status"]);
+    let excluded = out
+        .lines()
+        .find(|l| l.starts_with("excluded"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        excluded.contains(".git") && excluded.contains("node_modules"),
+        "{excluded}"
+    );
+    assert!(!excluded.contains("retrace-tmp"), "{excluded}");
+}

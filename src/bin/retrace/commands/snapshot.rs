@@ -418,7 +418,17 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
             bytes_approx(s.store_bytes)
         );
         println!("snapshots  {}", s.snapshots);
-        println!("excluded   {}", terminal_line(&s.exclusions.join(", ")));
+        // retrace's own temp files are no concern of the reader's (`--json` lists them).
+        let shown: Vec<&str> = s
+            .exclusions
+            .iter()
+            .map(String::as_str)
+            .filter(|e| !e.contains("retrace-tmp"))
+            .collect();
+        println!(
+            "excluded   {} (always, whatever .gitignore says)",
+            terminal_line(&shown.join(", "))
+        );
         println!(
             "nested     {}",
             nested_line(s.nested_repos_mode, &s.nested_repos, &s.captured_repos)
@@ -469,7 +479,8 @@ fn watcher_line(w: Option<&retrace::watch::WatchStatus>, walked: Option<&str>) -
         return "none (captures walk the workspace; `retrace watch --detach` starts one)".into();
     };
     let mut line = format!(
-        "pid {} since {}, {} directories, {} events, {} captures vouched, {} walked",
+        "pid {} since {}, {} directories watched, {} events; {} snapshots taken from its \
+         events, {} by walking the workspace",
         w.pid,
         format_time(w.started_ms),
         w.watches,
@@ -478,15 +489,37 @@ fn watcher_line(w: Option<&retrace::watch::WatchStatus>, walked: Option<&str>) -
         w.walks
     );
     if !w.ready {
-        line.push_str(", not ready");
+        line.push_str(" (still starting)");
     }
     if let Some(b) = &w.last_break {
-        line.push_str(&format!(", view last broke: {b}"));
+        line.push_str(&format!("; it last lost track because {}", walk_reason(b)));
     }
     if let Some(why) = walked.or(w.last_fallback.as_deref()) {
-        line.push_str(&format!("; last walk: {why}"));
+        line.push_str(&format!("; the last walk: {}", walk_reason(why)));
     }
     line
+}
+
+/// A watcher's reason code (why a capture walked, why its view broke) in plain words.
+fn walk_reason(code: &str) -> String {
+    match code {
+        "no_token" => "the first snapshot since the watcher started".into(),
+        "epoch" => "the watcher restarted since the last snapshot".into(),
+        "starting" => "the watcher had not finished its first look".into(),
+        "cookie_failed" | "cookie_timeout" => {
+            "the watcher could not confirm it was up to date".into()
+        }
+        "too_many_changes" => "too many directories changed at once".into(),
+        "sweep" => "a periodic full check".into(),
+        "overflow" => "the kernel dropped events (too many at once)".into(),
+        "watch_limit" => "the system's limit of watched directories was reached \
+                          (fs.inotify.max_user_watches)"
+            .into(),
+        "unmount" => "a file system under the workspace went away".into(),
+        "inconsistent" => "its view of the tree went out of step".into(),
+        "root_gone" => "the workspace folder went away".into(),
+        other => other.into(),
+    }
 }
 
 /// `retrace status` of a workspace with no store yet: said without creating one.
@@ -583,6 +616,29 @@ fn change_line(mark: char, path: &str, colour: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watchers_reasons_are_said_in_words() {
+        for code in [
+            "no_token",
+            "epoch",
+            "starting",
+            "cookie_failed",
+            "cookie_timeout",
+            "too_many_changes",
+            "sweep",
+            "overflow",
+            "watch_limit",
+            "unmount",
+            "inconsistent",
+            "root_gone",
+        ] {
+            let said = walk_reason(code);
+            assert!(said.contains(' ') && !said.contains(code), "{code}: {said}");
+        }
+        // An unknown code is shown as it is rather than hidden.
+        assert_eq!(walk_reason("new_reason"), "new_reason");
+    }
 
     #[test]
     fn changes_are_coloured_on_a_terminal_unless_no_color_is_set() {
