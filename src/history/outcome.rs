@@ -234,10 +234,17 @@ impl Outcome {
                 label,
                 files,
                 ..
-            } => match label {
-                Some(l) => format!("checkpoint {number} ({l}): {files} files saved"),
-                None => format!("checkpoint {number}: {files} files saved"),
-            },
+            } => {
+                // The snapshot holds every file; only what changed since was stored anew.
+                let of = format!(
+                    "a snapshot of {files} file{}",
+                    if *files == 1 { "" } else { "s" }
+                );
+                match label {
+                    Some(l) => format!("checkpoint {number} ({l}): {of}"),
+                    None => format!("checkpoint {number}: {of}"),
+                }
+            }
             Outcome::NothingToUndo { detail } => format!("nothing to undo: {detail}"),
             Outcome::NothingToRedo => "nothing to redo".into(),
             Outcome::Busy { detail } => format!("busy: {detail}; nothing changed"),
