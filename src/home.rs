@@ -74,13 +74,21 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes)
 }
 
-/// The workspace root for a directory: the nearest enclosing directory holding `.git` (the
-/// git toplevel), else the directory itself. `dir` must already be canonical.
+/// The workspace root for a directory: the nearest enclosing directory that holds `.git` (the
+/// git toplevel) or that retrace already keeps a store for under `home`, else the directory
+/// itself, as git looks upward for `.git`. `dir` must already be canonical.
 #[must_use]
-fn find_root(dir: &Path) -> PathBuf {
+fn find_root(dir: &Path, home: &Path) -> PathBuf {
+    let home = home.canonicalize().unwrap_or_else(|_| home.to_path_buf());
+    let held = |d: &Path| {
+        home.join("workspaces")
+            .join(workspace_id(d))
+            .join("store.redb")
+            .is_file()
+    };
     let mut cur = Some(dir);
     while let Some(d) = cur {
-        if d.join(".git").symlink_metadata().is_ok() {
+        if d.join(".git").symlink_metadata().is_ok() || held(d) {
             return d.to_path_buf();
         }
         cur = d.parent();
@@ -130,13 +138,15 @@ pub struct Root {
     pub refused: Option<String>,
 }
 
-/// The workspace containing `dir`: the git toplevel when inside a git worktree, else `dir`
-/// itself; a git repository at a refused place (dotfiles in the home directory) does not
-/// make its ordinary subfolders refused too. The one rule every command uses.
+/// The workspace containing `dir`: the nearest enclosing directory that is a git toplevel or
+/// a workspace retrace already holds a store for under the retrace home `home`, else `dir`
+/// itself; a refused place above (dotfiles in a git repository at the home directory, a
+/// session kept at the home directory) does not make its ordinary subfolders refused too.
+/// The one rule every command uses.
 ///
 /// # Errors
 /// [`crate::Error::Workspace`] for a missing path or one that is not a directory.
-pub fn resolve_root(dir: &Path) -> Result<Root, crate::Error> {
+pub fn resolve_root(dir: &Path, home: &Path) -> Result<Root, crate::Error> {
     let canonical = dir.canonicalize().map_err(|e| crate::Error::Workspace {
         path: dir.into(),
         reason: format!("{e}; pass an existing directory with -C"),
@@ -147,7 +157,7 @@ pub fn resolve_root(dir: &Path) -> Result<Root, crate::Error> {
             reason: "not a directory".into(),
         });
     }
-    let mut path = find_root(&canonical);
+    let mut path = find_root(&canonical, home);
     if path != canonical && refused_root(&path).is_some() {
         path.clone_from(&canonical);
     }

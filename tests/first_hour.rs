@@ -463,3 +463,31 @@ fn status_lists_what_is_excluded_without_retraces_own_temp_files() {
     );
     assert!(!excluded.contains("retrace-tmp"), "{excluded}");
 }
+
+/// In a folder without git, a subfolder belongs to the workspace retrace already holds above
+/// it, as a subfolder of a git repository belongs to the repository.
+#[test]
+fn a_subfolder_of_a_held_workspace_without_git_is_that_workspace() {
+    let env = Env::new();
+    env.write("src/main.rs", "fn main() {}\n");
+    let sub = env.path("src").display().to_string();
+    // Before retrace holds the top, the subfolder is a workspace of its own (nothing asked
+    // makes a store).
+    assert!(ok(&env, &["-C", &sub, "log"]).contains("no snapshots yet"));
+    ok(&env, &["snapshot", "--label", "top"]);
+    let log = ok(&env, &["-C", &sub, "log"]);
+    assert!(log.contains("top"), "{log}");
+    env.write("src/main.rs", "fn main() { changed() }\n");
+    let status = ok(&env, &["-C", &sub, "status"]);
+    assert!(status.contains("src/main.rs"), "{status}");
+    assert!(!status.contains("none yet"), "{status}");
+    // A snapshot from the subfolder goes to the same store, with paths from the top.
+    ok(&env, &["-C", &sub, "snapshot", "--label", "from below"]);
+    let log = ok(&env, &["log"]);
+    assert!(log.contains("from below"), "{log}");
+    let stores = home_files(&env)
+        .into_iter()
+        .filter(|f| f.ends_with("store.redb"))
+        .count();
+    assert_eq!(stores, 1, "{:?}", home_files(&env));
+}

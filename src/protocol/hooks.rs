@@ -373,7 +373,7 @@ pub fn event_root(agent: Agent, event: &Value, config: &Config) -> Option<std::p
     field("hook_event_name")?;
     let remembered = Remembered::new(config.home(), agent, field("session_id")?);
     remembered.root().or_else(|| {
-        crate::home::resolve_root(Path::new(field("cwd")?))
+        crate::home::resolve_root(Path::new(field("cwd")?), config.home())
             .ok()
             .map(|r| r.path)
     })
@@ -620,7 +620,7 @@ fn tool_step(
     let id = field("session_id").ok_or("no session_id in the hook input")?;
     let remembered = Remembered::new(config.home(), agent, id);
     let Some(root) = remembered.root().or_else(|| {
-        crate::home::resolve_root(Path::new(field("cwd")?))
+        crate::home::resolve_root(Path::new(field("cwd")?), config.home())
             .ok()
             .map(|r| r.path)
     }) else {

@@ -302,7 +302,7 @@ impl WorkingCopy {
         let home::Root {
             path: root,
             refused,
-        } = home::resolve_root(path)?;
+        } = home::resolve_root(path, config.home())?;
         home::create_private_dir(config.home())?;
         let home_dir = config.home().canonicalize().map_err(|source| {
             Error::Store(StoreError::CreateDir {
@@ -392,7 +392,7 @@ impl WorkingCopy {
     /// # Errors
     /// [`Error::Workspace`] when `path` does not exist.
     pub fn locate_store(path: &Path, config: &Config) -> Result<PathBuf, Error> {
-        let root = home::resolve_root(path)?.path;
+        let root = home::resolve_root(path, config.home())?.path;
         let home_dir = config
             .home()
             .canonicalize()

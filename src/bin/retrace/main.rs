@@ -583,7 +583,7 @@ fn open_reading(dir: Option<&PathBuf>) -> Result<Result<Workspace, NoStore>> {
     let path = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
     let store = Workspace::locate_store(&path, &config)?;
     if !store.exists() {
-        let root = retrace::home::resolve_root(&path)?;
+        let root = retrace::home::resolve_root(&path, config.home())?;
         return Ok(Err(NoStore {
             root: root.path,
             store,
@@ -952,7 +952,11 @@ fn refused_place(why: Option<&str>) -> Result<()> {
 /// where files are never snapshotted.
 fn open_to_snapshot(dir: Option<&PathBuf>) -> Result<Workspace> {
     let path = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    refused_place(retrace::home::resolve_root(&path)?.refused.as_deref())?;
+    refused_place(
+        retrace::home::resolve_root(&path, &retrace::home::default_home())?
+            .refused
+            .as_deref(),
+    )?;
     let ws = open_with(dir, Config::from_env(), true)?;
     refuse_in_refused_place(&ws)?;
     Ok(ws)

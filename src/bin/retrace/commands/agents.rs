@@ -96,7 +96,7 @@ pub fn install(
     // The workspace root, as every other command resolves it (not a subfolder of it).
     let project = || -> Result<PathBuf> {
         let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-        Ok(retrace::home::resolve_root(&dir)?.path)
+        Ok(retrace::home::resolve_root(&dir, &retrace::home::default_home())?.path)
     };
     if agent == "opencode" {
         if watch {

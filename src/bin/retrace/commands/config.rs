@@ -11,7 +11,7 @@ use crate::OK;
 /// `retrace config`.
 pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let root = retrace::home::resolve_root(&dir)?.path;
+    let root = retrace::home::resolve_root(&dir, &retrace::home::default_home())?.path;
     let (s, warnings) = retrace::config::Settings::load(Some(&root));
     for w in &warnings {
         eprintln!("retrace: warning: {}", terminal_text(w));
