@@ -471,3 +471,60 @@ fn undo_and_redo_dry_runs_list_what_they_would_do_and_write_nothing() {
             == Some(2)
     );
 }
+
+/// `navigate --dry-run` says what the files would become, in the shape of the other dry
+/// runs, refuses as the navigation would over unsaved work, and writes nothing.
+#[test]
+fn a_navigate_dry_run_lists_what_it_would_do_and_writes_nothing() {
+    let env = Env::new();
+    env.write("edit.txt", "v1\n");
+    let owner = common::LiveOwner::start();
+    ok(in_session(
+        &env,
+        "s",
+        &["turn", "begin", "--owner-pid", &owner.pid()],
+    ));
+    env.write("edit.txt", "v2\n");
+    env.write("new.txt", "new\n");
+    ok(in_session(&env, "s", &["turn", "end"]));
+    let before = common::tree_of(env.root());
+
+    let out = ok(in_session(
+        &env,
+        "s",
+        &["navigate", "turn:1:before", "--dry-run"],
+    ));
+    assert!(out.contains("would write edit.txt"), "{out}");
+    assert!(out.contains("would delete new.txt"), "{out}");
+    assert!(
+        out.contains("dry run of navigation to turn:1:before: 1 to write (0 merged), 1 to delete"),
+        "{out}"
+    );
+    let o = in_session(
+        &env,
+        "s",
+        &["navigate", "turn:1:before", "--dry-run", "--json"],
+    );
+    let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(v["would_write"], serde_json::json!(["edit.txt"]), "{v}");
+    assert_eq!(v["would_delete"], serde_json::json!(["new.txt"]), "{v}");
+    assert_eq!(common::tree_of(env.root()), before);
+
+    // Unsaved work: refused (exit 1) as the navigation would be, with the real count;
+    // forced, the plan alone.
+    env.write("hand.txt", "mine\n");
+    let o = in_session(&env, "s", &["navigate", "turn:1:before", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("hand.txt"), "{}", stdout(&o));
+    let out = ok(in_session(
+        &env,
+        "s",
+        &["navigate", "turn:1:before", "--dry-run", "--force"],
+    ));
+    assert!(out.contains("would delete hand.txt"), "{out}");
+    std::fs::remove_file(env.path("hand.txt")).unwrap();
+    // The cursor did not move: an undo still undoes turn 1.
+    let out = ok(in_session(&env, "s", &["undo"]));
+    assert!(out.contains("turn 1"), "{out}");
+    assert_eq!(env.read("edit.txt"), "v1\n");
+}

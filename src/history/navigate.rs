@@ -3,9 +3,11 @@
 
 use super::db::Loaded;
 use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
+use super::revert::RevertPreview;
 use super::{OpOptions, Outcome, Session, SessionOp};
 use crate::error::Error;
 use crate::object::ObjectId;
+use crate::scan::Skipped;
 use crate::working_copy::MAX_LISTED;
 use crate::working_copy::journaled::JournaledRestore;
 use crate::working_copy::partial::entries_at;
@@ -250,31 +252,14 @@ impl Session {
         }
         // A reader that sees the disk's trees, stored just now.
         let reader = self.ws.store().reader()?;
-        let known = [l.state.last_known, reader.last_known()?];
         let mut safety = None;
-        if !known.contains(&Some(disk.id)) {
-            // What is in no snapshot: the changes since the nearer of the two known states
-            // (the session's, and the workspace's, which a restore or another session's
-            // capture may have moved), so that paths a snapshot holds are never named; a
-            // file deleted since that the target brings back as it was is no loss.
-            let mut changed: Option<Vec<String>> = None;
-            for k in known.iter().flatten() {
-                let paths = crate::working_copy::unsaved(
-                    &reader,
-                    crate::diff::changes(&reader, k, &disk.id)?,
-                    &snapshot,
-                )?;
-                if changed.as_ref().is_none_or(|c| paths.len() < c.len()) {
-                    changed = Some(paths);
-                }
-            }
-            let changed = match changed {
-                Some(c) => c,
-                None => crate::diff::flatten(&reader, &disk.id)?
-                    .iter()
-                    .map(|e| e.path.show())
-                    .collect(),
-            };
+        {
+            let changed = unsaved(
+                &reader,
+                [l.state.last_known, reader.last_known()?],
+                disk.id,
+                snapshot,
+            )?;
             if !changed.is_empty() {
                 if !opts.force {
                     return Ok(Outcome::Dirty {
@@ -290,12 +275,11 @@ impl Session {
         // navigation that would change them is a conflict (forced: saved first).
         let fresh = self.ws.store().reader()?;
         let change = crate::diff::changes(&fresh, &disk.id, &snapshot)?;
-        let open = self.open_turn_paths(&fresh, &disk.id)?;
-        if !open.is_empty() {
-            let clash: Vec<String> = change
-                .iter()
-                .filter(|c| open.contains_key(&c.path))
-                .map(|c| c.path.show())
+        {
+            let clash: Vec<String> = self
+                .open_clashes(&fresh, disk.id, &change)?
+                .into_iter()
+                .map(|s| s.path)
                 .collect();
             if !clash.is_empty() {
                 if !opts.force {
@@ -356,6 +340,139 @@ impl Session {
             rewound,
         })
     }
+}
+
+impl Session {
+    /// What [`Session::navigate_with`] would do to the files (with `opts.force` as given):
+    /// the paths it would write and delete, those another session's running turn holds
+    /// (`conflicts`), and the refusal it would answer (changes in no snapshot, nothing to
+    /// move). Writes no file (the disk's new contents are stored, as any capture stores them).
+    ///
+    /// # Errors
+    /// As [`Session::navigate`].
+    pub fn navigate_dry_run(
+        &self,
+        anchor: &str,
+        mode: Mode,
+        opts: OpOptions<'_>,
+    ) -> Result<RevertPreview, Error> {
+        let (lock, l) = match self.prepare(opts.progress)? {
+            Ok(ready) => ready,
+            Err(refusal) => return Ok(preview_refused(None, refusal)),
+        };
+        let target = Self::resolve(&l, anchor)?;
+        let (Some(snapshot), true) = (target.snapshot, mode.files()) else {
+            // The conversation alone moves: no file is written.
+            return Ok(RevertPreview {
+                turn: target.cursor.unwrap_or(0),
+                ..RevertPreview::default()
+            });
+        };
+        let disk = lock.store_disk_unlisted(opts.progress)?;
+        super::ledger::up_to(self.ws.store(), disk.id)?;
+        let reader = self.ws.store().reader()?;
+        let change = crate::diff::changes(&reader, &disk.id, &snapshot)?;
+        let mut p = RevertPreview {
+            turn: target.cursor.unwrap_or(0),
+            ..RevertPreview::default()
+        };
+        for c in &change {
+            if c.new.is_some() {
+                p.would_write.push(c.path.show());
+            } else if c.old.is_some() {
+                p.would_delete.push(c.path.show());
+            }
+        }
+        p.conflicts = self.open_clashes(&reader, disk.id, &change)?;
+        let changed = unsaved(
+            &reader,
+            [l.state.last_known, reader.last_known()?],
+            disk.id,
+            snapshot,
+        )?;
+        if !opts.force {
+            if !changed.is_empty() {
+                p.refused = Some(Outcome::Dirty {
+                    count: changed.len(),
+                    paths: changed.into_iter().take(MAX_LISTED).collect(),
+                });
+            } else if !p.conflicts.is_empty() {
+                p.refused = Some(Outcome::Conflict {
+                    count: p.conflicts.len(),
+                    paths: p
+                        .conflicts
+                        .iter()
+                        .take(MAX_LISTED)
+                        .map(|c| c.path.clone())
+                        .collect(),
+                });
+            }
+        }
+        Ok(p)
+    }
+
+    /// The paths of `change` (from the disk `disk`) that another session's running turn
+    /// has changed so far, with why.
+    fn open_clashes(
+        &self,
+        reader: &crate::store::StoreReader,
+        disk: ObjectId,
+        change: &[crate::diff::Change],
+    ) -> Result<Vec<Skipped>, Error> {
+        let open = self.open_turn_paths(reader, &disk)?;
+        if open.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(change
+            .iter()
+            .filter_map(|c| {
+                open.get(&c.path).map(|why| Skipped {
+                    path: c.path.show(),
+                    reason: why.clone(),
+                })
+            })
+            .collect())
+    }
+}
+
+/// A navigation's preview answering `o` instead.
+fn preview_refused(turn: Option<u64>, o: Outcome) -> RevertPreview {
+    RevertPreview {
+        turn: turn.unwrap_or(0),
+        refused: Some(o),
+        ..RevertPreview::default()
+    }
+}
+
+/// What the disk `disk` holds that no snapshot does, as paths: the changes since the nearer
+/// of the `known` states (the session's last known snapshot, and the workspace's, which a
+/// restore or another session's capture may have moved), so that paths a snapshot holds
+/// are never named; a file deleted since that `target` brings back as it was is no loss.
+/// With no known state, every path of the disk.
+fn unsaved(
+    reader: &crate::store::StoreReader,
+    known: [Option<ObjectId>; 2],
+    disk: ObjectId,
+    target: ObjectId,
+) -> Result<Vec<String>, Error> {
+    if known.contains(&Some(disk)) {
+        return Ok(Vec::new());
+    }
+    let mut changed: Option<Vec<String>> = None;
+    for k in known.iter().flatten() {
+        let paths =
+            crate::working_copy::unsaved(reader, crate::diff::changes(reader, k, &disk)?, &target)?;
+        if changed.as_ref().is_none_or(|c| paths.len() < c.len()) {
+            changed = Some(paths);
+        }
+    }
+    Ok(match changed {
+        Some(c) => c,
+        None => crate::diff::flatten(reader, &disk)?
+            .iter()
+            .map(|e| e.path.show())
+            .collect(),
+    })
 }
 
 /// `revert:N` (and `revert:N:before`), as `log` lists a revert, named as the turn it is:

@@ -253,6 +253,9 @@ enum Command {
         /// Restore even over changes not in any snapshot (they are snapshotted first).
         #[arg(long)]
         force: bool,
+        /// Only say what would be written and deleted; change nothing.
+        #[arg(long)]
+        dry_run: bool,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -1136,12 +1139,13 @@ fn run(cli: Cli) -> Result<u8> {
             anchor,
             mode,
             force,
+            dry_run,
             json,
         } => history::navigate(
             &session(dir, sid, Pick::History)?,
-            &anchor,
-            mode.into(),
+            (&anchor, mode.into()),
             force,
+            dry_run,
             json,
         ),
         #[cfg(feature = "ui")]

@@ -300,16 +300,24 @@ pub fn redo(s: &Session, force: bool, json: bool) -> Result<u8> {
 }
 
 /// `retrace navigate`.
-pub fn navigate(s: &Session, anchor: &str, mode: Mode, force: bool, json: bool) -> Result<u8> {
+pub fn navigate(
+    s: &Session,
+    (anchor, mode): (&str, Mode),
+    force: bool,
+    dry_run: bool,
+    json: bool,
+) -> Result<u8> {
     let bar = Bar::new();
-    let o = s.navigate_with(
-        anchor,
-        mode,
-        OpOptions {
-            force,
-            progress: &bar,
-        },
-    )?;
+    let opts = OpOptions {
+        force,
+        progress: &bar,
+    };
+    if dry_run {
+        let p = s.navigate_dry_run(anchor, mode, opts)?;
+        drop(bar);
+        return print_preview(&p, &format!("navigation to {anchor}"), force, json);
+    }
+    let o = s.navigate_with(anchor, mode, opts)?;
     drop(bar);
     report_at(&o, Some(anchor), json)
 }
