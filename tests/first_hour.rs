@@ -491,3 +491,32 @@ fn a_subfolder_of_a_held_workspace_without_git_is_that_workspace() {
         .count();
     assert_eq!(stores, 1, "{:?}", home_files(&env));
 }
+
+/// A restore of many files sums them up after the first ten; `-v` lists every one; its dry
+/// run and an undo do the same.
+#[test]
+fn a_big_restore_lists_the_first_paths_and_sums_up_the_rest() {
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("f{i:02}.txt"), "v1\n");
+    }
+    ok(&env, &["snapshot", "--label", "one"]);
+    for i in 0..30 {
+        env.write(&format!("f{i:02}.txt"), "v2\n");
+    }
+    ok(&env, &["snapshot", "--label", "two"]);
+    let dry = ok(&env, &["restore", "one", "--dry-run"]);
+    assert_eq!(dry.matches("would write f").count(), 10, "{dry}");
+    assert!(dry.contains("... and 20 more (-v lists them all)"), "{dry}");
+    assert!(dry.contains("30 written, 0 deleted"), "{dry}");
+    let all = ok(&env, &["restore", "one", "--dry-run", "-v"]);
+    assert_eq!(all.matches("would write f").count(), 30, "{all}");
+    assert!(!all.contains("more (-v"), "{all}");
+    let done = ok(&env, &["restore", "one"]);
+    assert_eq!(done.matches("wrote f").count(), 10, "{done}");
+    assert!(done.contains("... and 20 more"), "{done}");
+    assert_eq!(env.read("f29.txt"), "v1\n");
+    // The JSON lists every path, whatever -v says.
+    let v: Value = serde_json::from_str(&ok(&env, &["restore", "two", "--json"])).unwrap();
+    assert_eq!(v["written"].as_array().map(Vec::len), Some(30), "{v}");
+}

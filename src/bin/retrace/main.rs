@@ -26,6 +26,10 @@ struct Cli {
     /// elsewhere an unknown name is an error. Without it, the one session with history.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
     session: Option<String>,
+    /// List every path an operation writes or would write (by default the first ten, then
+    /// how many more).
+    #[arg(short = 'v', long, global = true)]
+    verbose: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -548,6 +552,7 @@ fn main() -> ExitCode {
             e.exit()
         }
     };
+    commands::set_verbose(cli.verbose);
     let outcome = run(cli);
     retrace::report_peak_memory();
     match outcome {

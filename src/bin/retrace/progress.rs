@@ -1,8 +1,8 @@
 //! An indicatif bar on stderr for long captures and restores: it appears only when stderr is
-//! a terminal and the work has taken more than a second.
+//! a terminal and the command has been at work for more than a second (counted from the
+//! bar's creation, not from each phase: a restore of many short phases shows it too).
 
 use std::io::IsTerminal;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -13,7 +13,7 @@ const DELAY: Duration = Duration::from_secs(1);
 pub struct Bar {
     bar: ProgressBar,
     tty: bool,
-    started: Mutex<Option<Instant>>,
+    started: Instant,
 }
 
 impl Bar {
@@ -22,7 +22,7 @@ impl Bar {
         Bar {
             bar,
             tty: std::io::stderr().is_terminal(),
-            started: Mutex::new(None),
+            started: Instant::now(),
         }
     }
 }
@@ -37,23 +37,12 @@ impl Progress for Bar {
                 .progress_chars("=> "),
         );
         self.bar.set_message(phase.to_string());
-        if let Ok(mut s) = self.started.lock() {
-            *s = Some(Instant::now());
-        }
     }
 
     fn advance(&self, n: u64) {
         self.bar.inc(n);
-        if self.tty && self.bar.is_hidden() {
-            let late = self
-                .started
-                .lock()
-                .ok()
-                .and_then(|s| *s)
-                .is_some_and(|t| t.elapsed() > DELAY);
-            if late {
-                self.bar.set_draw_target(ProgressDrawTarget::stderr());
-            }
+        if self.tty && self.bar.is_hidden() && self.started.elapsed() > DELAY {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
         }
     }
 

@@ -59,19 +59,23 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             ..
         } = o
         {
-            for p in files_written {
-                println!("  wrote {}", terminal_line(p));
-            }
-            for p in files_deleted {
-                println!("  deleted {}", terminal_line(p));
-            }
-            for s in skipped {
-                println!(
-                    "  left alone {}: {}",
+            let lines: Vec<String> = (files_written
+                .iter()
+                .map(|p| format!("wrote {}", terminal_line(p))))
+            .chain(
+                files_deleted
+                    .iter()
+                    .map(|p| format!("deleted {}", terminal_line(p))),
+            )
+            .chain(skipped.iter().map(|s| {
+                format!(
+                    "left alone {}: {}",
                     terminal_line(&s.path),
                     terminal_line(&s.reason)
-                );
-            }
+                )
+            }))
+            .collect();
+            super::print_listed(&lines, "  ");
             for s in rewound.iter().take(REWOUND_LINES) {
                 println!(
                     "  rewound {}: {}",
@@ -401,36 +405,43 @@ fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> Resu
     if json {
         println!("{}", serde_json::to_string(p)?);
     } else {
-        for path in &p.would_write {
-            let merged = if p.merged.contains(path) {
-                " (merged)"
-            } else {
-                ""
-            };
-            println!("would write {}{merged}", terminal_line(path));
-        }
-        for path in &p.would_delete {
-            println!("would delete {}", terminal_line(path));
-        }
-        for c in &p.conflicts {
-            let then = if force {
-                "would write over"
-            } else {
-                "conflict"
-            };
-            println!(
-                "{then} {}: {}",
-                terminal_line(&c.path),
-                terminal_line(&c.reason)
-            );
-        }
-        for c in &p.skipped {
-            println!(
-                "would leave alone {}: {}",
-                terminal_line(&c.path),
-                terminal_line(&c.reason)
-            );
-        }
+        let then = if force {
+            "would write over"
+        } else {
+            "conflict"
+        };
+        let lines: Vec<String> = p
+            .would_write
+            .iter()
+            .map(|path| {
+                let merged = if p.merged.contains(path) {
+                    " (merged)"
+                } else {
+                    ""
+                };
+                format!("would write {}{merged}", terminal_line(path))
+            })
+            .chain(
+                p.would_delete
+                    .iter()
+                    .map(|path| format!("would delete {}", terminal_line(path))),
+            )
+            .chain(p.conflicts.iter().map(|c| {
+                format!(
+                    "{then} {}: {}",
+                    terminal_line(&c.path),
+                    terminal_line(&c.reason)
+                )
+            }))
+            .chain(p.skipped.iter().map(|c| {
+                format!(
+                    "would leave alone {}: {}",
+                    terminal_line(&c.path),
+                    terminal_line(&c.reason)
+                )
+            }))
+            .collect();
+        super::print_listed(&lines, "");
         match &p.refused {
             Some(o) => println!("dry run of {what}: {}", terminal_line(&o.message())),
             None => println!(

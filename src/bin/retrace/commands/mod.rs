@@ -20,3 +20,31 @@ pub fn print_json(v: &serde_json::Value) {
 pub fn format_time(ms: u64) -> String {
     retrace::history::inspect::time_text(ms, true)
 }
+
+/// How many paths an operation lists before it sums up the rest (`-v` lists them all).
+const LISTED: usize = 10;
+
+/// Set once by `main` from `-v`: list every path an operation wrote, not the first ones.
+static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lists every path from now on (`-v`).
+pub fn set_verbose(on: bool) {
+    VERBOSE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints `lines` (one path each, already made safe for the terminal), the first
+/// [`LISTED`] of them unless `-v` was given, then how many more there are and how to see
+/// them; `indent` goes before each line.
+pub fn print_listed(lines: &[String], indent: &str) {
+    let all = VERBOSE.load(std::sync::atomic::Ordering::Relaxed) || lines.len() <= LISTED + 1;
+    let shown = if all { lines.len() } else { LISTED };
+    for l in &lines[..shown] {
+        println!("{indent}{l}");
+    }
+    if shown < lines.len() {
+        println!(
+            "{indent}... and {} more (-v lists them all)",
+            lines.len() - shown
+        );
+    }
+}

@@ -328,21 +328,29 @@ pub fn restore(
     if json {
         print_json(&v);
     } else {
-        let verb = if dry_run { "would write" } else { "wrote" };
-        for p in &r.written {
-            println!("{verb} {}", terminal_line(p));
-        }
-        let verb = if dry_run { "would delete" } else { "deleted" };
-        for p in &r.deleted {
-            println!("{verb} {}", terminal_line(p));
-        }
-        for s in &r.left_alone {
-            println!(
-                "left alone {}: {}",
-                terminal_line(&s.path),
-                terminal_line(&s.reason)
-            );
-        }
+        let (write, delete) = if dry_run {
+            ("would write", "would delete")
+        } else {
+            ("wrote", "deleted")
+        };
+        let lines: Vec<String> = r
+            .written
+            .iter()
+            .map(|p| format!("{write} {}", terminal_line(p)))
+            .chain(
+                r.deleted
+                    .iter()
+                    .map(|p| format!("{delete} {}", terminal_line(p))),
+            )
+            .chain(r.left_alone.iter().map(|s| {
+                format!(
+                    "left alone {}: {}",
+                    terminal_line(&s.path),
+                    terminal_line(&s.reason)
+                )
+            }))
+            .collect();
+        super::print_listed(&lines, "");
         if let Some(s) = r.safety_snapshot {
             println!(
                 "your unsnapshotted changes were saved first as snapshot {}",
