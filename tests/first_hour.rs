@@ -196,12 +196,41 @@ fn logs_are_newest_first_aligned_and_cut_by_n() {
 fn a_snapshot_of_an_unchanged_workspace_adds_no_row() {
     let env = Env::new();
     env.write("a.txt", "a\n");
-    ok(&env, &["snapshot"]);
-    ok(&env, &["snapshot"]);
+    let first = ok(&env, &["snapshot"]);
+    assert!(!first.contains("no change"), "{first}");
+    let again = ok(&env, &["snapshot"]);
+    let id = snapshot_line_id(&again);
+    assert!(
+        again.contains(&format!("no change since {}", &id[..12])),
+        "{again}"
+    );
     assert_eq!(ok(&env, &["log"]).lines().count(), 1);
-    // A label is news: it gets its row.
+    // A label names the same state: one row per state, with its labels.
     ok(&env, &["snapshot", "--label", "named"]);
+    ok(&env, &["snapshot", "--label", "twice"]);
+    let log = ok(&env, &["log"]);
+    assert_eq!(log.lines().count(), 1, "{log}");
+    assert!(log.contains("named, twice"), "{log}");
+    assert!(log.contains("1 file "), "{log}");
+    let v: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
+    assert_eq!(v[0]["labels"], serde_json::json!(["named", "twice"]), "{v}");
+    // Both labels name it, and status counts one state.
+    ok(&env, &["diff", "named"]);
+    ok(&env, &["diff", "twice"]);
+    let v: Value = serde_json::from_str(&ok(&env, &["status", "--json"])).unwrap();
+    assert_eq!(v["snapshots"], 1, "{v}");
+    // A change is a new state.
+    env.write("a.txt", "b\n");
+    ok(&env, &["snapshot", "--label", "changed"]);
     assert_eq!(ok(&env, &["log"]).lines().count(), 2);
+}
+
+/// The id on the `snapshot ID` line of a `retrace snapshot`, or "" without one.
+fn snapshot_line_id(out: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix("snapshot "))
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]

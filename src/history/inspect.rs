@@ -109,12 +109,16 @@ pub struct EntryDetail {
     pub span: Span,
 }
 
-/// One snapshot of the workspace's log (`retrace log --snapshots`), with what it added.
+/// One state of the workspace's log (`retrace log --snapshots`), with what it added: a
+/// snapshot, and the snapshots taken right after it that found the same files (their labels
+/// join its own).
 #[derive(Clone, Debug, Serialize)]
 pub struct SnapshotLogEntry {
-    /// The snapshot's record.
+    /// The snapshot's record (the first snapshot of this state).
     #[serde(flatten)]
     pub snapshot: SnapshotRecord,
+    /// Every label this state was given, oldest first.
+    pub labels: Vec<String>,
     /// The bytes it added to the store (see the [module docs](self)).
     pub bytes_added: u64,
     /// With paths asked about: those it changed from the previous snapshot.
@@ -518,9 +522,19 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
         reader: &reader,
         seen: HashSet::new(),
     };
-    let mut out = Vec::new();
+    let mut out: Vec<SnapshotLogEntry> = Vec::new();
     let mut previous: Option<ObjectId> = None;
     for s in snapshots {
+        if previous == Some(s.root) {
+            // The same files again: one state, one row, with every label it was given.
+            if let (Some(last), Some(label)) = (out.last_mut(), &s.label)
+                && last.snapshot.root == s.root
+                && !last.labels.contains(label)
+            {
+                last.labels.push(label.clone());
+            }
+            continue;
+        }
         let changes = match leaf_changes(&reader, Some((previous, s.root))) {
             Ok(c) => c,
             // Only listing: a damaged snapshot shows as changing nothing (verify names it).
@@ -546,6 +560,7 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
             c
         };
         out.push(SnapshotLogEntry {
+            labels: s.label.iter().cloned().collect(),
             snapshot: s,
             bytes_added,
             paths: changed,

@@ -203,7 +203,8 @@ pub struct Status {
     pub store: PathBuf,
     /// Disk space the store file occupies.
     pub store_bytes: u64,
-    /// Snapshots recorded.
+    /// States recorded: snapshots, a snapshot taken right after another that found the same
+    /// files counted once (as `retrace log --snapshots` lists them).
     pub snapshots: u64,
     /// Names excluded whatever the ignore rules say, plus the store directory.
     pub exclusions: Vec<String>,
@@ -284,6 +285,12 @@ fn quarantine(path: &Path) -> Result<PathBuf, Error> {
         path: path.into(),
         reason: "too many damaged stores kept beside it; remove old *.invalid-* files".into(),
     })
+}
+
+/// How many states `log` (oldest first) holds: a run of snapshots of one root is one.
+fn states(log: &[crate::store::SnapshotRecord]) -> u64 {
+    let runs = 1 + log.windows(2).filter(|w| w[0].root != w[1].root).count();
+    if log.is_empty() { 0 } else { runs as u64 }
 }
 
 /// The directory of the store of workspace `root` under the (canonical) retrace home.
@@ -910,7 +917,7 @@ impl WorkingCopy {
             root: self.root.clone(),
             store: self.store.path().to_path_buf(),
             store_bytes: crate::store::disk_bytes(self.store.path()),
-            snapshots: reader.snapshot_count()?,
+            snapshots: states(&reader.snapshots()?),
             exclusions,
             last_known,
             changed_count: changed.len(),

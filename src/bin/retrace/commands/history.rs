@@ -59,22 +59,27 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             ..
         } = o
         {
-            let lines: Vec<String> = (files_written
+            // What was left alone first: it is what the user must look at.
+            let lines: Vec<String> = skipped
                 .iter()
-                .map(|p| format!("wrote {}", terminal_line(p))))
-            .chain(
-                files_deleted
-                    .iter()
-                    .map(|p| format!("deleted {}", terminal_line(p))),
-            )
-            .chain(skipped.iter().map(|s| {
-                format!(
-                    "left alone {}: {}",
-                    terminal_line(&s.path),
-                    terminal_line(&s.reason)
+                .map(|s| {
+                    format!(
+                        "left alone {}: {}",
+                        terminal_line(&s.path),
+                        terminal_line(&s.reason)
+                    )
+                })
+                .chain(
+                    files_written
+                        .iter()
+                        .map(|p| format!("wrote {}", terminal_line(p))),
                 )
-            }))
-            .collect();
+                .chain(
+                    files_deleted
+                        .iter()
+                        .map(|p| format!("deleted {}", terminal_line(p))),
+                )
+                .collect();
             super::print_listed(&lines, "  ");
             for s in rewound.iter().take(REWOUND_LINES) {
                 println!(
@@ -411,28 +416,15 @@ fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> Resu
             "conflict"
         };
         let lines: Vec<String> = p
-            .would_write
+            .conflicts
             .iter()
-            .map(|path| {
-                let merged = if p.merged.contains(path) {
-                    " (merged)"
-                } else {
-                    ""
-                };
-                format!("would write {}{merged}", terminal_line(path))
-            })
-            .chain(
-                p.would_delete
-                    .iter()
-                    .map(|path| format!("would delete {}", terminal_line(path))),
-            )
-            .chain(p.conflicts.iter().map(|c| {
+            .map(|c| {
                 format!(
                     "{then} {}: {}",
                     terminal_line(&c.path),
                     terminal_line(&c.reason)
                 )
-            }))
+            })
             .chain(p.skipped.iter().map(|c| {
                 format!(
                     "would leave alone {}: {}",
@@ -440,6 +432,19 @@ fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> Resu
                     terminal_line(&c.reason)
                 )
             }))
+            .chain(p.would_write.iter().map(|path| {
+                let merged = if p.merged.contains(path) {
+                    " (merged)"
+                } else {
+                    ""
+                };
+                format!("would write {}{merged}", terminal_line(path))
+            }))
+            .chain(
+                p.would_delete
+                    .iter()
+                    .map(|path| format!("would delete {}", terminal_line(path))),
+            )
             .collect();
         super::print_listed(&lines, "");
         match &p.refused {

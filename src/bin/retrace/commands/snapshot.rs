@@ -14,6 +14,7 @@ use crate::{NoStore, OK, REFUSED, maintain_later};
 /// `retrace snapshot`.
 pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool) -> Result<u8> {
     let bar = Bar::new();
+    let last = ws.log()?.into_iter().next().map(|s| s.root);
     let c = if rescan {
         ws.snapshot_rescan(label, &bar)?
     } else {
@@ -30,13 +31,23 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
         }));
     } else {
         println!("snapshot {}", c.id);
-        println!(
-            "{}, {}, {} new stored ({} read)",
-            counted(c.files, "file"),
-            bytes_approx(c.bytes),
-            bytes_approx(c.new_bytes),
-            counted(c.hashed, "file")
-        );
+        if last == Some(c.id) {
+            // The same files as the last snapshot: its row, with the label if one was given.
+            println!(
+                "no change since {} ({}, {})",
+                c.id.short(),
+                counted(c.files, "file"),
+                bytes_approx(c.bytes)
+            );
+        } else {
+            println!(
+                "{}, {}, {} new stored ({} read)",
+                counted(c.files, "file"),
+                bytes_approx(c.bytes),
+                bytes_approx(c.new_bytes),
+                counted(c.hashed, "file")
+            );
+        }
         for n in &c.nested_repos {
             println!("nested repository left alone: {}", terminal_line(n));
         }
@@ -79,7 +90,7 @@ pub fn log(
             .map(|e| {
                 let s = &e.snapshot;
                 let mut v = serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
-                "label": s.label, "files": s.files, "bytes": s.bytes,
+                "label": s.label, "labels": e.labels, "files": s.files, "bytes": s.bytes,
                 "bytes_added": e.bytes_added});
                 if !paths.is_empty() {
                     v["paths"] = serde_json::to_value(&e.paths).unwrap_or_default();
@@ -118,12 +129,16 @@ pub fn log(
                     .fold((0, 0), |(a, r), p| (a + p.added, r + p.removed));
                 format!("+{a} -{r}  ")
             };
+            let files = format!(
+                "{:>6} {}",
+                s.files,
+                if s.files == 1 { "file " } else { "files" }
+            );
             println!(
-                "{}  {}  {:>6} files  {bytes:>width$} added  {lines}{}",
+                "{}  {}  {files}  {bytes:>width$} added  {lines}{}",
                 s.root.short(),
                 format_time(s.time_ms),
-                s.files,
-                terminal_line(s.label.as_deref().unwrap_or(""))
+                terminal_line(&e.labels.join(", "))
             );
         }
     }
@@ -333,22 +348,27 @@ pub fn restore(
         } else {
             ("wrote", "deleted")
         };
+        // What was left alone first: it is what the user must look at.
         let lines: Vec<String> = r
-            .written
+            .left_alone
             .iter()
-            .map(|p| format!("{write} {}", terminal_line(p)))
-            .chain(
-                r.deleted
-                    .iter()
-                    .map(|p| format!("{delete} {}", terminal_line(p))),
-            )
-            .chain(r.left_alone.iter().map(|s| {
+            .map(|s| {
                 format!(
                     "left alone {}: {}",
                     terminal_line(&s.path),
                     terminal_line(&s.reason)
                 )
-            }))
+            })
+            .chain(
+                r.written
+                    .iter()
+                    .map(|p| format!("{write} {}", terminal_line(p))),
+            )
+            .chain(
+                r.deleted
+                    .iter()
+                    .map(|p| format!("{delete} {}", terminal_line(p))),
+            )
             .collect();
         super::print_listed(&lines, "");
         if let Some(s) = r.safety_snapshot {
