@@ -344,6 +344,18 @@ impl Workspace {
         crate::history::inspect::snapshot_log(&self.wc, paths)
     }
 
+    /// Snapshot `id` in full: its labels, what it holds, and what changed from the snapshot
+    /// before it ([`crate::history::inspect::snapshot_detail`]).
+    ///
+    /// # Errors
+    /// As [`Workspace::file_log`].
+    pub fn show_snapshot(
+        &self,
+        id: &ObjectId,
+    ) -> Result<crate::history::inspect::SnapshotDetail, Error> {
+        crate::history::inspect::snapshot_detail(&self.wc, id)
+    }
+
     /// Every line of the file `path` on disk with the turn (of any session) that wrote it
     /// ([`crate::history::blame::blame`]).
     ///

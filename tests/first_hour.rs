@@ -549,3 +549,30 @@ fn a_big_restore_lists_the_first_paths_and_sums_up_the_rest() {
     let v: Value = serde_json::from_str(&ok(&env, &["restore", "two", "--json"])).unwrap();
     assert_eq!(v["written"].as_array().map(Vec::len), Some(30), "{v}");
 }
+
+/// `show` takes a snapshot as well as a turn: by id or label, with what it holds and what
+/// changed from the snapshot before it.
+#[test]
+fn show_shows_a_snapshot_by_id_or_label() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    ok(&env, &["snapshot", "--label", "first"]);
+    env.write("a.txt", "a\nb\n");
+    env.write("c.txt", "c\n");
+    let id = snapshot_line_id(&ok(&env, &["snapshot", "--label", "second"]));
+    let again = snapshot_line_id(&ok(&env, &["snapshot", "--label", "first again"]));
+    assert_eq!(again, id, "a label is given to the state as it is now");
+    let out = ok(&env, &["show", &id[..10]]);
+    assert!(out.starts_with(&format!("snapshot {id}")), "{out}");
+    assert!(out.contains("labels   second, first again"), "{out}");
+    assert!(out.contains("holds    2 files, 6 B"), "{out}");
+    assert!(out.contains("2 paths changed:"), "{out}");
+    assert!(out.contains("M a.txt  +1 -0"), "{out}");
+    assert!(out.contains("A c.txt  +1 -0"), "{out}");
+    assert_eq!(ok(&env, &["show", "second"]), out);
+    let v: Value = serde_json::from_str(&ok(&env, &["show", "first", "--json"])).unwrap();
+    assert_eq!(v["previous"], Value::Null, "{v}");
+    assert_eq!(v["paths"][0]["path"], "a.txt", "{v}");
+    let (code, _, err) = run(&env, &["show", "nothing-named-so"]);
+    assert_eq!(code, 2, "{err}");
+}

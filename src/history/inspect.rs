@@ -570,6 +570,100 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
     Ok(out)
 }
 
+/// One snapshot in full (`retrace show ID`): its state's row of the log, the snapshot before
+/// it, and every path that changed from that one to it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotDetail {
+    /// The snapshot's id.
+    pub id: ObjectId,
+    /// When its state was first captured (Unix milliseconds), when the log still lists it.
+    pub time_ms: Option<u64>,
+    /// Every label its state was given, oldest first.
+    pub labels: Vec<String>,
+    /// Files (and symlinks) it holds.
+    pub files: u64,
+    /// Their total size.
+    pub bytes: u64,
+    /// The bytes it added to the store, as `retrace log` counts them (0 when the log no
+    /// longer lists it).
+    pub bytes_added: u64,
+    /// The snapshot before it in the log (None: the first one, or one the log no longer
+    /// lists; then every path counts as added).
+    pub previous: Option<ObjectId>,
+    /// Every path that changed from `previous` to it, sorted.
+    pub paths: Vec<PathChange>,
+}
+
+impl SnapshotDetail {
+    /// The detail as `retrace show` prints it.
+    #[must_use]
+    pub fn text(&self) -> String {
+        let mut out = format!("snapshot {}
+", self.id);
+        if let Some(t) = self.time_ms {
+            let _ = writeln!(out, "taken    {}", time_text(t, true));
+        }
+        if !self.labels.is_empty() {
+            let _ = writeln!(out, "labels   {}", self.labels.join(", "));
+        }
+        let _ = writeln!(
+            out,
+            "holds    {} file{}, {}",
+            self.files,
+            if self.files == 1 { "" } else { "s" },
+            bytes_approx(self.bytes)
+        );
+        let _ = writeln!(out, "added    {} to the store", bytes_approx(self.bytes_added));
+        match self.previous {
+            Some(p) => {
+                let _ = writeln!(out, "since    {}", p.short());
+            }
+            None => out.push_str("since    nothing (every path is added)\n"),
+        }
+        out.push_str(&paths_text(&self.paths));
+        out
+    }
+}
+
+/// What `id` is, as [`SnapshotDetail`] says.
+///
+/// # Errors
+/// [`Error::Store`] when the store cannot be read or the snapshot's trees are damaged.
+pub fn snapshot_detail(wc: &WorkingCopy, id: &ObjectId) -> Result<SnapshotDetail, Error> {
+    let log = snapshot_log(wc, &[])?;
+    let at = log.iter().position(|e| e.snapshot.root == *id);
+    let reader = wc.store().reader()?;
+    let previous = at.and_then(|i| log.get(i + 1)).map(|e| e.snapshot.root);
+    let changes = leaf_changes(&reader, Some((previous, *id)))?;
+    let paths = selected_changes(&reader, &changes, &[]);
+    Ok(match at.map(|i| &log[i]) {
+        Some(e) => SnapshotDetail {
+            id: *id,
+            time_ms: Some(e.snapshot.time_ms),
+            labels: e.labels.clone(),
+            files: e.snapshot.files,
+            bytes: e.snapshot.bytes,
+            bytes_added: e.bytes_added,
+            previous,
+            paths,
+        },
+        None => {
+            let files = flatten(&reader, id)?;
+            let leaves = files.iter().filter(|f| f.kind != EntryKind::Dir);
+            SnapshotDetail {
+                id: *id,
+                time_ms: None,
+                labels: Vec::new(),
+                files: leaves.clone().count() as u64,
+                bytes: leaves.map(|f| f.size).sum(),
+                bytes_added: 0,
+                previous: None,
+                paths,
+            }
+        }
+    })
+}
+
 /// The entry `reference` names in `l`: `turn:N`, `turn:N:before`, `checkpoint:N`, a host
 /// anchor (of a turn's start, end or rounds; the newest turn naming it) or a checkpoint label.
 fn resolve(l: &Loaded, reference: &str) -> Result<(&'static str, u64), Error> {
@@ -864,27 +958,37 @@ impl EntryDetail {
                 let _ = writeln!(out, "{label}   (none)");
             }
         }
-        if self.paths.is_empty() {
-            out.push_str("no files changed\n");
-        } else {
-            let width = self
-                .paths
-                .iter()
-                .map(|p| p.path.chars().count())
-                .max()
-                .unwrap_or(0);
-            let _ = writeln!(out, "{} path(s) changed:", self.paths.len());
-            for p in &self.paths {
-                let lines = if p.binary {
-                    "binary".to_string()
-                } else {
-                    format!("+{} -{}", p.added, p.removed)
-                };
-                let _ = writeln!(out, "  {} {:<width$}  {lines}", p.change, p.path);
-            }
-        }
+        out.push_str(&paths_text(&self.paths));
         out
     }
+}
+
+/// The changed paths of a `show`, one per line with its lines added and removed.
+fn paths_text(paths: &[PathChange]) -> String {
+    if paths.is_empty() {
+        return "no files changed\n".into();
+    }
+    let mut out = String::new();
+    let width = paths
+        .iter()
+        .map(|p| p.path.chars().count())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "{} path{} changed:",
+        paths.len(),
+        if paths.len() == 1 { "" } else { "s" }
+    );
+    for p in paths {
+        let lines = if p.binary {
+            "binary".to_string()
+        } else {
+            format!("+{} -{}", p.added, p.removed)
+        };
+        let _ = writeln!(out, "  {} {:<width$}  {lines}", p.change, p.path);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -87,11 +87,12 @@ enum Command {
         #[arg(last = true)]
         paths: Vec<String>,
     },
-    /// One turn or checkpoint of the session: its prompt in full, times, state, the paths it
-    /// changed with their lines, and the bytes it added to the store.
+    /// One turn or checkpoint of the session (its prompt in full, times, state, the paths it
+    /// changed with their lines, the bytes it added), or one snapshot (its labels, what it
+    /// holds, what changed from the snapshot before it).
     Show {
         /// `turn:N`, `turn:N.K` (step K of turn N), `checkpoint:N`, a checkpoint label or a host
-        /// anchor.
+        /// anchor; or a snapshot id (8+ hex digits) or label.
         #[arg(value_name = "REF")]
         reference: String,
         /// Print one JSON object.
@@ -1201,7 +1202,28 @@ fn run(cli: Cli) -> Result<u8> {
         },
         Command::Show { reference, json } => {
             let ws = reading_history(dir)?;
-            inspect::show(&session_of(&ws, sid, Pick::History)?, &reference, json)
+            let names = SnapshotNames::new(&ws, sid);
+            let hex = reference.len() >= 8 && reference.bytes().all(|b| b.is_ascii_hexdigit());
+            if hex && let Ok(id) = ws.resolve(&reference) {
+                return inspect::show_snapshot(&ws, &id, json);
+            }
+            let of_session = ["turn:", "checkpoint:", "revert:"]
+                .iter()
+                .any(|p| reference.starts_with(p));
+            if of_session {
+                return inspect::show(&session_of(&ws, sid, Pick::History)?, &reference, json);
+            }
+            // A label or a host anchor: the session's entry (a checkpoint label, an anchor)
+            // first, else the workspace's snapshot of that label.
+            if let Some(s) = names.session(false)? {
+                match s.show(&reference) {
+                    Ok(detail) => return inspect::print_detail(&detail, json),
+                    Err(Error::Inspect { .. } | Error::Anchor { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let id = names.resolve(&reference)?;
+            inspect::show_snapshot(&ws, &id, json)
         }
         Command::Blame { path, json } => {
             let ws = reading_history(dir)?;

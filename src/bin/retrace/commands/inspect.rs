@@ -5,9 +5,9 @@
 
 use anyhow::Result;
 use retrace::history::blame::Blame;
-use retrace::history::inspect::{FileLogEntry, file_log_text};
+use retrace::history::inspect::{EntryDetail, FileLogEntry, file_log_text};
 use retrace::object::{terminal_line, terminal_text};
-use retrace::{Session, Workspace};
+use retrace::{ObjectId, Session, Workspace};
 
 use super::print_json;
 use crate::OK;
@@ -58,9 +58,24 @@ pub fn session_file_log(
     print_file_log(entries, paths, max, json)
 }
 
-/// `retrace show REF`.
+/// `retrace show REF` of a turn or checkpoint.
 pub fn show(s: &Session, reference: &str, json: bool) -> Result<u8> {
-    let detail = s.show(reference)?;
+    print_detail(&s.show(reference)?, json)
+}
+
+/// Prints a turn's or checkpoint's detail.
+pub fn print_detail(detail: &EntryDetail, json: bool) -> Result<u8> {
+    if json {
+        print_json(&serde_json::to_value(detail)?);
+    } else {
+        print!("{}", terminal_text(&detail.text()));
+    }
+    Ok(OK)
+}
+
+/// `retrace show ID` of a snapshot.
+pub fn show_snapshot(ws: &Workspace, id: &ObjectId, json: bool) -> Result<u8> {
+    let detail = ws.show_snapshot(id)?;
     if json {
         print_json(&serde_json::to_value(&detail)?);
     } else {
