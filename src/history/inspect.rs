@@ -598,8 +598,7 @@ impl SnapshotDetail {
     /// The detail as `retrace show` prints it.
     #[must_use]
     pub fn text(&self) -> String {
-        let mut out = format!("snapshot {}
-", self.id);
+        let mut out = format!("snapshot {}\n", self.id);
         if let Some(t) = self.time_ms {
             let _ = writeln!(out, "taken    {}", time_text(t, true));
         }
@@ -613,7 +612,11 @@ impl SnapshotDetail {
             if self.files == 1 { "" } else { "s" },
             bytes_approx(self.bytes)
         );
-        let _ = writeln!(out, "added    {} to the store", bytes_approx(self.bytes_added));
+        let _ = writeln!(
+            out,
+            "added    {} to the store",
+            bytes_approx(self.bytes_added)
+        );
         match self.previous {
             Some(p) => {
                 let _ = writeln!(out, "since    {}", p.short());
