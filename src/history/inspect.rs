@@ -639,8 +639,8 @@ pub fn snapshot_detail(wc: &WorkingCopy, id: &ObjectId) -> Result<SnapshotDetail
     let previous = at.and_then(|i| log.get(i + 1)).map(|e| e.snapshot.root);
     let changes = leaf_changes(&reader, Some((previous, *id)))?;
     let paths = selected_changes(&reader, &changes, &[]);
-    Ok(match at.map(|i| &log[i]) {
-        Some(e) => SnapshotDetail {
+    if let Some(e) = at.map(|i| &log[i]) {
+        return Ok(SnapshotDetail {
             id: *id,
             time_ms: Some(e.snapshot.time_ms),
             labels: e.labels.clone(),
@@ -649,21 +649,19 @@ pub fn snapshot_detail(wc: &WorkingCopy, id: &ObjectId) -> Result<SnapshotDetail
             bytes_added: e.bytes_added,
             previous,
             paths,
-        },
-        None => {
-            let files = flatten(&reader, id)?;
-            let leaves = files.iter().filter(|f| f.kind != EntryKind::Dir);
-            SnapshotDetail {
-                id: *id,
-                time_ms: None,
-                labels: Vec::new(),
-                files: leaves.clone().count() as u64,
-                bytes: leaves.map(|f| f.size).sum(),
-                bytes_added: 0,
-                previous: None,
-                paths,
-            }
-        }
+        });
+    }
+    let files = flatten(&reader, id)?;
+    let leaves = files.iter().filter(|f| f.kind != EntryKind::Dir);
+    Ok(SnapshotDetail {
+        id: *id,
+        time_ms: None,
+        labels: Vec::new(),
+        files: leaves.clone().count() as u64,
+        bytes: leaves.map(|f| f.size).sum(),
+        bytes_added: 0,
+        previous: None,
+        paths,
     })
 }
 
