@@ -576,3 +576,77 @@ fn show_shows_a_snapshot_by_id_or_label() {
     let (code, _, err) = run(&env, &["show", "nothing-named-so"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// The top-level help groups the commands, one short line each, wraps to the terminal and
+/// leaves plumbing out of the list; `--session` and `-v` show only where they do something,
+/// in one line under `-h`.
+#[test]
+fn help_is_grouped_short_and_wrapped() {
+    let env = Env::new();
+    let help = |args: &[&str]| {
+        let o = env
+            .command(RETRACE, args)
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["undo", "--help"],
+        &["restore", "-h"],
+    ] {
+        let out = help(args);
+        for line in out.lines() {
+            assert!(line.chars().count() <= 80, "{args:?}: {line:?}");
+        }
+    }
+    let top = help(&["--help"]);
+    for heading in [
+        "Get started:",
+        "Look at history:",
+        "Go back:",
+        "Record:",
+        "Maintain:",
+    ] {
+        assert!(top.contains(heading), "{top}");
+    }
+    assert!(!top.contains("\n  hook "), "{top}");
+    assert!(!top.contains("\nCommands:"), "one list: {top}");
+    assert!(
+        top.contains("For agent adapters: hook, serve, mcp, step"),
+        "{top}"
+    );
+    // --session: one line under -h, the whole rule under --help, absent where it does nothing.
+    let short = help(&["undo", "-h"]);
+    let session: Vec<&str> = short.lines().filter(|l| l.contains("--session")).collect();
+    assert_eq!(session.len(), 1, "{short}");
+    assert!(help(&["undo", "--help"]).contains("at least an hour"));
+    for args in [["config", "-h"], ["watch", "-h"], ["install", "-h"]] {
+        let out = help(&args);
+        assert!(!out.contains("--session"), "{args:?}: {out}");
+        assert!(!out.contains("--verbose"), "{args:?}: {out}");
+    }
+    // Hidden where it does nothing, still accepted there (RETRACE_SESSION may be set).
+    let o = env.run(RETRACE, &["--session", "x", "config"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Every --json is described one way.
+    for args in [
+        ["diff", "-h"],
+        ["log", "-h"],
+        ["undo", "-h"],
+        ["blame", "-h"],
+    ] {
+        let out = help(&args);
+        let json = out
+            .lines()
+            .find(|l| l.contains("--json"))
+            .unwrap_or_default();
+        assert!(
+            json.ends_with("Print JSON instead of text"),
+            "{args:?}: {json:?}"
+        );
+    }
+}

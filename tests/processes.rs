@@ -391,9 +391,13 @@ fn shell_completions_and_the_man_page_come_from_the_cli_definition() {
         let o = env.run(RETRACE, &["completions", shell]);
         assert!(o.status.success(), "{shell}: {}", stderr(&o));
         let script = stdout(&o);
-        for word in ["undo", "navigate", "--session", "completions"] {
+        for word in ["undo", "navigate", "completions"] {
             assert!(script.contains(word), "{shell} lacks {word}");
         }
+        assert!(
+            script.contains("--session") || script.contains("-l session"),
+            "{shell} lacks --session"
+        );
     }
     // The bash script is valid bash.
     let script = stdout(&env.run(RETRACE, &["completions", "bash"]));
@@ -410,11 +414,37 @@ fn shell_completions_and_the_man_page_come_from_the_cli_definition() {
     assert!(o.status.success(), "{}", stderr(&o));
     let page = stdout(&o);
     assert!(page.contains(".TH retrace 1"), "{page}");
-    for command in [
-        "snapshot", "restore", "undo", "redo", "install", "serve", "mcp",
-    ] {
+    for command in ["snapshot", "restore", "undo", "redo", "install", "navigate"] {
         assert!(page.contains(command), "the man page lacks {command}");
     }
+    for section in [
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+        ".SH EXAMPLES",
+        "RETRACE_HOME",
+        "RETRACE_SESSION",
+    ] {
+        assert!(page.contains(section), "the man page lacks {section}");
+    }
+    // The description says more than the tagline.
+    assert!(page.contains("never over an edit made since"), "{page}");
+    // A page per command, with its exit status and examples.
+    let o = env.run(RETRACE, &["man", "undo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let undo = stdout(&o);
+    assert!(undo.contains(".TH retrace-undo 1"), "{undo}");
+    assert!(undo.contains(".SH \"EXIT STATUS\""), "{undo}");
+    assert!(undo.contains("retrace undo \\-\\-dry\\-run"), "{undo}");
+    let o = env.run(RETRACE, &["man", "no-such-command"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let dir = env.home.path().join("man1");
+    let o = env.run(RETRACE, &["man", "--dir", &dir.display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["retrace.1", "retrace-undo.1", "retrace-restore.1"] {
+        assert!(dir.join(name).is_file(), "no {name}: {}", stdout(&o));
+    }
+    assert!(!dir.join("retrace-hook.1").exists(), "plumbing has no page");
     let o = env.run(RETRACE, &["completions", "tcsh"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }

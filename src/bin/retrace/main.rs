@@ -1,7 +1,8 @@
 //! `retrace`: the command-line interface. Thin: parse arguments, call the library, print.
 //! This file holds the clap definitions, `main`, the exit codes and how errors map to them,
 //! and opening the workspace or session a command works on; `commands/` holds one module
-//! per command group, `progress` the bar on stderr.
+//! per command group, `help` how the commands are grouped in `--help`, `progress` the bar
+//! on stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,22 +13,36 @@ use retrace::object::{terminal_line, terminal_text};
 use retrace::{Config, Error, Mode, RestoreError, Session, Workspace};
 
 mod commands;
+mod help;
 mod progress;
 
-/// A workspace time machine for AI coding agents.
+/// A workspace time machine for AI coding agents
+///
+/// retrace snapshots the whole workspace before and after every turn of an agent's
+/// conversation, whatever wrote the files (the agent's edit tool, its shell commands, you),
+/// into a deduplicated store outside the workspace, and undoes, redoes, reverts and
+/// restores them exactly: only the paths a turn changed, never over an edit made since,
+/// never another session's work. Installed into an agent (`retrace install`), its `/undo`
+/// runs `retrace undo`; every command also works by hand. Start with `retrace demo`.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, long_about)]
 struct Cli {
     /// Workspace directory (default: the current directory).
     #[arg(short = 'C', global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// The session (one agent conversation): its name, or a unique prefix of its name or key
-    /// (`retrace sessions`). Only `turn begin`, `checkpoint` and `mcp` start a new one;
-    /// elsewhere an unknown name is an error. Without it, the one session with history.
+    /// The session (agent conversation) to work on: a name or unique prefix
+    ///
+    /// Its name, or a unique prefix (4 characters or more) of its name or key, as `retrace
+    /// sessions` lists them. Only `turn begin`, `checkpoint` and `mcp` start a new session;
+    /// elsewhere a name no session has is an error (exit 2). Without it, a command that
+    /// works on a session (undo, redo, revert, navigate, checkpoint, show, and names such as
+    /// turn:N) uses the only session with history here, or the one with a turn open, else
+    /// the one last used at least an hour after every other (saying so on stderr); when
+    /// several are candidates it refuses and lists them (exit 2). `status`, `log` and
+    /// `blame` show the whole workspace, every session's work, unless it is given.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
     session: Option<String>,
-    /// List every path an operation writes or would write (by default the first ten, then
-    /// how many more).
+    /// List every path an operation writes, not the first ten
     #[arg(short = 'v', long, global = true)]
     verbose: bool,
     #[command(subcommand)]
@@ -44,16 +59,17 @@ enum Command {
         /// The label, as an option (as `checkpoint --label`).
         #[arg(long = "label", value_name = "LABEL", conflicts_with = "label")]
         label_opt: Option<String>,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Walk the whole workspace, whatever a watcher says (a check on the watcher).
         #[arg(long)]
         rescan: bool,
     },
-    /// Watch the workspace's files so that captures look only at what changed (inotify);
-    /// captures walk as before whenever it cannot vouch. Exits after `watch_idle_minutes`
-    /// without a capture.
+    /// Watch the files so that captures look only at what changed
+    ///
+    /// Watches with inotify; captures walk as before whenever the watcher cannot vouch.
+    /// Exits after `watch_idle_minutes` without a capture.
     Watch {
         /// Run in the background (its output goes to a log beside its socket).
         #[arg(long, conflicts_with = "stop")]
@@ -62,13 +78,17 @@ enum Command {
         #[arg(long)]
         stop: bool,
     },
-    /// Look at the history in the terminal: sessions, each one's timeline of turns, undos
-    /// and restores, what each changed with its diff; undo, redo, revert and restore from
-    /// there (each asks first). `--session` picks the session shown first.
+    /// Browse the history in the terminal, and act on it
+    ///
+    /// Sessions, each one's timeline of turns, undos and restores, what each changed with
+    /// its diff; undo, redo, revert and restore from there (each asks first). `--session`
+    /// picks the session shown first.
     #[cfg(feature = "ui")]
     Ui,
-    /// List snapshots, newest first; with a session (`--session`, `RETRACE_SESSION`), its
-    /// turns and checkpoints instead.
+    /// List snapshots, or a session's turns and checkpoints
+    ///
+    /// Without `--session` (or `RETRACE_SESSION`): the workspace's snapshots, newest first,
+    /// whichever session took them. With it: that session's turns and checkpoints.
     Log {
         /// The workspace's snapshots (safety snapshots included) even when a session is set.
         #[arg(long)]
@@ -79,7 +99,7 @@ enum Command {
         /// Show at most N entries (the newest).
         #[arg(short = 'n', long = "max-count", value_name = "N")]
         max: Option<usize>,
-        /// Print JSON.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Only the entries that changed these files or directories (relative to the
@@ -87,28 +107,35 @@ enum Command {
         #[arg(last = true)]
         paths: Vec<String>,
     },
-    /// One turn or checkpoint of the session (its prompt in full, times, state, the paths it
-    /// changed with their lines, the bytes it added), or one snapshot (its labels, what it
-    /// holds, what changed from the snapshot before it).
+    /// Show one turn, checkpoint or snapshot in full
+    ///
+    /// A turn or checkpoint: its prompt in full, times, state, the paths it changed with
+    /// their lines, the bytes it added. A snapshot: its labels, what it holds, what changed
+    /// from the snapshot before it.
     Show {
         /// `turn:N`, `turn:N.K` (step K of turn N), `checkpoint:N`, a checkpoint label or a host
         /// anchor; or a snapshot id (8+ hex digits) or label.
         #[arg(value_name = "REF")]
         reference: String,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Every line of a file as it is on disk, with the agent turn that wrote it (every
+    /// Show the turn that wrote each line of a file
+    ///
+    /// Every line of the file as it is on disk, with the agent turn that wrote it (every
     /// session's turns, or the `--session`'s), `unsnapshotted` or `before retrace`.
     Blame {
         /// The file, relative to the workspace root.
         path: String,
-        /// Print JSON: line ranges with their origins.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Paths added, modified and deleted between two snapshots (or a snapshot and the disk).
+    /// Show what changed between two snapshots, or since the last one
+    ///
+    /// Paths added, modified and deleted between two snapshots, or between a snapshot and
+    /// the disk (alone: the last snapshot and the disk, what `status` counts).
     Diff {
         /// From this snapshot: id or unique prefix (8+ hex digits), label, or `turn:N`,
         /// `turn:N:before`, `checkpoint:N` of the session (default: the last snapshot, so
@@ -129,15 +156,16 @@ enum Command {
         /// Colour the output: on a terminal (auto, unless NO_COLOR is set), always or never.
         #[arg(long, value_enum, default_value_t = ColorArg::Auto)]
         color: ColorArg,
-        /// Print JSON.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Only these files or directories (relative to the workspace root), after `--`.
         #[arg(last = true)]
         paths: Vec<String>,
     },
-    /// Make the workspace's files equal to a snapshot; with paths, only those files and
-    /// directories (everything else on disk is untouched).
+    /// Make the files equal to a snapshot, or only some paths of it
+    ///
+    /// With paths, only those files and directories (everything else on disk is untouched).
     ///
     /// Restore or navigate? `restore` writes files from any snapshot (any session's, or one
     /// of your own) and moves no session: undo and redo go on as before. `navigate` moves a
@@ -153,39 +181,48 @@ enum Command {
         /// Only list what would change.
         #[arg(long)]
         dry_run: bool,
-        /// Print JSON.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Only these files or directories (relative to the workspace root), after `--`.
         #[arg(last = true)]
         paths: Vec<String>,
     },
-    /// Workspace root, store, snapshot count, exclusions and unsnapshotted changes; with a
-    /// session, its cursor, undo and redo first.
+    /// Show the workspace, its store and what no snapshot holds yet
+    ///
+    /// Workspace root, store, snapshot count, exclusions and unsnapshotted changes; with
+    /// `--session`, that session's cursor, undo and redo first.
     Status {
-        /// Print JSON.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// The workspace's sessions (one per agent conversation), most recently used first: name,
-    /// agent, turns, last activity, and whether a turn is open.
+    /// List the workspace's sessions (one per agent conversation)
+    ///
+    /// Most recently used first: name, agent, turns, last activity, and whether a turn is
+    /// open.
     Sessions {
-        /// Print JSON.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Begin or end an agent turn (what an adapter calls around each prompt).
+    /// Begin or end a turn (what an adapter does around each prompt)
     Turn {
         #[command(subcommand)]
         action: TurnAction,
     },
-    /// Begin or end a step of the running turn: one tool call of the agent (what an adapter
-    /// calls around each tool that can write).
+    /// Begin or end a step: one tool call of the running turn (for adapters)
+    ///
+    /// What an adapter calls around each tool that can write.
+    #[command(hide = true)]
     Step {
         #[command(subcommand)]
         action: StepAction,
     },
-    /// Step back over the session's newest applied turn.
+    /// Undo the session's newest turn
+    ///
+    /// Steps back over the session's newest applied turn: the paths it changed go back to
+    /// what they were before it, and redo can bring them back.
     Undo {
         /// What to restore.
         #[arg(long, value_enum, default_value_t = ModeArg::Both)]
@@ -197,11 +234,13 @@ enum Command {
         /// conflict), as `revert --dry-run` does; nothing is written.
         #[arg(long, conflicts_with = "mode")]
         dry_run: bool,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Re-apply the most recently undone turn, in the mode its undo used.
+    /// Redo the most recently undone turn
+    ///
+    /// Re-applies it in the mode its undo used.
     Redo {
         /// Overwrite paths edited since the undo (a safety snapshot keeps them first).
         #[arg(long)]
@@ -209,14 +248,15 @@ enum Command {
         /// Only list what the files would become, as `undo --dry-run`; nothing is written.
         #[arg(long)]
         dry_run: bool,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Revert one past turn of the session (not only the newest), or one step of it
-    /// (`turn:N.K`), keeping every later change: paths changed since are merged when the
-    /// changes touch other lines, else the revert is refused as a conflict. Undo undoes the
-    /// revert; redo redoes it.
+    /// Take back one past turn or step, keeping later changes
+    ///
+    /// Any turn of the session, not only the newest, or one step of it (`turn:N.K`): paths
+    /// changed since are merged when the changes touch other lines, else the revert is
+    /// refused as a conflict. Undo undoes the revert; redo redoes it.
     Revert {
         /// The turn: `turn:N` (or N); one step of it: `turn:N.K` (`retrace log --steps`).
         turn: String,
@@ -227,11 +267,11 @@ enum Command {
         /// Only list what would change, and what conflicts and why.
         #[arg(long)]
         dry_run: bool,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Capture the workspace now as a labelled checkpoint of the session.
+    /// Snapshot the workspace as a labelled checkpoint of the session
     Checkpoint {
         /// Label (usable as an anchor for `navigate`, and where a snapshot id is).
         #[arg(value_name = "LABEL")]
@@ -239,11 +279,13 @@ enum Command {
         /// The label, as an option (as `snapshot --label`).
         #[arg(long = "label", value_name = "LABEL", conflicts_with = "label")]
         label_opt: Option<String>,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Restore the workspace to the snapshot at an anchor: a host anchor, `turn:N`,
+    /// Move the session and its files to a turn or checkpoint
+    ///
+    /// Restores the workspace to the snapshot at an anchor: a host anchor, `turn:N`,
     /// `turn:N:before`, `checkpoint:N` or a checkpoint label.
     ///
     /// Navigate or restore? `navigate` moves the session there: its files, and where its
@@ -261,11 +303,14 @@ enum Command {
         /// Only say what would be written and deleted; change nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Remove objects no snapshot, turn or checkpoint refers to, and compact the store.
+    /// Free space: drop what nothing refers to, compact the store
+    ///
+    /// Applies retention, removes objects no snapshot, turn or checkpoint refers to, and
+    /// compacts the store.
     Gc {
         /// Only report what would be freed.
         #[arg(long)]
@@ -274,31 +319,42 @@ enum Command {
         /// record them); default: the `gc_grace_secs` setting (3600).
         #[arg(long, value_name = "SECS")]
         grace: Option<u64>,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Verify every stored object, forget the damaged ones, store them again from the
-    /// workspace's files where those still hold them, and list the snapshots that stay broken.
+    /// Check the store and repair what the files still hold
+    ///
+    /// Verifies every stored object, forgets the damaged ones, stores them again from the
+    /// workspace's files where those still hold them, and lists the snapshots that stay
+    /// broken.
     Repair {
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Every setting's effective value and where it came from.
+    /// Show every setting, its value and where it came from
     Config {
-        /// Print JSON.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Serve the library over newline-delimited JSON-RPC 2.0 on stdin/stdout (for agent
-    /// adapters; see docs/protocol.md).
+    /// Serve the library over JSON-RPC on stdio (for adapters)
+    ///
+    /// Newline-delimited JSON-RPC 2.0 on stdin/stdout, for agent adapters; see
+    /// docs/protocol.md.
+    #[command(hide = true)]
     Serve,
-    /// Serve model-facing tools (undo, redo, checkpoint, log, diff, status, file_history,
-    /// blame) over MCP on stdio, for the session `--session` / `RETRACE_SESSION` names.
+    /// Serve tools to a model over MCP on stdio
+    ///
+    /// Model-facing tools (undo, redo, checkpoint, log, diff, status, file_history, blame)
+    /// for the session `--session` / `RETRACE_SESSION` names.
+    #[command(hide = true)]
     Mcp,
-    /// Handle one agent hook event (JSON on stdin). Never fails the agent: errors are one
-    /// line on stderr and exit 0.
+    /// Handle one agent hook event (JSON on stdin; for adapters)
+    ///
+    /// Never fails the agent: errors are one line on stderr and exit 0.
+    #[command(hide = true)]
     Hook {
         /// The agent: `claude-code`, `codex` or `gemini`.
         agent: String,
@@ -306,7 +362,9 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
-    /// Add retrace's hooks (and `/undo`-style command files) to an agent's settings:
+    /// Add retrace to an agent: its hooks and `/undo` commands
+    ///
+    /// Adds retrace's hooks (and `/undo`-style command files) to the agent's settings:
     /// idempotent, keeps every other hook.
     Install {
         /// The agent: `claude-code`, `codex`, `gemini` or `opencode` (its plugin, and
@@ -324,7 +382,7 @@ enum Command {
         #[arg(long)]
         watch: bool,
     },
-    /// Remove exactly the hooks `install` added.
+    /// Remove exactly what `install` added
     Uninstall {
         /// The agent: `claude-code`, `codex`, `gemini` or `opencode`.
         agent: String,
@@ -335,16 +393,27 @@ enum Command {
         #[arg(long)]
         project: bool,
     },
-    /// A self-contained walkthrough in a temporary directory.
+    /// Walk through retrace in a temporary directory
     Demo,
-    /// Print a shell completion script (e.g. `retrace completions bash >
-    /// ~/.local/share/bash-completion/completions/retrace`).
+    /// Print a shell completion script
+    ///
+    /// For example `retrace completions bash >
+    /// ~/.local/share/bash-completion/completions/retrace`.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `retrace man | man -l -`.
-    Man,
+    /// Print the man page of retrace or of one command
+    ///
+    /// In roff: `retrace man | man -l -`, `retrace man undo | man -l -`; with `--dir`, every
+    /// page written there as retrace.1, retrace-undo.1, … (for packagers: `man -M`).
+    Man {
+        /// The command whose page to print (default: retrace's own).
+        command: Option<String>,
+        /// Write every page into this directory instead.
+        #[arg(long = "dir", value_name = "DIR", conflicts_with = "command")]
+        out_dir: Option<PathBuf>,
+    },
     /// Run a due maintenance pass at the lowest priority: what `snapshot`, `turn end`,
     /// `checkpoint` and the hooks start in the background (not for people; `retrace gc` is).
     #[command(name = "maintain-due", hide = true)]
@@ -370,7 +439,7 @@ enum TurnAction {
         /// the turn.
         #[arg(long, value_name = "PID")]
         owner_pid: Option<u32>,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -385,7 +454,7 @@ enum TurnAction {
         /// The conversation leaf now (redo returns to it).
         #[arg(long)]
         anchor: Option<String>,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -409,7 +478,7 @@ enum StepAction {
         /// anything.
         #[arg(long = "file", value_name = "PATH")]
         files: Vec<String>,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -418,7 +487,7 @@ enum StepAction {
         /// The host's id of the tool call; empty: the newest step still running.
         #[arg(long, default_value = "")]
         call: String,
-        /// Print one JSON object.
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -539,7 +608,10 @@ fn cap_malloc_arenas() {
 fn main() -> ExitCode {
     cap_malloc_arenas();
     retrace::error::install_panic_hook();
-    let cli = match Cli::try_parse() {
+    let parsed = help::command()
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // With --json a caller gets one JSON object for a usage error too.
@@ -1023,7 +1095,7 @@ fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Demo => demo::run(dir),
         Command::Completions { shell } => docs::completions(shell),
-        Command::Man => docs::man(),
+        Command::Man { command, out_dir } => docs::man(command.as_deref(), out_dir.as_deref()),
         Command::MaintainDue => maintenance::maintain_due(dir),
         Command::Hook { agent, watch } => Ok(agents::hook(&agent, watch)),
         Command::Mcp => agents::mcp(session(dir, sid, Pick::Create)?),

@@ -1,23 +1,212 @@
-//! `retrace completions SHELL` and `retrace man`, generated from the clap definitions.
+//! `retrace completions SHELL` and `retrace man`, generated from the clap definitions
+//! ([`crate::help::command`]), the man pages with the sections clap does not know of: exit
+//! status, environment, files and examples.
 
-use anyhow::Result;
-use clap::CommandFactory;
+use std::path::Path;
 
-use crate::{Cli, OK};
+use anyhow::{Context, Result};
+use clap_mangen::roff::{Roff, bold, roman};
+
+use crate::{OK, Usage};
 
 /// `retrace completions SHELL`.
 pub fn completions(shell: clap_complete::Shell) -> Result<u8> {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "retrace", &mut out);
+    clap_complete::generate(shell, &mut crate::help::command(), "retrace", &mut out);
     print_all(&out)
 }
 
-/// `retrace man`: the man page in roff.
-pub fn man() -> Result<u8> {
-    let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
-    print_all(&out)
+/// `retrace man [COMMAND]`, or every page into `dir`.
+pub fn man(command: Option<&str>, dir: Option<&Path>) -> Result<u8> {
+    let mut top = crate::help::command().disable_help_subcommand(true);
+    top.build();
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut pages = vec![("retrace".to_string(), page(&top, true)?)];
+        for sub in top.get_subcommands().filter(|s| !s.is_hide_set()) {
+            pages.push((format!("retrace-{}", sub.get_name()), page(sub, false)?));
+        }
+        for (name, text) in &pages {
+            let path = dir.join(format!("{name}.1"));
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        println!("{} man pages written to {}", pages.len(), dir.display());
+        return Ok(OK);
+    }
+    let text = match command {
+        None => page(&top, true)?,
+        Some(name) => match top.find_subcommand(name) {
+            Some(sub) => page(sub, false)?,
+            None => {
+                return Err(
+                    Usage(format!("no command {name:?}; `retrace --help` lists them")).into(),
+                );
+            }
+        },
+    };
+    print_all(&text)
 }
+
+/// The man page of `cmd` (retrace itself when `top`): clap's sections, then exit status,
+/// environment, files and examples.
+fn page(cmd: &clap::Command, top: bool) -> Result<Vec<u8>> {
+    let man = clap_mangen::Man::new(cmd.clone())
+        .source(format!("retrace {}", env!("CARGO_PKG_VERSION")))
+        .manual("retrace manual");
+    let mut out = Vec::new();
+    man.render_title(&mut out)?;
+    man.render_name_section(&mut out)?;
+    man.render_synopsis_section(&mut out)?;
+    man.render_description_section(&mut out)?;
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(&mut out)?;
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        man.render_subcommands_section(&mut out)?;
+    }
+    let mut roff = Roff::new();
+    section(&mut roff, "EXIT STATUS", EXIT_STATUS);
+    if top {
+        section(&mut roff, "ENVIRONMENT", ENVIRONMENT);
+        section(&mut roff, "FILES", FILES);
+    }
+    let name = cmd.get_name().trim_start_matches("retrace-");
+    let examples: Vec<&(&str, &str)> = EXAMPLES.iter().filter(|(c, _)| top || *c == name).collect();
+    if !examples.is_empty() {
+        roff.control("SH", ["EXAMPLES"]);
+        for (_, line) in examples {
+            let (command, what) = line.split_once(" # ").unwrap_or((line, ""));
+            roff.control("TP", []);
+            roff.text([bold(command.to_string())]);
+            roff.text([roman(what.to_string())]);
+        }
+    }
+    if !top {
+        roff.control("SH", ["SEE ALSO"]);
+        roff.text([bold("retrace"), roman("(1)")]);
+    }
+    roff.to_writer(&mut out)?;
+    if cmd.get_version().is_some() {
+        man.render_version_section(&mut out)?;
+    }
+    Ok(out)
+}
+
+/// A section of paragraphs, each `term: text` as a tagged paragraph.
+fn section(roff: &mut Roff, title: &str, items: &[(&str, &str)]) {
+    roff.control("SH", [title]);
+    for (term, text) in items {
+        roff.control("TP", []);
+        roff.text([bold(term.to_string())]);
+        roff.text([roman(text.to_string())]);
+    }
+}
+
+const EXIT_STATUS: &[(&str, &str)] = &[
+    (
+        "0",
+        "Success, an empty answer included (a log of a fresh project, a diff with no changes, a \
+         dry run with nothing to do).",
+    ),
+    (
+        "1",
+        "Refused by a guard: a conflict, changes no snapshot holds, nothing to undo or redo; \
+         nothing was written.",
+    ),
+    (
+        "2",
+        "A usage error (a malformed or unknown snapshot, anchor, session or agent; a missing \
+         -C directory), or busy: another retrace process holds the workspace; try again.",
+    ),
+    (
+        "3",
+        "An error (I/O, a damaged store); the message names the path.",
+    ),
+    (
+        "4",
+        "repair left some snapshots broken (their files are gone from the workspace).",
+    ),
+];
+
+const ENVIRONMENT: &[(&str, &str)] = &[
+    (
+        "RETRACE_HOME",
+        "Where the stores live (default $XDG_STATE_HOME/retrace, else \
+         ~/.local/state/retrace).",
+    ),
+    (
+        "RETRACE_SESSION",
+        "The session to work on, as --session (which wins).",
+    ),
+    (
+        "RETRACE_RETENTION_DAYS, RETRACE_MAX_STORE_BYTES, RETRACE_MAX_TOTAL_BYTES, …",
+        "Every setting can be set in the environment as RETRACE_ and its name in capitals; \
+         `retrace config` lists them with their values and where each came from.",
+    ),
+    (
+        "RETRACE_TRACE",
+        "Set to 1 to print where each operation spends its time, on stderr.",
+    ),
+    (
+        "NO_COLOR",
+        "Set: diffs are never coloured (as --color=never).",
+    ),
+];
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "$RETRACE_HOME/workspaces/<id>/store.redb",
+        "A workspace's store: its snapshots, sessions and every file version (one per \
+         workspace root; never inside the workspace).",
+    ),
+    (
+        "~/.config/retrace/config.toml",
+        "Your settings, for every workspace.",
+    ),
+    (
+        ".retrace.toml",
+        "A project's settings, at the workspace root (they win over yours).",
+    ),
+    (
+        ".gitignore, .git/info/exclude",
+        "What a snapshot leaves out, as git does (also without git).",
+    ),
+];
+
+/// `(command, "example # what it does")`, shown on that command's page and on retrace's.
+const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "demo",
+        "retrace demo # a walkthrough in a temporary directory",
+    ),
+    (
+        "install",
+        "retrace install claude-code # hooks and /undo for Claude Code in this project",
+    ),
+    (
+        "snapshot",
+        "retrace snapshot before-refactor # a labelled snapshot",
+    ),
+    (
+        "status",
+        "retrace status # what changed since the last snapshot",
+    ),
+    ("log", "retrace log --session my-chat # a session's turns"),
+    (
+        "diff",
+        "retrace diff turn:3 -p # what turn 3 changed, as a patch",
+    ),
+    ("undo", "retrace undo --dry-run # what an undo would write"),
+    ("revert", "retrace revert turn:2 # take back turn 2 only"),
+    (
+        "restore",
+        "retrace restore before-refactor -- src/ # bring back one folder",
+    ),
+    (
+        "blame",
+        "retrace blame src/main.rs # the turn that wrote each line",
+    ),
+];
 
 /// Writes generated text to stdout; a reader that stopped early (`| head`) is no error.
 fn print_all(text: &[u8]) -> Result<u8> {

@@ -1,0 +1,190 @@
+//! The command line as `--help`, the man pages and the completions show it: commands in
+//! groups (as cargo and jj list theirs), one short line each, plumbing for adapters left
+//! out of the list, and `--session` shown only where it changes anything.
+
+use clap::CommandFactory;
+
+use crate::Cli;
+
+/// The groups of the top-level help, in order: a heading and its commands.
+const GROUPS: &[(&str, &[&str])] = &[
+    ("Get started", &["demo", "install", "uninstall", "status"]),
+    (
+        "Look at history",
+        &["log", "show", "diff", "blame", "sessions", "ui"],
+    ),
+    (
+        "Go back",
+        &["undo", "redo", "revert", "navigate", "restore"],
+    ),
+    ("Record", &["snapshot", "checkpoint", "turn", "watch"]),
+    (
+        "Maintain",
+        &["gc", "repair", "config", "completions", "man"],
+    ),
+];
+
+/// Commands for agent adapters, not people: hidden from the list, named once below it.
+const PLUMBING: &[&str] = &["hook", "serve", "mcp", "step"];
+
+/// Commands on which `--session` changes nothing: it is left out of their help.
+const SESSIONLESS: &[&str] = &[
+    "snapshot",
+    "watch",
+    "sessions",
+    "gc",
+    "repair",
+    "config",
+    "install",
+    "uninstall",
+    "demo",
+    "completions",
+    "man",
+    "serve",
+    "hook",
+];
+
+/// The commands `-v` changes (they list the paths they write); left out of the others' help.
+const VERBOSE: &[&str] = &["restore", "navigate", "undo", "redo", "revert"];
+
+/// The clap command with the grouped help.
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let quiet_verbose: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !VERBOSE.contains(n))
+        .collect();
+    for (id, on) in [("session", SESSIONLESS), ("verbose", &quiet_verbose[..])] {
+        // A subcommand's own argument of the global's id stands in for the global there
+        // (clap does not propagate over it): the same option, hidden.
+        let Some(global) = cmd.get_arguments().find(|a| a.get_id() == id).cloned() else {
+            continue;
+        };
+        for name in on {
+            let hidden = global.clone().global(false).hide(true);
+            cmd = cmd.mut_subcommand(name, |c| c.arg(hidden));
+        }
+    }
+    let list = command_list(&cmd);
+    cmd.help_template(format!(
+        "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{list}\nOptions:\n{{options}}{{after-help}}"
+    ))
+}
+
+/// The terminal's width as clap finds it: the terminal's, else `COLUMNS`, else 100; at
+/// most 100 (clap's own limit).
+fn terminal_width() -> usize {
+    let width = terminal_size::terminal_size()
+        .map(|(w, _)| usize::from(w.0))
+        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        .unwrap_or(100);
+    width.clamp(40, 100)
+}
+
+/// `text` wrapped at word boundaries to lines of at most `width` characters, every line
+/// after the first indented by `indent` spaces.
+fn wrapped(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut column = indent;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if column > indent && column + 1 + len > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+        } else if column > indent {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += len;
+    }
+    out
+}
+
+/// The grouped list of commands with their one-line summaries, and the plumbing line,
+/// wrapped to the terminal.
+fn command_list(cmd: &clap::Command) -> String {
+    let name_width = GROUPS
+        .iter()
+        .flat_map(|(_, names)| names.iter())
+        .map(|n| n.len())
+        .max()
+        .unwrap_or(0);
+    let width = terminal_width();
+    let mut out = String::new();
+    for (heading, names) in GROUPS {
+        out.push_str(heading);
+        out.push_str(":\n");
+        for name in *names {
+            let about = cmd
+                .find_subcommand(name)
+                .and_then(clap::Command::get_about)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let about = wrapped(&about, name_width + 4, width);
+            out.push_str(&format!("  {name:<name_width$}  {about}\n"));
+        }
+        out.push('\n');
+    }
+    let tail = format!(
+        "For agent adapters: {} (`retrace help <command>`). See `retrace help <command>` \
+         for more on each.",
+        PLUMBING.join(", ")
+    );
+    out.push_str(&wrapped(&tail, 0, width));
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command a person uses is in exactly one group, and every name listed exists.
+    #[test]
+    fn the_groups_list_every_visible_command_once() {
+        let cmd = command();
+        let listed: Vec<&str> = GROUPS.iter().flat_map(|(_, n)| n.iter().copied()).collect();
+        for sub in cmd.get_subcommands() {
+            let name = sub.get_name();
+            let count = listed.iter().filter(|n| **n == name).count();
+            if sub.is_hide_set() || name == "help" {
+                assert_eq!(count, 0, "{name} is hidden but listed");
+            } else {
+                assert_eq!(count, 1, "{name} is listed {count} times");
+            }
+        }
+        for name in listed.iter().chain(PLUMBING).chain(SESSIONLESS) {
+            assert!(cmd.find_subcommand(name).is_some(), "no command {name}");
+        }
+        for name in PLUMBING {
+            assert!(cmd.find_subcommand(name).unwrap().is_hide_set(), "{name}");
+        }
+    }
+
+    #[test]
+    fn wrapping_breaks_at_words_and_indents() {
+        assert_eq!(wrapped("aa bb cc", 2, 7), "aa bb\n  cc");
+        assert_eq!(wrapped("a-very-long-word x", 0, 5), "a-very-long-word\nx");
+    }
+
+    /// Each command's summary is one short line.
+    #[test]
+    fn each_summary_is_one_short_line() {
+        for sub in command().get_subcommands() {
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no summary", sub.get_name());
+            assert!(
+                about.len() <= 64 && !about.contains('\n'),
+                "{}: {about:?}",
+                sub.get_name()
+            );
+        }
+    }
+}
