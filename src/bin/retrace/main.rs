@@ -211,7 +211,7 @@ enum Command {
         #[command(subcommand)]
         action: TurnAction,
     },
-    /// Begin or end a step: one tool call of the running turn (for adapters)
+    /// Begin or end a step: one tool call of a turn (for adapters)
     ///
     /// What an adapter calls around each tool that can write.
     #[command(hide = true)]
@@ -414,8 +414,10 @@ enum Command {
         #[arg(long = "dir", value_name = "DIR", conflicts_with = "command")]
         out_dir: Option<PathBuf>,
     },
-    /// Run a due maintenance pass at the lowest priority: what `snapshot`, `turn end`,
-    /// `checkpoint` and the hooks start in the background (not for people; `retrace gc` is).
+    /// Run a due maintenance pass at the lowest priority (internal)
+    ///
+    /// What `snapshot`, `turn end`, `checkpoint` and the hooks start in the background (not
+    /// for people; `retrace gc` is).
     #[command(name = "maintain-due", hide = true)]
     MaintainDue,
 }
