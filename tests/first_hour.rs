@@ -266,6 +266,19 @@ fn config_shows_effective_values_and_where_the_home_comes_from() {
         line("runtime_dir").contains(&format!("{home}/runtime")),
         "{out}"
     );
+    // Values in one column, however long a name; each file says whether it exists; how to
+    // change a value is said.
+    let column = |k: &str| {
+        let l = line(k);
+        l.len() - l[k.len()..].trim_start().len()
+    };
+    assert_eq!(column("watch_idle_minutes"), column("max_turns"), "{out}");
+    assert!(line("project file").ends_with("(none yet)"), "{out}");
+    assert!(out.contains("To change a value"), "{out}");
+    env.write(".retrace.toml", "retention_days = 3\n");
+    let out = ok(&env, &["config"]);
+    let project = out.lines().find(|l| l.starts_with("project file")).unwrap();
+    assert!(project.ends_with("(exists)"), "{out}");
     let v: Value = serde_json::from_str(&ok(&env, &["config", "--json"])).unwrap();
     assert_eq!(v["home_source"], "RETRACE_HOME");
     assert_eq!(v["runtime_dir"]["value"], format!("{home}/runtime"));
@@ -649,4 +662,20 @@ fn help_is_grouped_short_and_wrapped() {
             "{args:?}: {json:?}"
         );
     }
+}
+
+/// `gc` speaks of bytes freed and space, not of frames, levels or "young" objects.
+#[test]
+fn gc_says_what_it_freed_in_plain_words() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    ok(&env, &["snapshot"]);
+    for args in [&["gc", "--dry-run"][..], &["gc"]] {
+        let out = ok(&env, args);
+        for jargon in ["young", "frames", "dense level", "packs", "(s)"] {
+            assert!(!out.contains(jargon), "{args:?}: {out}");
+        }
+        assert!(out.contains("still in use"), "{args:?}: {out}");
+    }
+    assert!(ok(&env, &["gc"]).contains("of its 2 GiB budget"));
 }

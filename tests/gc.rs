@@ -299,8 +299,8 @@ fn gc_reports_byte_counts_in_binary_units() {
     let o = env.run(RETRACE, &["gc", "--grace", "0"]);
     let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
-    let freed = out.lines().find(|l| l.starts_with("freed 10 of ")).unwrap();
-    assert!(freed.contains(" MiB stored)"), "{out}");
+    let freed = out.lines().find(|l| l.starts_with("freed ")).unwrap();
+    assert!(freed.contains(" MiB (10 of "), "{out}");
     assert!(out.contains(" on disk"), "{out}");
     assert!(!out.contains(" bytes"), "{out}");
 }

@@ -38,19 +38,53 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
             _ => "default: ~/.local/state/retrace",
         };
         let shown = |p: &std::path::Path| terminal_line(&p.to_string_lossy()).into_owned();
-        println!("{:<17} {:<14} ({from})", "home", shown(&home));
-        for (k, v, src) in s.rows() {
+        let rows: Vec<(String, String, String)> = std::iter::once((
+            "home".to_string(),
+            shown(&home),
+            from.to_string(),
+        ))
+        .chain(s.rows().into_iter().map(|(k, v, src)| {
             let v = if k == "runtime_dir" {
                 format!("{runtime:?}")
             } else {
                 v
             };
-            println!("{}", terminal_line(&format!("{k:<17} {v:<14} ({src})")));
+            (k.to_string(), v, src.to_string())
+        }))
+        .collect();
+        let key = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        // Long values (paths) overflow their column rather than push every source right.
+        let value = rows
+            .iter()
+            .map(|r| r.1.chars().count())
+            .filter(|&w| w <= 16)
+            .max()
+            .unwrap_or(0);
+        for (k, v, src) in &rows {
+            println!(
+                "{}",
+                terminal_line(&format!("{k:<key$}  {v:<value$}  ({src})"))
+            );
         }
+        let exists = |p: &std::path::Path| {
+            if p.is_file() {
+                "exists"
+            } else {
+                "none yet"
+            }
+        };
+        println!();
         if let Some(u) = retrace::config::user_file() {
-            println!("user file         {}", shown(&u));
+            println!("user file     {} ({})", shown(&u), exists(&u));
         }
-        println!("project file      {}", shown(&root.join(".retrace.toml")));
+        let project = root.join(".retrace.toml");
+        println!("project file  {} ({})", shown(&project), exists(&project));
+        println!(
+            "To change a value, write `name = value` in either file (TOML; the project's wins \
+             over yours). Most settings can also be set in the environment, as RETRACE_ and \
+             the name in capitals (RETRACE_RETENTION_DAYS=14), which wins over both; \
+             docs/retention.md lists them."
+        );
     }
     Ok(OK)
 }

@@ -140,8 +140,9 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "RETRACE_RETENTION_DAYS, RETRACE_MAX_STORE_BYTES, RETRACE_MAX_TOTAL_BYTES, …",
-        "Every setting can be set in the environment as RETRACE_ and its name in capitals; \
-         `retrace config` lists them with their values and where each came from.",
+        "Most settings can be set in the environment as RETRACE_ and the name in capitals \
+         (it wins over the files); `retrace config` lists every setting with its value and \
+         where it came from.",
     ),
     (
         "RETRACE_TRACE",

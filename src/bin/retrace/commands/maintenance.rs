@@ -38,22 +38,26 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         return Ok(OK);
     }
     let r = &out.gc;
+    let n = |count: u64, noun: &str| format!("{count} {noun}{}", if count == 1 { "" } else { "s" });
     if let Some(m) = &out.retention {
         println!(
-            "retention: {} session(s) expired, {} removed, {} turn(s) evicted for the byte \
-             budget, {} log record(s) pruned; {} packed (budget {}){}",
-            m.expired_sessions.len(),
-            m.tombstones_pruned + m.sessions_dropped,
-            m.turns_evicted,
-            m.snapshots_pruned,
+            "retention: {} expired, {} removed, {} dropped for the byte budget, {} pruned \
+             from the log",
+            n(m.expired_sessions.len() as u64, "session"),
+            n(m.tombstones_pruned + m.sessions_dropped, "session record"),
+            n(m.turns_evicted, "old turn"),
+            n(m.snapshots_pruned, "snapshot row"),
+        );
+        println!(
+            "the store holds {} of its {} budget{}",
             bytes(m.store_bytes),
             if m.max_store_bytes == 0 {
-                "none".to_string()
+                "unlimited".to_string()
             } else {
                 bytes(m.max_store_bytes)
             },
             if m.over_budget {
-                "; over budget: the rest is in use and never evicted"
+                " (over it: the rest is in use by kept history and never evicted)"
             } else {
                 ""
             }
@@ -61,22 +65,33 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
     }
     let verb = if dry_run { "would free" } else { "freed" };
     println!(
-        "{verb} {} of {} objects ({} stored); {} reachable, {} young kept",
+        "{verb} {} ({} of {} stored objects nothing refers to); {} still in use",
+        bytes(r.stored_bytes_freed),
         r.objects_freed,
         r.objects,
-        bytes(r.stored_bytes_freed),
-        r.reachable,
-        r.young_kept
+        r.reachable
     );
+    if r.young_kept > 0 {
+        println!(
+            "kept {}: unreferenced but younger than the grace period (a capture running \
+             now may be about to use them; `--grace 0` frees them too)",
+            n(r.young_kept, "object")
+        );
+    }
     if !dry_run {
+        let repacked = match r.frames_rewritten {
+            0 => String::new(),
+            f => format!(", {} repacked", n(f, "group")),
+        };
         let whole_again = match r.materialised {
             0 => String::new(),
-            n => format!(" and stored {n} delta(s) whole (their bases were freed)"),
+            m => format!(
+                ", {} stored whole again (what they were stored against was freed)",
+                n(m, "version")
+            ),
         };
         println!(
-            "rewrote {} frames{whole_again}, freed {} packs; store file {} -> {} on disk{}",
-            r.frames_rewritten,
-            r.packs_freed,
+            "store file {} -> {} on disk{repacked}{whole_again}{}",
             bytes(r.disk_bytes_before),
             bytes(r.disk_bytes_after),
             if r.compacted { " (compacted)" } else { "" }
@@ -89,8 +104,8 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         .filter(|d| d.frames > 0)
     {
         println!(
-            "recompressed {} frames at the dense level: {} -> {} stored",
-            d.frames,
+            "recompressed {} of older file versions more tightly: {} -> {}",
+            n(d.frames, "group"),
             bytes(d.bytes_before),
             bytes(d.bytes_after)
         );
