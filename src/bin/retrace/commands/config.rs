@@ -38,20 +38,17 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
             _ => "default: ~/.local/state/retrace",
         };
         let shown = |p: &std::path::Path| terminal_line(&p.to_string_lossy()).into_owned();
-        let rows: Vec<(String, String, String)> = std::iter::once((
-            "home".to_string(),
-            shown(&home),
-            from.to_string(),
-        ))
-        .chain(s.rows().into_iter().map(|(k, v, src)| {
-            let v = if k == "runtime_dir" {
-                format!("{runtime:?}")
-            } else {
-                v
-            };
-            (k.to_string(), v, src.to_string())
-        }))
-        .collect();
+        let rows: Vec<(String, String, String)> =
+            std::iter::once(("home".to_string(), shown(&home), from.to_string()))
+                .chain(s.rows().into_iter().map(|(k, v, src)| {
+                    let v = if k == "runtime_dir" {
+                        format!("{runtime:?}")
+                    } else {
+                        v
+                    };
+                    (k.to_string(), v, src.to_string())
+                }))
+                .collect();
         let key = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
         // Long values (paths) overflow their column rather than push every source right.
         let value = rows
@@ -67,11 +64,7 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
             );
         }
         let exists = |p: &std::path::Path| {
-            if p.is_file() {
-                "exists"
-            } else {
-                "none yet"
-            }
+            if p.is_file() { "exists" } else { "none yet" }
         };
         println!();
         if let Some(u) = retrace::config::user_file() {
