@@ -249,16 +249,34 @@ pub struct HeldPath {
     pub writer: String,
 }
 
+/// The one wording of the refusal to write over work no snapshot holds, everywhere it is
+/// said (the CLI, the hosts' messages, `retrace ui`): `count` changes.
+#[must_use]
+pub fn dirty_refusal(count: usize) -> String {
+    format!(
+        "the workspace has {count} change{} in no snapshot; nothing written; take a checkpoint \
+         first or use --force (a safety snapshot keeps them first)",
+        if count == 1 { "" } else { "s" }
+    )
+}
+
+/// `paths` (some of `count`) in one line: the first three, then how many more.
+pub(crate) fn listed(paths: &[String], count: usize) -> String {
+    let shown: Vec<&str> = paths.iter().take(3).map(String::as_str).collect();
+    let more = count.saturating_sub(shown.len());
+    if more == 0 {
+        shown.join(", ")
+    } else {
+        format!("{} and {more} more", shown.join(", "))
+    }
+}
+
 /// Restoring a snapshot failed or was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RestoreError {
     /// The workspace differs from its last known state; restoring would lose those edits.
-    #[error(
-        "the workspace has {count} change(s) not in any snapshot (e.g. {}); snapshot them \
-         first or pass --force (a safety snapshot is taken before forcing)",
-        paths.first().map_or("?", String::as_str)
-    )]
+    #[error("{}: {}", dirty_refusal(*count), listed(paths, *count))]
     Dirty {
         /// Up to 20 changed paths.
         paths: Vec<String>,

@@ -679,3 +679,41 @@ fn gc_says_what_it_freed_in_plain_words() {
     }
     assert!(ok(&env, &["gc"]).contains("of its 2 GiB budget"));
 }
+
+/// A usage error reads like every other error (`retrace: ...`), keeps clap's tip, and with
+/// `--json` its detail; the dirty refusal is worded one way.
+#[test]
+fn usage_errors_have_one_style_and_keep_their_detail() {
+    let env = Env::new();
+    let (code, out, err) = run(&env, &["undo", "--forse"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.starts_with("retrace: unexpected argument '--forse'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("tip: a similar argument exists: '--force'"),
+        "{err}"
+    );
+    assert!(!err.contains("error:"), "{err}");
+    let (code, out, _) = run(&env, &["undo", "--forse", "--json"]);
+    assert_eq!(code, 2);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["result"], "usage");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("'--forse'") && message.contains("'--force'"),
+        "{v}"
+    );
+    // The dirty refusal: one wording from restore and navigate.
+    one_turn(&env);
+    env.write("unsaved.txt", "mine\n");
+    let (code, _, restore) = run(&env, &["restore", "turn:1:before"]);
+    assert_eq!(code, 1);
+    let (code, navigate, _) = run(&env, &["--session", "chat", "navigate", "turn:1:before"]);
+    assert_eq!(code, 1);
+    let wording = "the workspace has 1 change in no snapshot; nothing written; take a checkpoint \
+                   first or use --force";
+    assert!(restore.contains(wording), "{restore}");
+    assert!(navigate.contains(wording), "{navigate}");
+}

@@ -494,7 +494,7 @@ fn run(host: &Host) {
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
     // Edits in no snapshot are not overwritten: the navigation is refused, nothing moves.
     env.write("notes.txt", "edited by hand\n");
-    a.goto_refused("/goto-prompt BASH-EDIT", "not in any snapshot");
+    a.goto_refused("/goto-prompt BASH-EDIT", "in no snapshot");
     assert_eq!(env.read("notes.txt"), "edited by hand\n");
     assert!(contains(&a.prompts(), "BASH-EDIT"), "{}", host.name);
     env.write("notes.txt", "original\nedited by bash\n");

@@ -150,7 +150,7 @@ fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
         "would write a.txt",
         "would delete b.txt",
         "would delete c.txt",
-        "the restore would be refused: the workspace has 1 change(s) not in any snapshot",
+        "the restore would be refused: the workspace has 1 change in no snapshot",
         "  c.txt",
     ] {
         assert!(out.contains(line), "{line:?} missing from:\n{out}");

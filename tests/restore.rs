@@ -285,7 +285,11 @@ fn a_dirty_refusal_counts_every_change_and_files_the_target_brings_back_are_no_l
     fs::remove_file(env.path("f29.txt")).unwrap();
     let o = env.run(RETRACE, &["restore", &first]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("25 change(s)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("25 changes in no snapshot"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(env.read("f00.txt"), "edited\n");
     // A deleted file the target holds otherwise is no different: the target changed it,
     // so it is not brought back as it was.
@@ -294,7 +298,11 @@ fn a_dirty_refusal_counts_every_change_and_files_the_target_brings_back_are_no_l
     fs::remove_file(env.path("f29.txt")).unwrap();
     let o = env.run(RETRACE, &["restore", &first, "--", "f29.txt"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("1 change(s)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 change in no snapshot"),
+        "{}",
+        stderr(&o)
+    );
     let o = env.run(RETRACE, &["restore", &second, "--", "f29.txt"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(env.read("f29.txt"), "29 again\n");

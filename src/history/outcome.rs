@@ -127,20 +127,6 @@ pub enum Outcome {
     Subagent,
 }
 
-fn list(paths: &[String], count: usize) -> String {
-    let shown = paths
-        .iter()
-        .take(3)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if count > 3 {
-        format!("{shown} and {} more", count - 3)
-    } else {
-        shown
-    }
-}
-
 impl Outcome {
     /// Whether the operation did what was asked (files and/or conversation moved).
     #[must_use]
@@ -221,7 +207,7 @@ impl Outcome {
                     "turn {turn}: nothing restored: the {count} path(s) it changed ({}) are \
                      another session's ({why}); nothing written and the turn stays the one to \
                      undo or redo (undo in mode conversation to move only the conversation)",
-                    list(&names, *count)
+                    crate::error::listed(&names, *count)
                 )
             }
             Outcome::ConversationOnly {
@@ -252,12 +238,12 @@ impl Outcome {
             Outcome::Conflict { paths, count } => format!(
                 "conflict: {count} path(s) changed since ({}); nothing written; use --force to \
                  overwrite (a safety snapshot is taken first)",
-                list(paths, *count)
+                crate::error::listed(paths, *count)
             ),
             Outcome::Dirty { paths, count } => format!(
-                "the workspace has {count} change(s) not in any snapshot ({}); take a \
-                 checkpoint first or use --force",
-                list(paths, *count)
+                "{}: {}",
+                crate::error::dirty_refusal(*count),
+                crate::error::listed(paths, *count)
             ),
             Outcome::Expired { turn: t, .. } => format!(
                 "{}its file history expired; only the conversation moves",

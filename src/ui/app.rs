@@ -1002,8 +1002,8 @@ fn message_of(o: &Outcome) -> Message {
         },
         Outcome::Dirty { paths, count } => Message {
             line: format!(
-                "the workspace has {count} change(s) not in any snapshot; nothing written; \
-                 take a checkpoint first (c)"
+                "{} (c takes a checkpoint)",
+                crate::error::dirty_refusal(*count)
             ),
             paths: paths.clone(),
             refused: true,

@@ -615,16 +615,33 @@ fn main() -> ExitCode {
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
         Err(e) => {
-            // With --json a caller gets one JSON object for a usage error too.
-            if e.use_stderr() && std::env::args().any(|a| a == "--json") {
-                let message = e.kind().as_str().unwrap_or("invalid arguments");
+            // One error style: `retrace: ` and the message, as every other error, then
+            // clap's tip and usage lines.
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            eprint!("retrace: {text}");
+            // With --json a caller gets one JSON object for a usage error too, with clap's
+            // detail (what was wrong and the tip), not its usage lines.
+            if std::env::args().any(|a| a == "--json") {
+                let message: Vec<&str> = text
+                    .lines()
+                    .map(str::trim)
+                    .take_while(|l| !l.starts_with("Usage:"))
+                    .filter(|l| !l.is_empty())
+                    .collect();
                 println!(
                     "{}",
-                    serde_json::json!({"result": "usage", "ok": false, "message": message})
+                    serde_json::json!({"result": "usage", "ok": false, "message": message.join("; ")})
                 );
             }
-            e.exit()
+            return ExitCode::from(USAGE);
         }
     };
     commands::set_verbose(cli.verbose);

@@ -36,10 +36,7 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
                          to overwrite them (a safety snapshot keeps them first):"
                     );
                 } else {
-                    println!(
-                        "the workspace has {count} change(s) not in any snapshot; nothing \
-                         written; take a checkpoint first or use --force:"
-                    );
+                    println!("{}:", retrace::error::dirty_refusal(*count));
                 }
                 for p in paths {
                     println!("  {}", terminal_line(p));

@@ -406,10 +406,8 @@ pub fn restore(
                 );
             } else {
                 println!(
-                    "the restore would be refused: the workspace has {} change(s) not in \
-                     any snapshot; snapshot them first or pass --force (a safety snapshot is \
-                     taken before forcing):",
-                    f.count
+                    "the restore would be refused: {}:",
+                    retrace::error::dirty_refusal(f.count)
                 );
             }
             for p in &f.paths {
