@@ -873,3 +873,80 @@ fn entries_of_a_binary_named_otherwise_are_recognised_by_what_install_recorded()
     );
     assert_eq!(commands(&env.path(".claude/settings.json")).len(), 6);
 }
+
+/// `install claude-code --local` writes Claude Code's personal settings of the project
+/// (`.claude/settings.local.json`), leaves the shared `settings.json` alone, says which file
+/// each choice writes, and uninstalls from the same file; other agents refuse `--local`.
+#[test]
+fn install_local_writes_claude_codes_personal_settings() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path(".claude")).unwrap();
+    env.write(".claude/settings.json", "{\n  \"model\": \"x\"\n}\n");
+    let o = succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code", "--local"]),
+        "install --local",
+    );
+    let local = env.path(".claude/settings.local.json");
+    assert!(
+        commands(&local)
+            .iter()
+            .any(|(_, c)| c.contains("hook claude-code")),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        env.read(".claude/settings.json"),
+        "{\n  \"model\": \"x\"\n}\n",
+        "the shared settings were changed"
+    );
+    assert!(stdout(&o).contains("personal settings"), "{}", stdout(&o));
+    let o = succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    assert!(stdout(&o).contains("`--local` writes"), "{}", stdout(&o));
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code"]),
+        "uninstall",
+    );
+    succeeded(
+        run_in(&env, RETRACE, &["uninstall", "claude-code", "--local"]),
+        "uninstall --local",
+    );
+    assert!(!local.exists() || commands(&local).is_empty());
+    for agent in ["codex", "gemini", "opencode"] {
+        let o = run_in(&env, RETRACE, &["install", agent, "--local"]);
+        assert_eq!(o.status.code(), Some(2), "{agent}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--local"), "{agent}: {}", stderr(&o));
+    }
+}
+
+/// A whole restore to a snapshot older than the install takes the hooks back with the
+/// files: it says so, and how to put them back.
+#[test]
+fn a_restore_older_than_the_install_warns_that_the_hooks_are_gone() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    succeeded(
+        run_in(&env, RETRACE, &["snapshot", "--label", "before"]),
+        "snapshot",
+    );
+    succeeded(
+        run_in(&env, RETRACE, &["install", "claude-code"]),
+        "install",
+    );
+    succeeded(
+        run_in(&env, RETRACE, &["snapshot", "--label", "after"]),
+        "snapshot",
+    );
+    // A restore that keeps them: no warning.
+    let o = succeeded(run_in(&env, RETRACE, &["restore", "after"]), "restore");
+    assert!(!stderr(&o).contains("hooks"), "{}", stderr(&o));
+    let o = succeeded(run_in(&env, RETRACE, &["restore", "before"]), "restore");
+    assert!(
+        stderr(&o).contains("took back retrace's hooks in .claude/settings.json"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("`retrace install`"), "{}", stderr(&o));
+}

@@ -32,6 +32,9 @@ pub struct Target {
     pub dir: PathBuf,
     /// Whether `dir` is the user's (every project's) rather than one project's.
     pub user: bool,
+    /// Claude Code's personal settings of the project (`.claude/settings.local.json`, which
+    /// is not committed) rather than its shared ones (`.claude/settings.json`).
+    pub local: bool,
     /// Where to remember what an install found and created (the user's own empty `hooks`
     /// object or event lists it filled, the files and directories it made), so that
     /// uninstall gives the project back as it was (see [`Target::remembering_in`]). `None`:
@@ -53,6 +56,7 @@ impl Target {
                 agent,
                 dir: project.join(name),
                 user,
+                local: false,
                 record: None,
             };
         }
@@ -74,8 +78,33 @@ impl Target {
             agent,
             dir,
             user,
+            local: false,
             record: None,
         }
+    }
+
+    /// The same project target in Claude Code's personal settings of the project,
+    /// `.claude/settings.local.json` (Claude Code keeps it out of git), instead of the
+    /// shared `.claude/settings.json`.
+    ///
+    /// # Errors
+    /// For another agent (they have no such file) or a user-scope target.
+    pub fn local(self) -> Result<Target, String> {
+        if self.agent != Agent::ClaudeCode || self.user {
+            return Err(format!(
+                "--local is Claude Code's personal project settings (.claude/settings.local.json); \
+                 {} has no such file: install into the project's settings, or --user",
+                if self.user {
+                    "the user scope"
+                } else {
+                    self.agent.name()
+                }
+            ));
+        }
+        Ok(Target {
+            local: true,
+            ..self
+        })
     }
 
     /// The same target, remembering what an install found and created in `installed.json`
@@ -136,6 +165,7 @@ impl Target {
     pub fn settings(&self) -> PathBuf {
         self.dir.join(match self.agent {
             Agent::Codex => "hooks.json",
+            Agent::ClaudeCode if self.local => "settings.local.json",
             _ => "settings.json",
         })
     }
@@ -1025,6 +1055,45 @@ fn is_empty_object(text: &str) -> bool {
     text.chars()
         .filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r'))
         .eq("{}".chars())
+}
+
+/// The settings files under the workspace `root` that an install recorded in the retrace
+/// home `home` and that no longer hold retrace's hooks, or whose command files are gone:
+/// what a restore to a snapshot older than the install took back. Sorted.
+#[must_use]
+pub fn lost_installs(home: &Path, root: &Path) -> Vec<PathBuf> {
+    let all: serde_json::Map<String, Value> = std::fs::read_to_string(home.join("installed.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let mut lost = Vec::new();
+    for (key, entry) in all {
+        let settings = PathBuf::from(&key);
+        if !settings.starts_with(root) {
+            continue;
+        }
+        let Ok(installed) = serde_json::from_value::<Installed>(entry) else {
+            continue;
+        };
+        if installed.programs.is_empty() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&settings).unwrap_or_default();
+        // A retrace hook command, however its program is quoted: `… hook <agent>`.
+        let hooked = [Agent::ClaudeCode, Agent::Codex, Agent::Gemini]
+            .iter()
+            .any(|a| text.contains(&format!(" hook {}", a.name())));
+        // Command files (not the directories made for them, nor the settings file).
+        let files_gone = installed.created.iter().any(|c| {
+            let c = Path::new(c);
+            c != settings && c.extension().is_some() && !c.exists()
+        });
+        if !hooked || files_gone {
+            lost.push(settings);
+        }
+    }
+    lost.sort();
+    lost
 }
 
 /// What an install or uninstall changed, one line per file.

@@ -372,11 +372,17 @@ enum Command {
         agent: String,
         /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`,
         /// `~/.config/opencode`) instead of the project's.
-        #[arg(long, conflicts_with = "project")]
+        #[arg(long, conflicts_with_all = ["project", "local"])]
         user: bool,
-        /// The project's settings (`.claude`, `.codex`, `.gemini`; the default).
-        #[arg(long)]
+        /// The project's settings (`.claude/settings.json`, `.codex/hooks.json`,
+        /// `.gemini/settings.json`; the default), usually committed: everyone who clones
+        /// the project gets the hooks.
+        #[arg(long, conflicts_with = "local")]
         project: bool,
+        /// Claude Code only: your personal settings of the project
+        /// (`.claude/settings.local.json`, kept out of git), not the shared ones.
+        #[arg(long)]
+        local: bool,
         /// The hooks also start the workspace's watcher (`retrace watch`) when none runs,
         /// so that captures look only at what changed (claude-code, codex, gemini).
         #[arg(long)]
@@ -387,11 +393,14 @@ enum Command {
         /// The agent: `claude-code`, `codex`, `gemini` or `opencode`.
         agent: String,
         /// The user's settings instead of the project's.
-        #[arg(long, conflicts_with = "project")]
+        #[arg(long, conflicts_with_all = ["project", "local"])]
         user: bool,
         /// The project's settings (the default).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "local")]
         project: bool,
+        /// Claude Code's personal settings of the project (`.claude/settings.local.json`).
+        #[arg(long)]
+        local: bool,
     },
     /// Walk through retrace in a temporary directory
     Demo,
@@ -1122,13 +1131,15 @@ fn run(cli: Cli) -> Result<u8> {
             agent,
             user,
             project: _,
+            local,
             watch,
-        } => agents::install(&agent, dir, user, true, watch),
+        } => agents::install(&agent, dir, agents::Scope::of(user, local), true, watch),
         Command::Uninstall {
             agent,
             user,
             project: _,
-        } => agents::install(&agent, dir, user, false, false),
+            local,
+        } => agents::install(&agent, dir, agents::Scope::of(user, local), false, false),
         Command::Serve => Ok(agents::serve()),
         Command::Config { json } => config::config(dir, json),
         Command::Gc {

@@ -61,14 +61,37 @@ pub fn hook(agent: &str, watch: bool) -> u8 {
     OK
 }
 
+/// Which settings an install writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The project's shared settings (the default).
+    Project,
+    /// Claude Code's personal settings of the project (`--local`).
+    Local,
+    /// The user's settings, for every project (`--user`).
+    User,
+}
+
+impl Scope {
+    /// The scope the flags name.
+    pub fn of(user: bool, local: bool) -> Scope {
+        match (user, local) {
+            (true, _) => Scope::User,
+            (false, true) => Scope::Local,
+            (false, false) => Scope::Project,
+        }
+    }
+}
+
 /// `retrace install|uninstall AGENT`.
 pub fn install(
     agent: &str,
     dir: Option<&PathBuf>,
-    user: bool,
+    scope: Scope,
     add: bool,
     watch: bool,
 ) -> Result<u8> {
+    let user = scope == Scope::User;
     use retrace::protocol::hooks::Agent;
     use retrace::protocol::install::{self, Target};
     if matches!(agent, "pi" | "omp" | "oh-my-pi") {
@@ -99,6 +122,14 @@ pub fn install(
         Ok(retrace::home::resolve_root(&dir, &retrace::home::default_home())?.path)
     };
     if agent == "opencode" {
+        if scope == Scope::Local {
+            return Err(crate::Usage(
+                "--local is Claude Code's personal project settings; opencode has none: install \
+                 into the project (opencode.json) or --user"
+                    .into(),
+            )
+            .into());
+        }
         if watch {
             println!(
                 "retrace: opencode's plugin runs `retrace serve`, which watches the workspace \
@@ -115,7 +146,11 @@ pub fn install(
         ))
     })?;
     let project = project()?;
-    let target = Target::new(agent, &project, user).remembering_in(&retrace::home::default_home());
+    let mut target = Target::new(agent, &project, user);
+    if scope == Scope::Local {
+        target = target.local().map_err(crate::Usage)?;
+    }
+    let target = target.remembering_in(&retrace::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
         target
@@ -131,6 +166,23 @@ pub fn install(
     }
     for line in changes.lines {
         println!("{line}");
+    }
+    if add && agent == Agent::ClaudeCode {
+        println!(
+            "{}",
+            match scope {
+                Scope::Project => {
+                    "These are the project's shared settings (usually committed: whoever clones \
+                     it gets the hooks); `--local` writes your personal \
+                     .claude/settings.local.json instead."
+                }
+                Scope::Local => {
+                    "These are your personal settings of this project \
+                     (.claude/settings.local.json, which Claude Code keeps out of git)."
+                }
+                Scope::User => "These are your user settings: every project gets the hooks.",
+            }
+        );
     }
     if add {
         println!("{}", target.next_step());

@@ -324,6 +324,9 @@ pub fn navigate(
         return print_preview(&p, &format!("navigation to {anchor}"), force, json);
     }
     let o = s.navigate_with(anchor, mode, opts)?;
+    if matches!(o, Outcome::Restored { .. }) {
+        super::warn_lost_installs(s.workspace().home(), s.workspace().root());
+    }
     drop(bar);
     report_at(&o, Some(anchor), json)
 }

@@ -337,6 +337,9 @@ pub fn restore(
             None => ws.restore_paths(id, paths, opts, &bar)?,
         };
         let v = serde_json::to_value(&r)?;
+        if paths.is_empty() {
+            super::warn_lost_installs(ws.home(), ws.root());
+        }
         (r, None, v)
     };
     drop(bar);
