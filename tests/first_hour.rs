@@ -717,3 +717,49 @@ fn usage_errors_have_one_style_and_keep_their_detail() {
     assert!(restore.contains(wording), "{restore}");
     assert!(navigate.contains(wording), "{navigate}");
 }
+
+/// Ctrl-C during a cold snapshot says that nothing was recorded (exit 130), and what the
+/// capture had stored is counted by `gc --dry-run` and freed by `gc`.
+#[test]
+#[cfg_attr(
+    not(feature = "fault-injection"),
+    ignore = "needs --features fault-injection"
+)]
+fn an_interrupted_snapshot_says_so_and_gc_counts_what_it_left() {
+    let env = Env::new();
+    // More than one 16 MiB batch of incompressible files, so part is stored before the end.
+    for i in 0..24 {
+        env.write(&format!("big{i:02}.bin"), crate::common::noise(i, 1 << 20));
+    }
+    let pause = env.home.path().join("paused");
+    let mut child = crate::common::spawn_paused(&env, &["snapshot"], Some(("read", 24, &pause)));
+    assert!(
+        crate::common::wait_paused(&mut child, &pause),
+        "the capture never paused"
+    );
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&pause);
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("interrupted: nothing recorded"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(ok(&env, &["log"]).contains("no snapshots yet"));
+    let dry = ok(&env, &["gc", "--dry-run"]);
+    assert!(
+        dry.contains("an interrupted snapshot stored and never recorded"),
+        "{dry}"
+    );
+    assert!(dry.contains(" MiB ("), "counts its bytes: {dry}");
+    let v: Value = serde_json::from_str(&ok(&env, &["gc", "--dry-run", "--json"])).unwrap();
+    assert!(
+        v["stored_bytes_freed"].as_u64().unwrap() >= 16 << 20,
+        "{v}"
+    );
+    ok(&env, &["gc"]);
+    let v: Value = serde_json::from_str(&ok(&env, &["gc", "--dry-run", "--json"])).unwrap();
+    assert_eq!(v["leftover_objects"], 0, "{v}");
+}

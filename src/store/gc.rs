@@ -43,6 +43,10 @@ pub struct GcReport {
     pub materialised: u64,
     /// Compressed bytes of the pack log no longer referenced.
     pub stored_bytes_freed: u64,
+    /// Objects an interrupted capture stored and never recorded (`staged` rows at rest),
+    /// counted by a dry run: collection frees them, and their bytes are in
+    /// `stored_bytes_freed`.
+    pub leftover_objects: u64,
     /// In a dry run: the compressed bytes the collection would write again (survivors of
     /// rewritten frames, deltas stored whole or re-based), estimated by compressing each. What
     /// a collection frees is `stored_bytes_freed` less this: a budget pass evicts only when
@@ -263,6 +267,13 @@ impl Store {
                 .chain(&made_whole)
                 .map(|o| crate::object::record::compress(&o.payload).1.len() as u64)
                 .sum();
+        }
+        if dry_run {
+            // Collection runs with no capture: every staged row is a dead capture's, and
+            // goes with its frames.
+            let (objects, bytes) = reader.staged_leftovers()?;
+            report.leftover_objects = objects;
+            report.stored_bytes_freed += bytes;
         }
         if dry_run || (idle && reader.staged_rows()? == 0) {
             report.disk_bytes_after = report.disk_bytes_before;

@@ -142,6 +142,34 @@ impl super::StoreReader {
             Err(x) => Err(self.db_err(x)),
         }
     }
+
+    /// What the `staged` rows hold: their objects, and the stored bytes of the frames under
+    /// them (each frame once). At rest, with no capture running, the leftovers of captures
+    /// that died (interrupted, killed), which collection frees.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub(super) fn staged_leftovers(&self) -> Result<(u64, u64), StoreError> {
+        let t = match self.tx.open_table(STAGED) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((0, 0)),
+            Err(x) => return Err(self.db_err(x)),
+        };
+        let (mut objects, mut bytes) = (0, 0);
+        let mut frames = HashSet::new();
+        for item in t.iter().map_err(|x| self.db_err(x))? {
+            let (_, v) = item.map_err(|x| self.db_err(x))?;
+            for (_, rec) in decode_staged_row(v.value()).unwrap_or_default() {
+                objects += 1;
+                if let Ok(rec) = ObjectRecord::decode(rec)
+                    && frames.insert(rec.offset)
+                {
+                    bytes += u64::from(rec.stored_len);
+                }
+            }
+        }
+        Ok((objects, bytes))
+    }
 }
 
 impl WriteTx<'_> {

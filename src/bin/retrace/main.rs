@@ -654,6 +654,12 @@ fn main() -> ExitCode {
         }
     };
     commands::set_verbose(cli.verbose);
+    if matches!(
+        cli.command,
+        Command::Snapshot { .. } | Command::Checkpoint { .. }
+    ) {
+        say_when_interrupted();
+    }
     let outcome = run(cli);
     retrace::report_peak_memory();
     match outcome {
@@ -1095,6 +1101,25 @@ fn print_warnings_from(ws: &Workspace, skip: usize) {
     for w in ws.warnings().iter().skip(skip) {
         eprintln!("retrace: warning: {}", terminal_text(w));
     }
+}
+
+/// Ctrl-C during a snapshot (a cold one of a big workspace takes minutes): instead of dying
+/// silently, say that nothing was recorded and where its bytes go, and exit 130 as a shell
+/// expects. The capture is crash-safe: what it stored is in no index, and `retrace gc`
+/// frees it (its dry run counts it).
+fn say_when_interrupted() {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            eprintln!(
+                "retrace: interrupted: nothing recorded (what the snapshot had stored so far is \
+                 freed by the next `retrace gc`)"
+            );
+            std::process::exit(130);
+        }
+    });
 }
 
 fn run(cli: Cli) -> Result<u8> {

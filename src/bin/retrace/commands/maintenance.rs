@@ -71,6 +71,12 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         r.objects,
         r.reachable
     );
+    if r.leftover_objects > 0 {
+        println!(
+            "including {} an interrupted snapshot stored and never recorded",
+            n(r.leftover_objects, "object")
+        );
+    }
     if r.young_kept > 0 {
         println!(
             "kept {}: unreferenced but younger than the grace period (a capture running \
