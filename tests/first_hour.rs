@@ -755,10 +755,7 @@ fn an_interrupted_snapshot_says_so_and_gc_counts_what_it_left() {
     );
     assert!(dry.contains(" MiB ("), "counts its bytes: {dry}");
     let v: Value = serde_json::from_str(&ok(&env, &["gc", "--dry-run", "--json"])).unwrap();
-    assert!(
-        v["stored_bytes_freed"].as_u64().unwrap() >= 16 << 20,
-        "{v}"
-    );
+    assert!(v["stored_bytes_freed"].as_u64().unwrap() >= 16 << 20, "{v}");
     ok(&env, &["gc"]);
     let v: Value = serde_json::from_str(&ok(&env, &["gc", "--dry-run", "--json"])).unwrap();
     assert_eq!(v["leftover_objects"], 0, "{v}");
