@@ -520,10 +520,11 @@ export const RetracePlugin: Plugin = async ({ client, directory }) => {
 			turn.steps ??= new Set();
 			turn.steps.add(input.callID);
 			const begun = call(root, "begin_step", { tool: input.tool, call: input.callID, summary: edit.summary, files: edit.files });
-			// A capture, when one is taken, must hold the disk as it was before the command; an
-			// edit names its files and takes none, so the tool does not wait for it (the server
-			// answers in order: its end still comes after it).
-			if (edit.files.length === 0) await begun;
+			// Waited for: a capture, when one is taken, must hold the disk as it was before the
+			// command, and an edit's begin reads the files it names as they were before the edit
+			// (a tool that did not wait could write first on a loaded machine, and its own write
+			// would then count as someone else's).
+			await begun;
 		},
 
 		"tool.execute.after": async (input) => {

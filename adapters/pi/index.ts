@@ -361,10 +361,11 @@ export default function retrace(pi: Host): void {
 		if (begun) turn = { anchor, rounds: new Set(), steps: new Set() };
 	});
 
-	/** Begins the step of a tool call that can write. A shell command's step is awaited: its
-	 * capture, when one is taken, must hold the disk as it was before the command. An edit
-	 * names its file and takes no capture, so the tool does not wait for it: the server
-	 * answers in order, so its end still comes after it. */
+	/** Begins the step of a tool call that can write, and waits for it: a shell command's
+	 * capture, when one is taken, must hold the disk as it was before the command, and an
+	 * edit's begin reads the file it names as it was before the edit (on a loaded machine a
+	 * tool that did not wait could write first, and its own write would then count as
+	 * someone else's). */
 	const beginStep = async (ctx: Ctx, event: ToolEvent) => {
 		const of = turn;
 		const tool = event.toolName ?? "";
@@ -382,7 +383,7 @@ export default function retrace(pi: Host): void {
 			summary: (shell ? text("command") : file) ?? "",
 			files,
 		});
-		if (files.length === 0) await begun;
+		await begun;
 	};
 
 	on("tool_call", async (event: ToolEvent, ctx) => {
