@@ -760,3 +760,30 @@ fn an_interrupted_snapshot_says_so_and_gc_counts_what_it_left() {
     let v: Value = serde_json::from_str(&ok(&env, &["gc", "--dry-run", "--json"])).unwrap();
     assert_eq!(v["leftover_objects"], 0, "{v}");
 }
+
+/// `snapshot` and `log` give one byte figure for a snapshot, under one name.
+#[test]
+fn snapshot_and_log_say_the_same_bytes_added() {
+    let env = Env::new();
+    env.write("a.txt", "x".repeat(5000));
+    env.write("b.txt", "some text\n");
+    let first = ok(&env, &["snapshot"]);
+    env.write("c.txt", "y".repeat(3000));
+    let second = ok(&env, &["snapshot"]);
+    let log = ok(&env, &["log"]);
+    let figure = |out: &str| -> String {
+        let (before, _) = out.split_once(" added").unwrap_or_else(|| panic!("{out}"));
+        let words: Vec<&str> = before.split_whitespace().collect();
+        words[words.len() - 2..].join(" ")
+    };
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(figure(&second), figure(lines[0]), "{second}\n{log}");
+    assert_eq!(figure(&first), figure(lines[1]), "{first}\n{log}");
+    assert!(!second.contains("new stored"), "{second}");
+    let v: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
+    env.write("d.txt", "z\n");
+    let s: Value = serde_json::from_str(&ok(&env, &["snapshot", "--json"])).unwrap();
+    let v2: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
+    assert_eq!(s["bytes_added"], v2[0]["bytes_added"], "{s}\n{v2}");
+    assert_eq!(v.as_array().map(Vec::len), Some(2));
+}

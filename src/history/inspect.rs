@@ -570,6 +570,34 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
     Ok(out)
 }
 
+/// The bytes snapshot `root` added to the store against the snapshot before it, `previous`
+/// (None: everything in it is new), counted as `retrace log` counts them (see the [module
+/// docs](self)) for this one change alone: what `retrace snapshot` reports, so that the two
+/// say the same figure.
+///
+/// # Errors
+/// [`Error::Store`] when a tree cannot be read.
+pub fn bytes_added(
+    wc: &WorkingCopy,
+    previous: Option<ObjectId>,
+    root: ObjectId,
+) -> Result<u64, Error> {
+    let reader = wc.store().reader()?;
+    let changes = leaf_changes(&reader, Some((previous, root)))?;
+    let mut counter = Counter {
+        reader: &reader,
+        seen: HashSet::new(),
+    };
+    for o in changes.iter().filter_map(|(o, _)| o.as_ref()) {
+        counter.seed(o);
+    }
+    Ok(changes
+        .iter()
+        .filter_map(|(_, n)| n.as_ref())
+        .map(|n| counter.added(n))
+        .sum())
+}
+
 /// One snapshot in full (`retrace show ID`): its state's row of the log, the snapshot before
 /// it, and every path that changed from that one to it.
 #[derive(Clone, Debug, Serialize)]

@@ -22,9 +22,16 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
     };
     drop(bar);
     maintain_later(ws);
+    // The figure `log` shows for this snapshot (file contents, as stored; `new_bytes` also
+    // counts the directory listings).
+    let added = if last == Some(c.id) {
+        0
+    } else {
+        ws.bytes_added(last, c.id)?
+    };
     if json {
         print_json(&serde_json::json!({
-            "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes,
+            "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes, "bytes_added": added,
             "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
             "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
             "captured_repos": c.captured_repos, "walked_because": c.walked_because,
@@ -41,10 +48,10 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
             );
         } else {
             println!(
-                "{}, {}, {} new stored ({} read)",
+                "{}, {}; {} added to the store ({} read)",
                 counted(c.files, "file"),
                 bytes_approx(c.bytes),
-                bytes_approx(c.new_bytes),
+                bytes_approx(added),
                 counted(c.hashed, "file")
             );
         }
