@@ -787,3 +787,66 @@ fn snapshot_and_log_say_the_same_bytes_added() {
     assert_eq!(s["bytes_added"], v2[0]["bytes_added"], "{s}\n{v2}");
     assert_eq!(v.as_array().map(Vec::len), Some(2));
 }
+
+/// On a terminal, `log`, `diff`, `show` and `blame` go through the pager (`RETRACE_PAGER`,
+/// else `PAGER`, else `less`); `--no-pager` and a pipe print directly.
+#[test]
+fn long_output_goes_through_the_pager_on_a_terminal() {
+    use std::io::Read;
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    ok(&env, &["snapshot", "--label", "first"]);
+    // In a pipe: never paged.
+    let o = env
+        .command(RETRACE, &["log"])
+        .env("RETRACE_PAGER", "sed s/^/PAGED:/")
+        .output()
+        .unwrap();
+    assert!(!stdout(&o).contains("PAGED:"), "{}", stdout(&o));
+    let in_terminal = |args: &[&str]| -> String {
+        let pty = portable_pty::native_pty_system();
+        let pair = pty
+            .openpty(portable_pty::PtySize {
+                rows: 24,
+                cols: 100,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = portable_pty::CommandBuilder::new(RETRACE);
+        cmd.args(args);
+        cmd.cwd(env.root());
+        cmd.env("RETRACE_HOME", env.home.path());
+        cmd.env("HOME", env.home.path());
+        cmd.env("RETRACE_PAGER", "sed s/^/PAGED:/");
+        cmd.env_remove("RETRACE_SESSION");
+        let mut child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let reading = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            out
+        });
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{args:?}");
+        drop(pair.master);
+        String::from_utf8_lossy(&reading.join().unwrap()).into_owned()
+    };
+    let paged = in_terminal(&["log"]);
+    assert!(paged.contains("PAGED:"), "{paged}");
+    assert!(paged.contains("first"), "{paged}");
+    let direct = in_terminal(&["log", "--no-pager"]);
+    assert!(
+        !direct.contains("PAGED:") && direct.contains("first"),
+        "{direct}"
+    );
+    // Commands that print little are never paged.
+    assert!(!in_terminal(&["status"]).contains("PAGED:"));
+}

@@ -47,6 +47,9 @@ const SESSIONLESS: &[&str] = &[
 /// The commands `-v` changes (they list the paths they write); left out of the others' help.
 const VERBOSE: &[&str] = &["restore", "navigate", "undo", "redo", "revert"];
 
+/// The commands whose output goes through a pager (`--no-pager`).
+const PAGED: &[&str] = &["log", "show", "blame", "diff"];
+
 /// The clap command with the grouped help.
 pub fn command() -> clap::Command {
     let mut cmd = Cli::command();
@@ -59,7 +62,16 @@ pub fn command() -> clap::Command {
         .map(String::as_str)
         .filter(|n| !VERBOSE.contains(n))
         .collect();
-    for (id, on) in [("session", SESSIONLESS), ("verbose", &quiet_verbose[..])] {
+    let unpaged: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !PAGED.contains(n))
+        .collect();
+    for (id, on) in [
+        ("session", SESSIONLESS),
+        ("verbose", &quiet_verbose[..]),
+        ("no_pager", &unpaged[..]),
+    ] {
         // A subcommand's own argument of the global's id stands in for the global there
         // (clap does not propagate over it): the same option, hidden.
         let Some(global) = cmd.get_arguments().find(|a| a.get_id() == id).cloned() else {

@@ -14,6 +14,7 @@ use retrace::{Config, Error, Mode, RestoreError, Session, Workspace};
 
 mod commands;
 mod help;
+mod pager;
 mod progress;
 
 /// A workspace time machine for AI coding agents
@@ -45,6 +46,9 @@ struct Cli {
     /// List every path an operation writes, not the first ten
     #[arg(short = 'v', long, global = true)]
     verbose: bool,
+    /// Print straight to the terminal, without a pager (`RETRACE_PAGER`, `PAGER`, `less`)
+    #[arg(long, global = true)]
+    no_pager: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -542,7 +546,7 @@ impl ColorArg {
             ColorArg::Always => true,
             ColorArg::Never => false,
             ColorArg::Auto => commands::snapshot::use_colour(
-                std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                pager::stdout_is_terminal(),
                 std::env::var_os("NO_COLOR").as_deref(),
             ),
         }
@@ -660,7 +664,21 @@ fn main() -> ExitCode {
     ) {
         say_when_interrupted();
     }
+    let paged = match &cli.command {
+        Command::Log { json, .. }
+        | Command::Show { json, .. }
+        | Command::Blame { json, .. }
+        | Command::Diff { json, .. } => !json,
+        _ => false,
+    };
+    pager::note_terminal();
+    let pager = if paged {
+        pager::Pager::start(cli.no_pager)
+    } else {
+        None
+    };
     let outcome = run(cli);
+    drop(pager);
     retrace::report_peak_memory();
     match outcome {
         Ok(code) => ExitCode::from(code),

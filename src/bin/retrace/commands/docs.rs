@@ -149,6 +149,11 @@ const ENVIRONMENT: &[(&str, &str)] = &[
         "Set to 1 to print where each operation spends its time, on stderr.",
     ),
     (
+        "RETRACE_PAGER, PAGER",
+        "The pager of log, diff, show and blame on a terminal (default less, with LESS=FRX \
+         unless LESS is set); empty or cat: none.",
+    ),
+    (
         "NO_COLOR",
         "Set: diffs are never coloured (as --color=never).",
     ),
