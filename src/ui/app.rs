@@ -32,10 +32,10 @@ pub enum Pane {
 /// An action that changes the disk or the history, asked to be confirmed first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Undo the newest applied turn.
-    Undo,
-    /// Redo the newest undone turn.
-    Redo,
+    /// Undo the newest applied turn (named in words for the question).
+    Undo(String),
+    /// Redo the newest undone turn (named in words for the question).
+    Redo(String),
     /// Revert one turn, keeping what came after.
     Revert(u64),
     /// Restore the workspace to an entry's snapshot (`turn:N`, `turn:N:before`,
@@ -52,8 +52,8 @@ impl Action {
     #[must_use]
     pub fn question(&self) -> String {
         match self {
-            Action::Undo => "Undo the last applied turn?".into(),
-            Action::Redo => "Redo the last undone turn?".into(),
+            Action::Undo(what) => format!("Undo {what}?"),
+            Action::Redo(what) => format!("Redo {what}?"),
             Action::Revert(n) => format!("Revert turn {n}, keeping every later change?"),
             Action::RestoreEntry(r) => format!("Restore the whole workspace to {r}?"),
             Action::RestorePath(id, p) => format!("Restore {p} as snapshot {} has it?", id.short()),
@@ -359,6 +359,17 @@ impl App {
             hold_reload: None,
         };
         app.load_timeline();
+        // The newest turn is what a user opens the history for, not an undo or a restore
+        // above it (whose right pane would say "select a turn").
+        if let Some(i) = app
+            .rows()
+            .iter()
+            .position(|e| matches!(e.moment, Moment::Turn | Moment::Revert))
+            && i != app.entry
+        {
+            app.entry = i;
+            app.load_detail();
+        }
         app.load_footer();
         Ok(app)
     }
@@ -850,8 +861,21 @@ impl App {
                     self.message = None;
                 }
             }
-            Key::Char('u') => self.ask(Action::Undo),
-            Key::Char('U') => self.ask(Action::Redo),
+            // Asked only when there is something to do, naming the turn.
+            Key::Char('u') => match self.status().and_then(|st| st.cursor) {
+                Some(n) => {
+                    let what = self.turn_words(n);
+                    self.ask(Action::Undo(what));
+                }
+                None => self.say_refused("nothing to undo: no turn of this session is applied"),
+            },
+            Key::Char('U') => match self.status().and_then(|st| st.redo_turn) {
+                Some((n, _)) => {
+                    let what = self.turn_words(n);
+                    self.ask(Action::Redo(what));
+                }
+                None => self.say_refused("nothing to redo"),
+            },
             Key::Char('v') => match self.selected_entry() {
                 Some(TimelineEntry {
                     moment: Moment::Turn | Moment::Revert,
@@ -926,6 +950,38 @@ impl App {
         })
     }
 
+    /// The selected session's status (None without one, or when it cannot be read).
+    fn status(&self) -> Option<crate::history::SessionStatus> {
+        let info = self.selected_session()?;
+        self.ws.session_of(info).status().ok()
+    }
+
+    /// Turn `n` in words for a question: its number, its prompt's first line, how many
+    /// files it changed ("turn 3 'add notes' (2 files)").
+    fn turn_words(&self, n: u64) -> String {
+        let entry = self.timeline.as_ref().and_then(|t| {
+            t.entries.iter().find_map(|e| {
+                e.entry
+                    .as_ref()
+                    .filter(|l| matches!(e.moment, Moment::Turn | Moment::Revert) && l.number == n)
+            })
+        });
+        let Some(l) = entry else {
+            return format!("turn {n}");
+        };
+        let prompt = l
+            .text
+            .as_deref()
+            .map(|t| format!(" '{}'", crate::history::inspect::first_line(t, 40)))
+            .unwrap_or_default();
+        let files =
+            u64::from(l.counts.added) + u64::from(l.counts.modified) + u64::from(l.counts.deleted);
+        format!(
+            "turn {n}{prompt} ({files} file{})",
+            if files == 1 { "" } else { "s" }
+        )
+    }
+
     fn ask(&mut self, action: Action) {
         self.mode = Input::Confirm(action);
     }
@@ -947,8 +1003,8 @@ impl App {
         let session = self.ws.session_of(&info);
         let opts = OpOptions::default();
         let outcome = match action {
-            Action::Undo => session.undo_with(Mode::Files, opts),
-            Action::Redo => session.redo_with(opts),
+            Action::Undo(_) => session.undo_with(Mode::Files, opts),
+            Action::Redo(_) => session.redo_with(opts),
             Action::Revert(n) => session.revert(*n, opts),
             Action::RestoreEntry(r) => session.navigate_with(r, Mode::Files, opts),
             Action::Checkpoint => session.checkpoint(None),

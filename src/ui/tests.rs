@@ -329,8 +329,9 @@ fn another_process_recording_is_seen_by_refresh() {
 fn each_row_restores_the_state_it_left_and_chords_do_nothing() {
     let f = fixture();
     let mut app = f.app(Some("claude-1"));
-    // The undo of turn 2 left the disk as before turn 2.
-    keys(&mut app, &[Key::Char('s')]);
+    // The newest turn is selected on open; above it, the undo of turn 2 left the disk as
+    // before turn 2.
+    keys(&mut app, &[Key::Up, Key::Char('s')]);
     assert_eq!(
         app.mode,
         Input::Confirm(super::app::Action::RestoreEntry("turn:2:before".into()))
@@ -481,7 +482,7 @@ fn q_quits_while_a_reload_is_still_being_read() {
         release
     });
     let press = |c| Event::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
-    let mut script = vec![press('j'), press('q')].into_iter();
+    let mut script = vec![press('k'), press('q')].into_iter();
     super::drive(&mut app, &mut |_| Ok(()), &mut |_| {
         Ok(Some(script.next().expect("the loop did not quit on q")))
     })
@@ -496,5 +497,46 @@ fn q_quits_while_a_reload_is_still_being_read() {
     app.settle();
     let rows: Vec<_> = app.rows().iter().map(|e| e.moment.word()).collect();
     assert_eq!(rows, ["turn", "undo", "turn", "checkpoint", "turn"]);
-    assert_eq!(app.entry, 2, "j's row (turn 2) stays selected");
+    assert_eq!(app.entry, 1, "k's row (the undo) stays selected");
+}
+
+#[test]
+fn undo_and_redo_ask_naming_the_turn_and_only_when_there_is_one() {
+    let f = fixture();
+    let mut app = f.app(Some("claude-1"));
+    assert!(
+        matches!(
+            app.selected_entry().map(|e| e.moment),
+            Some(crate::history::timeline::Moment::Turn)
+        ),
+        "the newest turn is selected on open"
+    );
+    keys(&mut app, &[Key::Char('U')]);
+    let Input::Confirm(action) = &app.mode else {
+        panic!("{:?}", app.mode);
+    };
+    assert_eq!(
+        action.question(),
+        "Redo turn 2 'refactor lib.rs and drop the logo' (2 files)?"
+    );
+    keys(&mut app, &[Key::Char('n'), Key::Char('u')]);
+    let Input::Confirm(action) = &app.mode else {
+        panic!("{:?}", app.mode);
+    };
+    assert!(
+        action.question().starts_with("Undo turn 1 "),
+        "{}",
+        action.question()
+    );
+    keys(&mut app, &[Key::Char('n')]);
+    // A session with nothing undone: `U` says so at once, asking nothing.
+    let mut app = f.app(Some("codex-2"));
+    keys(&mut app, &[Key::Char('U')]);
+    assert_eq!(app.mode, Input::Browse);
+    let said = app
+        .message
+        .as_ref()
+        .map(|m| m.line.clone())
+        .unwrap_or_default();
+    assert!(said.contains("nothing to redo"), "{said}");
 }
