@@ -815,6 +815,15 @@ impl App {
     }
 
     fn browse(&mut self, code: Key) {
+        // A line that only informs (a diff's summary, "nothing done") goes at the next key;
+        // a refusal naming paths stays until it is read and dismissed (Esc) or replaced.
+        if self
+            .message
+            .as_ref()
+            .is_some_and(|m| !m.refused && m.paths.is_empty())
+        {
+            self.message = None;
+        }
         let page = 10;
         match code {
             Key::Char('q') => self.quit = true,

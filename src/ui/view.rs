@@ -203,7 +203,7 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     let list = List::new(items)
         .block(
             Block::bordered()
-                .title(title)
+                .title(focused(title, app.focus == Pane::Sessions))
                 .border_style(paint.border(app.focus == Pane::Sessions)),
         )
         .highlight_style(Paint::selected())
@@ -212,7 +212,7 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     if app.sessions.is_empty() {
         let empty = Paragraph::new("no sessions yet: an agent's turns appear here").block(
             Block::bordered()
-                .title(" sessions ")
+                .title(focused(" sessions ", app.focus == Pane::Sessions))
                 .border_style(paint.border(app.focus == Pane::Sessions)),
         );
         f.render_widget(empty, area);
@@ -319,7 +319,7 @@ fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         );
     }
     let block = Block::bordered()
-        .title(title)
+        .title(focused(title, app.focus == Pane::Timeline))
         .border_style(paint.border(app.focus == Pane::Timeline));
     if rows.is_empty() {
         let why = if app.filter.is_empty() {
@@ -352,7 +352,7 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         (Showing::Change, None) => " paths ".into(),
     };
     let block = Block::bordered()
-        .title(title)
+        .title(focused(title, app.focus == Pane::Paths))
         .border_style(paint.border(app.focus == Pane::Paths));
     if app.paths.is_empty() {
         let why = match app.selected_entry() {
@@ -441,7 +441,7 @@ fn draw_diff(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         .scroll((app.scroll, 0))
         .block(
             Block::bordered()
-                .title(title)
+                .title(focused(title, app.focus == Pane::Diff))
                 .border_style(paint.border(app.focus == Pane::Diff)),
         );
     f.render_widget(para, area);
@@ -537,4 +537,15 @@ fn draw_modal(f: &mut Frame, title: &str, lines: Vec<Line>, paint: &Paint) {
         ),
         r,
     );
+}
+
+/// A pane's title, marked `▶` when the pane has the focus (not by the border's colour
+/// alone, which a terminal without colour does not show).
+fn focused(title: impl Into<String>, focus: bool) -> String {
+    let title = title.into();
+    if focus {
+        format!("▶{title}")
+    } else {
+        title
+    }
 }
