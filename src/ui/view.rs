@@ -543,9 +543,5 @@ fn draw_modal(f: &mut Frame, title: &str, lines: Vec<Line>, paint: &Paint) {
 /// alone, which a terminal without colour does not show).
 fn focused(title: impl Into<String>, focus: bool) -> String {
     let title = title.into();
-    if focus {
-        format!("▶{title}")
-    } else {
-        title
-    }
+    if focus { format!("▶{title}") } else { title }
 }
