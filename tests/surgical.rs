@@ -101,7 +101,19 @@ fn the_dirty_guard_of_a_path_restore_covers_only_its_paths() {
     // An edit inside it: refused, nothing written; --force keeps it first.
     env.write("a.txt", "a3 unsnapshotted\n");
     let (code, v) = json(&env, &["restore", &first, "--json", "--", "a.txt"]);
-    assert_eq!((code, v["result"].as_str()), (1, Some("refused")), "{v}");
+    // Named and listed as the session commands' refusals are (and nothing on stderr).
+    assert_eq!((code, v["result"].as_str()), (1, Some("dirty")), "{v}");
+    assert_eq!(v["paths"], serde_json::json!(["a.txt"]), "{v}");
+    assert_eq!(v["count"], 1, "{v}");
+    let o = env.run(
+        crate::common::RETRACE,
+        &["restore", &first, "--json", "--", "a.txt"],
+    );
+    assert_eq!(
+        crate::common::stderr(&o),
+        "",
+        "--json answers on stdout alone"
+    );
     assert_eq!(env.read("a.txt"), "a3 unsnapshotted\n");
     let (code, v) = json(
         &env,

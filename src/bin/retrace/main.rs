@@ -590,11 +590,9 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
         return ("refused", REFUSED);
     }
     match e.downcast_ref::<Error>() {
-        Some(Error::Restore(r))
-            if matches!(**r, RestoreError::Dirty { .. } | RestoreError::Held { .. }) =>
-        {
-            ("refused", REFUSED)
-        }
+        // Named as the session commands name the same refusals.
+        Some(Error::Restore(r)) if matches!(**r, RestoreError::Dirty { .. }) => ("dirty", REFUSED),
+        Some(Error::Restore(r)) if matches!(**r, RestoreError::Held { .. }) => ("held", REFUSED),
         Some(e) if e.is_busy() => ("busy", BUSY),
         Some(
             Error::Store(retrace::StoreError::BadSnapshotId(_))
@@ -639,10 +637,12 @@ fn main() -> ExitCode {
             // clap's tip and usage lines.
             let text = e.render().to_string();
             let text = text.strip_prefix("error: ").unwrap_or(&text);
-            eprint!("retrace: {text}");
-            // With --json a caller gets one JSON object for a usage error too, with clap's
-            // detail (what was wrong and the tip), not its usage lines.
-            if std::env::args().any(|a| a == "--json") {
+            // With --json a caller gets one JSON object for a usage error too (and nothing
+            // on stderr), with clap's detail (what was wrong and the tip), not its usage
+            // lines.
+            if !std::env::args().any(|a| a == "--json") {
+                eprint!("retrace: {text}");
+            } else {
                 let message: Vec<&str> = text
                     .lines()
                     .map(str::trim)
@@ -690,14 +690,28 @@ fn main() -> ExitCode {
             } else {
                 format!("{e:#}")
             };
-            // Paths and names from outside are in it: shown escaped, exact in JSON.
-            eprintln!("retrace: {}", terminal_text(&message));
-            // With --json a caller always gets one JSON object on stdout.
+            // With --json a caller gets one JSON object on stdout, and nothing on stderr;
+            // a refusal of paths lists them as the session commands' refusals do.
             if std::env::args().any(|a| a == "--json") {
-                println!(
-                    "{}",
-                    serde_json::json!({"result": result, "ok": false, "message": message})
-                );
+                let mut v = serde_json::json!({"result": result, "ok": false, "message": message});
+                if let Some(Error::Restore(r)) = e.downcast_ref::<Error>() {
+                    match &**r {
+                        RestoreError::Dirty { paths, count } => {
+                            v["paths"] = serde_json::json!(paths);
+                            v["count"] = serde_json::json!(count);
+                        }
+                        RestoreError::Held { held } => {
+                            let paths: Vec<&str> = held.iter().map(|h| h.path.as_str()).collect();
+                            v["paths"] = serde_json::json!(paths);
+                            v["count"] = serde_json::json!(held.len());
+                        }
+                        _ => {}
+                    }
+                }
+                println!("{v}");
+            } else {
+                // Paths and names from outside are in it: shown escaped, exact in JSON.
+                eprintln!("retrace: {}", terminal_text(&message));
             }
             ExitCode::from(code)
         }
@@ -1538,7 +1552,7 @@ mod tests {
             paths: vec!["a".into()],
             count: 1,
         }));
-        assert_eq!(classify(&dirty), ("refused", 1));
+        assert_eq!(classify(&dirty), ("dirty", 1));
         let failed = anyhow::Error::from(Error::Workspace {
             path: "/w".into(),
             reason: "not a directory".into(),
