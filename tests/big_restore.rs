@@ -163,8 +163,8 @@ fn a_big_restore_is_exact_and_a_file_changed_during_it_is_recorded() {
     // neither the target nor the state before.
     let st = env.run(RETRACE, &["status", "--json"]);
     let st: serde_json::Value = serde_json::from_str(&stdout(&st)).unwrap();
-    assert_eq!(st["changed_count"], 0, "{st}");
-    let recorded = st["last_known"].as_str().unwrap().to_string();
+    assert_eq!(st["workspace"]["changed_count"], 0, "{st}");
+    let recorded = st["workspace"]["last_known"].as_str().unwrap().to_string();
     assert_ne!(recorded, first);
     assert_ne!(recorded, third);
     assert_eq!(snapshot_id(&env), recorded);

@@ -696,7 +696,8 @@ fn real_claude_code_second_stop_after_a_blocking_stop_hook_extends_the_turn() {
     assert_eq!(turns[0]["state"], "complete", "{turns:#?}");
     assert_eq!(turns[0]["counts"], json!([2, 0, 0]), "{turns:#?}");
     let o = t.env.run(RETRACE, &["log", "--json"]);
-    let snapshots: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let snapshots: Vec<Value> = log["entries"].as_array().unwrap().clone();
     let labelled = |label: &str| snapshots.iter().find(|s| s["label"] == label).cloned();
     assert!(labelled("after turn 1").is_some(), "{snapshots:#?}");
     let extended = labelled("after turn 1 (extended)").expect("no extended after-snapshot");

@@ -109,7 +109,10 @@ fn an_adapter_session_through_the_cli() {
 
     let (v, _) = json(&env, &["status"]);
     assert_eq!(
-        (v["can_undo"].as_bool(), v["can_redo"].as_bool()),
+        (
+            v["session"]["can_undo"].as_bool(),
+            v["session"]["can_redo"].as_bool()
+        ),
         (Some(false), Some(true))
     );
 
@@ -278,8 +281,12 @@ fn two_undo_processes_at_once_undo_two_different_turns() {
     assert!(!env.path("file1").exists() && !env.path("file2").exists());
     assert_eq!(env.read("base"), "0");
     let (v, _) = json(&env, &["status"]);
-    assert_eq!(v["cursor"], Value::Null);
-    assert_eq!(v["redo_turn"], serde_json::json!([1, "both"]));
+    assert_eq!(v["session"]["cursor"], Value::Null, "{v}");
+    assert_eq!(
+        v["session"]["redo_turn"],
+        serde_json::json!([1, "both"]),
+        "{v}"
+    );
     assert_verified(&env);
 }
 
@@ -371,8 +378,8 @@ fn an_undo_that_can_restore_none_of_its_files_says_so_and_leaves_the_cursor() {
         // The cursor did not move: turn 1 is still the one to undo, nothing to redo.
         let s: serde_json::Value =
             serde_json::from_str(&stdout(&run("A", &["status", "--json"]))).unwrap();
-        assert_eq!(s["can_undo"], true, "{s}");
-        assert_eq!(s["can_redo"], false, "{s}");
+        assert_eq!(s["session"]["can_undo"], true, "{s}");
+        assert_eq!(s["session"]["can_redo"], false, "{s}");
     }
     // Once B's turn ended it still ran at the same time: the paths stay B's.
     ok(run("B", &["turn", "end"]));

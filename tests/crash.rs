@@ -64,7 +64,7 @@ fn run_ok(env: &Env, rest: &[&str]) -> String {
 fn cursor(env: &Env) -> Option<u64> {
     let o = env.run(RETRACE, &args(&["status", "--json"]));
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    v["cursor"].as_u64()
+    v["session"]["cursor"].as_u64()
 }
 
 fn verify(env: &Env) -> Result<(), String> {
@@ -122,7 +122,7 @@ fn an_undo_aborted_midway_is_completed_without_overwriting_later_edits() {
     };
     let v: Value = serde_json::from_str(read_only(&["status", "--json"]).trim()).unwrap();
     assert!(
-        v["pending_recovery"]
+        v["workspace"]["pending_recovery"]
             .as_str()
             .is_some_and(|p| p.contains("undo of turn 1")),
         "{v}"
@@ -494,7 +494,7 @@ fn a_restore_whose_write_fails_midway_puts_the_workspace_back_and_says_so() {
     // A forced restore of an older snapshot fails the same way and is put back too.
     let o = env.run(RETRACE, &args(&["log", "--snapshots", "--json"]));
     let log: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    let oldest = log
+    let oldest = log["entries"]
         .as_array()
         .and_then(|a| a.last())
         .and_then(|s| s["id"].as_str())

@@ -31,10 +31,16 @@ fn asking_about_a_fresh_project_creates_no_store() {
     let env = Env::new();
     env.write("a.txt", "a\n");
     assert!(ok(&env, &["log"]).contains("no snapshots yet"));
-    assert_eq!(ok(&env, &["log", "--json"]).trim(), "[]");
+    let v: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "version": 1, "result": "log", "ok": true, "session": null, "entries": []
+        })
+    );
     assert!(ok(&env, &["status"]).contains("none yet"));
     let v: Value = serde_json::from_str(&ok(&env, &["status", "--json"])).unwrap();
-    assert_eq!(v["snapshots"], 0);
+    assert_eq!(v["workspace"]["snapshots"], 0, "{v}");
     assert!(ok(&env, &["sessions"]).contains("no sessions yet"));
     // A session no turn began is a usage error, and asking still creates nothing.
     for args in [["--session", "s", "log"], ["--session", "s", "status"]] {
@@ -182,7 +188,7 @@ fn logs_are_newest_first_aligned_and_cut_by_n() {
     assert_eq!(v["entries"][0]["number"], 2);
     // The workspace's snapshots: newest first too, and -n.
     let snaps: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
-    let times: Vec<u64> = snaps
+    let times: Vec<u64> = snaps["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -213,12 +219,16 @@ fn a_snapshot_of_an_unchanged_workspace_adds_no_row() {
     assert!(log.contains("named, twice"), "{log}");
     assert!(log.contains("1 file "), "{log}");
     let v: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
-    assert_eq!(v[0]["labels"], serde_json::json!(["named", "twice"]), "{v}");
+    assert_eq!(
+        v["entries"][0]["labels"],
+        serde_json::json!(["named", "twice"]),
+        "{v}"
+    );
     // Both labels name it, and status counts one state.
     ok(&env, &["diff", "named"]);
     ok(&env, &["diff", "twice"]);
     let v: Value = serde_json::from_str(&ok(&env, &["status", "--json"])).unwrap();
-    assert_eq!(v["snapshots"], 1, "{v}");
+    assert_eq!(v["workspace"]["snapshots"], 1, "{v}");
     // A change is a new state.
     env.write("a.txt", "b\n");
     ok(&env, &["snapshot", "--label", "changed"]);
@@ -378,7 +388,7 @@ fn a_new_session_whose_name_looks_like_a_key_prefix_is_its_own() {
     ok(&env, &["--session", &prefix, "turn", "begin"]);
     ok(&env, &["--session", &prefix, "turn", "end"]);
     let v: Value = serde_json::from_str(&ok(&env, &["sessions", "--json"])).unwrap();
-    let names: Vec<&str> = v
+    let names: Vec<&str> = v["sessions"]
         .as_array()
         .unwrap()
         .iter()
@@ -388,7 +398,14 @@ fn a_new_session_whose_name_looks_like_a_key_prefix_is_its_own() {
         names.contains(&"my-chat") && names.contains(&prefix.as_str()),
         "{v}"
     );
-    assert!(v.as_array().unwrap().iter().all(|s| s["turns"] == 1), "{v}");
+    assert!(
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["turns"] == 1),
+        "{v}"
+    );
 }
 
 #[test]
@@ -560,7 +577,7 @@ fn a_big_restore_lists_the_first_paths_and_sums_up_the_rest() {
     assert_eq!(env.read("f29.txt"), "v1\n");
     // The JSON lists every path, whatever -v says.
     let v: Value = serde_json::from_str(&ok(&env, &["restore", "two", "--json"])).unwrap();
-    assert_eq!(v["written"].as_array().map(Vec::len), Some(30), "{v}");
+    assert_eq!(v["files_written"].as_array().map(Vec::len), Some(30), "{v}");
 }
 
 /// `show` takes a snapshot as well as a turn: by id or label, with what it holds and what
@@ -784,8 +801,11 @@ fn snapshot_and_log_say_the_same_bytes_added() {
     env.write("d.txt", "z\n");
     let s: Value = serde_json::from_str(&ok(&env, &["snapshot", "--json"])).unwrap();
     let v2: Value = serde_json::from_str(&ok(&env, &["log", "--json"])).unwrap();
-    assert_eq!(s["bytes_added"], v2[0]["bytes_added"], "{s}\n{v2}");
-    assert_eq!(v.as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        s["bytes_added"], v2["entries"][0]["bytes_added"],
+        "{s}\n{v2}"
+    );
+    assert_eq!(v["entries"].as_array().map(Vec::len), Some(2), "{v}");
 }
 
 /// On a terminal, `log`, `diff`, `show` and `blame` go through the pager (`RETRACE_PAGER`,

@@ -339,7 +339,11 @@ fn a_reader_written_from_the_format_document_reads_every_snapshot() {
     let path = home.join("workspaces").join(ws_id).join("store.redb");
     let o = env.run(RETRACE, &["status", "--json"]);
     let status: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(status["store"].as_str(), path.to_str());
+    assert_eq!(
+        status["workspace"]["store"].as_str(),
+        path.to_str(),
+        "{status}"
+    );
     // Held open from here on, as an outside reader would: retrace must not wait for it.
     let db = open(&path);
     let found = read(&db);

@@ -635,7 +635,8 @@ fn a_hook_whose_cwd_moved_into_a_subfolder_still_ends_the_turn_in_its_workspace(
         let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
         let turn = &log["entries"][0];
         assert_eq!(turn["state"], "complete", "{}: {log}", a.name);
-        assert_eq!(log["status"]["pending"], Value::Null, "{}: {log}", a.name);
+        assert!(log["session"].is_object(), "{}: {log}", a.name);
+        assert_eq!(log["session"]["pending"], Value::Null, "{}: {log}", a.name);
         let d = a.prompt_in(&env, &sub, "/undo", 2);
         let said = d["reason"].as_str().unwrap();
         assert!(said.contains("restored files"), "{}: {said}", a.name);
@@ -749,7 +750,7 @@ fn a_late_codex_stop_of_an_earlier_turn_leaves_the_running_turn_alone() {
     a.stop(&env, &root, true, 1);
     let o = env.run(RETRACE, &["log", "--json", "--session", a.session]);
     let log: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(log["status"]["pending"], 2, "{log}");
+    assert_eq!(log["session"]["pending"], 2, "{log}");
     env.write("c", "c");
     a.stop(&env, &root, false, 2);
     // The user edits; then turn 1's Stop comes again, as a repeat.
@@ -890,7 +891,7 @@ fn claude_codes_tool_events_are_steps_that_keep_parallel_sessions_apart() {
     // The user's edit, which the Bash step destroyed, is in the snapshot taken before it.
     let log = env.run(RETRACE, &["log", "--snapshots", "--json"]);
     let snaps: Value = serde_json::from_str(stdout(&log).trim()).unwrap();
-    let before = snaps
+    let before = snaps["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -1055,7 +1056,7 @@ fn codex_and_gemini_tool_events_are_steps_that_keep_parallel_sessions_apart() {
         // The user's edit, which the shell step destroyed, is in the snapshot before it.
         let log = env.run(RETRACE, &["log", "--snapshots", "--json"]);
         let snaps: Value = serde_json::from_str(stdout(&log).trim()).unwrap();
-        let before = snaps
+        let before = snaps["entries"]
             .as_array()
             .unwrap()
             .iter()

@@ -358,7 +358,7 @@ fn a_refused_forced_undo_leaves_the_history_as_it_was() {
     assert!(!all.contains("recovered"), "{all}");
     assert!(!all.contains("interrupted"), "{all}");
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["cursor"], 1, "{v}");
+    assert_eq!(v["session"]["cursor"], 1, "{v}");
 }
 
 #[test]
@@ -481,7 +481,7 @@ fn a_recovery_that_cannot_write_is_abandoned_unclaimed_and_never_wedges() {
     let o = run(&["status", "--json"], &[]);
     assert!(!stderr(&o).contains("interrupted"), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    assert_eq!(v["cursor"], 1, "{v}");
+    assert_eq!(v["session"]["cursor"], 1, "{v}");
     // Once the directory is writable again, the user can finish the undo.
     mode(&env.path("a"), 0o777);
     let o = run(&["undo", "--force"], &[]);

@@ -70,7 +70,8 @@ fn log_of_a_path_lists_only_the_entries_that_changed_it_across_sessions() {
     two_sessions(&env);
     // No session named: every session's entries, newest first, each naming its session.
     let v = json_of(&env, &["log", "--", "src/a.txt"]);
-    let entries = v.as_array().unwrap();
+    assert_eq!(v["session"], Value::Null, "{v:#}");
+    let entries = v["entries"].as_array().unwrap();
     let seen: Vec<(&str, &str, u64, u64, u64)> = entries
         .iter()
         .map(|e| {
@@ -95,7 +96,7 @@ fn log_of_a_path_lists_only_the_entries_that_changed_it_across_sessions() {
     // A directory selects what is below it; several paths sum their lines per entry.
     assert_eq!(json_of(&env, &["log", "--", "src"]), v);
     let both = json_of(&env, &["log", "--", "src/a.txt", "b.txt"]);
-    let numbers: Vec<(&str, u64)> = both
+    let numbers: Vec<(&str, u64)> = both["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -109,11 +110,12 @@ fn log_of_a_path_lists_only_the_entries_that_changed_it_across_sessions() {
     assert_eq!(numbers, [("s2", 1), ("s1", 2), ("s1", 1)]);
     // One session's only.
     let s1 = json_of(&env, &["--session", "s1", "log", "--", "src/a.txt"]);
-    assert_eq!(s1.as_array().unwrap().len(), 1, "{s1:#}");
-    assert_eq!(s1[0]["number"], 1);
+    assert_eq!(s1["entries"].as_array().unwrap().len(), 1, "{s1:#}");
+    assert_eq!(s1["entries"][0]["number"], 1);
     // The checkpoint changed c.txt (from s1's state after its turn 2: s2's edit too).
     let c = json_of(&env, &["log", "--", "c.txt"]);
-    assert_eq!(c.as_array().unwrap().len(), 1, "{c:#}");
+    assert_eq!(c["entries"].as_array().unwrap().len(), 1, "{c:#}");
+    let c = &c["entries"];
     assert_eq!(
         (c[0]["kind"].as_str(), c[0]["paths"][0]["change"].as_str()),
         (Some("checkpoint"), Some("A"))
@@ -144,14 +146,14 @@ fn log_of_a_path_lists_only_the_entries_that_changed_it_across_sessions() {
     );
     // The snapshot log takes paths too: the snapshots where b.txt changed.
     let snaps = json_of(&env, &["log", "--snapshots", "--", "b.txt"]);
-    let labels: Vec<&str> = snaps
+    let labels: Vec<&str> = snaps["entries"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["label"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(labels, ["after turn 2", "before turn 1"], "{snaps:#}");
-    assert_eq!(snaps[0]["paths"][0]["added"], 1);
+    assert_eq!(snaps["entries"][0]["paths"][0]["added"], 1);
 }
 
 #[test]
@@ -188,7 +190,7 @@ fn every_log_line_shows_the_bytes_its_entry_added_to_the_store() {
     assert!(first.contains(" KiB  "), "{text}");
     // So does the snapshot log: the after-snapshot of turn 1 added the big file.
     let snaps = json_of(&env, &["log", "--snapshots"]);
-    let after1 = snaps
+    let after1 = snaps["entries"]
         .as_array()
         .unwrap()
         .iter()

@@ -32,6 +32,7 @@ mod ignore;
 mod incremental;
 mod inspect;
 mod install;
+mod json_schema;
 mod leases;
 mod ledger_retention;
 mod listing_model;

@@ -303,14 +303,16 @@ fn status_says_the_mode_and_lists_the_repositories() {
         assert!(line.contains(word), "{line}");
         let o = command(&env, mode, &["status", "--json"]).output().unwrap();
         let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-        assert_eq!(v["nested_repos_mode"], json_mode, "{v}");
+        assert_eq!(v["session"], Value::Null, "{v}");
+        let w = &v["workspace"];
+        assert_eq!(w["nested_repos_mode"], json_mode, "{v}");
         let (listed, empty) = if mode == Mode::Capture {
             ("captured_repos", "nested_repos")
         } else {
             ("nested_repos", "captured_repos")
         };
-        assert_eq!(strings(&v[listed]), vec!["api", "app", "tools"], "{v}");
-        assert_eq!(strings(&v[empty]), Vec::<String>::new(), "{v}");
+        assert_eq!(strings(&w[listed]), vec!["api", "app", "tools"], "{v}");
+        assert_eq!(strings(&w[empty]), Vec::<String>::new(), "{v}");
     }
     // A session's status carries the workspace's.
     json(&env, Mode::Capture, &["checkpoint"]);
@@ -346,7 +348,7 @@ fn status_says_the_mode_and_lists_the_repositories() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    assert_eq!(v["nested_repos_mode"], "capture", "{v}");
+    assert_eq!(v["workspace"]["nested_repos_mode"], "capture", "{v}");
 }
 
 #[test]

@@ -448,7 +448,7 @@ fn wait_turns(server: &Server, env: &Env, session: &str, turns: usize) {
                 .iter()
                 .filter(|e| e["kind"] == "turn" && e["state"] != "pending")
                 .count();
-            finished == turns && log["status"]["pending"].is_null()
+            finished == turns && log["session"]["pending"].is_null()
         })
     });
 }
@@ -719,7 +719,7 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
         opencode_log(&home)
     );
     let log = retrace_log(&env, &a).unwrap();
-    assert!(log["status"]["pending"].is_null(), "{log}");
+    assert!(log["session"]["pending"].is_null(), "{log}");
     assert_eq!(log["entries"][0]["number"], 6, "{log}");
     assert_eq!(log["entries"][0]["state"], "complete", "{log}");
 

@@ -65,7 +65,10 @@ fn the_home_directory_keeps_conversation_history_only() {
     let o = h.run(home, &["status", "--json"]);
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert!(
-        v["conversation_only"].as_str().unwrap().contains("home"),
+        v["workspace"]["conversation_only"]
+            .as_str()
+            .unwrap()
+            .contains("home"),
         "{v}"
     );
     // Its subfolders are ordinary workspaces.

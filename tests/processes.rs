@@ -39,7 +39,7 @@ fn two_snapshot_processes_started_together_both_succeed() {
         let log = env.run(RETRACE, &["log", "--json"]);
         let v: serde_json::Value = serde_json::from_str(&stdout(&log)).unwrap();
         // Both captured the same tree: one row (an identical snapshot adds none).
-        assert_eq!(v.as_array().unwrap().len(), 1, "round {round}");
+        assert_eq!(v["entries"].as_array().unwrap().len(), 1, "round {round}");
         assert_verified(&env);
     }
 }
@@ -106,8 +106,9 @@ fn a_restore_names_unreadable_and_special_files_in_its_way() {
     // Every path left alone: refused (1), not an error.
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["result"], "restored", "{v}");
     let reason = |path: &str| {
-        v["left_alone"]
+        v["skipped"]
             .as_array()
             .unwrap()
             .iter()
@@ -158,9 +159,14 @@ fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
     let o = env.run(RETRACE, &["restore", &id[..12], "--dry-run", "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["dry_run"], true, "{v}");
-    assert_eq!(v["written"], serde_json::json!(["a.txt"]), "{v}");
-    assert_eq!(v["deleted"], serde_json::json!(["b.txt", "c.txt"]), "{v}");
+    assert_eq!(v["result"], "preview", "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["would_write"], serde_json::json!(["a.txt"]), "{v}");
+    assert_eq!(
+        v["would_delete"],
+        serde_json::json!(["b.txt", "c.txt"]),
+        "{v}"
+    );
     assert_eq!(v["refused"]["result"], "dirty", "{v}");
     assert_eq!(v["refused"]["paths"], serde_json::json!(["c.txt"]), "{v}");
     assert_eq!(v["refused"]["count"], 1, "{v}");
@@ -180,8 +186,10 @@ fn a_dry_run_on_a_dirty_workspace_shows_the_plan_and_the_refusal() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["result"], "preview", "{v}");
+    assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["refused"], serde_json::Value::Null, "{v}");
-    assert_eq!(v["written"], serde_json::json!(["a.txt"]), "{v}");
+    assert_eq!(v["would_write"], serde_json::json!(["a.txt"]), "{v}");
 }
 
 #[test]
@@ -253,8 +261,12 @@ fn cli_tour_snapshot_log_diff_restore_status() {
     assert!(!env.path("added.txt").exists());
     let status = env.run(RETRACE, &["status", "--json"]);
     let s: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
-    assert_eq!(s["changed_count"], 0);
-    assert_eq!(s["last_known"].as_str(), Some(id.as_str()));
+    assert_eq!(s["workspace"]["changed_count"], 0, "{s}");
+    assert_eq!(
+        s["workspace"]["last_known"].as_str(),
+        Some(id.as_str()),
+        "{s}"
+    );
     let human = stdout(&env.run(RETRACE, &["status"]));
     assert!(
         human.contains("node_modules") && human.contains("clean"),
@@ -263,7 +275,11 @@ fn cli_tour_snapshot_log_diff_restore_status() {
     env.write("src/main.rs", "fn main() { edited }\n");
     let status = env.run(RETRACE, &["status", "--json"]);
     let s: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
-    assert_eq!(s["changed"], serde_json::json!(["src/main.rs"]), "{s}");
+    assert_eq!(
+        s["workspace"]["changed"],
+        serde_json::json!(["src/main.rs"]),
+        "{s}"
+    );
 }
 
 #[test]
@@ -377,7 +393,11 @@ fn a_restore_that_cannot_write_one_directory_writes_nothing() {
     assert_eq!(env.read("locked/a.txt"), "v2");
     let o = as_user(&["status", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["pending_recovery"], serde_json::Value::Null, "{v}");
+    assert_eq!(
+        v["workspace"].get("pending_recovery"),
+        Some(&serde_json::Value::Null),
+        "{v}"
+    );
     // Once writable again the same restore succeeds.
     assert!(as_user(&["restore", &id[..12]]).status.success());
     assert_eq!(env.read("open/b.txt"), "v1");

@@ -112,7 +112,11 @@ fn two_agents_racing_on_one_workspace_keep_consistent_histories() {
             .collect();
         assert_eq!(on_disk, expected, "{name}'s files");
         let status = run(&env, name, &["status"]);
-        assert_eq!(status["pending"], Value::Null, "{name}: {status}");
+        assert_eq!(
+            status["session"]["pending"],
+            Value::Null,
+            "{name}: {status}"
+        );
         let log = run(&env, name, &["log"]);
         let turns = log["entries"].as_array().unwrap();
         assert!(

@@ -245,7 +245,7 @@ fn end_of_input_finishes_pending_work_and_exits() {
     let o = env.run(RETRACE, &["--session", "x", "status", "--json"]);
     let v: Value = serde_json::from_str(common::stdout(&o).trim()).unwrap();
     assert_eq!(
-        v["pending"], 1,
+        v["session"]["pending"], 1,
         "the turn is still open for a later end: {v}"
     );
 }

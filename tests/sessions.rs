@@ -40,10 +40,10 @@ fn sessions_are_listed_by_name_and_named_back_by_name_or_key_prefix() {
     let (code, out, _) = run(&env, &["sessions", "--json"]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v[0]["name"], "other-chat");
-    assert_eq!(v[0]["turns"], 2);
-    assert_eq!(v[1]["name"], "my-chat");
-    assert_eq!(v[1]["pending"], Value::Null);
+    assert_eq!(v["sessions"][0]["name"], "other-chat");
+    assert_eq!(v["sessions"][0]["turns"], 2);
+    assert_eq!(v["sessions"][1]["name"], "my-chat");
+    assert_eq!(v["sessions"][1]["pending"], Value::Null);
 
     // `status` names the session, and the key it shows is accepted back.
     let (code, out, err) = run(&env, &["--session", "my-chat", "status"]);
@@ -53,14 +53,14 @@ fn sessions_are_listed_by_name_and_named_back_by_name_or_key_prefix() {
     let (code, out, err) = run(&env, &["--session", &short[..6], "log", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["status"]["name"], "my-chat");
+    assert_eq!(v["session"]["name"], "my-chat");
     assert_eq!(v["entries"].as_array().unwrap().len(), 1);
 
     // A unique prefix of a name names the session, as one of its key does.
     let (code, out, err) = run(&env, &["--session", "my-c", "log", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["status"]["name"], "my-chat");
+    assert_eq!(v["session"]["name"], "my-chat");
 
     // An unknown name is a usage error that lists the sessions there, for every command
     // that does not begin a session.
@@ -185,7 +185,7 @@ fn a_sessions_status_and_log_keep_the_workspace_views() {
     assert!(status.contains("workspace  "), "{status}");
     assert!(status.contains("b.txt"), "{status}");
     let v: Value = serde_json::from_str(&with(&["status", "--json"])).unwrap();
-    assert_eq!(v["name"], "chat");
+    assert_eq!(v["session"]["name"], "chat");
     assert_eq!(v["workspace"]["changed"][0], "b.txt", "{v}");
 }
 
@@ -249,7 +249,8 @@ fn serve_and_hooks_keep_the_agent_with_the_session() {
     let (_, out, _) = run(&env, &["sessions", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     let agent = |name: &str| {
-        v.as_array()
+        v["sessions"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|s| s["name"] == name)

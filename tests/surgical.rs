@@ -49,8 +49,8 @@ fn restoring_some_paths_leaves_every_other_path_untouched() {
         &env,
         &["restore", &first, "--dry-run", "--json", "--", "src"],
     );
-    assert_eq!(code, 0, "{v}");
-    assert_eq!(v["paths"], serde_json::json!(["src"]));
+    assert_eq!((code, v["result"].as_str()), (0, Some("preview")), "{v}");
+    assert_eq!(v["requested_paths"], serde_json::json!(["src"]));
     assert_eq!(env.read("src/a.txt"), "a2\n");
 
     let (code, v) = json(&env, &["restore", &first, "--json", "--", "./src/"]);
@@ -58,7 +58,7 @@ fn restoring_some_paths_leaves_every_other_path_untouched() {
     assert_eq!(env.read("src/a.txt"), "a1\n");
     assert_eq!(env.read("src/sub/b.txt"), "b1\n");
     assert!(!env.path("src/new.txt").exists());
-    let mut written: Vec<&str> = v["written"]
+    let mut written: Vec<&str> = v["files_written"]
         .as_array()
         .unwrap()
         .iter()
@@ -66,7 +66,7 @@ fn restoring_some_paths_leaves_every_other_path_untouched() {
         .collect();
     written.sort_unstable();
     assert_eq!(written, ["src/a.txt", "src/sub/b.txt"]);
-    assert_eq!(v["deleted"], serde_json::json!(["src/new.txt"]));
+    assert_eq!(v["files_deleted"], serde_json::json!(["src/new.txt"]));
     // Everything else: byte-identical, not rewritten.
     assert_eq!(env.read("docs/c.txt"), "c2\n");
     assert_eq!(env.read("top.txt"), "t2\n");
@@ -75,7 +75,7 @@ fn restoring_some_paths_leaves_every_other_path_untouched() {
     // The result is the workspace's known state: nothing is unsnapshotted now.
     let status = run(&env, &["status", "--json"]);
     let status: Value = serde_json::from_str(&status).unwrap();
-    assert_eq!(status["changed_count"], 0, "{status}");
+    assert_eq!(status["workspace"]["changed_count"], 0, "{status}");
 
     // A single file, by an absolute path inside the workspace.
     let abs = env.path("top.txt");

@@ -395,7 +395,7 @@ fn a_revert_survives_compaction_of_older_turns() {
     assert_eq!(code, 0, "{log}");
     assert!(log.to_string().contains("\"revert\""), "{log}");
     assert_eq!(
-        log["status"]["turns"], 3,
+        log["session"]["turns"], 3,
         "turns 1 and 2 are compacted: {log}"
     );
     for _ in 0..2 {

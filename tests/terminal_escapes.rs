@@ -103,7 +103,7 @@ fn prompts_labels_and_names_reach_the_terminal_escaped_and_json_exact() {
     let out = shown(&env, &[&evil[..], &["log"]].concat());
     assert!(out.contains(r"label \x1b[2J\u{202e}"), "{out}");
     let v = json(&env, &["sessions"]);
-    let names: Vec<&str> = v
+    let names: Vec<&str> = v["sessions"]
         .as_array()
         .unwrap()
         .iter()

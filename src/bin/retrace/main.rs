@@ -14,6 +14,7 @@ use retrace::{Config, Error, Mode, RestoreError, Session, Workspace};
 
 mod commands;
 mod help;
+mod json;
 mod pager;
 mod progress;
 
@@ -649,9 +650,8 @@ fn main() -> ExitCode {
                     .take_while(|l| !l.starts_with("Usage:"))
                     .filter(|l| !l.is_empty())
                     .collect();
-                println!(
-                    "{}",
-                    serde_json::json!({"result": "usage", "ok": false, "message": message.join("; ")})
+                json::print(
+                    serde_json::json!({"result": "usage", "ok": false, "message": message.join("; ")}),
                 );
             }
             return ExitCode::from(USAGE);
@@ -708,7 +708,7 @@ fn main() -> ExitCode {
                         _ => {}
                     }
                 }
-                println!("{v}");
+                json::print(v);
             } else {
                 // Paths and names from outside are in it: shown escaped, exact in JSON.
                 eprintln!("retrace: {}", terminal_text(&message));

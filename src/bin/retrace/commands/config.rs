@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use retrace::object::{terminal_line, terminal_text};
 
-use super::print_json;
 use crate::OK;
+use crate::json;
 
 /// `retrace config`.
 pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
@@ -30,7 +30,7 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
         v["user_file"] =
             serde_json::json!(retrace::config::user_file().map(|p| p.display().to_string()));
         v["project_file"] = serde_json::json!(root.join(".retrace.toml").display().to_string());
-        print_json(&v);
+        json::answer("config", v)?;
     } else {
         let from = match source {
             "RETRACE_HOME" => "from RETRACE_HOME",

@@ -126,6 +126,13 @@ const EXIT_STATUS: &[(&str, &str)] = &[
         "4",
         "repair left some snapshots broken (their files are gone from the workspace).",
     ),
+    (
+        "--json",
+        "Whatever the exit status, one JSON object on stdout and nothing on stderr: its \
+         \"version\", its \"result\" (the kind of answer, one shape per kind: restored, dirty, \
+         preview, usage, ...) and \"ok\" (false exactly when the status is not 0); docs/json.md \
+         in the source gives every kind's shape.",
+    ),
 ];
 
 const ENVIRONMENT: &[(&str, &str)] = &[

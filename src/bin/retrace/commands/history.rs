@@ -8,8 +8,9 @@ use retrace::history::RevertPreview;
 use retrace::history::inspect::first_line;
 use retrace::object::{terminal_line, terminal_text};
 use retrace::protocol::ops::StepReport;
-use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Report, Session, SessionLog};
+use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Session, SessionLog};
 
+use crate::json;
 use crate::progress::Bar;
 use crate::{BUSY, OK, REFUSED};
 
@@ -25,7 +26,7 @@ pub fn report(o: &Outcome, json: bool) -> Result<u8> {
 /// [`report`] of a navigation to `target` (named in the first line instead of a turn).
 fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
     if json {
-        println!("{}", serde_json::to_string(&Report::from(o))?);
+        json::print(json::outcome(o, target)?);
     } else {
         match o {
             // The paths once, one per line (the one-line message lists them inline).
@@ -159,7 +160,7 @@ pub fn begin(
     if json {
         let mut v = serde_json::to_value(&before)?;
         v["turn"] = turn.number().into();
-        println!("{v}");
+        json::answer("begun", v)?;
     } else {
         match &before {
             BeforeStatus::Ready { snapshot } => {
@@ -220,7 +221,7 @@ fn print_step(step: Option<&retrace::StepInfo>, verb: &str, json: bool) -> Resul
         // What `serve`'s `begin_step`/`end_step` answer, with the CLI's `result` and `ok`.
         let mut v = serde_json::to_value(StepReport::from(step.cloned()))?;
         let (result, ok) = if step.is_some() {
-            ("ok", true)
+            ("step", true)
         } else {
             ("no_step", false)
         };
@@ -229,7 +230,7 @@ fn print_step(step: Option<&retrace::StepInfo>, verb: &str, json: bool) -> Resul
         if step.is_none() {
             v["message"] = NO_STEP.into();
         }
-        println!("{v}");
+        json::print(v);
         return Ok(if step.is_some() { OK } else { REFUSED });
     }
     let Some(step) = step else {
@@ -252,18 +253,15 @@ const NO_STEP: &str = "no turn of this session is running (or no such step): not
 pub fn end(s: &Session, anchor: Option<String>, json: bool) -> Result<u8> {
     let Some(sum) = s.end_turn(anchor)? else {
         if json {
-            println!(
-                "{}",
-                serde_json::json!({"result": "no_pending_turn", "ok": false,
-                    "message": "no turn is in progress; begin one with `retrace turn begin`"})
-            );
+            json::print(serde_json::json!({"result": "no_pending_turn", "ok": false,
+                "message": "no turn is in progress; begin one with `retrace turn begin`"}));
         } else {
             println!("no turn is in progress; begin one with `retrace turn begin`");
         }
         return Ok(REFUSED);
     };
     if json {
-        println!("{}", serde_json::to_string(&sum)?);
+        json::answer("ended", &sum)?;
     } else {
         println!(
             "turn {} ended: +{} ~{} -{}{}",
@@ -408,7 +406,7 @@ pub fn preview(s: &Session, verb: &str, force: bool, json: bool) -> Result<u8> {
 /// code (0 when it would go through).
 fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> Result<u8> {
     if json {
-        println!("{}", serde_json::to_string(p)?);
+        json::print(json::preview(p)?);
     } else {
         let then = if force {
             "would write over"
@@ -493,7 +491,10 @@ pub fn log(s: &Session, max: Option<usize>, steps: bool, json: bool) -> Result<u
     let empty = log.entries.is_empty();
     log.entries.truncate(max.unwrap_or(usize::MAX));
     if json {
-        println!("{}", serde_json::to_string(&log)?);
+        json::answer(
+            "log",
+            serde_json::json!({"session": log.status, "entries": log.entries}),
+        )?;
         return Ok(OK);
     }
     let name = terminal_line(log.status.name.as_deref().unwrap_or(&log.status.session));
@@ -584,9 +585,10 @@ fn step_line(turn: &str, st: &retrace::StepLog) -> String {
 pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
     let st = s.status()?;
     if json {
-        let mut v = serde_json::to_value(&st)?;
-        v["workspace"] = serde_json::to_value(ws.status()?)?;
-        println!("{v}");
+        json::answer(
+            "status",
+            serde_json::json!({"session": st, "workspace": ws.status()?}),
+        )?;
     } else {
         println!(
             "session    {}{}",
@@ -639,7 +641,7 @@ pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
         None => Vec::new(),
     };
     if json {
-        println!("{}", serde_json::to_string(&all)?);
+        json::answer("sessions", serde_json::json!({ "sessions": all }))?;
         return Ok(OK);
     }
     if all.is_empty() {

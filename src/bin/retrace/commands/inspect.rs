@@ -7,21 +7,24 @@ use anyhow::Result;
 use retrace::history::blame::Blame;
 use retrace::history::inspect::{EntryDetail, FileLogEntry, file_log_text};
 use retrace::object::{terminal_line, terminal_text};
-use retrace::{ObjectId, Session, Workspace};
+use retrace::{ObjectId, Session, SessionStatus, Workspace};
 
-use super::print_json;
-use crate::OK;
+use crate::{OK, json};
 
 /// Prints a file's history, at most `max` entries.
 fn print_file_log(
     mut entries: Vec<FileLogEntry>,
+    session: Option<SessionStatus>,
     paths: &[String],
     max: Option<usize>,
     json: bool,
 ) -> Result<u8> {
     entries.truncate(max.unwrap_or(usize::MAX));
     if json {
-        print_json(&serde_json::to_value(&entries)?);
+        json::answer(
+            "log",
+            serde_json::json!({"session": session, "entries": entries}),
+        )?;
     } else if entries.is_empty() {
         println!(
             "no turn or checkpoint changed {}",
@@ -44,7 +47,7 @@ pub fn file_log(
         Some(ws) => ws.file_log(paths)?,
         None => Vec::new(),
     };
-    print_file_log(entries, paths, max, json)
+    print_file_log(entries, None, paths, max, json)
 }
 
 /// `retrace log --session S -- PATH...`.
@@ -55,7 +58,7 @@ pub fn session_file_log(
     json: bool,
 ) -> Result<u8> {
     let entries = s.file_log(paths, retrace::history::inspect::Among::ThisSession)?;
-    print_file_log(entries, paths, max, json)
+    print_file_log(entries, Some(s.status()?), paths, max, json)
 }
 
 /// `retrace show REF` of a turn or checkpoint.
@@ -66,7 +69,7 @@ pub fn show(s: &Session, reference: &str, json: bool) -> Result<u8> {
 /// Prints a turn's or checkpoint's detail.
 pub fn print_detail(detail: &EntryDetail, json: bool) -> Result<u8> {
     if json {
-        print_json(&serde_json::to_value(detail)?);
+        json::answer("show", detail)?;
     } else {
         print!("{}", terminal_text(&detail.text()));
     }
@@ -77,7 +80,7 @@ pub fn print_detail(detail: &EntryDetail, json: bool) -> Result<u8> {
 pub fn show_snapshot(ws: &Workspace, id: &ObjectId, json: bool) -> Result<u8> {
     let detail = ws.show_snapshot(id)?;
     if json {
-        print_json(&serde_json::to_value(&detail)?);
+        json::answer("show", json::with_kind("snapshot", &detail)?)?;
     } else {
         print!("{}", terminal_text(&detail.text()));
     }
@@ -87,7 +90,7 @@ pub fn show_snapshot(ws: &Workspace, id: &ObjectId, json: bool) -> Result<u8> {
 /// `retrace blame PATH`.
 pub fn blame(b: &Blame, json: bool) -> Result<u8> {
     if json {
-        print_json(&serde_json::to_value(b)?);
+        json::answer("blame", b)?;
     } else {
         print!("{}", terminal_text(&b.text()));
     }

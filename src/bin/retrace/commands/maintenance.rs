@@ -7,7 +7,7 @@ use retrace::config::bytes_approx as bytes;
 use retrace::object::terminal_line;
 use retrace::retention::{self, GcOptions};
 
-use super::print_json;
+use crate::json;
 use crate::progress::Bar;
 use crate::{OK, STILL_BROKEN, print_warnings};
 
@@ -34,7 +34,7 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
     let out = retention::collect(ws, &opts)?;
     print_warnings(ws);
     if json {
-        print_json(&serde_json::to_value(&out)?);
+        json::answer("gc", &out)?;
         return Ok(OK);
     }
     let r = &out.gc;
@@ -124,7 +124,11 @@ pub fn repair(ws: &Workspace, json: bool) -> Result<u8> {
     let r = ws.repair(&Bar::new())?;
     print_warnings(ws);
     if json {
-        print_json(&serde_json::to_value(&r)?);
+        // Not ok when snapshots stay broken (exit 4), as every failing answer.
+        let mut v = serde_json::to_value(&r)?;
+        v["result"] = "repair".into();
+        v["ok"] = r.broken.is_empty().into();
+        json::print(v);
     } else {
         println!(
             "checked {} objects: {} damaged and forgotten; {} stored again from the workspace",

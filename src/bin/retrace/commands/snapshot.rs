@@ -7,7 +7,8 @@ use retrace::config::bytes_approx;
 use retrace::object::terminal_line;
 use retrace::{ObjectId, RestoreOptions, Session, Workspace};
 
-use super::{format_time, print_json};
+use super::format_time;
+use crate::json;
 use crate::progress::Bar;
 use crate::{NoStore, OK, REFUSED, maintain_later};
 
@@ -30,12 +31,15 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
         ws.bytes_added(last, c.id)?
     };
     if json {
-        print_json(&serde_json::json!({
-            "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes, "bytes_added": added,
-            "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
-            "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
-            "captured_repos": c.captured_repos, "walked_because": c.walked_because,
-        }));
+        json::answer(
+            "snapshot",
+            serde_json::json!({
+                "id": c.id.to_hex(), "files": c.files, "bytes": c.bytes, "bytes_added": added,
+                "new_objects": c.new_objects, "new_bytes": c.new_bytes, "hashed": c.hashed,
+                "skipped": c.skipped, "nested_repos": c.nested_repos, "secrets": c.secrets,
+                "captured_repos": c.captured_repos, "walked_because": c.walked_because,
+            }),
+        )?;
     } else {
         println!("snapshot {}", c.id);
         if last == Some(c.id) {
@@ -96,7 +100,7 @@ pub fn log(
             .iter()
             .map(|e| {
                 let s = &e.snapshot;
-                let mut v = serde_json::json!({"id": s.root.to_hex(), "time_ms": s.time_ms,
+                let mut v = serde_json::json!({"kind": "snapshot", "id": s.root.to_hex(), "time_ms": s.time_ms,
                 "label": s.label, "labels": e.labels, "files": s.files, "bytes": s.bytes,
                 "bytes_added": e.bytes_added});
                 if !paths.is_empty() {
@@ -105,12 +109,12 @@ pub fn log(
                 v
             })
             .collect();
-        print_json(&serde_json::Value::Array(rows));
+        json::answer("log", serde_json::json!({"session": null, "entries": rows}))?;
     } else if empty && !paths.is_empty() {
         println!("no snapshot changed {}", terminal_line(&paths.join(", ")));
     } else if empty {
-        // An empty answer is a success (as `--json`'s `[]` is). Where files are never
-        // snapshotted, no snapshot command is suggested.
+        // An empty answer is a success (as `--json`'s empty `entries` is). Where files are
+        // never snapshotted, no snapshot command is suggested.
         let refused = match ws {
             Ok(ws) => ws.conversation_only().map(str::to_string),
             Err(none) => none.refused.clone(),
@@ -188,7 +192,7 @@ pub fn diff(
         if let Some(p) = &patches {
             v["patches"] = serde_json::to_value(p)?;
         }
-        print_json(&v);
+        json::answer("diff", v)?;
     } else if let Some(p) = &patches {
         if show.patch {
             for f in p {
@@ -332,7 +336,7 @@ pub fn restore(
             Some(s) => s.restore_dry_run(id, paths, force, &bar)?,
             None => ws.restore_paths_dry_run(id, paths, force, &bar)?,
         };
-        let v = serde_json::to_value(&d)?;
+        let v = json::restore_preview(&d);
         (d.outcome, d.refused, v)
     } else {
         let opts = RestoreOptions {
@@ -343,7 +347,7 @@ pub fn restore(
             Some(s) => s.restore(id, paths, opts, &bar)?,
             None => ws.restore_paths(id, paths, opts, &bar)?,
         };
-        let v = serde_json::to_value(&r)?;
+        let v = json::restored(&r);
         if paths.is_empty() {
             super::warn_lost_installs(ws.home(), ws.root());
         }
@@ -351,7 +355,7 @@ pub fn restore(
     };
     drop(bar);
     if json {
-        print_json(&v);
+        json::print(v);
     } else {
         let (write, delete) = if dry_run {
             ("would write", "would delete")
@@ -445,7 +449,10 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
     };
     let s = ws.status()?;
     if json {
-        print_json(&serde_json::to_value(&s)?);
+        json::answer(
+            "status",
+            serde_json::json!({"session": null, "workspace": s}),
+        )?;
     } else {
         println!("workspace  {}", shown_path(&s.root));
         println!(
@@ -561,12 +568,16 @@ fn walk_reason(code: &str) -> String {
 /// `retrace status` of a workspace with no store yet: said without creating one.
 fn status_of_none(none: &NoStore, json: bool) -> Result<u8> {
     if json {
-        print_json(&serde_json::json!({
+        let workspace = serde_json::json!({
             "root": none.root, "store": none.store, "store_bytes": 0, "snapshots": 0,
             "exclusions": [], "last_known": null, "changed": [], "changed_count": 0,
             "nested_repos": [], "pending_recovery": null, "conversation_only": none.refused,
             "nested_repos_mode": nested_mode(&none.root), "captured_repos": [],
-        }));
+        });
+        json::answer(
+            "status",
+            serde_json::json!({"session": null, "workspace": workspace}),
+        )?;
         return Ok(OK);
     }
     println!("workspace  {}", shown_path(&none.root));
