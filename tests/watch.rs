@@ -790,7 +790,11 @@ fn watched_captures_stay_watched_and_exact_beside_nested_repositories() {
     assert_eq!(first.nested_repos, vec!["vendor/nested"]);
     let watched = |what: &str| {
         let c = ws.snapshot_summary(None, &NoProgress).unwrap();
-        assert!(c.walked_because.is_none(), "{what}: walked");
+        assert!(
+            c.walked_because.is_none(),
+            "{what}: walked ({:?})",
+            c.walked_because
+        );
         assert!(c.focused, "{what}: not looked at where the watcher points");
         equals_scratch(&env, &ws, &c, what);
         c
