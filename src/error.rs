@@ -413,7 +413,8 @@ pub enum WatchError {
     /// The workspace is on a filesystem whose changes inotify does not see (NFS, SMB, FUSE,
     /// 9p…): captures must walk.
     #[error(
-        "cannot watch {root}: it is on a network or userspace filesystem ({what}), where inotify          misses changes made elsewhere; captures walk it instead"
+        "cannot watch {root}: it is on a network or userspace filesystem ({what}), where \
+         inotify misses changes made elsewhere; captures walk it instead"
     )]
     Unwatchable {
         /// The workspace root.

@@ -329,7 +329,8 @@ impl StatCache {
     pub fn load_unverified(path: &Path, store_id: &[u8; 16], expect: &Head) -> Option<StatCache> {
         let file = File::open(path).ok()?;
         // SAFETY: as in `load`: the file is only ever replaced by rename, and every read of
-        // the map is bounds-checked.
+        // the map is bounds-checked (and a truncation in place, which retrace never does,
+        // would raise SIGBUS, as said there).
         let map = unsafe { Mmap::map(&file) }.ok()?;
         let cache = StatCache::parse(Bytes::Map(map), store_id, false);
         (cache.head.cache == expect.cache && cache.map.is_some()).then_some(cache)
@@ -365,6 +366,11 @@ impl StatCache {
         // it in place anyway could only make lookups return wrong ids for paths, and every
         // id read is bounds-checked; that would cost a wrong snapshot entry, never memory
         // safety in this process beyond what the kernel guarantees for a private read map.
+        // One thing a mapping can do that a read cannot: a process that truncated the file
+        // in place would make a read of a page past the new end raise SIGBUS and kill this
+        // process. retrace never truncates it (a new cache is written beside it and renamed
+        // over it), the file lives in retrace's own home, not the workspace, and a process
+        // that truncates files there can as well delete the store: the risk is accepted.
         // Measured: mapping avoids reading the whole file for a no-change capture.
         let Ok(map) = (unsafe { Mmap::map(&file) }) else {
             return StatCache::empty();

@@ -8,8 +8,8 @@
 //! Time is injected as in `incremental.rs` (`common::age_statcache`): the cache is aged an hour after each capture, so
 //! every listing it recorded is trusted. A capture then sleeps 30 ms before mutating, so no
 //! mutation lands in the clock tick of the listing it invalidates (that case is the racy
-//! rule's, which the aging sets aside on purpose). 1000 cases by default;
-//! `LISTING_MODEL_CASES` sets another number.
+//! rule's, which the aging sets aside on purpose). 250 cases by default (a few seconds of
+//! CI); `LISTING_MODEL_CASES` sets another number (`=5000` for a longer hunt).
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
@@ -297,7 +297,7 @@ fn incremental_walks_equal_walks_from_scratch() {
     let cases = std::env::var("LISTING_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+        .unwrap_or(250);
     let mut runner = TestRunner::new(RunnerConfig {
         cases,
         failure_persistence: None,

@@ -6,8 +6,8 @@
 //! mutations of `listing_model.rs` plus the watcher's own hard cases: directories moved in
 //! from outside and out of the workspace, files hard-linked in from outside and written
 //! through the outside path. After each batch a watcher-assisted capture must equal a
-//! capture from scratch (no stat cache, a full walk). 500 cases by default;
-//! `WATCH_MODEL_CASES` sets another number. Captures wait for the watcher up to 30 s here,
+//! capture from scratch (no stat cache, a full walk). 120 cases by default (each starts a
+//! watcher); `WATCH_MODEL_CASES` sets another number (`=2000` for a longer hunt). Captures wait for the watcher up to 30 s here,
 //! so a loaded machine makes them slow, never walk for lack of an answer.
 
 use std::fs;
@@ -225,7 +225,7 @@ fn watched_captures_equal_walks_from_scratch() {
     let cases = std::env::var("WATCH_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+        .unwrap_or(120);
     let mut runner = TestRunner::new(RunnerConfig {
         cases,
         failure_persistence: None,

@@ -1,4 +1,4 @@
-//! Blame by agent turn (`retrace blame PATH`, issue 17): for every line of a file as it is on
+//! Blame by agent turn (`retrace blame PATH`): for every line of a file as it is on
 //! disk now, the turn that wrote it, like `git blame` by turn instead of by commit.
 //!
 //! The file's versions are walked through the turns in the order they began (every

@@ -1,4 +1,4 @@
-//! Reading history by path and by entry (issue 17): what each turn and checkpoint changed
+//! Reading history by path and by entry: what each turn and checkpoint changed
 //! (its paths, their lines, the bytes it added to the store), a file's history
 //! (`retrace log -- PATH`) and one entry in full (`retrace show`).
 //!

@@ -1,7 +1,9 @@
 //! Process interfaces for agents that do not link the crate: `retrace serve` (JSON-RPC over
 //! stdio, specified in `docs/protocol.md`), MCP tools, and the hooks of Claude Code, Codex
-//! CLI and Gemini CLI. The operations they share (a turn, undo, redo, checkpoint, navigate,
-//! status, log, diff) are defined once, as typed requests and responses, in [`ops`].
+//! CLI and Gemini CLI. The operations they share (open, a turn and its rounds and steps,
+//! undo, redo, revert, checkpoint, navigate, restore of paths, status, log, diff, a file's
+//! history, show, blame, shutdown) are defined once, as typed requests and responses, in
+//! [`ops`].
 
 pub mod hooks;
 pub mod install;

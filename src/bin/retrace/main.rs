@@ -352,7 +352,8 @@ enum Command {
     Serve,
     /// Serve tools to a model over MCP on stdio
     ///
-    /// Model-facing tools (undo, redo, checkpoint, log, diff, status, file_history, blame)
+    /// Model-facing tools (undo, redo, revert, checkpoint, log, diff, file_history, blame,
+    /// status)
     /// for the session `--session` / `RETRACE_SESSION` names.
     #[command(hide = true)]
     Mcp,

@@ -1,5 +1,5 @@
-//! Reading history by path and by entry (issue 17): a file's history, one entry in full, a
-//! file's lines by turn.
+//! The requests that read history by path and by entry, for serve and MCP: a file's
+//! history, one entry in full, a file's lines by turn.
 
 use rmcp::schemars::{self, JsonSchema};
 use serde::{Deserialize, Serialize};

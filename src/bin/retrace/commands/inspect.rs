@@ -1,4 +1,4 @@
-//! Reading history by path and by entry (issue 17): `log -- PATH`, `show`, `blame`. The
+//! Reading history by path and by entry: `log -- PATH`, `show`, `blame`. The
 //! library computes and formats ([`retrace::history::inspect`], [`retrace::history::blame`]);
 //! these print: for a terminal, with what it would act on in prompts, names and paths shown
 //! escaped ([`terminal_text`]); `--json` keeps the exact text.
