@@ -107,6 +107,8 @@ fn a_restore_names_unreadable_and_special_files_in_its_way() {
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["result"], "restored", "{v}");
+    // Not ok, as its exit code says: the files are not all the snapshot's.
+    assert_eq!(v["ok"], false, "{v}");
     let reason = |path: &str| {
         v["skipped"]
             .as_array()

@@ -58,7 +58,8 @@ pub fn session_file_log(
     json: bool,
 ) -> Result<u8> {
     let entries = s.file_log(paths, retrace::history::inspect::Among::ThisSession)?;
-    print_file_log(entries, Some(s.status()?), paths, max, json)
+    let status = if json { Some(s.status()?) } else { None };
+    print_file_log(entries, status, paths, max, json)
 }
 
 /// `retrace show REF` of a turn or checkpoint.
