@@ -24,6 +24,7 @@ LAYERS = [
     ["retention", "repair", "verify", "maintainer"],
     ["workspace"],
     ["protocol", "ui"],
+    ["cli"],
 ]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 

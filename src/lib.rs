@@ -35,6 +35,9 @@
 #![allow(clippy::many_single_char_names, clippy::similar_names)]
 
 pub mod capture;
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli;
 pub mod config;
 pub mod diff;
 pub mod error;
@@ -49,6 +52,7 @@ pub mod merge;
 pub mod object;
 pub mod patch;
 pub mod progress;
+#[cfg(feature = "cli")]
 pub mod protocol;
 pub mod repair;
 pub mod restore;

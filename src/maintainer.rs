@@ -134,7 +134,7 @@ pub enum Later {
 /// The background process is the running executable with the arguments
 /// `maintain-due -C <root>` and `RETRACE_HOME` set to the workspace's home: the `retrace`
 /// binary's hidden command, which calls [`lower_priority`] and then [`run_detached_pass`].
-/// So only the `retrace` binary (and [`crate::protocol::hooks`], which runs inside it) should
+/// So only the `retrace` binary (and the agent hooks, which run inside it) should
 /// call this; a host that links the crate runs [`start`] or
 /// [`crate::retention::maintain_if_due`] instead.
 ///

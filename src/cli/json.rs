@@ -4,9 +4,9 @@
 //! `restored`, a refusal over unsaved work is `dirty` from every command, a dry run is a
 //! `preview`.
 
+use crate::history::RevertPreview;
+use crate::{DirtyRefusal, DryRun, Outcome, Report, RestoreOutcome};
 use anyhow::Result;
-use retrace::history::RevertPreview;
-use retrace::{DirtyRefusal, DryRun, Outcome, Report, RestoreOutcome};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 

@@ -1,5 +1,5 @@
 //! `retrace completions SHELL` and `retrace man`, generated from the clap definitions
-//! ([`crate::help::command`]), the man pages with the sections clap does not know of: exit
+//! ([`crate::cli::help::command`]), the man pages with the sections clap does not know of: exit
 //! status, environment, files and examples.
 
 use std::path::Path;
@@ -7,18 +7,18 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap_mangen::roff::{Roff, bold, roman};
 
-use crate::{OK, Usage};
+use crate::cli::{OK, Usage};
 
 /// `retrace completions SHELL`.
 pub fn completions(shell: clap_complete::Shell) -> Result<u8> {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut crate::help::command(), "retrace", &mut out);
+    clap_complete::generate(shell, &mut crate::cli::help::command(), "retrace", &mut out);
     print_all(&out)
 }
 
 /// `retrace man [COMMAND]`, or every page into `dir`.
 pub fn man(command: Option<&str>, dir: Option<&Path>) -> Result<u8> {
-    let mut top = crate::help::command().disable_help_subcommand(true);
+    let mut top = crate::cli::help::command().disable_help_subcommand(true);
     top.build();
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

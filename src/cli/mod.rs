@@ -7,12 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::object::{terminal_line, terminal_text};
+use crate::{Config, Error, Mode, RestoreError, Session, Workspace};
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use retrace::object::{terminal_line, terminal_text};
-use retrace::{Config, Error, Mode, RestoreError, Session, Workspace};
 
 mod commands;
+pub mod dump;
 mod help;
 mod json;
 mod pager;
@@ -158,7 +159,7 @@ enum Command {
         /// --name-status` (the default lists them grouped by kind).
         #[arg(long, conflicts_with_all = ["patch", "stat"])]
         name_status: bool,
-        /// Colour the output: on a terminal (auto, unless NO_COLOR is set), always or never.
+        /// Colour the output: on a terminal (auto, unless `NO_COLOR` is set), always or never.
         #[arg(long, value_enum, default_value_t = ColorArg::Auto)]
         color: ColorArg,
         /// Print JSON instead of text.
@@ -352,7 +353,7 @@ enum Command {
     Serve,
     /// Serve tools to a model over MCP on stdio
     ///
-    /// Model-facing tools (undo, redo, revert, checkpoint, log, diff, file_history, blame,
+    /// Model-facing tools (undo, redo, revert, checkpoint, log, diff, `file_history`, blame,
     /// status)
     /// for the session `--session` / `RETRACE_SESSION` names.
     #[command(hide = true)]
@@ -597,7 +598,7 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
         Some(Error::Restore(r)) if matches!(**r, RestoreError::Held { .. }) => ("held", REFUSED),
         Some(e) if e.is_busy() => ("busy", BUSY),
         Some(
-            Error::Store(retrace::StoreError::BadSnapshotId(_))
+            Error::Store(crate::StoreError::BadSnapshotId(_))
             | Error::NoSuchOwner { .. }
             | Error::Anchor { .. }
             | Error::Inspect { .. },
@@ -620,9 +621,10 @@ fn cap_malloc_arenas() {
     }
 }
 
-fn main() -> ExitCode {
+/// The `retrace` binary: parses the arguments, runs the command, maps its result to an exit code.
+pub fn main() -> ExitCode {
     cap_malloc_arenas();
-    retrace::error::install_panic_hook();
+    crate::error::install_panic_hook();
     let parsed = help::command()
         .try_get_matches()
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
@@ -642,9 +644,7 @@ fn main() -> ExitCode {
             // With --json a caller gets one JSON object for a usage error too (and nothing
             // on stderr), with clap's detail (what was wrong and the tip), not its usage
             // lines.
-            if !std::env::args().any(|a| a == "--json") {
-                eprint!("retrace: {text}");
-            } else {
+            if std::env::args().any(|a| a == "--json") {
                 let message: Vec<&str> = text
                     .lines()
                     .map(str::trim)
@@ -654,6 +654,8 @@ fn main() -> ExitCode {
                 json::print(
                     serde_json::json!({"result": "usage", "ok": false, "message": message.join("; ")}),
                 );
+            } else {
+                eprint!("retrace: {text}");
             }
             return ExitCode::from(USAGE);
         }
@@ -680,7 +682,7 @@ fn main() -> ExitCode {
     };
     let outcome = run(cli);
     drop(pager);
-    retrace::report_peak_memory();
+    crate::report_peak_memory();
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -720,7 +722,7 @@ fn main() -> ExitCode {
 }
 
 fn open(dir: Option<&PathBuf>) -> Result<Workspace> {
-    open_with(dir, Config::from_env(), false)
+    open_with(dir, &Config::from_env(), false)
 }
 
 /// For the commands that only read (`status`, `log`, `diff`, `sessions`): they answer at
@@ -731,14 +733,14 @@ fn open_reading(dir: Option<&PathBuf>) -> Result<Result<Workspace, NoStore>> {
     let path = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
     let store = Workspace::locate_store(&path, &config)?;
     if !store.exists() {
-        let root = retrace::home::resolve_root(&path, config.home())?;
+        let root = crate::home::resolve_root(&path, config.home())?;
         return Ok(Err(NoStore {
             root: root.path,
             store,
             refused: root.refused,
         }));
     }
-    open_with(dir, config, true).map(Ok)
+    open_with(dir, &config, true).map(Ok)
 }
 
 /// [`open_reading`] for `show` and `blame`, which need a history: none yet is a usage error.
@@ -767,9 +769,9 @@ pub struct NoStore {
 /// Opens the workspace and prints its warnings; with `says_refusal`, not the one that files
 /// are never snapshotted here, which the command's own answer says (status, log, a refused
 /// snapshot): once is enough.
-fn open_with(dir: Option<&PathBuf>, config: Config, says_refusal: bool) -> Result<Workspace> {
+fn open_with(dir: Option<&PathBuf>, config: &Config, says_refusal: bool) -> Result<Workspace> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let ws = Workspace::open(&dir, &config)?;
+    let ws = Workspace::open(&dir, config)?;
     let refused = ws.conversation_only().map(|why| format!("{why}:"));
     for w in ws.warnings() {
         if !says_refusal || refused.as_ref().is_none_or(|r| !w.starts_with(r.as_str())) {
@@ -838,23 +840,24 @@ fn no_session_yet(id: &str, root: &Path) -> anyhow::Error {
 }
 
 /// One line per session, for messages that list them.
-fn session_lines(list: &[retrace::SessionInfo]) -> String {
-    list.iter()
-        .map(|s| {
-            format!(
-                "\n  {}  (key {}; {} turn{}, {} checkpoint{}, last active {}{})",
-                commands::history::shown_name(s),
-                s.id,
-                s.turns,
-                if s.turns == 1 { "" } else { "s" },
-                s.checkpoints,
-                if s.checkpoints == 1 { "" } else { "s" },
-                commands::format_time(s.touched_ms),
-                s.pending
-                    .map_or(String::new(), |n| format!(", turn {n} open"))
-            )
-        })
-        .collect()
+fn session_lines(list: &[crate::SessionInfo]) -> String {
+    use std::fmt::Write as _;
+    list.iter().fold(String::new(), |mut out, s| {
+        let _ = write!(
+            out,
+            "\n  {}  (key {}; {} turn{}, {} checkpoint{}, last active {}{})",
+            commands::history::shown_name(s),
+            s.id,
+            s.turns,
+            if s.turns == 1 { "" } else { "s" },
+            s.checkpoints,
+            if s.checkpoints == 1 { "" } else { "s" },
+            commands::format_time(s.touched_ms),
+            s.pending
+                .map_or(String::new(), |n| format!(", turn {n} open"))
+        );
+        out
+    })
 }
 
 /// The session `id` names (its host id or a unique key prefix) or, without one, the session
@@ -867,7 +870,7 @@ fn session_of(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
 }
 
 fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
-    use retrace::Lookup;
+    use crate::Lookup;
     if let Some(id) = id {
         // A name that starts a session, a key prefix never: `--session 2026` of a new
         // session must not add its turns to one whose key begins with those digits.
@@ -933,14 +936,14 @@ enum Implied<'a> {
     /// The default session (no session has history; the command may start one).
     Default,
     /// This one; with why, when it is a guess (the most recent of several).
-    One(&'a retrace::SessionInfo, Option<String>),
+    One(&'a crate::SessionInfo, Option<String>),
     /// No session has history.
     None,
     /// Several have, none clearly the one: these.
-    Several(Vec<retrace::SessionInfo>),
+    Several(Vec<crate::SessionInfo>),
 }
 
-fn implied(all: &[retrace::SessionInfo], pick: Pick) -> Implied<'_> {
+fn implied(all: &[crate::SessionInfo], pick: Pick) -> Implied<'_> {
     let with: Vec<_> = all.iter().filter(|s| s.has_history()).collect();
     if pick == Pick::Open
         && let [one] = with
@@ -1011,7 +1014,7 @@ impl<'a> SnapshotNames<'a> {
         Ok(Some(self.session.get_or_init(|| s)))
     }
 
-    fn resolve(&self, name: &str) -> Result<retrace::ObjectId> {
+    fn resolve(&self, name: &str) -> Result<crate::ObjectId> {
         let ws = self.ws;
         let hint = "a snapshot is named by its id (8 or more hex digits, see `retrace log \
                     --snapshots`), a label, or turn:N, turn:N:before, turn:N.K (a step), checkpoint:N of a session";
@@ -1036,7 +1039,7 @@ impl<'a> SnapshotNames<'a> {
             }
         }
         // Then the workspace's snapshot labels: one snapshot, or the choice is refused.
-        let mut roots: Vec<retrace::ObjectId> = Vec::new();
+        let mut roots: Vec<crate::ObjectId> = Vec::new();
         for s in ws.log()? {
             if s.label.as_deref() == Some(name) && !roots.contains(&s.root) {
                 roots.push(s.root);
@@ -1054,7 +1057,7 @@ impl<'a> SnapshotNames<'a> {
                 roots.len(),
                 roots
                     .iter()
-                    .map(retrace::ObjectId::short)
+                    .map(crate::ObjectId::short)
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
@@ -1101,23 +1104,21 @@ fn refused_place(why: Option<&str>) -> Result<()> {
 fn open_to_snapshot(dir: Option<&PathBuf>) -> Result<Workspace> {
     let path = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
     refused_place(
-        retrace::home::resolve_root(&path, &retrace::home::default_home())?
+        crate::home::resolve_root(&path, &crate::home::default_home())?
             .refused
             .as_deref(),
     )?;
-    let ws = open_with(dir, Config::from_env(), true)?;
+    let ws = open_with(dir, &Config::from_env(), true)?;
     refuse_in_refused_place(&ws)?;
     Ok(ws)
 }
 
 /// Once the command's work is recorded: starts due maintenance in a detached background
-/// process and returns at once (see `retrace::maintainer::maintain_later`); what that pass
+/// process and returns at once (see `crate::maintainer::maintain_later`); what that pass
 /// warns about, the next command prints ([`open_with`]). With `RETRACE_MAINTAIN=inline` the
 /// pass runs here, and its warnings are printed now.
-fn maintain_later(ws: &retrace::WorkingCopy) {
-    if let retrace::maintainer::Later::Ran { warnings, .. } =
-        retrace::maintainer::maintain_later(ws)
-    {
+fn maintain_later(ws: &crate::WorkingCopy) {
+    if let crate::maintainer::Later::Ran { warnings, .. } = crate::maintainer::maintain_later(ws) {
         for w in warnings {
             eprintln!("retrace: warning: {}", terminal_text(&w));
         }
@@ -1317,11 +1318,11 @@ fn run(cli: Cli) -> Result<u8> {
         #[cfg(feature = "ui")]
         Command::Ui => {
             let ws = reading_history(dir)?;
-            let app = retrace::ui::App::new(ws, sid)?;
-            match retrace::ui::run(app) {
+            let app = crate::ui::App::new(ws, sid)?;
+            match crate::ui::run(app) {
                 Ok(()) => Ok(OK),
                 // Run where it cannot be: a mistake in the call, as a missing `-C` is.
-                Err(e @ retrace::ui::UiError::NotATerminal) => Err(Usage(e.to_string()).into()),
+                Err(e @ crate::ui::UiError::NotATerminal) => Err(Usage(e.to_string()).into()),
                 Err(e) => Err(e.into()),
             }
         }
@@ -1390,7 +1391,7 @@ fn run(cli: Cli) -> Result<u8> {
             match sid {
                 Some(_) => {
                     let s = session_of(&ws, sid, Pick::History)?;
-                    let among = retrace::history::inspect::Among::ThisSession;
+                    let among = crate::history::inspect::Among::ThisSession;
                     inspect::blame(&s.blame(&path, among)?, json)
                 }
                 None => inspect::blame(&ws.blame(&path)?, json),
@@ -1430,7 +1431,7 @@ fn run(cli: Cli) -> Result<u8> {
             };
             let names = SnapshotNames::new(&ws, sid);
             // A step alone names a change: from the workspace when it began to when it ended.
-            let (a, b) = match (retrace::history::step_name(&a), b) {
+            let (a, b) = match (crate::history::step_name(&a), b) {
                 (Some((n, k, false)), None) => (format!("turn:{n}.{k}:before"), Some(a)),
                 (_, b) => (a, b),
             };
@@ -1476,14 +1477,9 @@ fn run(cli: Cli) -> Result<u8> {
 mod tests {
     use super::*;
 
-    fn info(
-        name: &str,
-        turns: usize,
-        touched_ms: u64,
-        pending: Option<u64>,
-    ) -> retrace::SessionInfo {
-        let key = retrace::history::db::SessionKey::of(name);
-        retrace::SessionInfo {
+    fn info(name: &str, turns: usize, touched_ms: u64, pending: Option<u64>) -> crate::SessionInfo {
+        let key = crate::history::db::SessionKey::of(name);
+        crate::SessionInfo {
             key,
             id: key.short(),
             name: Some(name.into()),
@@ -1496,7 +1492,7 @@ mod tests {
         }
     }
 
-    fn picked(all: &[retrace::SessionInfo], pick: Pick) -> String {
+    fn picked(all: &[crate::SessionInfo], pick: Pick) -> String {
         match implied(all, pick) {
             Implied::Default => "default".into(),
             Implied::One(s, _) => s.shown().into(),
@@ -1539,14 +1535,14 @@ mod tests {
     /// README: exit codes 0 success, 1 refused, 2 usage or busy, 3 errors.
     #[test]
     fn busy_exits_2_refused_1_errors_3() {
-        let busy = |path: &str| retrace::StoreError::Busy {
+        let busy = |path: &str| crate::StoreError::Busy {
             path: path.into(),
             secs: 120,
         };
         let lock_busy = anyhow::Error::from(Error::Store(busy("/h/lock")));
         assert_eq!(classify(&lock_busy), ("busy", 2));
         let capture_busy = anyhow::Error::from(Error::Restore(Box::new(RestoreError::Capture(
-            retrace::CaptureError::Store(busy("/h/store.redb")),
+            crate::CaptureError::Store(busy("/h/store.redb")),
         ))));
         assert_eq!(classify(&capture_busy), ("busy", 2));
         let dirty = anyhow::Error::from(Error::from(RestoreError::Dirty {

@@ -1,25 +1,25 @@
 //! The maintenance commands: `gc`, `repair`, and the hidden `maintain-due` that other
 //! commands start in the background.
 
+use crate::Workspace;
+use crate::config::bytes_approx as bytes;
+use crate::object::terminal_line;
+use crate::retention::{self, GcOptions};
 use anyhow::Result;
-use retrace::Workspace;
-use retrace::config::bytes_approx as bytes;
-use retrace::object::terminal_line;
-use retrace::retention::{self, GcOptions};
 
-use crate::json;
-use crate::progress::Bar;
-use crate::{OK, STILL_BROKEN, print_warnings};
+use crate::cli::json;
+use crate::cli::progress::Bar;
+use crate::cli::{OK, STILL_BROKEN, print_warnings};
 
 /// `retrace maintain-due` (hidden): a due pass at the lowest priority, in the detached
-/// process `retrace::maintainer::maintain_later` starts. Its stdio is `/dev/null`: what the
+/// process `crate::maintainer::maintain_later` starts. Its stdio is `/dev/null`: what the
 /// pass warns about waits in the store for the next command. Opening never waits for another
 /// process's restore, and the pass gives up when the workspace is busy.
 pub fn maintain_due(dir: Option<&std::path::PathBuf>) -> Result<u8> {
     // First, before any thread starts: threads inherit the priority.
-    retrace::maintainer::lower_priority();
+    crate::maintainer::lower_priority();
     let path = dir.cloned().unwrap_or_else(|| ".".into());
-    let ws = Workspace::open(&path, &retrace::Config::from_env().for_reading())?;
+    let ws = Workspace::open(&path, &crate::Config::from_env().for_reading())?;
     let _ = ws.run_detached_pass();
     Ok(OK)
 }

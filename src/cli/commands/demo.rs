@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
 
-use crate::Usage;
+use crate::cli::Usage;
 
 /// The demo's project and store, and the executable that plays `retrace`.
 struct Demo {

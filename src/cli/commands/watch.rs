@@ -3,12 +3,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::Workspace;
+use crate::error::WatchError;
+use crate::watch::{self, WatchStatus, Watcher};
 use anyhow::{Result, bail};
-use retrace::Workspace;
-use retrace::error::WatchError;
-use retrace::watch::{self, WatchStatus, Watcher};
 
-use crate::{BUSY, OK};
+use crate::cli::{BUSY, OK};
 
 /// How long `--detach` waits for the new watcher's crawl before saying it still runs it.
 const READY_WAIT: Duration = Duration::from_secs(30);
@@ -86,7 +86,7 @@ pub fn spawn(runtime_dir: &Path, root: &Path) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let log_path = watch::socket_path(runtime_dir, root).with_extension("log");
     if let Some(dir) = log_path.parent() {
-        retrace::home::create_private_dir(dir)?;
+        crate::home::create_private_dir(dir)?;
     }
     let log = std::fs::File::create(&log_path)?;
     Ok(std::process::Command::new(std::env::current_exe()?)
@@ -103,7 +103,7 @@ pub fn spawn(runtime_dir: &Path, root: &Path) -> Result<std::process::Child> {
 /// For `retrace hook AGENT --watch`: starts the workspace's watcher unless one answers
 /// (without waiting for it: the turn in progress walks, the next ones use it).
 pub fn ensure(root: &Path) {
-    let Ok(ws) = Workspace::open(root, &retrace::Config::from_env()) else {
+    let Ok(ws) = Workspace::open(root, &crate::Config::from_env()) else {
         return;
     };
     let spec = ws.watch_spec();

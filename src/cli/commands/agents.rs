@@ -2,21 +2,21 @@
 
 use std::path::PathBuf;
 
+use crate::{Config, Session};
 use anyhow::Result;
-use retrace::{Config, Session};
 
-use crate::OK;
+use crate::cli::OK;
 
 /// `retrace mcp`: the session's tools over MCP on stdio until the client goes.
 pub fn mcp(session: Session) -> Result<u8> {
-    retrace::protocol::mcp::run(session).map_err(anyhow::Error::msg)?;
+    crate::protocol::mcp::run(session).map_err(anyhow::Error::msg)?;
     Ok(OK)
 }
 
 /// `retrace serve`: JSON-RPC on stdin/stdout until stdin ends.
 pub fn serve() -> u8 {
     let stdin = std::io::stdin();
-    retrace::protocol::serve::Server::new(Config::from_env(), Box::new(std::io::stdout()))
+    crate::protocol::serve::Server::new(Config::from_env(), Box::new(std::io::stdout()))
         .run(stdin.lock());
     OK
 }
@@ -24,7 +24,7 @@ pub fn serve() -> u8 {
 /// `retrace hook AGENT`: reads the event, prints the decision; any failure is one line on
 /// stderr and exit 0, so a hook never blocks the user's prompt by accident.
 pub fn hook(agent: &str, watch: bool) -> u8 {
-    use retrace::protocol::hooks::{self, Agent};
+    use crate::protocol::hooks::{self, Agent};
     use std::io::Read;
     let Some(agent) = Agent::from_name(agent) else {
         eprintln!(
@@ -91,9 +91,9 @@ pub fn install(
     add: bool,
     watch: bool,
 ) -> Result<u8> {
+    use crate::protocol::hooks::Agent;
+    use crate::protocol::install::{self, Target};
     let user = scope == Scope::User;
-    use retrace::protocol::hooks::Agent;
-    use retrace::protocol::install::{self, Target};
     if matches!(agent, "pi" | "omp" | "oh-my-pi") {
         // Pi runs retrace through its extension, which its own package manager installs.
         let adapter = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("adapters/pi");
@@ -114,16 +114,16 @@ pub fn install(
                  changed. Remove the extension with the agent's own package commands."
             );
         }
-        return Ok(crate::REFUSED);
+        return Ok(crate::cli::REFUSED);
     }
     // The workspace root, as every other command resolves it (not a subfolder of it).
     let project = || -> Result<PathBuf> {
         let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-        Ok(retrace::home::resolve_root(&dir, &retrace::home::default_home())?.path)
+        Ok(crate::home::resolve_root(&dir, &crate::home::default_home())?.path)
     };
     if agent == "opencode" {
         if scope == Scope::Local {
-            return Err(crate::Usage(
+            return Err(crate::cli::Usage(
                 "--local is Claude Code's personal project settings; opencode has none: install \
                  into the project (opencode.json) or --user"
                     .into(),
@@ -139,7 +139,7 @@ pub fn install(
         return install_opencode(&project()?, user, add);
     }
     let agent = Agent::from_name(agent).ok_or_else(|| {
-        crate::Usage(format!(
+        crate::cli::Usage(format!(
             "unknown agent {agent:?}; supported: {}, opencode (Pi and Oh-My-Pi: `retrace \
              install pi` says how to install their extension)",
             Agent::names()
@@ -148,9 +148,9 @@ pub fn install(
     let project = project()?;
     let mut target = Target::new(agent, &project, user);
     if scope == Scope::Local {
-        target = target.local().map_err(crate::Usage)?;
+        target = target.local().map_err(crate::cli::Usage)?;
     }
-    let target = target.remembering_in(&retrace::home::default_home());
+    let target = target.remembering_in(&crate::home::default_home());
     let changes = if add {
         let exe = std::env::current_exe()?;
         target
@@ -192,8 +192,8 @@ pub fn install(
 
 /// `retrace install|uninstall opencode`: the plugin and `"snapshot": false`.
 fn install_opencode(project: &std::path::Path, user: bool, add: bool) -> Result<u8> {
-    use retrace::protocol::install::opencode::{self, OpenCode};
-    let target = OpenCode::new(project, user, &retrace::home::default_home());
+    use crate::protocol::install::opencode::{self, OpenCode};
+    let target = OpenCode::new(project, user, &crate::home::default_home());
     let changes = if add {
         opencode::install(&target, &std::env::current_exe()?)
     } else {

@@ -2,21 +2,21 @@
 
 use std::path::PathBuf;
 
+use crate::object::{terminal_line, terminal_text};
 use anyhow::Result;
-use retrace::object::{terminal_line, terminal_text};
 
-use crate::OK;
-use crate::json;
+use crate::cli::OK;
+use crate::cli::json;
 
 /// `retrace config`.
 pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
     let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
-    let root = retrace::home::resolve_root(&dir, &retrace::home::default_home())?.path;
-    let (s, warnings) = retrace::config::Settings::load(Some(&root));
+    let root = crate::home::resolve_root(&dir, &crate::home::default_home())?.path;
+    let (s, warnings) = crate::config::Settings::load(Some(&root));
     for w in &warnings {
         eprintln!("retrace: warning: {}", terminal_text(w));
     }
-    let (home, source) = retrace::home::default_home_and_source();
+    let (home, source) = crate::home::default_home_and_source();
     // The effective value: an unset runtime directory is the one under the home.
     let runtime = match s.runtime_dir.value.as_str() {
         "" => home.join("runtime").display().to_string(),
@@ -28,7 +28,7 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
         v["home_source"] = serde_json::json!(source);
         v["runtime_dir"]["value"] = serde_json::json!(runtime);
         v["user_file"] =
-            serde_json::json!(retrace::config::user_file().map(|p| p.display().to_string()));
+            serde_json::json!(crate::config::user_file().map(|p| p.display().to_string()));
         v["project_file"] = serde_json::json!(root.join(".retrace.toml").display().to_string());
         json::answer("config", v)?;
     } else {
@@ -67,7 +67,7 @@ pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {
             if p.is_file() { "exists" } else { "none yet" }
         };
         println!();
-        if let Some(u) = retrace::config::user_file() {
+        if let Some(u) = crate::config::user_file() {
             println!("user file     {} ({})", shown(&u), exists(&u));
         }
         let project = root.join(".retrace.toml");

@@ -5,22 +5,24 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use crate::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use retrace::Progress;
 
 const DELAY: Duration = Duration::from_secs(1);
 
+/// The bar; [`Progress`] for the library's long operations.
 pub struct Bar {
-    bar: ProgressBar,
+    inner: ProgressBar,
     tty: bool,
     started: Instant,
 }
 
 impl Bar {
+    #[must_use]
     pub fn new() -> Bar {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         Bar {
-            bar,
+            inner: bar,
             tty: std::io::stderr().is_terminal(),
             started: Instant::now(),
         }
@@ -29,25 +31,25 @@ impl Bar {
 
 impl Progress for Bar {
     fn start(&self, phase: &str, total: u64) {
-        self.bar.set_length(total);
-        self.bar.set_position(0);
-        self.bar.set_style(
+        self.inner.set_length(total);
+        self.inner.set_position(0);
+        self.inner.set_style(
             ProgressStyle::with_template("{msg:>8} [{bar:30}] {pos}/{len} ({eta})")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
-        self.bar.set_message(phase.to_string());
+        self.inner.set_message(phase.to_string());
     }
 
     fn advance(&self, n: u64) {
-        self.bar.inc(n);
-        if self.tty && self.bar.is_hidden() && self.started.elapsed() > DELAY {
-            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        self.inner.inc(n);
+        if self.tty && self.inner.is_hidden() && self.started.elapsed() > DELAY {
+            self.inner.set_draw_target(ProgressDrawTarget::stderr());
         }
     }
 
     fn finish(&self) {
-        self.bar.finish_and_clear();
-        self.bar.set_draw_target(ProgressDrawTarget::hidden());
+        self.inner.finish_and_clear();
+        self.inner.set_draw_target(ProgressDrawTarget::hidden());
     }
 }

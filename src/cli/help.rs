@@ -2,9 +2,11 @@
 //! groups (as cargo and jj list theirs), one short line each, plumbing for adapters left
 //! out of the list, and `--session` shown only where it changes anything.
 
+use std::fmt::Write as _;
+
 use clap::CommandFactory;
 
-use crate::Cli;
+use crate::cli::Cli;
 
 /// The groups of the top-level help, in order: a heading and its commands.
 const GROUPS: &[(&str, &[&str])] = &[
@@ -140,7 +142,7 @@ fn command_list(cmd: &clap::Command) -> String {
                 .map(ToString::to_string)
                 .unwrap_or_default();
             let about = wrapped(&about, name_width + 4, width);
-            out.push_str(&format!("  {name:<name_width$}  {about}\n"));
+            let _ = writeln!(out, "  {name:<name_width$}  {about}");
         }
         out.push('\n');
     }

@@ -1,20 +1,20 @@
 //! Reading history by path and by entry: `log -- PATH`, `show`, `blame`. The
-//! library computes and formats ([`retrace::history::inspect`], [`retrace::history::blame`]);
+//! library computes and formats ([`crate::history::inspect`], [`crate::history::blame`]);
 //! these print: for a terminal, with what it would act on in prompts, names and paths shown
 //! escaped ([`terminal_text`]); `--json` keeps the exact text.
 
+use crate::history::blame::Blame;
+use crate::history::inspect::{EntryDetail, FileLogEntry, file_log_text};
+use crate::object::{terminal_line, terminal_text};
+use crate::{ObjectId, Session, SessionStatus, Workspace};
 use anyhow::Result;
-use retrace::history::blame::Blame;
-use retrace::history::inspect::{EntryDetail, FileLogEntry, file_log_text};
-use retrace::object::{terminal_line, terminal_text};
-use retrace::{ObjectId, Session, SessionStatus, Workspace};
 
-use crate::{OK, json};
+use crate::cli::{OK, json};
 
 /// Prints a file's history, at most `max` entries.
 fn print_file_log(
     mut entries: Vec<FileLogEntry>,
-    session: Option<SessionStatus>,
+    session: Option<&SessionStatus>,
     paths: &[String],
     max: Option<usize>,
     json: bool,
@@ -57,9 +57,9 @@ pub fn session_file_log(
     max: Option<usize>,
     json: bool,
 ) -> Result<u8> {
-    let entries = s.file_log(paths, retrace::history::inspect::Among::ThisSession)?;
+    let entries = s.file_log(paths, crate::history::inspect::Among::ThisSession)?;
     let status = if json { Some(s.status()?) } else { None };
-    print_file_log(entries, status, paths, max, json)
+    print_file_log(entries, status.as_ref(), paths, max, json)
 }
 
 /// `retrace show REF` of a turn or checkpoint.

@@ -13,7 +13,7 @@ pub mod watch;
 
 /// `YYYY-MM-DD HH:MM:SS` UTC from Unix milliseconds.
 pub fn format_time(ms: u64) -> String {
-    retrace::history::inspect::time_text(ms, true)
+    crate::history::inspect::time_text(ms, true)
 }
 
 /// How many paths an operation lists before it sums up the rest (`-v` lists them all).
@@ -47,13 +47,13 @@ pub fn print_listed(lines: &[String], indent: &str) {
 /// Warns when a whole restore took back hooks `retrace install` wrote into the workspace
 /// (the snapshot is older than the install): they no longer run, and how to put them back.
 pub fn warn_lost_installs(home: &std::path::Path, root: &std::path::Path) {
-    for settings in retrace::protocol::install::lost_installs(home, root) {
+    for settings in crate::protocol::install::lost_installs(home, root) {
         let shown = settings.strip_prefix(root).unwrap_or(&settings);
         eprintln!(
             "retrace: warning: this took back retrace's hooks in {} (the snapshot is older than \
              the install), so the agent no longer records turns; `retrace install` puts them \
              back",
-            retrace::object::terminal_line(&shown.to_string_lossy())
+            crate::object::terminal_line(&shown.to_string_lossy())
         );
     }
 }

@@ -2,15 +2,17 @@
 //! session). Paths and labels are printed for a terminal escaped ([`terminal_line`]), exact
 //! in `--json`; a patch (`diff -p`) is printed as it is, as `git diff` prints one.
 
+use crate::config::bytes_approx;
+use crate::object::terminal_line;
+use crate::{ObjectId, RestoreOptions, Session, Workspace};
+use std::fmt::Write as _;
+
 use anyhow::Result;
-use retrace::config::bytes_approx;
-use retrace::object::terminal_line;
-use retrace::{ObjectId, RestoreOptions, Session, Workspace};
 
 use super::format_time;
-use crate::json;
-use crate::progress::Bar;
-use crate::{NoStore, OK, REFUSED, maintain_later};
+use crate::cli::json;
+use crate::cli::progress::Bar;
+use crate::cli::{NoStore, OK, REFUSED, maintain_later};
 
 /// `retrace snapshot`.
 pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool) -> Result<u8> {
@@ -159,6 +161,7 @@ pub fn log(
 /// `retrace diff A [B]`: to the disk when `b` is absent.
 /// How `retrace diff` shows its answer.
 #[derive(Clone, Copy)]
+#[allow(clippy::struct_excessive_bools)] // independent switches, as clap gives them
 pub struct DiffShow {
     /// Unified diffs.
     pub patch: bool,
@@ -246,7 +249,7 @@ fn patch_text(text: &str, colour: bool) -> String {
         if code.is_empty() {
             out.push_str(line);
         } else {
-            out.push_str(&format!("\x1b[{code}m{body}\x1b[0m\n"));
+            let _ = writeln!(out, "\x1b[{code}m{body}\x1b[0m");
         }
     }
     out
@@ -254,7 +257,7 @@ fn patch_text(text: &str, colour: bool) -> String {
 
 /// `git diff --stat`'s table: each file with its changed lines and a bar of `+` and `-`,
 /// then the totals.
-fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
+fn stat_text(patches: &[crate::patch::FilePatch], colour: bool) -> String {
     const BAR: u64 = 40;
     if patches.is_empty() {
         return String::new();
@@ -294,21 +297,18 @@ fn stat_text(patches: &[retrace::patch::FilePatch], colour: bool) -> String {
                 "-".repeat(usize::try_from(scale(p.removed)).unwrap_or(0))
             )
         };
-        out.push_str(&format!(" {:<width$} | {bar}\n", terminal_line(&p.path)));
+        let _ = writeln!(out, " {:<width$} | {bar}", terminal_line(&p.path));
     }
     let (added, removed): (u64, u64) = patches
         .iter()
         .fold((0, 0), |(a, r), p| (a + p.added, r + p.removed));
     // As git words it: a zero part is left out unless both are zero.
-    out.push_str(&format!(
-        " {} changed",
-        counted(patches.len() as u64, "file")
-    ));
+    let _ = write!(out, " {} changed", counted(patches.len() as u64, "file"));
     if added > 0 || removed == 0 {
-        out.push_str(&format!(", {}(+)", counted(added, "insertion")));
+        let _ = write!(out, ", {}(+)", counted(added, "insertion"));
     }
     if removed > 0 || added == 0 {
-        out.push_str(&format!(", {}(-)", counted(removed, "deletion")));
+        let _ = write!(out, ", {}(-)", counted(removed, "deletion"));
     }
     out.push('\n');
     out
@@ -421,7 +421,7 @@ pub fn restore(
             } else {
                 println!(
                     "the restore would be refused: {}:",
-                    retrace::error::dirty_refusal(f.count)
+                    crate::error::dirty_refusal(f.count)
                 );
             }
             for p in &f.paths {
@@ -517,7 +517,7 @@ pub fn status(ws: Result<&Workspace, &NoStore>, json: bool) -> Result<u8> {
 
 /// The `watcher` line of `retrace status`: who serves the workspace, since when, what it
 /// saw, and why the last capture walked.
-fn watcher_line(w: Option<&retrace::watch::WatchStatus>, walked: Option<&str>) -> String {
+fn watcher_line(w: Option<&crate::watch::WatchStatus>, walked: Option<&str>) -> String {
     let Some(w) = w else {
         return "none (captures walk the workspace; `retrace watch --detach` starts one)".into();
     };
@@ -535,10 +535,10 @@ fn watcher_line(w: Option<&retrace::watch::WatchStatus>, walked: Option<&str>) -
         line.push_str(" (still starting)");
     }
     if let Some(b) = &w.last_break {
-        line.push_str(&format!("; it last lost track because {}", walk_reason(b)));
+        let _ = write!(line, "; it last lost track because {}", walk_reason(b));
     }
     if let Some(why) = walked.or(w.last_fallback.as_deref()) {
-        line.push_str(&format!("; the last walk: {}", walk_reason(why)));
+        let _ = write!(line, "; the last walk: {}", walk_reason(why));
     }
     line
 }
@@ -603,8 +603,8 @@ fn shown_path(path: &std::path::Path) -> String {
 }
 
 /// The `nested_repos` setting of a workspace with no store yet.
-fn nested_mode(root: &std::path::Path) -> retrace::config::NestedRepos {
-    retrace::config::Settings::load(Some(root))
+fn nested_mode(root: &std::path::Path) -> crate::config::NestedRepos {
+    crate::config::Settings::load(Some(root))
         .0
         .nested_repos
         .value
@@ -613,11 +613,11 @@ fn nested_mode(root: &std::path::Path) -> retrace::config::NestedRepos {
 /// `retrace status`'s line about nested repositories: the mode and the repositories, as
 /// `captured (2): api, app` or `skipped (1): vendor/lib (left alone; ...)`.
 fn nested_line(
-    mode: retrace::config::NestedRepos,
+    mode: crate::config::NestedRepos,
     skipped: &[String],
     captured: &[String],
 ) -> String {
-    use retrace::config::NestedRepos;
+    use crate::config::NestedRepos;
     let (word, repos) = match mode {
         NestedRepos::Skip => ("skipped", skipped),
         NestedRepos::Capture => ("captured", captured),

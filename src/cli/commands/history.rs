@@ -3,16 +3,16 @@
 
 use std::time::Duration;
 
+use crate::history::RevertPreview;
+use crate::history::inspect::first_line;
+use crate::object::{terminal_line, terminal_text};
+use crate::protocol::ops::StepReport;
+use crate::{BeforeStatus, Mode, OpOptions, Outcome, Session, SessionLog};
 use anyhow::Result;
-use retrace::history::RevertPreview;
-use retrace::history::inspect::first_line;
-use retrace::object::{terminal_line, terminal_text};
-use retrace::protocol::ops::StepReport;
-use retrace::{BeforeStatus, Mode, OpOptions, Outcome, Session, SessionLog};
 
-use crate::json;
-use crate::progress::Bar;
-use crate::{BUSY, OK, REFUSED};
+use crate::cli::json;
+use crate::cli::progress::Bar;
+use crate::cli::{BUSY, OK, REFUSED};
 
 /// Most paths of other writers a navigation's report lists one per line.
 const REWOUND_LINES: usize = 20;
@@ -37,7 +37,7 @@ fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
                          to overwrite them (a safety snapshot keeps them first):"
                     );
                 } else {
-                    println!("{}:", retrace::error::dirty_refusal(*count));
+                    println!("{}:", crate::error::dirty_refusal(*count));
                 }
                 for p in paths {
                     println!("  {}", terminal_line(p));
@@ -132,7 +132,7 @@ pub fn begin(
     // Beginning over an open turn closes it without its own end: say how it was closed.
     let open = s.status()?.pending;
     let turn = s.begin_turn(anchor, prompt)?;
-    let wait = timeout_ms.map_or(Duration::from_secs(24 * 3600), Duration::from_millis);
+    let wait = timeout_ms.map_or(Duration::from_hours(24), Duration::from_millis);
     let before = turn.wait_before(wait)?;
     if let Some(open) = open {
         let old = s
@@ -141,7 +141,7 @@ pub fn begin(
             .into_iter()
             .find(|e| e.kind == "turn" && e.number == open);
         let how = match old {
-            Some(e) if e.state == Some(retrace::TurnState::Complete) => {
+            Some(e) if e.state == Some(crate::TurnState::Complete) => {
                 "it now ends where this one began".to_string()
             }
             Some(e) => format!(
@@ -185,15 +185,12 @@ pub fn begin(
 
 /// `retrace turn round`.
 pub fn round(s: &Session, anchor: String) -> Result<u8> {
-    match s.pending_turn()? {
-        Some(t) => {
-            t.round(anchor)?;
-            Ok(OK)
-        }
-        None => {
-            println!("no turn is in progress; begin one with `retrace turn begin`");
-            Ok(REFUSED)
-        }
+    if let Some(t) = s.pending_turn()? {
+        t.round(anchor)?;
+        Ok(OK)
+    } else {
+        println!("no turn is in progress; begin one with `retrace turn begin`");
+        Ok(REFUSED)
     }
 }
 
@@ -216,7 +213,7 @@ pub fn step_end(s: &Session, call: &str, json: bool) -> Result<u8> {
     print_step(step.as_ref(), "ended", json)
 }
 
-fn print_step(step: Option<&retrace::StepInfo>, verb: &str, json: bool) -> Result<u8> {
+fn print_step(step: Option<&crate::StepInfo>, verb: &str, json: bool) -> Result<u8> {
     if json {
         // What `serve`'s `begin_step`/`end_step` answer, with the CLI's `result` and `ok`.
         let mut v = serde_json::to_value(StepReport::from(step.cloned()))?;
@@ -466,7 +463,7 @@ fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> Resu
 fn with_bar(
     force: bool,
     json: bool,
-    op: impl FnOnce(OpOptions<'_>) -> Result<retrace::Outcome, retrace::Error>,
+    op: impl FnOnce(OpOptions<'_>) -> Result<crate::Outcome, crate::Error>,
 ) -> Result<u8> {
     let bar = Bar::new();
     let o = op(OpOptions {
@@ -502,7 +499,7 @@ pub fn log(s: &Session, max: Option<usize>, steps: bool, json: bool) -> Result<u
         println!("session {name} has no turns yet");
         return Ok(OK);
     }
-    let rows: Vec<([String; 6], &[retrace::StepLog])> = log
+    let rows: Vec<([String; 6], &[crate::StepLog])> = log
         .entries
         .iter()
         .map(|e| {
@@ -515,24 +512,24 @@ pub fn log(s: &Session, max: Option<usize>, steps: bool, json: bool) -> Result<u
             } else {
                 " "
             };
-            let what = if e.kind != "checkpoint" {
+            let what = if e.kind == "checkpoint" {
+                e.before.map(|b| b.short()).unwrap_or_default()
+            } else {
                 let state = match e.state {
-                    Some(retrace::TurnState::Complete) | None => String::new(),
+                    Some(crate::TurnState::Complete) | None => String::new(),
                     Some(st) => format!(" [{}]", st.name().replace('_', " ")),
                 };
                 format!(
                     "+{} ~{} -{}{state}",
                     e.counts.added, e.counts.modified, e.counts.deleted
                 )
-            } else {
-                e.before.map(|b| b.short()).unwrap_or_default()
             };
             let row = [
                 mark.to_string(),
                 format!("{}:{}", e.kind, e.number),
                 super::format_time(e.time_ms),
                 what,
-                retrace::config::bytes_approx(e.bytes_added),
+                crate::config::bytes_approx(e.bytes_added),
                 first_line(e.text.as_deref().unwrap_or(""), 61),
             ];
             (row, e.steps.as_slice())
@@ -557,7 +554,7 @@ pub fn log(s: &Session, max: Option<usize>, steps: bool, json: bool) -> Result<u
 }
 
 /// One step under its turn's row: `turn:3.2  Bash  +0 ~1 -0  sed -i … [before 3f2a9c1e]`.
-fn step_line(turn: &str, st: &retrace::StepLog) -> String {
+fn step_line(turn: &str, st: &crate::StepLog) -> String {
     let what = match st.counts {
         Some(c) => format!("+{} ~{} -{}", c.added, c.modified, c.deleted),
         None if !st.files.is_empty() => format!("~ {}", st.files.join(", ")),
@@ -582,7 +579,7 @@ fn step_line(turn: &str, st: &retrace::StepLog) -> String {
 }
 
 /// `retrace status --session`: the session, then the workspace (`"workspace"` in JSON).
-pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
+pub fn status(ws: &crate::Workspace, s: &Session, json: bool) -> Result<u8> {
     let st = s.status()?;
     if json {
         json::answer(
@@ -630,12 +627,12 @@ pub fn status(ws: &retrace::Workspace, s: &Session, json: bool) -> Result<u8> {
 
 /// A session's name as a table or a message shows it: on one line, what a terminal would act
 /// on (a newline, an escape sequence) shown escaped, at most 40 characters.
-pub fn shown_name(s: &retrace::SessionInfo) -> String {
+pub fn shown_name(s: &crate::SessionInfo) -> String {
     first_line(&terminal_line(s.shown()), 40)
 }
 
 /// `retrace sessions`.
-pub fn sessions(ws: Option<&retrace::Workspace>, json: bool) -> Result<u8> {
+pub fn sessions(ws: Option<&crate::Workspace>, json: bool) -> Result<u8> {
     let all = match ws {
         Some(ws) => ws.sessions()?,
         None => Vec::new(),
