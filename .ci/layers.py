@@ -4,7 +4,10 @@
 - no file outside src/store/ names `redb::` (the store owns the database);
 - `impl Workspace` appears only in src/workspace.rs (the facade);
 - a module imports only modules of its own layer or below (every `crate::<module>` path
-  in code, `use` lines and inline paths alike, comments excluded).
+  in code, `use` lines and inline paths alike, comments excluded);
+- no import cycle between modules, within a layer included (a cycle is one concept split
+  in two files, or a shared type that belongs lower);
+- the binaries (src/bin/) name nothing of the crate but `retrace::cli`: they are shims.
 Exits 1 listing every violation.
 """
 import pathlib
@@ -14,7 +17,8 @@ import sys
 # Lowest first. A module may name modules of its own layer or of a lower one.
 LAYERS = [
     # The vocabulary: errors, object ids and records, settings, paths of the home, locks.
-    ["error", "fault", "object", "progress", "trace", "config", "home", "lock", "test_util"],
+    ["error", "fault", "object", "dirent", "vouch", "progress", "trace", "config", "home", "lock",
+     "test_util"],
     ["scan", "statcache", "watch"],
     ["store"],
     ["capture", "diff", "inverse", "patch", "merge"],
@@ -31,6 +35,8 @@ RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 root = pathlib.Path(__file__).resolve().parent.parent
 src = root / "src"
 faults = []
+# module -> the modules it names, for the cycle check.
+graph = {}
 
 
 def code_lines(text):
@@ -41,7 +47,14 @@ def code_lines(text):
 
 for path in sorted(src.rglob("*.rs")):
     rel = path.relative_to(src)
-    if rel.parts[0] == "bin" or rel.name == "lib.rs":
+    if rel.parts[0] == "bin":
+        for n, line in code_lines(path.read_text()):
+            for used in re.findall(r"\bretrace::([a-z_][a-z0-9_]*)", line):
+                if used != "cli":
+                    faults.append(f"src/{rel}:{n}: a binary names `retrace::{used}`; "
+                                  "binaries only call into `retrace::cli`")
+        continue
+    if rel.name == "lib.rs":
         module = None
     else:
         module = rel.parts[0].removesuffix(".rs").removesuffix("_tests")
@@ -62,12 +75,40 @@ for path in sorted(src.rglob("*.rs")):
     named = set(re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", code))
     for group in re.findall(r"\bcrate::\{([^;]*?)\}\s*;", code, re.S):
         named.update(re.findall(r"(?:^|[{,\s])([a-z_][a-z0-9_]*)\s*(?:::|,|\}|$)", group))
+    graph.setdefault(module, set()).update(o for o in named if o in RANK and o != module)
     for other in sorted(named):
         if other in RANK and RANK[other] > RANK[module]:
             faults.append(
                 f"src/{rel}: `{module}` (layer {RANK[module]}) imports `{other}` "
                 f"(layer {RANK[other]}), a higher layer"
             )
+
+# Import cycles: a depth-first search reporting each cycle once (by its smallest rotation).
+seen_cycles = set()
+
+
+def visit(node, stack, on_stack, done):
+    stack.append(node)
+    on_stack.add(node)
+    for nxt in sorted(graph.get(node, ())):
+        if nxt in on_stack:
+            cycle = stack[stack.index(nxt):]
+            k = cycle.index(min(cycle))
+            key = tuple(cycle[k:] + cycle[:k])
+            if key not in seen_cycles:
+                seen_cycles.add(key)
+                faults.append("import cycle: " + " -> ".join(key + (key[0],)))
+        elif nxt not in done:
+            visit(nxt, stack, on_stack, done)
+    stack.pop()
+    on_stack.discard(node)
+    done.add(node)
+
+
+done = set()
+for m in sorted(graph):
+    if m not in done:
+        visit(m, [], set(), done)
 
 for f in faults:
     print(f)

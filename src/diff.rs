@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::error::StoreError;
 use crate::object::{EntryKind, ObjectId, RelPath};
 use crate::store::StoreReader;
@@ -354,7 +354,7 @@ pub(crate) fn changed_pairs<'a>(
 }
 
 impl Diff {
-    /// The paths of this diff that [`selected`] keeps.
+    /// The paths of this diff that `selected` keeps.
     #[must_use]
     pub fn restricted_to(mut self, only: &[String]) -> Diff {
         for list in [&mut self.added, &mut self.modified, &mut self.deleted] {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::diff::Change;
 use crate::object::{EntryKind, ObjectId, RelPath};
 

@@ -20,13 +20,19 @@
 //! # }
 //! ```
 //!
-//! Agent undo lives in [`history`]: a [`Session`] per host conversation, a [`Turn`] per
+//! Agent undo lives in `history`: a [`Session`] per host conversation, a [`Turn`] per
 //! prompt (before- and after-snapshots), and [`Session::undo`], [`Session::redo`],
 //! [`Session::checkpoint`] and [`Session::navigate`], each answering an [`Outcome`].
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 #![warn(clippy::pedantic)]
+// Every type a public item shows must be in the `pub use` list below (with `internals`,
+// the modules are public and their own types reachable: not API, not checked).
+#![cfg_attr(not(feature = "internals"), warn(unnameable_types))]
+// Without the front ends, the parts of the library only they drive (the watcher's server,
+// home-wide retention, the read side they print) have no caller in this crate.
+#![cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 // Capture and plan are one pass each over sorted data; split, they would scatter it.
 #![allow(clippy::too_many_lines)]
 // Counting '/' in short paths: not worth a dependency.
@@ -34,57 +40,120 @@
 // Merge loops name their cursors i, j, a, b: clearer than long names.
 #![allow(clippy::many_single_char_names, clippy::similar_names)]
 
-pub mod capture;
+/// Declares the library's modules: crate-private, so that the API is the `pub use` list
+/// below; with the `internals` feature (retrace's own tests, benches and fuzz targets turn it
+/// on; it is not API and may change in any release) public and hidden from the docs.
+macro_rules! modules {
+    ($($(#[$attr:meta])* mod $name:ident;)*) => {$(
+        $(#[$attr])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        $(#[$attr])*
+        #[cfg(not(feature = "internals"))]
+        pub(crate) mod $name;
+    )*};
+}
+
+/// Declares an inherent function that the crate and, with the `internals` feature, retrace's
+/// own tests reach, but that is not API (its types are the crate's internals).
+macro_rules! internal {
+    ($(#[$attr:meta])* fn $($rest:tt)*) => {
+        $(#[$attr])*
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub fn $($rest)*
+        $(#[$attr])*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code)] // some serve only the tests
+        pub(crate) fn $($rest)*
+    };
+}
+
+modules! {
+    mod capture;
+    mod config;
+    mod diff;
+    mod dirent;
+    mod error;
+    mod fault;
+    mod history;
+    mod home;
+    mod inverse;
+    mod lease;
+    mod lock;
+    mod maintainer;
+    mod merge;
+    mod object;
+    mod patch;
+    mod progress;
+    #[cfg(feature = "cli")]
+    mod protocol;
+    mod repair;
+    mod restore;
+    mod retention;
+    mod scan;
+    mod statcache;
+    mod store;
+    mod trace;
+    #[cfg(feature = "ui")]
+    mod ui;
+    mod verify;
+    mod vouch;
+    mod watch;
+    mod working_copy;
+    mod workspace;
+}
+
+/// The front ends (the `retrace` and `retrace-dump` binaries call in here): not API.
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
-pub mod config;
-pub mod diff;
-pub mod error;
-mod fault;
-pub mod history;
-pub mod home;
-mod inverse;
-pub mod lease;
-pub mod lock;
-pub mod maintainer;
-pub mod merge;
-pub mod object;
-pub mod patch;
-pub mod progress;
-#[cfg(feature = "cli")]
-pub mod protocol;
-pub mod repair;
-pub mod restore;
-pub mod retention;
-pub mod scan;
-pub mod statcache;
-pub mod store;
 #[cfg(test)]
 mod test_util;
-mod trace;
-pub use trace::report_peak_memory;
-#[cfg(feature = "ui")]
-pub mod ui;
-pub mod verify;
-pub mod watch;
-pub mod working_copy;
-mod workspace;
 
+// The API: what a program embedding retrace needs, and nothing else (`docs/architecture.md`,
+// "The library's API"; `.ci/public_api.py` fails when an item appears outside this list).
+
+// Opening a workspace, snapshots, restores.
 pub use capture::Capture;
-pub use config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS};
 pub use diff::Diff;
-pub use error::{CaptureError, Error, HeldPath, RestoreError, StoreError};
-pub use history::{
-    BeforeStatus, LogEntry, Lookup, Mode, OpOptions, Outcome, Report, Session, SessionInfo,
-    SessionLog, SessionStatus, StepInfo, StepLog, StepRecord, Turn, TurnState, TurnSummary,
-};
-pub use maintainer::Maintainer;
-pub use object::ObjectId;
-pub use progress::{NoProgress, Progress};
+pub use object::{ObjectId, RelPath};
+pub use patch::FilePatch;
 pub use restore::RestoreOutcome;
+pub use scan::Skipped;
 pub use store::SnapshotRecord;
-pub use working_copy::{
-    Config, DirtyRefusal, DryRun, MAX_LISTED, RestoreOptions, Status, WorkingCopy,
-};
+pub use working_copy::{Config, DirtyRefusal, DryRun, MAX_LISTED, RestoreOptions, Status};
 pub use workspace::Workspace;
+
+// Settings.
+pub use config::{
+    DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, NestedRepos, Setting, Settings,
+    Source as SettingSource, StepCaptures,
+};
+
+// Sessions, turns and their operations.
+pub use history::blame::{Blame, BlameRange, Origin, OriginKind};
+pub use history::db::SessionKey;
+pub use history::inspect::{
+    Among, EntryDetail, FileLogEntry, PathChange, SnapshotDetail, SnapshotLogEntry,
+};
+pub use history::record::Counts;
+pub use history::timeline::{Moment, Timeline, TimelineEntry};
+pub use history::{
+    BeforeStatus, LogEntry, Lookup, Mode, OpOptions, Outcome, Report, RevertPreview, Session,
+    SessionInfo, SessionLog, SessionStatus, StepInfo, StepLog, StepRecord, Turn, TurnState,
+    TurnSummary,
+};
+
+// Maintenance, repair, the watcher's status.
+pub use maintainer::{Later, Maintainer};
+pub use repair::{BrokenSnapshot, RepairReport};
+pub use retention::MaintenanceReport;
+pub use store::{DenseReport, GcReport};
+pub use watch::WatchStatus;
+
+// Progress and errors.
+pub use error::{CaptureError, DbError, Error, HeldPath, RestoreError, StoreError, WatchError};
+pub use progress::{NoProgress, Progress};
+pub use trace::report_peak_memory;

@@ -107,7 +107,7 @@ pub const BACKGROUND_COMMAND: &str = "maintain-due";
 /// when the command exits use); anything else, or unset, starts it in the background.
 pub const MAINTAIN_VAR: &str = "RETRACE_MAINTAIN";
 
-/// What [`maintain_later`] did.
+/// What `maintain_later` did.
 #[derive(Debug)]
 pub enum Later {
     /// No pass was due.
@@ -115,7 +115,7 @@ pub enum Later {
     /// A detached process was started to run the pass: its pid.
     Started(u32),
     /// The pass ran in this process (`RETRACE_MAINTAIN=inline`): its report (None when the
-    /// workspace was busy) and the lines it added to [`WorkingCopy::warnings`].
+    /// workspace was busy) and the lines it added to `WorkingCopy::warnings`.
     Ran {
         /// What the pass did.
         report: Option<Box<MaintenanceReport>>,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::error::StoreError;
 use crate::object::{EntryKind, show_path};
 use crate::store::StoreReader;

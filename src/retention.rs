@@ -14,7 +14,6 @@ use crate::statcache::StatCache;
 use crate::store::{DenseReport, GcReport, ReadTx, StoreReader};
 use crate::working_copy::{Exclusive, WorkingCopy};
 
-pub use crate::config::DEFAULT_GRACE_SECS;
 
 /// What names a root: where [`history_roots`] found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,7 +317,7 @@ pub struct MaintenanceReport {
     pub dense: DenseReport,
     /// The packed objects still exceed the budget: all that is left is what is never
     /// evicted (the newest snapshot, the last known states, the top of every session's undo
-    /// and redo stacks, turns in progress). Warned about once (see [`WorkingCopy::warnings`]).
+    /// and redo stacks, turns in progress). Warned about once (see `WorkingCopy::warnings`).
     pub over_budget: bool,
     /// Ledger entries removed: paths whose writes are all older than every turn and
     /// checkpoint still kept (`docs/retention.md`, "The ledger").

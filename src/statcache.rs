@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memmap2::Mmap;
 
 use crate::object::ObjectId;
-use crate::scan::{ScanEntry, ScanKind};
+use crate::dirent::{ScanEntry, ScanKind};
 
 const MAGIC: &[u8; 4] = b"RTSC";
 /// Version 3 added the checksum trailer, version 4 the rules key and the listing flag,
@@ -146,6 +146,7 @@ impl Stat {
 
 impl CacheEntry<'_> {
     /// An entry for a scanned path with a known id.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests and the fuzzer
     #[must_use]
     pub fn from_scan(e: &ScanEntry, id: ObjectId) -> CacheEntry<'_> {
         CacheEntry {
@@ -173,6 +174,7 @@ pub struct Cached<'a> {
 
 /// The bytes a cache was read from: the mapped file, or bytes handed to
 /// [`StatCache::decode`].
+#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // `Owned`: `decode`
 enum Bytes {
     Map(Mmap),
     Owned(Vec<u8>),
@@ -211,7 +213,7 @@ pub struct Head {
     /// When the capture that wrote it began.
     pub written_ns: i64,
     /// The watcher token taken before that capture observed anything.
-    pub token: Option<crate::watch::Token>,
+    pub token: Option<crate::vouch::Token>,
     /// Files and symlinks of the snapshot, and their bytes.
     pub files: u64,
     /// See `files`.
@@ -382,6 +384,7 @@ impl StatCache {
     /// anything malformed, or written for another store, gives an empty cache. Captures use
     /// `load`; this is the same decoder for tests and the fuzzer.
     #[must_use]
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests and the fuzzer
     pub fn decode(bytes: Vec<u8>, store_id: &[u8; 16]) -> StatCache {
         StatCache::parse(Bytes::Owned(bytes), store_id, true)
     }
@@ -460,6 +463,7 @@ impl StatCache {
 
     /// When the capture that wrote the cache began (ns since the epoch).
     #[must_use]
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests and the fuzzer
     pub fn written_ns(&self) -> i64 {
         self.written_ns
     }
@@ -524,6 +528,7 @@ impl StatCache {
     /// in `/`), in path order; `None` when a record is malformed. Deeper records are
     /// skipped a subtree at a time.
     #[must_use]
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests and the fuzzer
     pub fn children(&self, prefix: &[u8]) -> Option<Vec<Cached<'_>>> {
         self.child_indices(prefix)?
             .into_iter()
@@ -623,6 +628,7 @@ impl StatCache {
 
     /// How many records have paths starting with `prefix` (a directory's, ending in `/`).
     #[must_use]
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests and the fuzzer
     pub fn count_prefix(&self, prefix: &[u8]) -> usize {
         self.past_prefix(prefix)
             .saturating_sub(self.lower_bound(prefix))
@@ -701,6 +707,7 @@ impl StatCache {
     ///
     /// # Errors
     /// I/O errors; callers may ignore them (the cache is disposable).
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests and the fuzzer
     pub fn write(
         path: &Path,
         store_id: &[u8; 16],
@@ -775,7 +782,7 @@ pub struct Header<'a> {
     /// The walk's rules key ([`crate::scan::Scan::rules`]).
     pub rules: &'a [u8; 32],
     /// The watcher token taken before the capture observed anything, if one was.
-    pub token: Option<crate::watch::Token>,
+    pub token: Option<crate::vouch::Token>,
     /// Files and symlinks of the snapshot.
     pub files: u64,
     /// Their bytes.
@@ -808,7 +815,7 @@ fn parse_head(b: &[u8], store_id: &[u8; 16]) -> Option<Head> {
         root: ObjectId(b[40..72].try_into().ok()?),
         rules: b[72..104].try_into().ok()?,
         written_ns: u64_at(b, 8).cast_signed(),
-        token: (epoch != 0).then_some(crate::watch::Token { epoch, seq }),
+        token: (epoch != 0).then_some(crate::vouch::Token { epoch, seq }),
         files: u64_at(b, 120),
         bytes: u64_at(b, 128),
         quiet: u64_at(b, 136) & (HEAD_QUIET | HEAD_QUIET_NESTED) != 0,
@@ -841,7 +848,7 @@ fn encode_head(h: &Header<'_>, count: usize) -> Vec<u8> {
     head.extend_from_slice(&(count as u64).to_le_bytes());
     head.extend_from_slice(&h.root.0);
     head.extend_from_slice(h.rules);
-    let token = h.token.unwrap_or(crate::watch::Token { epoch: 0, seq: 0 });
+    let token = h.token.unwrap_or(crate::vouch::Token { epoch: 0, seq: 0 });
     head.extend_from_slice(&token.epoch.to_le_bytes());
     head.extend_from_slice(&token.seq.to_le_bytes());
     head.extend_from_slice(&h.files.to_le_bytes());

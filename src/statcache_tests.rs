@@ -318,7 +318,7 @@ fn the_header_stands_alone_and_carries_the_token() {
     let path = d.path().join("c");
     let id = ObjectId::of_blob(b"x");
     let list = [scan_entry(b"a", T0)];
-    let token = crate::watch::Token { epoch: 7, seq: 9 };
+    let token = crate::vouch::Token { epoch: 7, seq: 9 };
     let header = Header {
         store_id: &STORE,
         root: &id,
@@ -357,7 +357,7 @@ fn a_watched_head_stands_for_its_cache_version_only() {
         root,
         written_ns,
         rules: &[3; 32],
-        token: Some(crate::watch::Token {
+        token: Some(crate::vouch::Token {
             epoch: 7,
             seq: token,
         }),

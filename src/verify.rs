@@ -12,6 +12,8 @@ use crate::store::{ReadOnlyStore, StoreReader};
 
 /// One thing wrong with a store. `Display` gives the line `retrace-dump verify` prints.
 #[derive(Debug)]
+// Every field is for the caller (tests match on them); `Display` prints what a person needs.
+#[cfg_attr(not(feature = "internals"), allow(dead_code))]
 pub enum Fault {
     /// An object's index record does not decode.
     Record {

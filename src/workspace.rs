@@ -20,11 +20,14 @@ use crate::restore::RestoreOutcome;
 use crate::retention::MaintenanceReport;
 use crate::store::{DenseReport, GcReport};
 use crate::working_copy::{Config, DryRun, RestoreOptions, Status, WorkingCopy};
+use crate::config::Settings;
+use crate::diff::Diff;
+use crate::patch::FilePatch;
+use crate::store::SnapshotRecord;
+use crate::watch::WatchStatus;
 
 /// A workspace: its files, its store and its sessions. Opening one is cheap; clones share
-/// the store and the sessions' in-process state. The working copy's own accessors
-/// ([`WorkingCopy::root`], [`WorkingCopy::warnings`], [`WorkingCopy::log`],
-/// [`WorkingCopy::diff`], …) are reached through `Deref`.
+/// the store and the sessions' in-process state.
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,16 +51,9 @@ pub struct Workspace {
     runtimes: Arc<Mutex<HashMap<SessionKey, Arc<Runtime>>>>,
 }
 
-impl std::ops::Deref for Workspace {
-    type Target = WorkingCopy;
-    fn deref(&self) -> &WorkingCopy {
-        &self.wc
-    }
-}
-
 impl Workspace {
     /// Opens the workspace containing `path` (the git toplevel when inside a git worktree,
-    /// else `path` itself; see [`crate::home::resolve_root`]), creating its store on first
+    /// else `path` itself; see `crate::home::resolve_root`), creating its store on first
     /// use, and completes a restore a crash interrupted.
     ///
     /// # Errors
@@ -78,10 +74,82 @@ impl Workspace {
         WorkingCopy::locate_store(path, config)
     }
 
-    /// The working copy under this facade.
+    internal! {
+        /// The working copy under this facade.
+        #[must_use]
+        fn working_copy(&self) -> &WorkingCopy {
+            &self.wc
+        }
+    }
+
+    /// The workspace root.
     #[must_use]
-    pub fn working_copy(&self) -> &WorkingCopy {
-        &self.wc
+    pub fn root(&self) -> &Path {
+        self.wc.root()
+    }
+
+    /// The store file (under the retrace home, outside the workspace).
+    #[must_use]
+    pub fn store_path(&self) -> &Path {
+        self.wc.store_path()
+    }
+
+    /// The effective settings and where each came from.
+    #[must_use]
+    pub fn settings(&self) -> &Settings {
+        self.wc.settings()
+    }
+
+    /// What opening the workspace had to do that the user should know (a damaged store set
+    /// aside, an interrupted restore recovered), and what maintenance deferred. Each is one
+    /// line.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        self.wc.warnings()
+    }
+
+    /// Why files are never snapshotted in this workspace (the home directory or above, a
+    /// filesystem root, the temp directory), or None for an ordinary workspace.
+    #[must_use]
+    pub fn conversation_only(&self) -> Option<&str> {
+        self.wc.conversation_only()
+    }
+
+    /// The status of the workspace's watcher, when one answers within a second.
+    #[must_use]
+    pub fn watcher_status(&self) -> Option<WatchStatus> {
+        self.wc.watcher_status()
+    }
+
+    /// Snapshots of this workspace, newest first.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read.
+    pub fn log(&self) -> Result<Vec<SnapshotRecord>, Error> {
+        self.wc.log()
+    }
+
+    /// Paths that differ from snapshot `a` to snapshot `b`, or to the disk when `b` is None.
+    ///
+    /// # Errors
+    /// [`Error::Store`] for missing or corrupt objects.
+    pub fn diff(&self, a: &ObjectId, b: Option<&ObjectId>) -> Result<Diff, Error> {
+        self.wc.diff(a, b)
+    }
+
+    /// The unified diffs from snapshot `a` (or nothing) to snapshot `b` (or the disk) of the
+    /// changed files under the paths `only` names (all when empty), sorted by path.
+    ///
+    /// # Errors
+    /// [`Error::Store`] for a damaged snapshot tree; a file whose content cannot be read is
+    /// named in its patch instead.
+    pub fn patches(
+        &self,
+        a: Option<&ObjectId>,
+        b: Option<&ObjectId>,
+        only: &[String],
+    ) -> Result<Vec<FilePatch>, Error> {
+        self.wc.patches(a, b, only)
     }
 
     /// Captures the workspace now and records it in the log.
@@ -107,7 +175,7 @@ impl Workspace {
     }
 
     /// [`Workspace::snapshot_with`] for a caller that needs only the id and the counts:
-    /// [`Capture::entries`] stays empty, which spares the capture a list of every path (on a
+    /// `Capture::entries` stays empty, which spares the capture a list of every path (on a
     /// large unchanged workspace, most of its memory).
     ///
     /// # Errors
@@ -121,10 +189,13 @@ impl Workspace {
             .snapshot_with::<SessionOp>(label, progress, false, false)
     }
 
-    /// What a watcher of this workspace needs: start one with [`crate::watch::Watcher::start`].
-    #[must_use]
-    pub fn watch_spec(&self) -> crate::watch::WatchSpec {
-        self.wc.watch_spec()
+    internal! {
+        /// What a watcher of this workspace needs: start one with
+        /// [`crate::watch::Watcher::start`].
+        #[must_use]
+        fn watch_spec(&self) -> crate::watch::WatchSpec {
+            self.wc.watch_spec()
+        }
     }
 
     /// [`Workspace::snapshot_summary`] that walks the whole workspace whatever a watcher
@@ -143,7 +214,7 @@ impl Workspace {
     }
 
     /// Resolves a snapshot id or unique prefix (≥ 8 hex digits); see
-    /// [`crate::retention::resolve_snapshot`].
+    /// `crate::retention::resolve_snapshot`.
     ///
     /// # Errors
     /// [`crate::StoreError::BadSnapshotId`] when it matches nothing, several snapshots, or an
@@ -224,7 +295,7 @@ impl Workspace {
     }
 
     /// Makes only the files and directories `paths` (relative to the workspace root; see
-    /// [`crate::working_copy::normalize_paths`]) equal to what snapshot `id` holds there;
+    /// `crate::working_copy::normalize_paths`) equal to what snapshot `id` holds there;
     /// everything else on disk is untouched. The dirty guard covers only those paths. With
     /// `dry_run`, as [`Workspace::restore_paths_dry_run`] without the plan: refused or not.
     /// An empty `paths` restores the whole workspace ([`Workspace::restore_with`]).
@@ -284,7 +355,7 @@ impl Workspace {
     }
 
     /// Every session of the workspace, most recently used first
-    /// ([`crate::history::list::list`]).
+    /// (`crate::history::list::list`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read.
@@ -293,7 +364,7 @@ impl Workspace {
     }
 
     /// The session a person named: its host id, or a unique prefix of its name or key
-    /// ([`crate::history::list::find`]).
+    /// (`crate::history::list::find`).
     ///
     /// # Errors
     /// As [`Workspace::sessions`].
@@ -321,7 +392,7 @@ impl Workspace {
 
     /// The turns and checkpoints of every session that changed a path below one of `paths`
     /// (workspace-relative), newest first, each naming its session
-    /// ([`crate::history::inspect::file_log`]).
+    /// (`crate::history::inspect::file_log`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or a snapshot tree is damaged.
@@ -333,7 +404,7 @@ impl Workspace {
     }
 
     /// The workspace's snapshots, newest first, with the bytes each added; with `paths`,
-    /// only those that changed one of them ([`crate::history::inspect::snapshot_log`]).
+    /// only those that changed one of them (`crate::history::inspect::snapshot_log`).
     ///
     /// # Errors
     /// As [`Workspace::file_log`].
@@ -345,7 +416,7 @@ impl Workspace {
     }
 
     /// The bytes snapshot `root` added to the store against `previous`, as `retrace log`
-    /// counts them ([`crate::history::inspect::bytes_added`]).
+    /// counts them (`crate::history::inspect::bytes_added`).
     ///
     /// # Errors
     /// As [`Workspace::file_log`].
@@ -354,7 +425,7 @@ impl Workspace {
     }
 
     /// Snapshot `id` in full: its labels, what it holds, and what changed from the snapshot
-    /// before it ([`crate::history::inspect::snapshot_detail`]).
+    /// before it (`crate::history::inspect::snapshot_detail`).
     ///
     /// # Errors
     /// As [`Workspace::file_log`].
@@ -366,7 +437,7 @@ impl Workspace {
     }
 
     /// Every line of the file `path` on disk with the turn (of any session) that wrote it
-    /// ([`crate::history::blame::blame`]).
+    /// (`crate::history::blame::blame`).
     ///
     /// # Errors
     /// [`Error::Inspect`] for a path that is not a text file of the workspace;
@@ -375,7 +446,7 @@ impl Workspace {
         crate::history::blame::blame(&self.wc, None, path)
     }
 
-    /// Every object id GC must keep (see [`crate::retention::gc_roots`]).
+    /// Every object id GC must keep (see `crate::retention::gc_roots`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read.
@@ -383,7 +454,7 @@ impl Workspace {
         crate::retention::gc_roots(&self.wc)
     }
 
-    /// Collects unreferenced objects older than `grace_secs` (see [`crate::retention::gc`]).
+    /// Collects unreferenced objects older than `grace_secs` (see `crate::retention::gc`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails or stays busy.
@@ -392,7 +463,7 @@ impl Workspace {
     }
 
     /// The stored bytes a GC would free now, an estimate that holds nothing up (see
-    /// [`crate::retention::gc_estimate`]).
+    /// `crate::retention::gc_estimate`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails or stays busy.
@@ -400,7 +471,7 @@ impl Workspace {
         crate::retention::gc_estimate(&self.wc, grace_secs)
     }
 
-    /// A full maintenance pass (see [`crate::retention::maintain`]).
+    /// A full maintenance pass (see `crate::retention::maintain`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store fails or stays busy.
@@ -409,7 +480,7 @@ impl Workspace {
     }
 
     /// [`Workspace::maintain`] with a deadline for its recompression (see
-    /// [`crate::retention::maintain_until`]).
+    /// `crate::retention::maintain_until`).
     ///
     /// # Errors
     /// As [`Workspace::maintain`].
@@ -423,7 +494,7 @@ impl Workspace {
     }
 
     /// Evicts turns until the store holds at most `budget` bytes (see
-    /// [`crate::retention::enforce_budget`]).
+    /// `crate::retention::enforce_budget`).
     ///
     /// # Errors
     /// As [`Workspace::maintain`].
@@ -437,28 +508,28 @@ impl Workspace {
     }
 
     /// Runs maintenance if it is due and nobody holds the workspace (see
-    /// [`crate::retention::maintain_if_due`]).
+    /// `crate::retention::maintain_if_due`).
     #[must_use = "the report says what maintenance did"]
     pub fn maintain_if_due(&self) -> Option<MaintenanceReport> {
         crate::retention::maintain_if_due(&self.wc)
     }
 
     /// After a command's work: starts a due maintenance pass in a detached background
-    /// process, without waiting for it (see [`crate::maintainer::maintain_later`]).
+    /// process, without waiting for it (see `crate::maintainer::maintain_later`).
     #[must_use = "Later says whether the pass ran here, and what it warned about"]
     pub fn maintain_later(&self) -> crate::maintainer::Later {
         crate::maintainer::maintain_later(&self.wc)
     }
 
     /// What the background process of [`Workspace::maintain_later`] runs (see
-    /// [`crate::maintainer::run_detached_pass`]).
+    /// `crate::maintainer::run_detached_pass`).
     #[must_use = "the report says what maintenance did"]
     pub fn run_detached_pass(&self) -> Option<MaintenanceReport> {
         crate::maintainer::run_detached_pass(&self.wc)
     }
 
     /// Takes the warnings background maintenance left for the next command (see
-    /// [`crate::store::Store::take_deferred_warnings`]): each is returned once.
+    /// `crate::store::Store::take_deferred_warnings`): each is returned once.
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or written.
@@ -467,19 +538,19 @@ impl Workspace {
     }
 
     /// Recompresses for at most `budget` if the workspace is free (see
-    /// [`crate::retention::recompress_if_free`]).
+    /// `crate::retention::recompress_if_free`).
     #[must_use = "the report says whether frames remain"]
     pub fn recompress_if_free(&self, budget: Duration) -> Option<DenseReport> {
         crate::retention::recompress_if_free(&self.wc, budget)
     }
 
-    /// Starts background maintenance (see [`crate::maintainer::start`]).
+    /// Starts background maintenance (see `crate::maintainer::start`).
     #[must_use = "maintenance stops when the Maintainer is dropped"]
     pub fn maintainer(&self, interval: Option<Duration>) -> Maintainer {
         crate::maintainer::start(&self.wc, interval)
     }
 
-    /// Verifies the store and forgets damaged objects (see [`crate::repair::repair`]).
+    /// Verifies the store and forgets damaged objects (see `crate::repair::repair`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or written.

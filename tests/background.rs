@@ -82,7 +82,7 @@ fn a_new_stores_first_snapshot_runs_no_maintenance() {
     env.write("a.txt", "a");
     let ws = env.open();
     ws.snapshot(None).unwrap();
-    assert!(!retrace::retention::is_due(&ws));
+    assert!(!retrace::retention::is_due(ws.working_copy()));
     assert!(ws.maintain_if_due().is_none());
 }
 
@@ -137,7 +137,7 @@ fn a_due_pass_runs_after_its_command_has_exited_and_the_next_command_says_its_wa
         Config::with_home(env.home.path()).configure(|s| s.max_store_bytes.value = 64 << 10);
     let ws = Workspace::open(env.root(), &config).unwrap();
     assert!(
-        !retrace::retention::is_due(&ws),
+        !retrace::retention::is_due(ws.working_copy()),
         "nothing grew: no pass is due"
     );
 }

@@ -15,10 +15,8 @@ use retrace::history::record::{
 };
 use retrace::lease::{LEASE_VERSION, LeaseRecord};
 use retrace::object::TreeEntry;
-use retrace::object::record::compress;
-use retrace::object::{
-    ChunkList, Codec, DeltaBase, EntryKind, ObjectId, ObjectKind, ObjectRecord, Tree,
-};
+use retrace::object::record::{Codec, compress};
+use retrace::object::{ChunkList, DeltaBase, EntryKind, ObjectId, ObjectKind, ObjectRecord, Tree};
 
 /// A record's bytes as the store writes them.
 fn encode<T: serde::Serialize>(rec: &T) -> Vec<u8> {

@@ -59,7 +59,7 @@ fn unreferenced_old_objects_go_and_everything_referenced_stays() {
     let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(v["objects_freed"], 40, "{v}");
     let ws = env.open();
-    assert!(dead.iter().all(|id| ws.verify_object(id)));
+    assert!(dead.iter().all(|id| ws.working_copy().verify_object(id)));
 
     // Old enough: freed, with their space.
     let r = gc(&env, "0");
@@ -73,7 +73,7 @@ fn unreferenced_old_objects_go_and_everything_referenced_stays() {
         r["disk_bytes_after"].as_u64().unwrap() < r["disk_bytes_before"].as_u64().unwrap(),
         "compaction gives the space back: {r}"
     );
-    assert!(dead.iter().all(|id| !ws.verify_object(id)));
+    assert!(dead.iter().all(|id| !ws.working_copy().verify_object(id)));
     assert_verified(&env);
     // Everything referenced still restores exactly.
     std::fs::remove_file(env.path("big.bin")).unwrap();

@@ -607,7 +607,13 @@ fn undo_keeps_a_directory_holding_ignored_files_and_records_the_disk_exactly() {
     assert!(!env.path("gen/a.txt").exists());
     assert_eq!(env.read("gen/cache.tmp"), "ignored, the user's");
     // The directory stays (it holds an ignored file), and the recorded state says so.
-    assert_eq!(ws.scan_disk(&retrace::NoProgress).unwrap().id, *id);
+    assert_eq!(
+        ws.working_copy()
+            .scan_disk(&retrace::NoProgress)
+            .unwrap()
+            .id,
+        *id
+    );
     assert!(s.redo().unwrap().is_success());
     assert_eq!(env.read("gen/a.txt"), "generated");
 }

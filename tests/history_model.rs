@@ -255,7 +255,11 @@ fn recorded_exactly(ws: &Workspace, o: &Outcome, ctx: &str) {
         snapshot: Some(id), ..
     } = o
     {
-        let disk = ws.scan_disk(&retrace::NoProgress).unwrap().id;
+        let disk = ws
+            .working_copy()
+            .scan_disk(&retrace::NoProgress)
+            .unwrap()
+            .id;
         assert_eq!(disk, *id, "{ctx}: recorded snapshot differs from the disk");
     }
 }

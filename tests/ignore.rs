@@ -8,7 +8,7 @@ fn captured(env: &Env) -> Vec<String> {
     let ws = env.open();
     let c = ws.snapshot(None).unwrap();
     let mut paths: Vec<String> = c
-        .entries
+        .entries()
         .iter()
         .filter(|e| e.kind != retrace::object::EntryKind::Dir)
         .map(|e| e.path.show())
@@ -125,7 +125,7 @@ fn nested_repositories_are_found_even_when_dotfiles_are_ignored() {
 }
 
 fn captured_now(c: &retrace::Capture) -> Vec<String> {
-    c.entries.iter().map(|e| e.path.show()).collect()
+    c.entries().iter().map(|e| e.path.show()).collect()
 }
 
 /// A FIFO or a socket in the workspace cannot be snapshotted: it is left out and named in

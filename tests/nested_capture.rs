@@ -149,7 +149,7 @@ fn captured_paths(env: &Env, mode: NestedRepos) -> Vec<String> {
     });
     let ws = retrace::Workspace::open(env.root(), &config).unwrap();
     let c = ws.snapshot(Some("in process".into())).unwrap();
-    c.entries.iter().map(|e| e.path.show()).collect()
+    c.entries().iter().map(|e| e.path.show()).collect()
 }
 
 /// The folder of the issue: `app/` and `api/` are repositories (app with its own ignore

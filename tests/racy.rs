@@ -15,7 +15,11 @@ fn hundred_write_then_capture_rounds_always_see_the_new_content() {
         let content = format!("round {round:04}");
         env.write("hot.txt", &content);
         let snap = ws.snapshot(None).unwrap();
-        let entry = snap.entries.iter().find(|e| e.path == b"hot.txt").unwrap();
+        let entry = snap
+            .entries()
+            .iter()
+            .find(|e| e.path == b"hot.txt")
+            .unwrap();
         assert_eq!(entry.kind, EntryKind::File);
         assert_eq!(
             entry.id,

@@ -40,7 +40,7 @@ fn credentials_are_left_out_and_named() {
         ]
     );
     let captured: Vec<String> = c
-        .entries
+        .entries()
         .iter()
         .filter(|e| e.kind != retrace::object::EntryKind::Dir)
         .map(|e| e.path.show())
@@ -87,8 +87,8 @@ fn the_allow_list_brings_chosen_files_back() {
             "home/.ssh/id_rsa"
         ]
     );
-    assert!(c.entries.iter().any(|e| e.path == b"certs/server.pem"));
-    assert!(c.entries.iter().any(|e| e.path == b"notes/backup.txt"));
+    assert!(c.entries().iter().any(|e| e.path == b"certs/server.pem"));
+    assert!(c.entries().iter().any(|e| e.path == b"notes/backup.txt"));
 }
 
 /// `.env` templates (usually committed, holding no secrets) are snapshotted, so a turn's

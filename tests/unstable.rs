@@ -99,7 +99,7 @@ fn a_file_changing_during_capture_is_captured_as_a_state_it_held() {
     let mut reported = 0;
     for _ in 0..40 {
         let snap = ws.snapshot(None).unwrap();
-        match snap.entries.iter().find(|e| e.path == b"busy.bin") {
+        match snap.entries().iter().find(|e| e.path == b"busy.bin") {
             Some(e) => {
                 let store = Store::open_read_only(ws.store_path()).unwrap();
                 let data = store.reader().unwrap().read_blob(&e.id).unwrap();
@@ -123,7 +123,7 @@ fn a_file_changing_during_capture_is_captured_as_a_state_it_held() {
                 reported += 1;
             }
         }
-        assert!(snap.entries.iter().any(|e| e.path == b"calm.txt"));
+        assert!(snap.entries().iter().any(|e| e.path == b"calm.txt"));
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();

@@ -13,8 +13,9 @@ use retrace::history::record::{
 use retrace::history::runtime::parse_owner;
 use retrace::history::state::SessionState;
 use retrace::lease::{LeaseRecord, parse_host_id, parse_start_time};
+use retrace::object::record::Codec;
 use retrace::object::record::decompress;
-use retrace::object::{ChunkList, Codec, ObjectRecord, Tree};
+use retrace::object::{ChunkList, ObjectRecord, Tree};
 use retrace::restore::journal::JournalRecord;
 use retrace::scan::{ScanEntry, ScanKind};
 use retrace::statcache::{CHECKSUM_LEN, HEADER_LEN, RECORD_LEN, StatCache};
@@ -175,7 +176,6 @@ pub fn history(data: &[u8]) {
         turns,
         checkpoints,
         ops: ops.len() as u64,
-        exists: true,
         name: None,
         reverts: Vec::new(),
     };

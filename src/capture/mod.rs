@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::error::{CaptureError, StoreError};
 use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, TREE_FRAME_RAW_BYTES};
 use crate::object::{
-    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, DeltaBase, EntryKind, NewFrame,
+    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, DeltaBase, EntryKind, FlatEntry, NewFrame,
     ObjectId, ObjectKind, PendingObject, RelPath, Tree, TreeEntry,
 };
 use crate::progress::Progress;
@@ -53,19 +53,6 @@ const STAGE_SHARE: usize = 2;
 /// Objects smaller than this are stored whole: in a shared frame they compress to about what
 /// a delta's extra 33 record bytes and its frame header cost.
 const DELTA_MIN_BYTES: usize = 256;
-
-/// One path of a snapshot, flattened.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FlatEntry {
-    /// Path relative to the workspace root.
-    pub path: RelPath,
-    /// What it is.
-    pub kind: EntryKind,
-    /// Blob or tree id (zero for nested repositories).
-    pub id: ObjectId,
-    /// Size in bytes.
-    pub size: u64,
-}
 
 /// What a capture found and stored.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -108,7 +95,17 @@ pub struct Capture {
     /// Every path of the snapshot, sorted by path bytes (not serialized); empty when the
     /// capture was not asked for it ([`CaptureOptions::list`]).
     #[serde(skip)]
-    pub entries: Vec<FlatEntry>,
+    pub(crate) entries: Vec<FlatEntry>,
+}
+
+impl Capture {
+    internal! {
+        /// Every path of the snapshot (see the field).
+        #[must_use]
+        fn entries(&self) -> &[FlatEntry] {
+            &self.entries
+        }
+    }
 }
 
 /// Records written in a capture's final commit, given the root id and what the capture

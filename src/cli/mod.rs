@@ -1117,7 +1117,7 @@ fn open_to_snapshot(dir: Option<&PathBuf>) -> Result<Workspace> {
 /// process and returns at once (see `crate::maintainer::maintain_later`); what that pass
 /// warns about, the next command prints ([`open_with`]). With `RETRACE_MAINTAIN=inline` the
 /// pass runs here, and its warnings are printed now.
-fn maintain_later(ws: &crate::WorkingCopy) {
+fn maintain_later(ws: &crate::working_copy::WorkingCopy) {
     if let crate::maintainer::Later::Ran { warnings, .. } = crate::maintainer::maintain_later(ws) {
         for w in warnings {
             eprintln!("retrace: warning: {}", terminal_text(&w));
@@ -1424,7 +1424,7 @@ fn run(cli: Cli) -> Result<u8> {
             // Without a snapshot named: the last one, against the disk.
             let a = match a {
                 Some(a) => a,
-                None => match ws.store().reader()?.last_known()? {
+                None => match ws.working_copy().store().reader()?.last_known()? {
                     Some(id) => id.to_hex(),
                     None => return Err(none_yet(ws.root())),
                 },

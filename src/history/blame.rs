@@ -509,11 +509,11 @@ pub fn blame(wc: &WorkingCopy, only: Option<SessionKey>, path: &str) -> Result<B
 
 impl Session {
     /// Blames `path` (workspace-relative) through this session's turns, or every session's
-    /// ([`blame`]); with this session's only, other sessions' edits count as made between
+    /// (`blame`); with this session's only, other sessions' edits count as made between
     /// turns.
     ///
     /// # Errors
-    /// As [`blame`].
+    /// As `blame`.
     pub fn blame(&self, path: &str, among: Among) -> Result<Blame, Error> {
         blame(&self.ws, self.among(among), path)
     }

@@ -67,8 +67,6 @@ pub struct Loaded {
     pub checkpoints: Vec<CheckpointRecord>,
     /// Ops in the log.
     pub ops: u64,
-    /// Whether the session has any record.
-    pub exists: bool,
     /// The host's name of the session, when kept.
     pub name: Option<String>,
     /// Its turns that revert an earlier turn, by number.
@@ -157,7 +155,6 @@ pub fn load(tx: &ReadTx, key: &SessionKey) -> Result<Loaded, StoreError> {
         turns: of_session(tx, Rows::Turns, key)?,
         checkpoints: of_session(tx, Rows::Checkpoints, key)?,
         ops: ops.len() as u64,
-        exists: tx.session(&key.0)?.is_some(),
         name: name(tx, key).ok().flatten().map(|n| n.name),
         reverts: of_session(tx, Rows::Reverts, key)?,
     })

@@ -37,7 +37,7 @@ use serde::Serialize;
 use super::db::{self, Loaded, SessionKey};
 use super::record::{Counts, Op, TurnState};
 use super::{LogEntry, Session, SessionLog};
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::config::bytes_approx;
 use crate::diff::{changes, flatten, selected};
 use crate::error::{Error, StoreError};
@@ -103,7 +103,7 @@ pub struct EntryDetail {
     /// Every path it changed, sorted.
     pub paths: Vec<PathChange>,
     /// The two snapshots its change lies between (`None` before: everything in the
-    /// second), for a diff of its paths ([`WorkingCopy::patches`]); `None` when it changed
+    /// second), for a diff of its paths (`WorkingCopy::patches`); `None` when it changed
     /// nothing that was captured.
     #[serde(skip)]
     pub span: Span,
@@ -119,7 +119,7 @@ pub struct SnapshotLogEntry {
     pub snapshot: SnapshotRecord,
     /// Every label this state was given, oldest first.
     pub labels: Vec<String>,
-    /// The bytes it added to the store (see the [module docs](self)).
+    /// The bytes it added to the store (see the module docs).
     pub bytes_added: u64,
     /// With paths asked about: those it changed from the previous snapshot.
     pub paths: Vec<PathChange>,
@@ -759,7 +759,7 @@ impl Session {
 
     /// The turns and checkpoints of this session (or of every session of its workspace)
     /// that changed a path below one of `paths` (workspace-relative), newest first
-    /// ([`file_log`]).
+    /// (`file_log`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or a snapshot tree is damaged.

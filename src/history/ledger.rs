@@ -375,7 +375,7 @@ struct Running {
 }
 
 /// The version an entry of a flat list stands for.
-fn left_of(e: Option<&crate::capture::FlatEntry>) -> Option<(EntryKind, ObjectId)> {
+fn left_of(e: Option<&crate::object::FlatEntry>) -> Option<(EntryKind, ObjectId)> {
     e.filter(|e| e.kind != EntryKind::Dir)
         .map(|e| (e.kind, e.id))
 }
@@ -828,22 +828,6 @@ fn up_to_date(tx: &crate::store::ReadTx, root: ObjectId) -> Result<bool, StoreEr
     Ok(tx.ledger_at()? == Some(root)
         && tx.ledger_claims()?.is_none()
         && tx.ledger_observed()?.is_none())
-}
-
-/// [`claim_changes`] in its own commit, after an operation recorded `root`.
-///
-/// # Errors
-/// [`StoreError`] from the store.
-pub fn claim_result(
-    store: &crate::store::Store,
-    writer: &Writer,
-    root: ObjectId,
-) -> Result<(), StoreError> {
-    let reader = store.reader()?;
-    store.write_with(Vec::new(), None, None, |tx| {
-        claim_changes(tx, &reader, writer, root)
-    })?;
-    Ok(())
 }
 
 /// The snapshot the ledger was last brought up to date with; None for a ledger that never

@@ -70,7 +70,7 @@ pub(crate) use ownership::Held;
 use record::{CheckpointRecord, HISTORY_VERSION, MAX_ANCHOR_BYTES, Op, truncate};
 pub use record::{Mode, StepRecord, TurnState};
 pub use revert::RevertPreview;
-pub use step::{StepInfo, StepLog, can_destroy};
+pub use step::{StepInfo, StepLog};
 pub use turn::{BeforeStatus, Turn, TurnSummary};
 
 /// In-process state of one session: captures running now (for `capture_in_flight`).
@@ -176,7 +176,7 @@ pub struct LogEntry {
     /// Paths a revert merged.
     pub merged: Vec<String>,
     /// Stored bytes of the objects it added to the store, computed by walking the log
-    /// oldest first (see [`inspect`]: trees are not counted).
+    /// oldest first (see `inspect`: trees are not counted).
     pub bytes_added: u64,
     /// A turn's steps, oldest first, when asked for ([`Session::log_with_steps`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -461,10 +461,12 @@ impl Session {
         })
     }
 
-    /// The working copy this session belongs to.
-    #[must_use]
-    pub fn workspace(&self) -> &WorkingCopy {
-        &self.ws
+    internal! {
+        /// The working copy this session belongs to.
+        #[must_use]
+        fn workspace(&self) -> &WorkingCopy {
+            &self.ws
+        }
     }
 
     /// Hex of the first 8 bytes of the session key.
@@ -588,7 +590,7 @@ impl Session {
     }
 
     /// [`Session::checkpoint`] with options; the result is also published for external clients
-    /// (see [`crate::history::runtime`]).
+    /// (see `crate::history::runtime`).
     ///
     /// # Errors
     /// As [`Session::checkpoint`].
@@ -691,7 +693,7 @@ impl Session {
     }
 
     /// The session's turns and checkpoints, newest first, with what each changed and the
-    /// bytes it added to the store ([`inspect`]).
+    /// bytes it added to the store (`inspect`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read.

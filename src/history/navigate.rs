@@ -132,7 +132,7 @@ impl Session {
     }
 
     /// The snapshot recorded at `anchor` (as [`Session::navigate`] names them, and a
-    /// step's: `turn:N.K`, `turn:N.K:before`, see [`step_name`]), for commands that take a
+    /// step's: `turn:N.K`, `turn:N.K:before`, see `step_name`), for commands that take a
     /// snapshot id (`retrace diff turn:1`).
     ///
     /// # Errors
@@ -162,7 +162,7 @@ impl Session {
     }
 
     /// [`Session::navigate`] with options; the result is also published for external clients
-    /// (see [`crate::history::runtime`]).
+    /// (see `crate::history::runtime`).
     ///
     /// # Errors
     /// As [`Session::navigate`].

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::Session;
 use super::db::{self, SessionKey};
 use super::ledger::{LedgerEntry, Writer};
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::error::Error;
 use crate::object::{ObjectId, RelPath};
 use crate::store::{ReadTx, Store, StoreReader};

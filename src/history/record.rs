@@ -363,7 +363,7 @@ impl Op {
 /// taken around it (a shell tool's; an edit tool names its files instead).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepRecord {
-    /// Record version ([`HISTORY_VERSION`]).
+    /// Record version (`HISTORY_VERSION`).
     pub version: u8,
     /// The turn it belongs to.
     pub turn: u64,

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::db::Loaded;
 use super::record::{Counts, HISTORY_VERSION, Mode, Op, RevertRecord, TurnRecord, TurnState};
 use super::{OpOptions, Outcome, Session, SessionOp};
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::diff::{Change, below_any, changes};
 use crate::error::{Error, StoreError};
 use crate::inverse::{conflicts, find, is_nested, same};

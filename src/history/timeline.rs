@@ -90,7 +90,7 @@ pub struct Timeline {
 
 impl Session {
     /// The session's turns, reverts and checkpoints with the undos, redos and navigations
-    /// between them, newest first ([`timeline`](self)).
+    /// between them, newest first (`timeline`).
     ///
     /// # Errors
     /// [`Error::Store`] when the store cannot be read or a record does not decode.

@@ -28,7 +28,7 @@ impl Session {
     }
 
     /// [`Session::undo`] with options; the result is also published for external clients
-    /// (see [`crate::history::runtime`]).
+    /// (see `crate::history::runtime`).
     ///
     /// # Errors
     /// As [`Session::undo`].
@@ -252,7 +252,7 @@ impl Session {
     }
 
     /// [`Session::redo`] with options; the result is also published for external clients
-    /// (see [`crate::history::runtime`]).
+    /// (see `crate::history::runtime`).
     ///
     /// # Errors
     /// As [`Session::redo`].
@@ -630,7 +630,7 @@ impl Session {
     fn merge_others(
         &self,
         reader: &crate::store::StoreReader,
-        disk: &[crate::capture::FlatEntry],
+        disk: &[crate::object::FlatEntry],
         change: &mut Vec<crate::diff::Change>,
         theirs: &mut std::collections::BTreeMap<RelPath, String>,
     ) -> Result<Vec<(RelPath, Vec<u8>)>, Error> {
@@ -695,7 +695,7 @@ struct Reversal {
     /// A reader that sees the disk's trees.
     reader: crate::store::StoreReader,
     /// The disk's entries at the change's paths and on the way to them.
-    on_disk: Vec<crate::capture::FlatEntry>,
+    on_disk: Vec<crate::object::FlatEntry>,
     /// Per path: what the operation takes back (`old`) and writes (`new`).
     change: Vec<crate::diff::Change>,
     /// Paths left as they are, with why.
@@ -718,12 +718,12 @@ impl Session {
         &self,
         ex: &Exclusive<'_>,
         reader: &crate::store::StoreReader,
-        (disk, on_disk): (&crate::capture::Capture, &[crate::capture::FlatEntry]),
+        (disk, on_disk): (&crate::capture::Capture, &[crate::object::FlatEntry]),
         change: &[crate::diff::Change],
         what: String,
         op: Op,
         opts: OpOptions<'_>,
-    ) -> Result<Result<(Vec<crate::capture::FlatEntry>, Finished), Outcome>, Error> {
+    ) -> Result<Result<(Vec<crate::object::FlatEntry>, Finished), Outcome>, Error> {
         let target = target_of(on_disk, change);
         // The result is known before a file is written: its trees go into the store with
         // the journal, so an interrupted restore can always be completed.

@@ -2,16 +2,18 @@
 //! and how paths and other text from outside are shown.
 
 pub mod delta;
+mod flat;
 mod id;
 mod path;
 pub mod record;
 mod terminal;
 pub mod tree;
 
+pub use flat::FlatEntry;
 pub use id::ObjectId;
 pub use path::RelPath;
 pub use record::{
-    ChunkList, Codec, DeltaBase, FrameMember, NewFrame, ObjectKind, ObjectRecord, PendingObject,
+    ChunkList, DeltaBase, NewFrame, ObjectKind, ObjectRecord, PendingObject,
 };
 pub use terminal::{terminal_line, terminal_text};
 pub use tree::{EntryKind, Tree, TreeEntry};

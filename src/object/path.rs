@@ -9,7 +9,7 @@ use super::show_path;
 /// A path relative to the workspace root: its bytes, `/`-separated, no leading or trailing
 /// `/`, not necessarily UTF-8 (the empty path is the root). Ordered, compared and hashed
 /// as its bytes, so sorted lists of them are in byte order and a `HashSet<RelPath>` can be
-/// asked about a `&[u8]`. Shown by the one rule of [`show_path`].
+/// asked about a `&[u8]`. Shown by the one rule of `show_path`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RelPath(Vec<u8>);
 
@@ -45,7 +45,7 @@ impl RelPath {
         RelPath(path)
     }
 
-    /// How the path is shown in messages and JSON (see [`show_path`]).
+    /// How the path is shown in messages and JSON (see `show_path`).
     #[must_use]
     pub fn show(&self) -> String {
         show_path(&self.0)

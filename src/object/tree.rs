@@ -133,6 +133,7 @@ impl Tree {
     }
 
     /// The id of this tree's encoding.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests
     #[must_use]
     pub fn id(&self) -> ObjectId {
         ObjectId::of_tree(&self.encode())

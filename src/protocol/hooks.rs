@@ -439,7 +439,7 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         // (`RETRACE_MAINTAIN=inline`), its warnings wait in the store for the next command:
         // a hook has no one to say them to.
         if let crate::maintainer::Later::Ran { warnings, .. } = ws.maintain_later() {
-            let _ = ws.store().defer_warnings(&warnings);
+            let _ = ws.working_copy().store().defer_warnings(&warnings);
         }
         return Ok(agent.quiet());
     }
@@ -668,7 +668,7 @@ fn tool_step(
 /// without an id is not compared.
 fn about_another_turn(ws: &Workspace, id: &str, stop: &str) -> Result<bool, String> {
     use crate::history::{db, record};
-    let tx = ws.store().begin_read().map_err(|e| e.to_string())?;
+    let tx = ws.working_copy().store().begin_read().map_err(|e| e.to_string())?;
     let l = db::load(&tx, &db::session_key(id)).map_err(|e| e.to_string())?;
     let turn = l
         .state

@@ -143,7 +143,7 @@ fn every_value_is_checked_against_its_type_and_null_is_absent() {
         );
     }
     let none = Params::<UndoRequest>::of(None, "m", &[]).ok().unwrap();
-    assert_eq!(none.request.mode.map_or(Mode::Both, Mode::from), Mode::Both);
+    assert_eq!(none.request.mode.map_or(Mode::Both, UndoMode::mode), Mode::Both);
 }
 
 #[test]

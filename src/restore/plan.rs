@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use super::beneath::Expected;
-use crate::capture::{FlatEntry, abs_path};
+use crate::capture::abs_path;
+use crate::object::FlatEntry;
 use crate::error::RestoreError;
 use crate::object::show_path as lossy;
 use crate::object::{EntryKind, RelPath};
@@ -53,16 +54,6 @@ pub struct Plan {
     pub left_alone: Vec<Skipped>,
 }
 
-impl Plan {
-    /// Whether the restore changes nothing.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
-            && self.deletes.is_empty()
-            && self.mkdirs.is_empty()
-            && self.prune.is_empty()
-    }
-}
 
 fn fresh(t: &FlatEntry) -> Write {
     Write {

@@ -13,7 +13,7 @@
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
@@ -26,7 +26,6 @@ static HAS_OPENAT2: AtomicBool = AtomicBool::new(true);
 /// The workspace root, open, from which paths below it are resolved.
 #[derive(Debug)]
 pub struct Root {
-    path: PathBuf,
     fd: OwnedFd,
 }
 
@@ -49,22 +48,7 @@ impl Root {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
-        Ok(Root {
-            path: path.to_path_buf(),
-            fd,
-        })
-    }
-
-    /// The root's path (for messages).
-    #[must_use]
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The root directory's descriptor (`O_PATH`).
-    #[must_use]
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        Ok(Root { fd })
     }
 
     /// Opens `rel` (workspace-relative; empty: the root itself) with `flags`, following no
@@ -175,14 +159,14 @@ mod tests {
         for rel in [&b"link/sub/f"[..], b"link/sub", b"link", b"d/../link/sub/f"] {
             let e = root.open_at(rel, OFlags::RDONLY).unwrap_err();
             assert!(swapped(e), "{}: {e}", String::from_utf8_lossy(rel));
-            let e = by_components(root.fd(), rel, OFlags::RDONLY | OFlags::NOFOLLOW).unwrap_err();
+            let e = by_components(root.fd.as_fd(), rel, OFlags::RDONLY | OFlags::NOFOLLOW).unwrap_err();
             assert!(
                 swapped(e),
                 "by components, {}: {e}",
                 String::from_utf8_lossy(rel)
             );
         }
-        let f = by_components(root.fd(), b"d/sub/f", OFlags::RDONLY | OFlags::NOFOLLOW);
+        let f = by_components(root.fd.as_fd(), b"d/sub/f", OFlags::RDONLY | OFlags::NOFOLLOW);
         assert_eq!(read(f.unwrap()), b"inside");
         assert!(root.dir(b"").is_ok() && root.dir(b"d/sub").is_ok());
         assert_eq!(

@@ -31,7 +31,7 @@ use rustix::io::Errno;
 use super::{ScanEntry, ScanKind, Skipped, exclude};
 use crate::config::NestedRepos;
 use crate::statcache::{Stat, StatCache};
-use crate::watch::Changes;
+use crate::vouch::Changes;
 
 /// Ignore rules in force in one directory: its own `.gitignore`, then its parents' up to
 /// the walk root, then the root's `.git/info/exclude` and the global excludes file.

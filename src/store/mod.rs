@@ -17,10 +17,11 @@ mod tx;
 
 pub use dense::DenseReport;
 pub use gc::GcReport;
-pub use heal::RepairScan;
 pub use space::{FreeSpace, free_space};
-pub use staged::{Staged, StagedRow, decode_staged_row};
-pub use tx::{Key, LedgerRows, ReadTx, Rows, WriteTx};
+#[cfg(feature = "internals")]
+pub use staged::decode_staged_row;
+pub use staged::{Staged, StagedRow};
+pub use tx::{LedgerRows, ReadTx, Rows, WriteTx};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -167,7 +168,7 @@ pub const SNAPSHOT_VERSION: u8 = 1;
 /// One entry of `retrace log`: a captured snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRecord {
-    /// Record version ([`SNAPSHOT_VERSION`]).
+    /// Record version (`SNAPSHOT_VERSION`).
     pub version: u8,
     /// Root tree id; the snapshot's id.
     pub root: ObjectId,
@@ -331,6 +332,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError`] when the file cannot be opened, stays busy, or has an unknown format.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests
     pub fn open(path: &Path, workspace: &Path) -> Result<Store, StoreError> {
         Store::open_with(path, workspace, free_space)
     }

@@ -145,6 +145,7 @@ macro_rules! reads {
         ///
         /// # Errors
         /// [`StoreError::Db`].
+        #[allow(dead_code)] // generated for both transactions, used on one
         pub fn last_row(
             &self,
             table: Rows,
@@ -165,6 +166,7 @@ macro_rules! reads {
         ///
         /// # Errors
         /// [`StoreError::Db`].
+        #[allow(dead_code)] // generated for both transactions, used on one
         pub fn count_rows(&self, table: Rows, key: &Key) -> Result<u64, StoreError> {
             let e = db_error(&self.path);
             let t = open_read!(self.tx, table.def(), e);
@@ -179,6 +181,7 @@ macro_rules! reads {
         ///
         /// # Errors
         /// [`StoreError::Db`].
+        #[allow(dead_code)] // generated for both transactions, used on one
         pub fn session(&self, key: &Key) -> Result<Option<Vec<u8>>, StoreError> {
             let e = db_error(&self.path);
             let t = open_read!(self.tx, SESSIONS, e);
@@ -205,6 +208,7 @@ macro_rules! reads {
         ///
         /// # Errors
         /// [`StoreError::Db`].
+        #[allow(dead_code)] // generated for both transactions, used on one
         pub fn ledger(&self, path: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
             let e = db_error(&self.path);
             let t = open_read!(self.tx, LEDGER, e);
@@ -268,6 +272,7 @@ macro_rules! reads {
         ///
         /// # Errors
         /// [`StoreError::Db`].
+        #[allow(dead_code)] // generated for both transactions, used on one
         pub fn journal(&self) -> Result<Option<Vec<u8>>, StoreError> {
             let e = db_error(&self.path);
             let t = open_read!(self.tx, JOURNAL, e);

@@ -374,12 +374,6 @@ impl App {
         Ok(app)
     }
 
-    /// The workspace it looks at.
-    #[must_use]
-    pub fn workspace(&self) -> &Workspace {
-        &self.ws
-    }
-
     /// The selected session.
     #[must_use]
     pub fn selected_session(&self) -> Option<&SessionInfo> {
@@ -432,7 +426,7 @@ impl App {
     fn load_footer(&mut self) {
         let settings = self.ws.settings();
         let grace = settings.gc_grace_secs.value;
-        self.footer.store_bytes = crate::store::disk_bytes(self.ws.store().path());
+        self.footer.store_bytes = crate::store::disk_bytes(self.ws.working_copy().store().path());
         self.footer.budget = settings.max_store_bytes.value;
         if self.gc_job.is_none() {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -477,6 +471,7 @@ impl App {
     }
 
     /// Waits for background work to finish and takes it in (tests draw what it found).
+    #[cfg(test)]
     pub fn settle(&mut self) {
         if let Some(rx) = self.reload_job.take()
             && let Ok(Some(r)) = rx.recv()
@@ -488,12 +483,6 @@ impl App {
         {
             self.footer.gc_frees = frees;
         }
-    }
-
-    /// Whether background work (a reload, the GC estimate) is still running.
-    #[must_use]
-    pub fn working(&self) -> bool {
-        self.reload_job.is_some() || self.gc_job.is_some()
     }
 
     /// Whether a reload is still being read.

@@ -19,7 +19,6 @@
 mod server;
 mod tree;
 
-use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -27,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use server::{Exit, WatchSpec, Watcher};
+pub use crate::vouch::{Changes, Token};
+pub use server::{WatchSpec, Watcher};
 
 /// How often a watcher has the next capture walk anyway, to repair what inotify cannot see
 /// (see `docs/architecture.md`, "The watcher").
@@ -35,36 +35,6 @@ pub const SWEEP_EVERY: Duration = Duration::from_mins(10);
 
 /// Protocol version of [`Request`] and [`Reply`].
 pub const PROTOCOL: u32 = 1;
-
-/// A position in one watcher's event history: `epoch` names the watcher instance (a new
-/// crawl, after a start, an overflow or a lost watch, is a new epoch), `seq` the batch of
-/// events that began when the token was issued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Token {
-    /// The watcher instance (never 0).
-    pub epoch: u64,
-    /// The first batch not yet reported to the holder.
-    pub seq: u64,
-}
-
-/// What changed since a token: directories to look at again, and directories (with
-/// everything below them) to walk as if the watcher did not exist.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Changes {
-    /// Directories (workspace-relative, empty for the root) whose entries or own metadata
-    /// changed.
-    pub dirty: HashSet<Vec<u8>>,
-    /// Directories created, moved in or not watched: walked whole.
-    pub subtree: HashSet<Vec<u8>>,
-}
-
-impl Changes {
-    /// Whether nothing changed.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.dirty.is_empty() && self.subtree.is_empty()
-    }
-}
 
 /// The watcher's answer to a capture.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -251,13 +251,8 @@ impl Watcher {
         })
     }
 
-    /// The socket it answers on.
-    #[must_use]
-    pub fn socket(&self) -> &Path {
-        &self.shared.socket
-    }
-
     /// Whether its crawl is done (it issues tokens).
+    #[cfg(any(test, feature = "internals"))]
     #[must_use]
     pub fn ready(&self) -> bool {
         self.shared.lock().ready

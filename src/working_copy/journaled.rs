@@ -14,7 +14,8 @@ use std::collections::HashSet;
 use std::fmt::Write;
 
 use super::{Applied, Exclusive, WorkingCopy};
-use crate::capture::{Capture, FlatEntry};
+use crate::capture::Capture;
+use crate::object::FlatEntry;
 use crate::diff::{Change, changes};
 use crate::error::{Error, RestoreError, StoreError};
 use crate::inverse::{find, same, target_of};

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
 use crate::config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, Settings};
 use crate::diff::{Diff, below_any, diff, flatten, flatten_changed};
@@ -56,7 +56,7 @@ pub struct Config {
 impl Config {
     /// Reads `RETRACE_HOME` (else `$XDG_STATE_HOME/retrace`, else `~/.local/state/retrace`);
     /// workspaces opened with it also read the settings files and environment (see
-    /// [`crate::config`]).
+    /// `crate::config`).
     #[must_use]
     pub fn from_env() -> Config {
         Config {
@@ -89,7 +89,7 @@ impl Config {
 
     /// For commands that only read (`status`, `log`, `diff`): opening never waits for
     /// another process's restore. A restore in progress is reported at once in
-    /// [`WorkingCopy::warnings`] ("a restore (undo of turn 3) is in progress in process
+    /// `WorkingCopy::warnings` ("a restore (undo of turn 3) is in progress in process
     /// 1234"), and its recovery, if it was interrupted, is left to the next command that can
     /// take the lock.
     #[must_use]
@@ -492,6 +492,7 @@ impl WorkingCopy {
 
     /// Whether the store holds object `id` and it verifies (reads it whole).
     #[must_use]
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests
     pub fn verify_object(&self, id: &ObjectId) -> bool {
         self.store.reader().is_ok_and(|r| r.read_blob(id).is_ok())
     }

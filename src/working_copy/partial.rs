@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::error::StoreError;
 use crate::object::tree::TreeEntry;
 use crate::object::{EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, RelPath, Tree};

@@ -4,7 +4,7 @@
 //! is recorded as a snapshot of its own.
 
 use super::{DirtyRefusal, Holders, WorkingCopy, dirty_guard, held_guard};
-use crate::capture::FlatEntry;
+use crate::object::FlatEntry;
 use crate::diff::{Change, diff, flatten, selected};
 use crate::error::{Error, RestoreError};
 use crate::inverse::target_of;

@@ -31,7 +31,7 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         dry_run,
         grace_secs: grace,
     };
-    let out = retention::collect(ws, &opts)?;
+    let out = retention::collect(ws.working_copy(), &opts)?;
     print_warnings(ws);
     if json {
         json::answer("gc", &out)?;

@@ -24,7 +24,7 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
         ws.snapshot_summary(label, &bar)?
     };
     drop(bar);
-    maintain_later(ws);
+    maintain_later(ws.working_copy());
     // The figure `log` shows for this snapshot (file contents, as stored; `new_bytes` also
     // counts the directory listings).
     let added = if last == Some(c.id) {
@@ -349,7 +349,7 @@ pub fn restore(
         };
         let v = json::restored(&r);
         if paths.is_empty() {
-            super::warn_lost_installs(ws.home(), ws.root());
+            super::warn_lost_installs(ws.working_copy().home(), ws.root());
         }
         (r, None, v)
     };

@@ -71,13 +71,13 @@ use serde::{Deserialize, Serialize};
 
 pub use history::{
     CheckpointRequest, NavigateRequest, RedoRequest, RestorePathsRequest,
-    RevertInRunningTurnRequest, RevertRequest, RevertResponse, UndoRequest, UndoRunningTurnRequest,
+    RevertInRunningTurnRequest, RevertRequest, UndoRequest, UndoRunningTurnRequest,
 };
-pub use inspect::{BlameRequest, FileHistory, FileHistoryRequest, ShowRequest};
+pub use inspect::{BlameRequest, FileHistoryRequest, ShowRequest};
 pub use read::{DiffRequest, LogRequest, StatusRequest};
 pub use server::{OpenRequest, Opened, ShutdownRequest};
 pub use step::{BeginStepRequest, EndStepRequest, StepReport};
-pub use turn::{BeginTurnRequest, EndTurnRequest, RoundRequest, TurnBegun, WaitBeforeRequest};
+pub use turn::{BeginTurnRequest, EndTurnRequest, RoundRequest, WaitBeforeRequest};
 
 use crate::Error;
 #[cfg(doc)]
@@ -175,9 +175,10 @@ pub enum UndoMode {
     Conversation,
 }
 
-impl From<UndoMode> for Mode {
-    fn from(m: UndoMode) -> Mode {
-        match m {
+impl UndoMode {
+    /// The library's mode.
+    pub(crate) fn mode(self) -> Mode {
+        match self {
             UndoMode::Both => Mode::Both,
             UndoMode::Files => Mode::Files,
             UndoMode::Conversation => Mode::Conversation,
@@ -187,7 +188,7 @@ impl From<UndoMode> for Mode {
 
 /// `mode`, [`Mode::Both`] when absent.
 fn mode(m: Option<UndoMode>) -> Mode {
-    m.map_or(Mode::Both, Mode::from)
+    m.map_or(Mode::Both, UndoMode::mode)
 }
 
 /// The schema of `mode`: a plain string enum, which every MCP client reads.
