@@ -9,12 +9,13 @@ list with `python3 .ci/public_api.py --bless` when the change is meant.
 Exits 1 with the difference otherwise.
 """
 import difflib
+import os
 import pathlib
 import re
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
-doc = root / "target" / "doc" / "retrace"
+doc = pathlib.Path(os.environ.get("CARGO_TARGET_DIR") or root / "target") / "doc" / "retrace"
 expected_path = root / ".ci" / "public-api.txt"
 
 

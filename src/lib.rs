@@ -138,7 +138,7 @@ pub use history::db::SessionKey;
 pub use history::inspect::{
     Among, EntryDetail, FileLogEntry, PathChange, SnapshotDetail, SnapshotLogEntry,
 };
-pub use history::record::Counts;
+pub use history::record::{Counts, UnknownMode};
 pub use history::timeline::{Moment, Timeline, TimelineEntry};
 pub use history::{
     BeforeStatus, LogEntry, Lookup, Mode, OpOptions, Outcome, Report, RevertPreview, Session,

@@ -7,11 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::history::SessionOp;
 use crate::history::db;
 use crate::object::ObjectId;
 use crate::progress::Progress;
-use crate::restore::journal;
 use crate::working_copy::WorkingCopy;
 
 /// A snapshot that still lacks objects after a repair, and what refers to it.
@@ -46,7 +44,7 @@ pub struct RepairReport {
 /// [`Error::Store`] when the store cannot be read or written.
 pub fn repair(wc: &WorkingCopy, progress: &dyn Progress) -> Result<RepairReport, Error> {
     let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
-    if let Some(report) = ex.recover::<SessionOp>(progress)? {
+    if let Some(report) = crate::history::recover_journal(&ex, progress)? {
         wc.warn(report);
     }
     let reader = wc.store().reader()?;
@@ -113,7 +111,7 @@ fn labelled_roots(wc: &WorkingCopy) -> Result<Vec<(ObjectId, String)>, Error> {
             ));
         }
     }
-    if let Some(j) = journal::get::<SessionOp>(&tx)? {
+    if let Some(j) = crate::history::pending_journal(&tx)? {
         roots.push((j.source, "interrupted restore (source)".into()));
         roots.push((j.target, "interrupted restore (target)".into()));
     }

@@ -9,7 +9,6 @@ use crate::history::SessionOp;
 use crate::history::db;
 use crate::lock::LockMode;
 use crate::object::ObjectId;
-use crate::restore::journal;
 use crate::statcache::StatCache;
 use crate::store::{DenseReport, GcReport, ReadTx, StoreReader};
 use crate::working_copy::{Exclusive, WorkingCopy};
@@ -120,7 +119,7 @@ pub(crate) fn history_roots(reader: &StoreReader, tx: &ReadTx) -> Result<Vec<Fou
             }
         }
     }
-    match journal::get::<SessionOp>(tx) {
+    match crate::history::pending_journal(tx) {
         Ok(Some(j)) => {
             out.push(root(j.source, Holder::Journal));
             out.push(root(j.target, Holder::Journal));
@@ -210,7 +209,7 @@ pub fn gc(wc: &WorkingCopy, grace_secs: u64, dry_run: bool) -> Result<GcReport, 
     if !dry_run {
         wc.store().make_room();
     }
-    if let Some(report) = ex.recover::<SessionOp>(&crate::progress::NoProgress)? {
+    if let Some(report) = crate::history::recover_journal(&ex, &crate::progress::NoProgress)? {
         wc.warn(report);
     }
     let roots = gc_roots(wc)?;
@@ -391,7 +390,7 @@ pub fn maintain_until(
     let ex = wc.lock_exclusive(crate::store::LOCK_WAIT)?;
     // On a full disk every write below would fail: give back what can be given first.
     wc.store().make_room();
-    if let Some(report) = ex.recover::<SessionOp>(&crate::progress::NoProgress)? {
+    if let Some(report) = crate::history::recover_journal(&ex, &crate::progress::NoProgress)? {
         wc.warn(report);
     }
     let s = &wc.settings();

@@ -40,6 +40,7 @@ mod navigate;
 mod observed;
 mod outcome;
 mod ownership;
+mod pipeline;
 pub(crate) mod paths;
 pub mod record;
 mod revert;
@@ -63,6 +64,9 @@ use crate::store::WriteTx;
 use crate::store::now_ms;
 use crate::working_copy::{Exclusive, WorkingCopy};
 use db::{Loaded, SessionKey, Writer};
+pub(crate) use pipeline::{
+    Begun, Stop, pending_journal, recover_journal, recover_journal_if_needed,
+};
 pub use list::{Lookup, SessionInfo};
 pub use navigate::step_name;
 pub use outcome::{Outcome, Report};
@@ -544,42 +548,6 @@ impl Session {
         self
     }
 
-    /// The common start of an operation that writes files (undo, redo, navigate): quick
-    /// refusals, the exclusive lock, recovery of an interrupted restore, the session re-read
-    /// under the lock, and a dead owner's turn closed. `Err` is the refusal to return.
-    fn prepare(
-        &self,
-        progress: &dyn Progress,
-    ) -> Result<Result<(Exclusive<'_>, Loaded), Outcome>, Error> {
-        if let Some(o) = self.refuse()? {
-            return Ok(Err(o));
-        }
-        let lock = match self.lock_or_busy()? {
-            Ok(l) => l,
-            Err(o) => return Ok(Err(o)),
-        };
-        if let Some(report) = lock.recover::<SessionOp>(progress)? {
-            self.ws.warn(report);
-        }
-        let l = self.load()?;
-        if let Some(o) = self.pending_refusal(&l) {
-            return Ok(Err(o));
-        }
-        let l = self.clean_dead_turn(&lock, l, progress)?;
-        Ok(Ok((lock, l)))
-    }
-
-    /// Takes the exclusive lock, or says busy.
-    fn lock_or_busy(&self) -> Result<Result<Exclusive<'_>, Outcome>, Error> {
-        match self.ws.lock_exclusive(self.ws.history_wait()) {
-            Ok(l) => Ok(Ok(l)),
-            Err(Error::Store(StoreError::Busy { .. })) => Ok(Err(Outcome::Busy {
-                detail: "another retrace process is restoring or capturing this workspace".into(),
-            })),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Captures the workspace now, outside any turn, and records it as a checkpoint
     /// (`checkpoint:N`, or its label, as an anchor).
     ///
@@ -617,8 +585,7 @@ impl Session {
             return Ok(Outcome::Subagent);
         }
         let _flight = InFlight::new(&self.rt);
-        self.ws
-            .recover_if_needed::<SessionOp>(self.ws.history_wait());
+        recover_journal_if_needed(&self.ws, self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let label = label.map(|l| truncate(l, MAX_ANCHOR_BYTES));
         let cap = lock.record(label.clone(), progress)?;

@@ -4,7 +4,7 @@
 use super::db::Loaded;
 use super::record::{CheckpointRecord, Mode, Op, TurnRecord, TurnState};
 use super::revert::RevertPreview;
-use super::{OpOptions, Outcome, Session, SessionOp};
+use super::{Begun, OpOptions, Outcome, Session, SessionOp, Stop};
 use crate::error::Error;
 use crate::object::ObjectId;
 use crate::scan::Skipped;
@@ -172,7 +172,7 @@ impl Session {
         mode: Mode,
         opts: OpOptions<'_>,
     ) -> Result<Outcome, Error> {
-        let o = self.navigate_with_unpublished(anchor, mode, opts)?;
+        let o = self.navigate_with_unpublished(anchor, mode, opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
     }
@@ -186,11 +186,8 @@ impl Session {
         anchor: &str,
         mode: Mode,
         opts: OpOptions<'_>,
-    ) -> Result<Outcome, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(refusal),
-        };
+    ) -> Result<Outcome, Stop> {
+        let Begun { lock, loaded: l } = self.begin_op(opts.progress)?;
         let target = Self::resolve(&l, anchor)?;
         let host_anchor = target.host.clone().filter(|_| mode.conversation());
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {
@@ -356,9 +353,9 @@ impl Session {
         mode: Mode,
         opts: OpOptions<'_>,
     ) -> Result<RevertPreview, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(preview_refused(None, refusal)),
+        let Begun { lock, loaded: l } = match self.begin_op(opts.progress) {
+            Ok(begun) => begun,
+            Err(stop) => return Ok(preview_refused(None, stop.answer()?)),
         };
         let target = Self::resolve(&l, anchor)?;
         let (Some(snapshot), true) = (target.snapshot, mode.files()) else {

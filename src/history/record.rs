@@ -55,16 +55,19 @@ impl Mode {
     }
 }
 
+/// A mode name that is none of `both`, `files`, `conversation`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode {0:?}: use both, files or conversation")]
+pub struct UnknownMode(pub String);
+
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Mode, UnknownMode> {
         match s {
             "both" => Ok(Mode::Both),
             "files" => Ok(Mode::Files),
             "conversation" => Ok(Mode::Conversation),
-            _ => Err(format!(
-                "unknown mode {s:?}: use both, files or conversation"
-            )),
+            _ => Err(UnknownMode(s.to_string())),
         }
     }
 }

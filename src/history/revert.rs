@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::db::Loaded;
 use super::record::{Counts, HISTORY_VERSION, Mode, Op, RevertRecord, TurnRecord, TurnState};
-use super::{OpOptions, Outcome, Session, SessionOp};
+use super::{Begun, OpOptions, Outcome, Session, Stop};
 use crate::object::FlatEntry;
 use crate::diff::{Change, below_any, changes};
 use crate::error::{Error, StoreError};
@@ -244,7 +244,7 @@ impl Session {
     /// # Errors
     /// [`Error`] for store, capture or I/O failures.
     pub fn revert(&self, n: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let o = self.revert_unpublished(n, None, opts)?;
+        let o = self.revert_unpublished(n, None, opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
     }
@@ -259,7 +259,7 @@ impl Session {
     /// # Errors
     /// As [`Session::revert`].
     pub fn revert_step(&self, n: u64, k: u64, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let o = self.revert_unpublished(n, Some(k), opts)?;
+        let o = self.revert_unpublished(n, Some(k), opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
     }
@@ -297,10 +297,10 @@ impl Session {
             step,
             ..RevertPreview::default()
         };
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => {
-                preview.refused = Some(refusal);
+        let Begun { lock, loaded: l } = match self.begin_op(opts.progress) {
+            Ok(begun) => begun,
+            Err(stop) => {
+                preview.refused = Some(stop.answer()?);
                 return Ok(preview);
             }
         };
@@ -314,10 +314,10 @@ impl Session {
         let disk = lock.store_disk_unlisted(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
-        let turn = match self.change_of(&reader, n, step, sides)? {
+        let turn = match self.change_of(&reader, n, step, sides) {
             Ok(c) => c,
-            Err(refusal) => {
-                preview.refused = Some(*refusal);
+            Err(stop) => {
+                preview.refused = Some(stop.answer()?);
                 return Ok(preview);
             }
         };
@@ -397,11 +397,11 @@ impl Session {
         n: u64,
         step: Option<u64>,
         (before, after): (ObjectId, ObjectId),
-    ) -> Result<Result<Vec<Change>, Box<Outcome>>, Error> {
+    ) -> Result<Vec<Change>, Stop> {
         let Some(k) = step else {
-            return Ok(Ok(changes(reader, &before, &after)?));
+            return Ok(changes(reader, &before, &after)?);
         };
-        let nothing = |detail: String| Ok(Err(Box::new(Outcome::NothingToUndo { detail })));
+        let nothing = |detail: String| Err(Stop::with(Outcome::NothingToUndo { detail }));
         let steps = self.steps(n)?;
         let Some(s) = steps.iter().find(|s| s.number == k) else {
             return nothing(if steps.is_empty() {
@@ -420,7 +420,7 @@ impl Session {
         }
         if s.shell() {
             return match (s.before, s.after) {
-                (Some(b), Some(a)) => Ok(Ok(changes(reader, &b, &a)?)),
+                (Some(b), Some(a)) => Ok(changes(reader, &b, &a)?),
                 _ => nothing(format!(
                     "step {k} of turn {n} ({} {}) took no snapshots (the step_captures setting \
                      left them out), so what it changed alone is not known: revert the whole \
@@ -438,7 +438,7 @@ impl Session {
                 s.tool, s.summary
             ));
         }
-        Ok(Ok(change))
+        Ok(change)
     }
 
     /// Plans reverting turn `n`'s change `turn` (or that of its step: `(n, step)`) over the
@@ -586,28 +586,22 @@ impl Session {
         if self.subagent {
             return Ok(Outcome::Subagent);
         }
-        let lock = match self.lock_or_busy()? {
-            Ok(l) => l,
-            Err(o) => return Ok(o),
-        };
-        if let Some(report) = lock.recover::<SessionOp>(opts.progress)? {
-            self.ws.warn(report);
-        }
-        let l = self.load()?;
-        let l = if self.pending_refusal(&l).is_none() {
-            self.clean_dead_turn(&lock, l, opts.progress)?
-        } else {
-            l
-        };
-        if l.state.pending.is_none() {
-            drop(lock);
-            let o = self.revert_unpublished(n, step, opts)?;
-            self.publish(Some(&o));
-            return Ok(o);
-        }
-        let o = self.revert_locked(&lock, &l, (n, step), opts, true)?;
+        let o = self.revert_in_turn_unpublished((n, step), opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
+    }
+
+    fn revert_in_turn_unpublished(
+        &self,
+        (n, step): (u64, Option<u64>),
+        opts: OpOptions<'_>,
+    ) -> Result<Outcome, Stop> {
+        let Begun { lock, loaded: l } = self.begin_op_in_turn(opts.progress)?;
+        if l.state.pending.is_none() {
+            drop(lock);
+            return self.revert_unpublished(n, step, opts);
+        }
+        self.revert_locked(&lock, &l, (n, step), opts, true)
     }
 
     fn revert_unpublished(
@@ -615,11 +609,8 @@ impl Session {
         n: u64,
         step: Option<u64>,
         opts: OpOptions<'_>,
-    ) -> Result<Outcome, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(refusal),
-        };
+    ) -> Result<Outcome, Stop> {
+        let Begun { lock, loaded: l } = self.begin_op(opts.progress)?;
         self.revert_locked(&lock, &l, (n, step), opts, false)
     }
 
@@ -632,7 +623,7 @@ impl Session {
         (n, step): (u64, Option<u64>),
         opts: OpOptions<'_>,
         in_turn: bool,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<Outcome, Stop> {
         let sides = match Self::revertible(l, n) {
             Ok(sides) => sides,
             Err(refusal) => return Ok(*refusal),
@@ -640,10 +631,7 @@ impl Session {
         let mut disk = lock.store_disk_unlisted(opts.progress)?;
         super::ledger::up_to(self.ws.store(), disk.id)?;
         let reader = self.ws.store().reader()?;
-        let turn = match self.change_of(&reader, n, step, sides)? {
-            Ok(c) => c,
-            Err(refusal) => return Ok(*refusal),
-        };
+        let turn = self.change_of(&reader, n, step, sides)?;
         // The disk at the turn's paths (and on the way to them): all the revert reads of it.
         let on_disk = entries_at(&reader, &disk.id, turn.iter().map(|c| &c.path))?;
         let plan = self.plan(&reader, &on_disk, &disk.id, (n, step), turn)?;
@@ -718,10 +706,7 @@ impl Session {
                 snapshot: None,
             }
         };
-        let mut o =
-            match self.apply_revert(lock, &reader, (&disk, &on_disk), &change, n, op, opts)? {
-                Ok(o) | Err(o) => o,
-            };
+        let mut o = self.apply_revert(lock, &reader, (&disk, &on_disk), &change, n, op, opts)?;
         if let Outcome::Restored {
             skipped,
             safety_snapshot,
@@ -771,12 +756,9 @@ impl Session {
         n: u64,
         op: Op,
         opts: OpOptions<'_>,
-    ) -> Result<Result<Outcome, Outcome>, Error> {
+    ) -> Result<Outcome, Stop> {
         let what = format!("revert of turn {n}");
-        let (target, fin) = match self.apply_change(ex, reader, disk, change, what, op, opts)? {
-            Ok(done) => done,
-            Err(o) => return Ok(Err(o)),
-        };
+        let (target, fin) = self.apply_change(ex, reader, disk, change, what, op, opts)?;
         let mut skipped = fin.applied.left_alone;
         if let Some(after) = &fin.capture {
             for c in change {
@@ -792,7 +774,7 @@ impl Session {
                 }
             }
         }
-        Ok(Ok(Outcome::Restored {
+        Ok(Outcome::Restored {
             turn: Some(n),
             mode: Mode::Files,
             files_written: fin.applied.written,
@@ -804,6 +786,6 @@ impl Session {
             safety_snapshot: None,
             merged: Vec::new(),
             rewound: Vec::new(),
-        }))
+        })
     }
 }

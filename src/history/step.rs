@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::db::{self, Writer};
 use super::ledger;
 use super::record::{HISTORY_VERSION, StepRecord, TurnState, truncate};
-use super::{Session, SessionOp};
+use super::Session;
 use crate::config::StepCaptures;
 use crate::error::{Error, StoreError};
 use crate::object::{ObjectId, RelPath};
@@ -323,8 +323,7 @@ impl Session {
         label: String,
         then: &dyn Fn(&crate::store::WriteTx<'_>, ObjectId) -> Result<(), StoreError>,
     ) -> Result<ObjectId, Error> {
-        self.ws
-            .recover_if_needed::<SessionOp>(self.ws.history_wait());
+        super::recover_journal_if_needed(&self.ws, self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let looked = ledger::looking(self.ws.store());
         let also = |tx: &crate::store::WriteTx<'_>,

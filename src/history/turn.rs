@@ -10,7 +10,7 @@ use super::db::{self, Loaded, Writer};
 use super::record::{
     Counts, HISTORY_VERSION, MAX_ANCHOR_BYTES, MAX_PROMPT_BYTES, Op, TurnRecord, truncate,
 };
-use super::{InFlight, Session, SessionOp, TurnState};
+use super::{InFlight, Session, TurnState};
 use crate::capture::Captured;
 use crate::error::{Error, StoreError};
 use crate::object::ObjectId;
@@ -133,8 +133,7 @@ impl Session {
         {
             return Err(Error::NoSuchOwner { pid: self.owner });
         }
-        self.ws
-            .recover_if_needed::<SessionOp>(self.ws.history_wait());
+        super::recover_journal_if_needed(&self.ws, self.ws.history_wait());
         // Shared lock from the record to the capture's end: a restore in another process
         // either finished before this turn began or starts after its baseline is taken.
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?.detach();
@@ -467,8 +466,7 @@ impl Session {
         if !ended_last || self.ws.store().reader()?.last_known()? != Some(after) {
             return Ok(None);
         }
-        self.ws
-            .recover_if_needed::<SessionOp>(self.ws.history_wait());
+        super::recover_journal_if_needed(&self.ws, self.ws.history_wait());
         let lock = self.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));
         let recorded = std::cell::RefCell::new(None);
@@ -761,7 +759,7 @@ impl Turn {
         if s.ws.conversation_only().is_some() {
             return self.end_without_files(before.err().unwrap_or_default());
         }
-        s.ws.recover_if_needed::<SessionOp>(s.ws.history_wait());
+        super::recover_journal_if_needed(&s.ws, s.ws.history_wait());
         let lock = s.ws.lock_shared(crate::store::LOCK_WAIT)?;
         let max = s.ws.max_turns();
         let leaf = leaf.map(|a| truncate(a, MAX_ANCHOR_BYTES));

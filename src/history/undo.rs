@@ -4,7 +4,7 @@
 use super::db;
 use super::record::{Mode, Op, TurnRecord, TurnState};
 use super::revert::RevertPreview;
-use super::{OpOptions, Outcome, Session, SessionOp};
+use super::{Begun, OpOptions, Outcome, Session, SessionOp, Stop};
 use crate::diff::changes;
 use crate::error::Error;
 use crate::inverse::{conflicts, find, is_nested, same, target_of};
@@ -33,7 +33,7 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     pub fn undo_with(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let o = self.undo_with_unpublished(mode, opts)?;
+        let o = self.undo_with_unpublished(mode, opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
     }
@@ -42,11 +42,8 @@ impl Session {
     ///
     /// # Errors
     /// As [`Session::undo`].
-    fn undo_with_unpublished(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(refusal),
-        };
+    fn undo_with_unpublished(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Stop> {
+        let Begun { lock, loaded: l } = self.begin_op(opts.progress)?;
         let Some(n) = l.state.cursor else {
             return Ok(Outcome::NothingToUndo {
                 detail: "no turn of this session is applied".into(),
@@ -130,10 +127,7 @@ impl Session {
             mode,
             snapshot: None,
         };
-        let applied = match self.reverse(&lock, &t, Some(after), before, "undo", op, opts)? {
-            Ok(a) => a,
-            Err(o) => return Ok(o),
-        };
+        let applied = self.reverse(&lock, &t, Some(after), before, "undo", op, opts)?;
         Ok(Outcome::Restored {
             turn: Some(n),
             mode,
@@ -160,7 +154,7 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     pub fn undo_running_turn(&self, mode: Mode, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let o = self.undo_running_turn_unpublished(mode, opts)?;
+        let o = self.undo_running_turn_unpublished(mode, opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
     }
@@ -169,24 +163,11 @@ impl Session {
         &self,
         mode: Mode,
         opts: OpOptions<'_>,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<Outcome, Stop> {
         if self.subagent {
             return Ok(Outcome::Subagent);
         }
-        let lock = match self.lock_or_busy()? {
-            Ok(l) => l,
-            Err(o) => return Ok(o),
-        };
-        if let Some(report) = lock.recover::<SessionOp>(opts.progress)? {
-            self.ws.warn(report);
-        }
-        let l = self.load()?;
-        // A turn whose owner is gone is not running: it is closed as any undo closes it.
-        let l = if self.pending_refusal(&l).is_none() {
-            self.clean_dead_turn(&lock, l, opts.progress)?
-        } else {
-            l
-        };
+        let Begun { lock, loaded: l } = self.begin_op_in_turn(opts.progress)?;
         let Some(n) = l.state.pending else {
             drop(lock);
             return self.undo_with_unpublished(mode, opts);
@@ -224,10 +205,7 @@ impl Session {
             to: l.state.cursor,
             snapshot: None,
         };
-        let applied = match self.reverse(&lock, &t, None, before, "undo of running", op, opts)? {
-            Ok(a) => a,
-            Err(o) => return Ok(o),
-        };
+        let applied = self.reverse(&lock, &t, None, before, "undo of running", op, opts)?;
         Ok(Outcome::Restored {
             turn: Some(n),
             mode: Mode::Files,
@@ -257,7 +235,7 @@ impl Session {
     /// # Errors
     /// As [`Session::redo`].
     pub fn redo_with(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let o = self.redo_with_unpublished(opts)?;
+        let o = self.redo_with_unpublished(opts).or_else(Stop::answer)?;
         self.publish(Some(&o));
         Ok(o)
     }
@@ -266,11 +244,8 @@ impl Session {
     ///
     /// # Errors
     /// As [`Session::undo`].
-    fn redo_with_unpublished(&self, opts: OpOptions<'_>) -> Result<Outcome, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(refusal),
-        };
+    fn redo_with_unpublished(&self, opts: OpOptions<'_>) -> Result<Outcome, Stop> {
+        let Begun { lock, loaded: l } = self.begin_op(opts.progress)?;
         let Some(&(n, mode)) = l.state.redo.last() else {
             return Ok(Outcome::NothingToRedo);
         };
@@ -307,10 +282,7 @@ impl Session {
             mode,
             snapshot: None,
         };
-        let applied = match self.reverse(&lock, &t, Some(before), after, "redo", op, opts)? {
-            Ok(a) => a,
-            Err(o) => return Ok(o),
-        };
+        let applied = self.reverse(&lock, &t, Some(before), after, "redo", op, opts)?;
         Ok(Outcome::Restored {
             turn: Some(n),
             mode,
@@ -336,7 +308,7 @@ impl Session {
         (from, to): (Option<ObjectId>, ObjectId),
         verb: &str,
         opts: OpOptions<'_>,
-    ) -> Result<Result<Reversal, Outcome>, Error> {
+    ) -> Result<Reversal, Stop> {
         // Stored, not just scanned: the result is recorded from this list, so edits made
         // since the last snapshot must have their blobs in the store (and the trees, which
         // other sessions' open turns are compared with; so the reader is opened after).
@@ -397,7 +369,7 @@ impl Session {
         if !theirs.is_empty() && change.iter().all(is_nested) {
             // Nothing of the turn is ours to restore: say so, and leave the cursor.
             let count = theirs.len();
-            return Ok(Err(Outcome::NothingRestored {
+            return Err(Stop::with(Outcome::NothingRestored {
                 turn: t.number,
                 paths: theirs
                     .into_iter()
@@ -411,7 +383,7 @@ impl Session {
             }));
         }
         let clash = conflicts(&on_disk, &change);
-        Ok(Ok(Reversal {
+        Ok(Reversal {
             disk,
             reader,
             on_disk,
@@ -419,7 +391,7 @@ impl Session {
             theirs,
             merged,
             clash,
-        }))
+        })
     }
 
     /// What [`Session::undo_with`] would do to the files (with `opts.force` as given);
@@ -430,9 +402,9 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     pub fn undo_dry_run(&self, opts: OpOptions<'_>) -> Result<RevertPreview, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(refused(0, refusal)),
+        let Begun { lock, loaded: l } = match self.begin_op(opts.progress) {
+            Ok(begun) => begun,
+            Err(stop) => return Ok(refused(0, stop.answer()?)),
         };
         let nothing = |n: u64, detail: String| refused(n, Outcome::NothingToUndo { detail });
         let Some(n) = l.state.cursor else {
@@ -459,9 +431,9 @@ impl Session {
     /// # Errors
     /// As [`Session::undo`].
     pub fn redo_dry_run(&self, opts: OpOptions<'_>) -> Result<RevertPreview, Error> {
-        let (lock, l) = match self.prepare(opts.progress)? {
-            Ok(ready) => ready,
-            Err(refusal) => return Ok(refused(0, refusal)),
+        let Begun { lock, loaded: l } = match self.begin_op(opts.progress) {
+            Ok(begun) => begun,
+            Err(stop) => return Ok(refused(0, stop.answer()?)),
         };
         let Some((t, mode)) = l
             .state
@@ -496,9 +468,9 @@ impl Session {
         verb: &str,
         opts: OpOptions<'_>,
     ) -> Result<RevertPreview, Error> {
-        let r = match self.plan_reverse(ex, t, sides, verb, opts)? {
+        let r = match self.plan_reverse(ex, t, sides, verb, opts) {
             Ok(r) => r,
-            Err(o) => return Ok(refused(t.number, o)),
+            Err(stop) => return Ok(refused(t.number, stop.answer()?)),
         };
         let mut p = RevertPreview {
             turn: t.number,
@@ -552,7 +524,7 @@ impl Session {
         verb: &str,
         op: Op,
         opts: OpOptions<'_>,
-    ) -> Result<Result<Reversed, Outcome>, Error> {
+    ) -> Result<Reversed, Stop> {
         let Reversal {
             disk,
             reader,
@@ -561,15 +533,12 @@ impl Session {
             theirs,
             merged,
             clash,
-        } = match self.plan_reverse(ex, t, (from, to), verb, opts)? {
-            Ok(r) => r,
-            Err(o) => return Ok(Err(o)),
-        };
+        } = self.plan_reverse(ex, t, (from, to), verb, opts)?;
         let mut phases = crate::trace::Phases::new(verb_phase(verb));
         let mut safety = None;
         if !clash.is_empty() {
             if !opts.force {
-                return Ok(Err(Outcome::Conflict {
+                return Err(Stop::with(Outcome::Conflict {
                     count: clash.len(),
                     paths: clash.into_iter().take(MAX_LISTED).collect(),
                 }));
@@ -587,10 +556,7 @@ impl Session {
         };
         let what = format!("{verb} of turn {}", t.number);
         let (target, fin) =
-            match self.apply_change(ex, &reader, (&disk, &on_disk), &change, what, op, opts)? {
-                Ok(done) => done,
-                Err(o) => return Ok(Err(o)),
-            };
+            self.apply_change(ex, &reader, (&disk, &on_disk), &change, what, op, opts)?;
         phases.mark("applied and recorded");
         let mut skipped = fin.applied.left_alone;
         skipped.extend(theirs.into_iter().map(|(path, reason)| Skipped {
@@ -611,14 +577,14 @@ impl Session {
                 }
             }
         }
-        Ok(Ok(Reversed {
+        Ok(Reversed {
             written: fin.applied.written,
             deleted: fin.applied.deleted,
             skipped,
             snapshot: fin.snapshot,
             safety,
             merged: merged.iter().map(|(p, _)| p.show()).collect(),
-        }))
+        })
     }
 
     /// Of `change` (per path: what the operation takes back, `old`, and writes, `new`), the
@@ -723,7 +689,7 @@ impl Session {
         what: String,
         op: Op,
         opts: OpOptions<'_>,
-    ) -> Result<Result<(Vec<crate::object::FlatEntry>, Finished), Outcome>, Error> {
+    ) -> Result<(Vec<crate::object::FlatEntry>, Finished), Stop> {
         let target = target_of(on_disk, change);
         // The result is known before a file is written: its trees go into the store with
         // the journal, so an interrupted restore can always be completed.
@@ -752,11 +718,11 @@ impl Session {
             opts.progress,
         )?;
         if let Err(e) = &fin.recorded {
-            return Ok(Err(Outcome::PersistenceUncertain {
+            return Err(Stop::with(Outcome::PersistenceUncertain {
                 detail: e.to_string(),
             }));
         }
-        Ok(Ok((target, fin)))
+        Ok((target, fin))
     }
 }
 
