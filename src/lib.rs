@@ -138,6 +138,7 @@ pub use history::db::SessionKey;
 pub use history::inspect::{
     Among, EntryDetail, FileLogEntry, PathChange, SnapshotDetail, SnapshotLogEntry,
 };
+pub use history::list::{Choice, DEFAULT_SESSION, Pick, SessionRef};
 pub use history::record::{Counts, UnknownMode};
 pub use history::timeline::{Moment, Timeline, TimelineEntry};
 pub use history::{

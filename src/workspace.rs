@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::capture::Capture;
 use crate::error::{Error, RestoreError};
 use crate::history::db::SessionKey;
+use crate::history::list::{Choice, Pick, SessionRef};
 use crate::history::{Lookup, Runtime, Session, SessionInfo, SessionOp};
 use crate::maintainer::Maintainer;
 use crate::object::ObjectId;
@@ -370,6 +371,25 @@ impl Workspace {
     /// As [`Workspace::sessions`].
     pub fn find_session(&self, query: &str) -> Result<Lookup, Error> {
         crate::history::list::find(&self.wc, query)
+    }
+
+    /// The session a front end means ([`Pick`]): `name` (a session's name, or a unique
+    /// prefix of its name or key) or, without one, the one the history makes obvious; or
+    /// why there is none.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the sessions cannot be read.
+    pub fn choose_session(&self, name: Option<&str>, pick: Pick) -> Result<Choice, Error> {
+        crate::history::list::choose(&self.wc, name, pick)
+    }
+
+    /// The session [`Workspace::choose_session`] chose.
+    #[must_use]
+    pub fn open_session(&self, chosen: &SessionRef) -> Session {
+        match chosen {
+            SessionRef::Named(name) => self.session(name),
+            SessionRef::Listed(info) => self.session_of(info),
+        }
     }
 
     /// The session `info` describes (found by [`Workspace::sessions`] or

@@ -31,11 +31,12 @@ use std::os::unix::ffi::OsStrExt;
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, FileType, OFlags};
 
-use super::{
-    Capture, CaptureContext, CaptureError, CaptureOptions, Captured, FlatEntry, Hasher, Looked,
-    Parent, Reuse, TreeBuilder, kind_of,
-};
-use crate::object::{EntryKind, ObjectId, ObjectKind, PendingObject, RelPath, Tree};
+use super::hash::{Hasher, Looked, Parent};
+use super::tree::{Reuse, TreeBuilder, kind_of};
+use super::write::commit;
+use super::{Capture, CaptureContext, CaptureOptions, Captured};
+use crate::error::CaptureError;
+use crate::object::{EntryKind, FlatEntry, ObjectId, ObjectKind, PendingObject, RelPath, Tree};
 use crate::scan::beneath::Root;
 use crate::scan::{self, ScanEntry, ScanKind};
 use crate::statcache::{Head, Stat, StatCache};
@@ -349,7 +350,8 @@ fn relist(root: &Root, root_dev: u64, cache: &StatCache, rel: &[u8]) -> Option<R
     Some(out)
 }
 
-/// What [`count`] compares trees with.
+/// What the count of files after a changed-only capture compares trees with: the last
+/// snapshot's trees, read where their ids differ.
 struct Counting<'a, 'r> {
     old: &'a mut OldTrees<'r>,
     reader: &'r StoreReader,
@@ -899,7 +901,7 @@ pub(super) fn capture(
         ..Capture::default()
     };
     if opts.store_objects {
-        super::commit(ctx, opts, hasher, &seen, &mut capture)?;
+        commit(ctx, opts, hasher, &seen, &mut capture)?;
         phases.mark("commit");
         let header = crate::statcache::Header {
             store_id,

@@ -1,6 +1,15 @@
 //! Unit tests of the parent module.
 
-use super::*;
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+use std::path::Path;
+use std::sync::{Mutex, RwLock};
+
+use super::hash::Hasher;
+use super::write::{BATCH_BYTES, Pending, prefix};
+use crate::object::{ObjectId, ObjectKind, PendingObject};
+use crate::scan;
+use crate::store::{Store, StoreReader, WriteStats};
 use crate::test_util::noise;
 
 fn blob(bytes: Vec<u8>) -> PendingObject {

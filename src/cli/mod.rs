@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::history::list::{Implied, implied};
 use crate::object::{terminal_line, terminal_text};
-use crate::{Config, Error, Mode, RestoreError, Session, Workspace};
+use crate::{Choice, Config, Error, Mode, Pick, RestoreError, Session, SessionRef, Workspace};
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -556,9 +557,6 @@ impl ColorArg {
     }
 }
 
-/// Session id used when `--session` and `RETRACE_SESSION` are both absent.
-const DEFAULT_SESSION: &str = "default";
-
 /// Exit code of success.
 const OK: u8 = 0;
 /// Exit code of a refusal by a guard (conflict, dirty) or nothing to do (nothing to undo
@@ -785,23 +783,6 @@ fn open_with(dir: Option<&PathBuf>, config: &Config, says_refusal: bool) -> Resu
     Ok(ws)
 }
 
-/// How a command picks its session when `--session` names none, and what an unknown name
-/// means.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pick {
-    /// `undo`, `redo`, `navigate`, and `log`/`status` of a named session: a session with
-    /// history; an unknown name is a usage error listing the sessions there.
-    History,
-    /// `turn end`, `turn round`: the one session with a turn open, else as `History`.
-    Open,
-    /// `checkpoint`, `turn begin`, `mcp`: as `History` without a name, but with no session
-    /// yet the default one is used; a name is the session's exact name (a new one starts).
-    Create,
-}
-
-/// How much more recent (ms) the newest session must be than the next to be picked alone.
-const CLEARLY_NEWER_MS: u64 = 3600 * 1000;
-
 fn session(dir: Option<&PathBuf>, id: Option<&str>, pick: Pick) -> Result<Session> {
     if pick != Pick::Create
         && let Err(none) = open_reading(dir)?
@@ -870,55 +851,43 @@ fn session_of(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
 }
 
 fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
-    use crate::Lookup;
-    if let Some(id) = id {
-        // A name that starts a session, a key prefix never: `--session 2026` of a new
-        // session must not add its turns to one whose key begins with those digits.
-        if pick == Pick::Create {
-            return Ok(ws.session(id));
-        }
-        return match ws.find_session(id)? {
-            Lookup::Found(info) => Ok(ws.session_of(&info)),
-            // Only `turn begin`, `checkpoint` and `mcp` start a session (Pick::Create, above):
-            // anywhere else a name no session has is a mistake, told which ones exist.
-            Lookup::Missing => {
-                let all = ws.sessions()?;
-                if all.is_empty() {
-                    return Err(no_session_yet(id, ws.root()));
-                }
-                Err(Usage(format!(
-                    "there is no session {id:?} in {}; the sessions here (name one with \
-                     --session: its name, or a unique prefix of its name or key):{}",
-                    ws.root().display(),
-                    session_lines(&all)
-                ))
-                .into())
-            }
-            Lookup::Ambiguous(hits) => Err(Usage(format!(
-                "{id:?} is the start of several sessions' names or keys; give more of it:{}",
-                session_lines(&hits)
-            ))
-            .into()),
-        };
-    }
-    let all = ws.sessions()?;
-    match implied(&all, pick) {
-        Implied::Default => Ok(ws.session(DEFAULT_SESSION)),
-        Implied::One(info, why) => {
+    match ws.choose_session(id, pick)? {
+        Choice::Session { id: chosen, guess } => {
             // Said only when it is a guess (the most recent of several): the only session
             // with history, or the one with a turn open, goes without saying.
-            if let Some(why) = why {
+            if let (Some(why), SessionRef::Listed(info)) = (guess, &chosen) {
                 eprintln!("retrace: session {} ({why})", terminal_line(info.shown()));
             }
-            Ok(ws.session_of(info))
+            Ok(ws.open_session(&chosen))
         }
-        Implied::None => Err(Refused(format!(
+        // Only `turn begin`, `checkpoint` and `mcp` start a session (Pick::Create): anywhere
+        // else a name no session has is a mistake, told which ones exist.
+        Choice::Unknown(all) => {
+            let id = id.unwrap_or_default();
+            if all.is_empty() {
+                return Err(no_session_yet(id, ws.root()));
+            }
+            Err(Usage(format!(
+                "there is no session {id:?} in {}; the sessions here (name one with \
+                 --session: its name, or a unique prefix of its name or key):{}",
+                ws.root().display(),
+                session_lines(&all)
+            ))
+            .into())
+        }
+        Choice::Ambiguous(hits) => Err(Usage(format!(
+            "{:?} is the start of several sessions' names or keys; give more of it:{}",
+            id.unwrap_or_default(),
+            session_lines(&hits)
+        ))
+        .into()),
+        Choice::NoHistory => Err(Refused(format!(
             "no session in {} has turns or checkpoints yet: nothing to do (an agent's turns \
              appear here once its hooks run; see `retrace install`)",
             ws.root().display()
         ))
         .into()),
-        Implied::Several(with) => Err(Usage(format!(
+        Choice::Several(with) => Err(Usage(format!(
             "{} sessions have history in {}; choose one with --session NAME (or a unique \
              prefix of its key):{}",
             with.len(),
@@ -926,47 +895,6 @@ fn choose(ws: &Workspace, id: Option<&str>, pick: Pick) -> Result<Session> {
             session_lines(&with)
         ))
         .into()),
-    }
-}
-
-/// The session a command without `--session` works on, given the workspace's sessions (most
-/// recently used first).
-#[derive(Debug)]
-enum Implied<'a> {
-    /// The default session (no session has history; the command may start one).
-    Default,
-    /// This one; with why, when it is a guess (the most recent of several).
-    One(&'a crate::SessionInfo, Option<String>),
-    /// No session has history.
-    None,
-    /// Several have, none clearly the one: these.
-    Several(Vec<crate::SessionInfo>),
-}
-
-fn implied(all: &[crate::SessionInfo], pick: Pick) -> Implied<'_> {
-    let with: Vec<_> = all.iter().filter(|s| s.has_history()).collect();
-    if pick == Pick::Open
-        && let [one] = with
-            .iter()
-            .filter(|s| s.pending.is_some())
-            .collect::<Vec<_>>()[..]
-    {
-        return Implied::One(one, None);
-    }
-    match with[..] {
-        [] if pick == Pick::Create => Implied::Default,
-        [] => Implied::None,
-        [one] => Implied::One(one, None),
-        [newest, next, ..] if newest.touched_ms >= next.touched_ms + CLEARLY_NEWER_MS => {
-            Implied::One(
-                newest,
-                Some(format!(
-                    "the most recent; `retrace sessions` lists the {} others",
-                    with.len() - 1
-                )),
-            )
-        }
-        _ => Implied::Several(with.into_iter().cloned().collect()),
     }
 }
 
@@ -1503,7 +1431,7 @@ mod tests {
 
     #[test]
     fn without_a_session_the_obvious_one_is_used_or_the_choice_refused() {
-        let hour = CLEARLY_NEWER_MS;
+        let hour = crate::history::list::CLEARLY_NEWER_MS;
         let empty = info("empty", 0, 9 * hour, None);
         assert_eq!(picked(&[], Pick::History), "none");
         assert_eq!(picked(std::slice::from_ref(&empty), Pick::History), "none");

@@ -119,3 +119,138 @@ pub fn find(wc: &WorkingCopy, query: &str) -> Result<Lookup, Error> {
         _ => Lookup::Ambiguous(hits),
     })
 }
+
+/// How a front end reads a session's name, or picks one when it names none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Undo, redo, navigate, and the log or status of a named session: a session with
+    /// history; an unknown name is [`Choice::Unknown`].
+    History,
+    /// Ending a turn: the one session with a turn open, else as [`Pick::History`].
+    Open,
+    /// Checkpoint, beginning a turn, MCP: as [`Pick::History`] without a name, but with no
+    /// session yet [`DEFAULT_SESSION`]; a name is the session's exact name (a new one
+    /// starts: a key prefix never matches, so a new session's turns never join another's).
+    Create,
+}
+
+/// The session a command means when it names none and no session has history yet.
+pub const DEFAULT_SESSION: &str = "default";
+
+/// How much more recent (ms) the newest session must be than the next to be picked alone.
+pub const CLEARLY_NEWER_MS: u64 = 3600 * 1000;
+
+/// The session a command means ([`Workspace::choose_session`](crate::Workspace::choose_session)),
+/// or why there is none.
+#[derive(Debug)]
+pub enum Choice {
+    /// This session's id, to open with `Workspace::session`; `guess` says why, when it was
+    /// a guess (the most recent of several with history).
+    Session {
+        /// The session's id (its host id, or its key for one found by prefix).
+        id: SessionRef,
+        /// Why it was taken, when it was a guess.
+        guess: Option<String>,
+    },
+    /// The name is no session's: these are the sessions there are (none: none yet).
+    Unknown(Vec<SessionInfo>),
+    /// The name starts several sessions' names or keys: these.
+    Ambiguous(Vec<SessionInfo>),
+    /// No session has turns or checkpoints yet.
+    NoHistory,
+    /// Several sessions have history, none clearly the one: these.
+    Several(Vec<SessionInfo>),
+}
+
+/// A session chosen: by the name it starts with, or as listed.
+#[derive(Debug)]
+pub enum SessionRef {
+    /// A new or default session, by name.
+    Named(String),
+    /// A session as `retrace sessions` lists it.
+    Listed(SessionInfo),
+}
+
+/// The one rule by which a front end chooses a session: `name` (a session's name, or a
+/// unique prefix of its name or key) or, without one, the one the history makes obvious.
+///
+/// # Errors
+/// [`Error`] when the sessions cannot be read.
+pub(crate) fn choose(
+    ws: &WorkingCopy,
+    name: Option<&str>,
+    pick: Pick,
+) -> Result<Choice, Error> {
+    if let Some(name) = name {
+        if pick == Pick::Create {
+            return Ok(Choice::Session {
+                id: SessionRef::Named(name.to_string()),
+                guess: None,
+            });
+        }
+        return Ok(match find(ws, name)? {
+            Lookup::Found(info) => Choice::Session {
+                id: SessionRef::Listed(info),
+                guess: None,
+            },
+            Lookup::Missing => Choice::Unknown(list(ws)?),
+            Lookup::Ambiguous(hits) => Choice::Ambiguous(hits),
+        });
+    }
+    let all = list(ws)?;
+    Ok(match implied(&all, pick) {
+        Implied::Default => Choice::Session {
+            id: SessionRef::Named(DEFAULT_SESSION.to_string()),
+            guess: None,
+        },
+        Implied::One(info, guess) => Choice::Session {
+            id: SessionRef::Listed(info.clone()),
+            guess,
+        },
+        Implied::None => Choice::NoHistory,
+        Implied::Several(with) => Choice::Several(with),
+    })
+}
+
+/// The session a command without a name works on, given the workspace's sessions (most
+/// recently used first).
+#[derive(Debug)]
+pub(crate) enum Implied<'a> {
+    /// The default session (no session has history; the command may start one).
+    Default,
+    /// This one; with why, when it is a guess (the most recent of several).
+    One(&'a SessionInfo, Option<String>),
+    /// No session has history.
+    None,
+    /// Several have, none clearly the one: these.
+    Several(Vec<SessionInfo>),
+}
+
+/// The rule of [`choose`] without a name: the only session with history (with
+/// [`Pick::Open`], the one with a turn open), or the clearly most recent; none, or several.
+pub(crate) fn implied(all: &[SessionInfo], pick: Pick) -> Implied<'_> {
+    let with: Vec<_> = all.iter().filter(|s| s.has_history()).collect();
+    if pick == Pick::Open
+        && let [one] = with
+            .iter()
+            .filter(|s| s.pending.is_some())
+            .collect::<Vec<_>>()[..]
+    {
+        return Implied::One(one, None);
+    }
+    match with[..] {
+        [] if pick == Pick::Create => Implied::Default,
+        [] => Implied::None,
+        [one] => Implied::One(one, None),
+        [newest, next, ..] if newest.touched_ms >= next.touched_ms + CLEARLY_NEWER_MS => {
+            Implied::One(
+                newest,
+                Some(format!(
+                    "the most recent; `retrace sessions` lists the {} others",
+                    with.len() - 1
+                )),
+            )
+        }
+        _ => Implied::Several(with.into_iter().cloned().collect()),
+    }
+}

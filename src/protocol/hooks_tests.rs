@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 #[test]
 fn retrace_commands_are_recognised_exactly() {
@@ -67,7 +68,7 @@ fn agents_are_named_as_on_the_command_line() {
     for agent in Agent::ALL {
         assert_eq!(Agent::from_name(agent.name()), Some(agent));
     }
-    assert_eq!(Agent::from_name("claude"), Some(Agent::ClaudeCode));
+    assert_eq!(Agent::from_name("claude"), Some(Agent::CLAUDE_CODE));
     assert_eq!(Agent::from_name("cursor"), None);
     assert_eq!(Agent::names(), "claude-code, codex, gemini");
 }
@@ -133,7 +134,7 @@ fn every_tool_event_installed_has_a_matcher_of_writing_tools() {
     }
     // Gemini CLI's matcher is an unanchored regular expression: anchored, no MCP tool that
     // merely contains a name matches.
-    let gemini = Agent::Gemini.tool_matcher();
+    let gemini = Agent::GEMINI.tool_matcher();
     assert!(
         gemini.starts_with("^(") && gemini.ends_with(")$"),
         "{gemini}"
@@ -141,7 +142,7 @@ fn every_tool_event_installed_has_a_matcher_of_writing_tools() {
     for name in gemini[2..gemini.len() - 2].split('|') {
         assert!(tool_writes(name, &json!({})).is_some(), "{name}");
     }
-    for agent in [Agent::ClaudeCode, Agent::Codex] {
+    for agent in [Agent::CLAUDE_CODE, Agent::CODEX] {
         for name in agent.tool_matcher().split('|') {
             assert!(tool_writes(name, &json!({})).is_some(), "{agent:?} {name}");
         }

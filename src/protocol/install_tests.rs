@@ -1,13 +1,14 @@
 //! Unit tests of `install.rs`.
 
 use super::*;
+use serde_json::Value;
 
 #[test]
 fn a_symlinked_settings_file_is_edited_through_the_link_and_stays_a_link() {
     let dir = tempfile::tempdir().unwrap();
     let dotfiles = dir.path().join("dotfiles");
     std::fs::create_dir_all(&dotfiles).unwrap();
-    for agent in [Agent::ClaudeCode, Agent::Codex, Agent::Gemini] {
+    for agent in [Agent::CLAUDE_CODE, Agent::CODEX, Agent::GEMINI] {
         let target = Target::new(agent, &dir.path().join(agent.name()), false);
         let real = dotfiles.join(format!("{}.json", agent.name()));
         std::fs::write(&real, r#"{"model": "mine"}"#).unwrap();
@@ -33,7 +34,7 @@ fn a_symlinked_settings_file_is_edited_through_the_link_and_stays_a_link() {
 #[test]
 fn a_record_written_before_created_paths_reads_as_the_kept_containers() {
     let dir = tempfile::tempdir().unwrap();
-    let target = Target::new(Agent::ClaudeCode, dir.path(), false).remembering_in(dir.path());
+    let target = Target::new(Agent::CLAUDE_CODE, dir.path(), false).remembering_in(dir.path());
     let mut all = serde_json::Map::new();
     all.insert(
         record_key(&target.settings()),
@@ -61,7 +62,7 @@ fn retraces_own_hook_commands_are_recognised_wherever_the_binary_lives() {
         r#""/opt/a \"b\" \$c/retrace" hook codex"#,
         r#"/opt/mixed' 'dir"/x"/retrace hook codex"#,
     ] {
-        assert!(is_ours(c, Agent::Codex, &BTreeSet::new()), "{c}");
+        assert!(is_ours(c, Agent::CODEX, &BTreeSet::new()), "{c}");
     }
     for c in [
         "'/usr/local/bin/retrace' hook gemini",
@@ -71,7 +72,7 @@ fn retraces_own_hook_commands_are_recognised_wherever_the_binary_lives() {
         "'/unterminated/retrace hook codex",
         "",
     ] {
-        assert!(!is_ours(c, Agent::Codex, &BTreeSet::new()), "{c}");
+        assert!(!is_ours(c, Agent::CODEX, &BTreeSet::new()), "{c}");
     }
 }
 
@@ -82,15 +83,15 @@ fn a_binary_named_otherwise_is_retraces_when_an_install_recorded_it() {
         "'/opt/my tools/rt' hook codex",
         "\"/opt/my tools/rt\" hook codex --watch",
     ] {
-        assert!(is_ours(c, Agent::Codex, &recorded), "{c}");
-        assert!(!is_ours(c, Agent::Codex, &BTreeSet::new()), "{c}");
+        assert!(is_ours(c, Agent::CODEX, &recorded), "{c}");
+        assert!(!is_ours(c, Agent::CODEX, &BTreeSet::new()), "{c}");
     }
     for c in [
         "'/opt/my tools/rt' hook gemini",
         "'/opt/my tools/rt' status",
         "'/opt/rt' hook codex",
     ] {
-        assert!(!is_ours(c, Agent::Codex, &recorded), "{c}");
+        assert!(!is_ours(c, Agent::CODEX, &recorded), "{c}");
     }
 }
 
@@ -106,10 +107,10 @@ fn hook_commands_quote_any_path_for_sh() {
         "/tmp/'''",
     ] {
         let exe = Path::new(dir).join("retrace");
-        let command = hook_command(&exe, Agent::Gemini).unwrap();
+        let command = hook_command(&exe, Agent::GEMINI).unwrap();
         let none = BTreeSet::new();
-        assert!(is_ours(&command, Agent::Gemini, &none), "{command}");
-        assert!(!is_ours(&command, Agent::Codex, &none), "{command}");
+        assert!(is_ours(&command, Agent::GEMINI, &none), "{command}");
+        assert!(!is_ours(&command, Agent::CODEX, &none), "{command}");
         assert_eq!(
             first_word(&command).map(|(w, _)| w),
             Some(exe.display().to_string())

@@ -5,6 +5,7 @@
 //! history, show, blame, shutdown) are defined once, as typed requests and responses, in
 //! [`ops`].
 
+pub mod agents;
 pub mod hooks;
 pub mod install;
 pub mod mcp;

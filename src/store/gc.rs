@@ -162,11 +162,11 @@ impl Store {
                 .and_then(|(a, depth)| {
                     let rec = reader.record(&a).ok()?;
                     let bytes = reader.payload(&a, &rec).ok()?;
-                    super::hashes_to(rec.kind, &bytes, &a).then_some((a, depth, bytes))
+                    super::reader::hashes_to(rec.kind, &bytes, &a).then_some((a, depth, bytes))
                 });
             for (id, rec) in deps {
                 let payload = match reader.payload(&id, rec) {
-                    Ok(p) if super::hashes_to(rec.kind, &p, &id) => p,
+                    Ok(p) if super::reader::hashes_to(rec.kind, &p, &id) => p,
                     _ => {
                         unrebuilt.push(dead);
                         continue;
@@ -285,7 +285,7 @@ impl Store {
         let mut new_frames = Vec::new();
         for (objects, cap) in [
             (rewrite, crate::object::record::FRAME_RAW_BYTES),
-            (made_whole, super::MAX_SHARED_BASE_FRAME as usize / 2),
+            (made_whole, super::reader::MAX_SHARED_BASE_FRAME as usize / 2),
         ] {
             let mut batch: Vec<PendingObject> = Vec::new();
             let mut batch_bytes = 0;
@@ -347,7 +347,7 @@ impl Store {
                 .iter()
                 .any(|f| f.members.iter().any(|m| m.delta.is_some()))
             {
-                super::mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
+                super::write::mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
             }
             for f in &frames {
                 let stored_len =

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use redb::{ReadableTable, Table};
 
 use super::schema::{META_LOG_END, PACK_BYTES};
-use super::{Store, WriteStats, mark_deltas, now_secs, readable_in};
+use super::write::{mark_deltas, readable_in};
+use super::{Store, WriteStats, now_secs};
 use crate::error::StoreError;
 use crate::object::{NewFrame, ObjectId, ObjectRecord};
 

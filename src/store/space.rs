@@ -11,7 +11,8 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::{Store, open_db};
+use super::Store;
+use super::open::open_db;
 use crate::error::StoreError;
 use crate::object::NewFrame;
 

@@ -16,7 +16,8 @@ use std::collections::HashSet;
 use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 use super::schema::{META, OBJECTS, PACK_BYTES, PACKS, STAGED};
-use super::{Store, WriteStats, WriteTx, readable_in};
+use super::write::readable_in;
+use super::{Store, WriteStats, WriteTx};
 use crate::error::StoreError;
 use crate::object::{ObjectId, ObjectRecord};
 

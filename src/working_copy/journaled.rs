@@ -13,7 +13,8 @@
 use std::collections::HashSet;
 use std::fmt::Write;
 
-use super::{Applied, Exclusive, WorkingCopy};
+use super::restore::Applied;
+use super::{Exclusive, WorkingCopy};
 use crate::capture::Capture;
 use crate::object::FlatEntry;
 use crate::diff::{Change, changes};

@@ -3,7 +3,8 @@
 //! The dirty guard covers only those paths. The result is a new state of the workspace, so it
 //! is recorded as a snapshot of its own.
 
-use super::{DirtyRefusal, Holders, WorkingCopy, dirty_guard, held_guard};
+use super::guard::{Holders, dirty_guard, held_guard};
+use super::{DirtyRefusal, WorkingCopy};
 use crate::object::FlatEntry;
 use crate::diff::{Change, diff, flatten, selected};
 use crate::error::{Error, RestoreError};
@@ -187,9 +188,7 @@ impl WorkingCopy {
             let applied = self
                 .prepare_target(&reader, &current.entries, &target, true)?
                 .out;
-            outcome.written = applied.written;
-            outcome.deleted = applied.deleted;
-            outcome.left_alone = applied.left_alone;
+            outcome.absorb(applied, false);
             return Ok((outcome, refused));
         };
         if change.is_empty() {
@@ -221,11 +220,7 @@ impl WorkingCopy {
             progress,
         )?;
         fin.recorded?;
-        outcome.written = fin.applied.written;
-        outcome.deleted = fin.applied.deleted;
-        outcome.left_alone = fin.applied.left_alone;
-        outcome.removed_dirs = fin.applied.removed_dirs;
-        outcome.verify_diff = fin.applied.verify_diff;
+        outcome.absorb(fin.applied, true);
         if let Some(after) = fin.capture {
             // Not exactly as planned: what differs from the target under the paths, apart
             // from what was left alone.

@@ -167,7 +167,7 @@ pub fn install(
     for line in changes.lines {
         println!("{line}");
     }
-    if add && agent == Agent::ClaudeCode {
+    if add && agent.spec().local_settings_file.is_some() {
         println!(
             "{}",
             match scope {

@@ -14,7 +14,7 @@
 //!
 //! | operation | request | response | serve | mcp | hooks |
 //! |-----------|---------|----------|-------|-----|-------|
-//! | begin a turn | [`BeginTurnRequest`] | [`TurnBegun`] | `begin_turn` | | prompt |
+//! | begin a turn | [`BeginTurnRequest`] | `TurnBegun` | `begin_turn` | | prompt |
 //! | wait for its before-snapshot | [`WaitBeforeRequest`] | [`BeforeStatus`] | `wait_before` | | prompt |
 //! | mark a round | [`RoundRequest`] | [`Acknowledged`] | `round` | | |
 //! | end the turn | [`EndTurnRequest`] | [`TurnSummary`] | `end_turn` | | stop |
@@ -25,13 +25,13 @@
 //! | redo | [`RedoRequest`] | [`OutcomeReport`] | `redo` | `redo` | `/redo` |
 //! | checkpoint | [`CheckpointRequest`] | [`OutcomeReport`] | `checkpoint` | `checkpoint` | `/checkpoint` |
 //! | navigate | [`NavigateRequest`] | [`OutcomeReport`] | `navigate` | | |
-//! | revert a past turn | [`RevertRequest`] | [`RevertResponse`] | `revert` | | `/revert N` |
+//! | revert a past turn | [`RevertRequest`] | `RevertResponse` | `revert` | | `/revert N` |
 //! | revert, within the running turn | [`RevertInRunningTurnRequest`] | [`OutcomeReport`] | | `revert` | |
 //! | restore some paths | [`RestorePathsRequest`] | [`crate::working_copy::DryRun`] | `restore_paths` | | |
 //! | status | [`StatusRequest`] | [`SessionStatus`] | `status` | `status` | |
 //! | log | [`LogRequest`] | [`SessionLog`] | `log` | `log` | `/retrace-log` |
 //! | diff | [`DiffRequest`] | [`Diff`] | `diff` | `diff` | |
-//! | a file's history | [`FileHistoryRequest`] | [`FileHistory`] | `file_history` | `file_history` | |
+//! | a file's history | [`FileHistoryRequest`] | `FileHistory` | `file_history` | `file_history` | |
 //! | one entry in full | [`ShowRequest`] | [`EntryDetail`] | `show` | | |
 //! | lines by turn | [`BlameRequest`] | [`Blame`] | `blame` | `blame` | |
 //!

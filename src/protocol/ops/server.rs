@@ -36,7 +36,7 @@ pub struct Opened {
     pub root: String,
     /// Its status.
     pub status: SessionStatus,
-    /// The workspace's warnings (see [`crate::WorkingCopy::warnings`]).
+    /// The workspace's warnings (see [`crate::Workspace::warnings`]).
     pub warnings: Vec<String>,
 }
 
