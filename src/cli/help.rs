@@ -49,41 +49,62 @@ const SESSIONLESS: &[&str] = &[
 /// The commands `-v` changes (they list the paths they write); left out of the others' help.
 const VERBOSE: &[&str] = &["restore", "navigate", "undo", "redo", "revert"];
 
+/// The commands with no JSON answer: `--json` is left out of their help (and refused).
+pub const JSONLESS: &[&str] = &[
+    "watch",
+    "ui",
+    "turn round",
+    "serve",
+    "mcp",
+    "hook",
+    "install",
+    "uninstall",
+    "demo",
+    "completions",
+    "man",
+    "maintain-due",
+];
+
 /// The commands whose output goes through a pager (`--no-pager`).
 const PAGED: &[&str] = &["log", "show", "blame", "diff"];
 
 /// The clap command with the grouped help.
 pub fn command() -> clap::Command {
-    let mut cmd = Cli::command();
-    let names: Vec<String> = cmd
-        .get_subcommands()
-        .map(|c| c.get_name().to_string())
-        .collect();
-    let quiet_verbose: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| !VERBOSE.contains(n))
-        .collect();
-    let unpaged: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| !PAGED.contains(n))
-        .collect();
-    for (id, on) in [
-        ("session", SESSIONLESS),
-        ("verbose", &quiet_verbose[..]),
-        ("no_pager", &unpaged[..]),
-    ] {
-        // A subcommand's own argument of the global's id stands in for the global there
-        // (clap does not propagate over it): the same option, hidden.
-        let Some(global) = cmd.get_arguments().find(|a| a.get_id() == id).cloned() else {
-            continue;
-        };
-        for name in on {
-            let hidden = global.clone().global(false).hide(true);
-            cmd = cmd.mut_subcommand(name, |c| c.arg(hidden));
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd.get_arguments().cloned().collect();
+    // A subcommand's own argument of the global's id stands in for the global there (clap
+    // does not propagate over it): the same option, hidden.
+    let hidden = |id: &str| {
+        globals
+            .iter()
+            .find(|a| a.get_id() == id)
+            .map(|g| g.clone().global(false).hide(true))
+    };
+    let with_hidden = |mut c: clap::Command, ids: &[(&str, bool)]| {
+        for (id, hide) in ids {
+            if let (true, Some(arg)) = (hide, hidden(id)) {
+                c = c.arg(arg);
+            }
         }
-    }
+        c
+    };
+    // In place, so that completions and man pages keep the commands' order.
+    let cmd = cmd.mut_subcommands(|sub| {
+        let name = sub.get_name().to_string();
+        let sub = with_hidden(
+            sub,
+            &[
+                ("session", SESSIONLESS.contains(&name.as_str())),
+                ("verbose", !VERBOSE.contains(&name.as_str())),
+                ("no_pager", !PAGED.contains(&name.as_str())),
+                ("json", JSONLESS.contains(&name.as_str())),
+            ],
+        );
+        sub.mut_subcommands(|inner| {
+            let path = format!("{name} {}", inner.get_name());
+            with_hidden(inner, &[("json", JSONLESS.contains(&path.as_str()))])
+        })
+    });
     let list = command_list(&cmd);
     cmd.help_template(format!(
         "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{list}\nOptions:\n{{options}}{{after-help}}"
@@ -176,6 +197,15 @@ mod tests {
         }
         for name in listed.iter().chain(PLUMBING).chain(SESSIONLESS) {
             assert!(cmd.find_subcommand(name).is_some(), "no command {name}");
+        }
+        for name in JSONLESS {
+            let mut path = name.split(' ');
+            let outer = cmd.find_subcommand(path.next().unwrap());
+            let found = match path.next() {
+                Some(inner) => outer.and_then(|c| c.find_subcommand(inner)),
+                None => outer,
+            };
+            assert!(found.is_some(), "no command {name}");
         }
         for name in PLUMBING {
             assert!(cmd.find_subcommand(name).unwrap().is_hide_set(), "{name}");

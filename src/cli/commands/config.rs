@@ -2,11 +2,21 @@
 
 use std::path::PathBuf;
 
-use crate::object::{terminal_line, terminal_text};
 use anyhow::Result;
 
-use crate::cli::OK;
+use crate::cli::commands::Ctx;
+use crate::cli::exit::OK;
 use crate::cli::json;
+use crate::object::{terminal_line, terminal_text};
+
+/// Show every setting, its value and where it came from
+#[derive(clap::Args)]
+pub struct ConfigArgs {}
+
+/// Runs `retrace config`.
+pub fn run(_: ConfigArgs, cx: &Ctx) -> Result<u8> {
+    config(cx.dir(), cx.json)
+}
 
 /// `retrace config`.
 pub fn config(dir: Option<&PathBuf>, json: bool) -> Result<u8> {

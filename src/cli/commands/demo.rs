@@ -1,14 +1,19 @@
 //! `retrace demo`: a walkthrough in a temporary directory that runs the real CLI (this very
 //! executable) and shows each command before its output, so it teaches the commands too.
 
+use crate::cli::commands::Ctx;
+use crate::cli::exit::Usage;
+
+/// Walk through retrace in a temporary directory
+#[derive(clap::Args)]
+pub struct DemoArgs;
+
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
-
-use crate::cli::Usage;
 
 /// The demo's project and store, and the executable that plays `retrace`.
 struct Demo {
@@ -116,7 +121,8 @@ impl Demo {
 }
 
 /// `retrace demo`. It always works in a directory of its own, so `-C` is refused.
-pub fn run(dir: Option<&PathBuf>) -> Result<u8> {
+pub fn run(_: DemoArgs, cx: &Ctx) -> Result<u8> {
+    let dir = cx.dir();
     if let Some(d) = dir {
         bail!(Usage(format!(
             "the demo always runs in a temporary directory of its own and removes it; run \

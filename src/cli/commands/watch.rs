@@ -1,14 +1,36 @@
 //! `retrace watch`: the workspace's file watcher, in the foreground, detached, or stopped.
 
+use crate::Workspace;
+use crate::cli::commands::Ctx;
+use crate::cli::exit::{BUSY, OK};
+use crate::cli::open::open_to_snapshot;
+
+/// Watch the files so that captures look only at what changed
+///
+/// Watches with inotify; captures walk as before whenever the watcher cannot vouch.
+/// Exits after `watch_idle_minutes` without a capture.
+#[derive(clap::Args)]
+pub struct WatchArgs {
+    /// Run in the background (its output goes to a log beside its socket).
+    #[arg(long, conflicts_with = "stop")]
+    detach: bool,
+    /// Stop the workspace's watcher.
+    #[arg(long)]
+    stop: bool,
+}
+
+/// Runs `retrace watch`.
+pub fn run(args: WatchArgs, cx: &Ctx) -> Result<u8> {
+    let ws = open_to_snapshot(cx.dir())?;
+    watch(&ws, args.detach, args.stop)
+}
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::Workspace;
 use crate::error::WatchError;
 use crate::watch::{self, WatchStatus, Watcher};
 use anyhow::{Result, bail};
-
-use crate::cli::{BUSY, OK};
 
 /// How long `--detach` waits for the new watcher's crawl before saying it still runs it.
 const READY_WAIT: Duration = Duration::from_secs(30);

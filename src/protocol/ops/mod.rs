@@ -70,7 +70,7 @@ use rmcp::schemars::{self, JsonSchema};
 use serde::{Deserialize, Serialize};
 
 pub use history::{
-    CheckpointRequest, NavigateRequest, RedoRequest, RestorePathsRequest,
+    CheckpointRequest, NavigateRequest, RedoRequest, RestorePathsRequest, RevertResponse,
     RevertInRunningTurnRequest, RevertRequest, UndoRequest, UndoRunningTurnRequest,
 };
 pub use inspect::{BlameRequest, FileHistoryRequest, ShowRequest};

@@ -1,27 +1,33 @@
-//! The maintenance commands: `gc`, `repair`, and the hidden `maintain-due` that other
-//! commands start in the background.
+//! `retrace gc`: apply retention, drop what nothing refers to, compact the store.
 
-use crate::Workspace;
-use crate::config::bytes_approx as bytes;
-use crate::object::terminal_line;
-use crate::retention::{self, GcOptions};
 use anyhow::Result;
 
+use crate::Workspace;
+use crate::cli::commands::Ctx;
+use crate::cli::exit::OK;
 use crate::cli::json;
-use crate::cli::progress::Bar;
-use crate::cli::{OK, STILL_BROKEN, print_warnings};
+use crate::cli::open::{open, print_warnings};
+use crate::config::bytes_approx as bytes;
+use crate::retention::{self, GcOptions};
 
-/// `retrace maintain-due` (hidden): a due pass at the lowest priority, in the detached
-/// process `crate::maintainer::maintain_later` starts. Its stdio is `/dev/null`: what the
-/// pass warns about waits in the store for the next command. Opening never waits for another
-/// process's restore, and the pass gives up when the workspace is busy.
-pub fn maintain_due(dir: Option<&std::path::PathBuf>) -> Result<u8> {
-    // First, before any thread starts: threads inherit the priority.
-    crate::maintainer::lower_priority();
-    let path = dir.cloned().unwrap_or_else(|| ".".into());
-    let ws = Workspace::open(&path, &crate::Config::from_env().for_reading())?;
-    let _ = ws.run_detached_pass();
-    Ok(OK)
+/// Free space: drop what nothing refers to, compact the store
+///
+/// Applies retention, removes objects no snapshot, turn or checkpoint refers to, and
+/// compacts the store.
+#[derive(clap::Args)]
+pub struct GcArgs {
+    /// Only report what would be freed.
+    #[arg(long)]
+    dry_run: bool,
+    /// Keep unreferenced objects younger than this (a capture elsewhere may be about to
+    /// record them); default: the `gc_grace_secs` setting (3600).
+    #[arg(long, value_name = "SECS")]
+    grace: Option<u64>,
+}
+
+/// Runs `retrace gc`.
+pub fn run(args: GcArgs, cx: &Ctx) -> Result<u8> {
+    gc(&open(cx.dir())?, args.dry_run, args.grace, cx.json)
 }
 
 /// `retrace gc`: the policy (what a dry run skips, the grace default, the sweep of the home)
@@ -117,48 +123,4 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         );
     }
     Ok(OK)
-}
-
-/// `retrace repair`.
-pub fn repair(ws: &Workspace, json: bool) -> Result<u8> {
-    let r = ws.repair(&Bar::new())?;
-    print_warnings(ws);
-    if json {
-        // Not ok when snapshots stay broken (exit 4), as every failing answer.
-        let mut v = serde_json::to_value(&r)?;
-        v["result"] = "repair".into();
-        v["ok"] = r.broken.is_empty().into();
-        json::print(v);
-    } else {
-        println!(
-            "checked {} objects: {} damaged and forgotten; {} stored again from the workspace",
-            r.objects,
-            r.forgotten.len(),
-            r.restored
-        );
-        // Each names a path or a session: shown escaped.
-        for f in r.faults.iter().take(20) {
-            println!("  {}", terminal_line(f));
-        }
-        if r.broken.is_empty() {
-            println!("every snapshot is whole");
-        } else {
-            println!(
-                "{} snapshot(s) stay broken (their files are gone from the workspace):",
-                r.broken.len()
-            );
-            for b in &r.broken {
-                println!(
-                    "  {}  {}",
-                    b.id.short(),
-                    terminal_line(&b.used_by.join(", "))
-                );
-            }
-        }
-    }
-    Ok(if r.broken.is_empty() {
-        OK
-    } else {
-        STILL_BROKEN
-    })
 }

@@ -1,20 +1,32 @@
-//! `retrace completions SHELL` and `retrace man`, generated from the clap definitions
-//! ([`crate::cli::help::command`]), the man pages with the sections clap does not know of: exit
-//! status, environment, files and examples.
+//! `retrace man`: the man pages, generated from the clap definitions
+//! ([`crate::cli::help::command`]) with the sections clap does not know of: exit status,
+//! environment, files and examples.
 
-use std::path::Path;
+use crate::cli::commands::Ctx;
+use crate::cli::exit::{OK, Usage};
+
+/// Print the man page of retrace or of one command
+///
+/// In roff: `retrace man | man -l -`, `retrace man undo | man -l -`; with `--dir`, every
+/// page written there as retrace.1, retrace-undo.1, … (for packagers: `man -M`).
+#[derive(clap::Args)]
+pub struct ManArgs {
+    /// The command whose page to print (default: retrace's own).
+    command: Option<String>,
+    /// Write every page into this directory instead.
+    #[arg(long = "dir", value_name = "DIR", conflicts_with = "command")]
+    out_dir: Option<PathBuf>,
+}
+
+/// Runs `retrace man`.
+pub fn run(args: ManArgs, _: &Ctx) -> Result<u8> {
+    man(args.command.as_deref(), args.out_dir.as_deref())
+}
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap_mangen::roff::{Roff, bold, roman};
-
-use crate::cli::{OK, Usage};
-
-/// `retrace completions SHELL`.
-pub fn completions(shell: clap_complete::Shell) -> Result<u8> {
-    let mut out = Vec::new();
-    clap_complete::generate(shell, &mut crate::cli::help::command(), "retrace", &mut out);
-    print_all(&out)
-}
 
 /// `retrace man [COMMAND]`, or every page into `dir`.
 pub fn man(command: Option<&str>, dir: Option<&Path>) -> Result<u8> {
@@ -222,7 +234,7 @@ const EXAMPLES: &[(&str, &str)] = &[
 ];
 
 /// Writes generated text to stdout; a reader that stopped early (`| head`) is no error.
-fn print_all(text: &[u8]) -> Result<u8> {
+pub fn print_all(text: &[u8]) -> Result<u8> {
     use std::io::Write;
     match std::io::stdout().lock().write_all(text) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),

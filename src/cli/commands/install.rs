@@ -1,64 +1,52 @@
-//! The agent commands: `hook`, `install`, `uninstall`, `serve` and `mcp`.
+//! `retrace install AGENT` and `retrace uninstall AGENT`: add retrace's hooks and commands to
+//! an agent's settings, or remove exactly what was added.
 
 use std::path::PathBuf;
 
-use crate::{Config, Session};
 use anyhow::Result;
 
-use crate::cli::OK;
+use crate::cli::commands::Ctx;
+use crate::cli::exit::{OK, REFUSED, Usage};
 
-/// `retrace mcp`: the session's tools over MCP on stdio until the client goes.
-pub fn mcp(session: Session) -> Result<u8> {
-    crate::protocol::mcp::run(session).map_err(anyhow::Error::msg)?;
-    Ok(OK)
+/// Add retrace to an agent: its hooks and `/undo` commands
+///
+/// Adds retrace's hooks (and `/undo`-style command files) to the agent's settings:
+/// idempotent, keeps every other hook.
+#[derive(clap::Args)]
+#[allow(clippy::struct_excessive_bools)] // flags, as clap parses them
+pub struct InstallArgs {
+    /// The agent: `claude-code`, `codex`, `gemini` or `opencode` (its plugin, and
+    /// `"snapshot": false` in `opencode.json`).
+    agent: String,
+    /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`,
+    /// `~/.config/opencode`) instead of the project's.
+    #[arg(long, conflicts_with_all = ["project", "local"])]
+    user: bool,
+    /// The project's settings (`.claude/settings.json`, `.codex/hooks.json`,
+    /// `.gemini/settings.json`; the default), usually committed: everyone who clones
+    /// the project gets the hooks.
+    #[arg(long, conflicts_with = "local")]
+    project: bool,
+    /// Claude Code only: your personal settings of the project
+    /// (`.claude/settings.local.json`, kept out of git), not the shared ones.
+    #[arg(long)]
+    local: bool,
+    /// The hooks also start the workspace's watcher (`retrace watch`) when none runs,
+    /// so that captures look only at what changed (claude-code, codex, gemini).
+    #[arg(long)]
+    watch: bool,
 }
 
-/// `retrace serve`: JSON-RPC on stdin/stdout until stdin ends.
-pub fn serve() -> u8 {
-    let stdin = std::io::stdin();
-    crate::protocol::serve::Server::new(Config::from_env(), Box::new(std::io::stdout()))
-        .run(stdin.lock());
-    OK
+/// Runs `retrace install`.
+pub fn run(args: InstallArgs, cx: &Ctx) -> Result<u8> {
+    let scope = Scope::of(args.user, args.local);
+    install(&args.agent, cx.dir(), scope, true, args.watch)
 }
 
-/// `retrace hook AGENT`: reads the event, prints the decision; any failure is one line on
-/// stderr and exit 0, so a hook never blocks the user's prompt by accident.
-pub fn hook(agent: &str, watch: bool) -> u8 {
-    use crate::protocol::hooks::{self, Agent};
-    use std::io::Read;
-    let Some(agent) = Agent::from_name(agent) else {
-        eprintln!(
-            "retrace: unknown agent {agent:?} for hooks; supported: {}",
-            Agent::names()
-        );
-        return OK;
-    };
-    let mut input = String::new();
-    let event = std::io::stdin()
-        .read_to_string(&mut input)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str(&input).map_err(|e| format!("bad hook input: {e}")));
-    let config = Config::from_env();
-    if watch
-        && let Ok(e) = &event
-        && let Some(root) = hooks::event_root(agent, e, &config)
-    {
-        super::watch::ensure(&root);
-    }
-    match event.and_then(|e| hooks::handle(agent, &e, &config)) {
-        Ok(out) => {
-            if let Some(v) = out.stdout {
-                println!("{v}");
-            }
-        }
-        Err(e) => {
-            eprintln!("retrace: {e}");
-            if let Some(v) = agent.on_error().stdout {
-                println!("{v}");
-            }
-        }
-    }
-    OK
+/// Runs `retrace uninstall`.
+pub fn run_uninstall(args: UninstallArgs, cx: &Ctx) -> Result<u8> {
+    let scope = Scope::of(args.user, args.local);
+    install(&args.agent, cx.dir(), scope, false, false)
 }
 
 /// Which settings an install writes.
@@ -114,7 +102,7 @@ pub fn install(
                  changed. Remove the extension with the agent's own package commands."
             );
         }
-        return Ok(crate::cli::REFUSED);
+        return Ok(REFUSED);
     }
     // The workspace root, as every other command resolves it (not a subfolder of it).
     let project = || -> Result<PathBuf> {
@@ -123,7 +111,7 @@ pub fn install(
     };
     if agent == "opencode" {
         if scope == Scope::Local {
-            return Err(crate::cli::Usage(
+            return Err(Usage(
                 "--local is Claude Code's personal project settings; opencode has none: install \
                  into the project (opencode.json) or --user"
                     .into(),
@@ -139,7 +127,7 @@ pub fn install(
         return install_opencode(&project()?, user, add);
     }
     let agent = Agent::from_name(agent).ok_or_else(|| {
-        crate::cli::Usage(format!(
+        Usage(format!(
             "unknown agent {agent:?}; supported: {}, opencode (Pi and Oh-My-Pi: `retrace \
              install pi` says how to install their extension)",
             Agent::names()
@@ -148,7 +136,7 @@ pub fn install(
     let project = project()?;
     let mut target = Target::new(agent, &project, user);
     if scope == Scope::Local {
-        target = target.local().map_err(crate::cli::Usage)?;
+        target = target.local().map_err(Usage)?;
     }
     let target = target.remembering_in(&crate::home::default_home());
     let changes = if add {
@@ -214,4 +202,20 @@ fn install_opencode(project: &std::path::Path, user: bool, add: bool) -> Result<
         println!("{}", target.next_step());
     }
     Ok(OK)
+}
+
+/// Remove exactly what `install` added
+#[derive(clap::Args)]
+pub struct UninstallArgs {
+    /// The agent: `claude-code`, `codex`, `gemini` or `opencode`.
+    agent: String,
+    /// The user's settings instead of the project's.
+    #[arg(long, conflicts_with_all = ["project", "local"])]
+    user: bool,
+    /// The project's settings (the default).
+    #[arg(long, conflicts_with = "local")]
+    project: bool,
+    /// Claude Code's personal settings of the project (`.claude/settings.local.json`).
+    #[arg(long)]
+    local: bool,
 }
