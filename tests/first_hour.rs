@@ -681,6 +681,43 @@ fn help_is_grouped_short_and_wrapped() {
     }
 }
 
+/// `--json` is one global flag: before or after the command alike; a command with no JSON
+/// answer refuses it as a usage error (exit 2), answered in JSON with nothing on stderr.
+#[test]
+fn json_is_one_global_flag_that_commands_without_a_json_answer_refuse() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    ok(&env, &["snapshot"]);
+    let mut answers = Vec::new();
+    for args in [&["--json", "log"][..], &["log", "--json"]] {
+        let o = env.run(RETRACE, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["ok"], true, "{args:?}: {v}");
+        answers.push(v);
+    }
+    assert_eq!(answers[0], answers[1]);
+    for args in [
+        &["watch", "--stop", "--json"][..],
+        &["--json", "turn", "round", "a1"],
+        &["install", "claude-code", "--json"],
+        &["--json", "demo"],
+    ] {
+        let o = env.run(RETRACE, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+        assert_eq!(stderr(&o), "", "{args:?}");
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["result"], "usage", "{args:?}: {v}");
+        let message = v["message"].as_str().unwrap();
+        assert!(message.contains("has no JSON answer"), "{args:?}: {message}");
+    }
+    // Nothing was installed by the refused install.
+    assert!(!env.root().join(".claude").exists());
+    // Their help does not offer it.
+    let o = env.run(RETRACE, &["watch", "--help"]);
+    assert!(!stdout(&o).contains("--json"), "{}", stdout(&o));
+}
+
 /// `gc` speaks of bytes freed and space, not of frames, levels or "young" objects.
 #[test]
 fn gc_says_what_it_freed_in_plain_words() {

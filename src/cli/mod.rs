@@ -51,7 +51,10 @@ struct Cli {
     /// `blame` show the whole workspace, every session's work, unless it is given.
     #[arg(long, global = true, env = "RETRACE_SESSION", value_name = "NAME")]
     session: Option<String>,
-    /// Print one JSON object on stdout instead of text (`docs/json.md`)
+    /// Print JSON instead of text
+    ///
+    /// One JSON object on stdout, in the shapes `docs/json.md` gives (errors too, with
+    /// nothing on stderr).
     #[arg(long, global = true)]
     json: bool,
     /// List every path an operation writes, not the first ten
