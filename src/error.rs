@@ -202,6 +202,13 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 impl StoreError {
+    /// Whether another retrace process held the store or the workspace lock for longer
+    /// than the bounded wait ([`StoreError::Busy`]).
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Busy { .. })
+    }
+
     /// Whether the store file itself is unusable (damaged, or of an unknown format), as
     /// opposed to busy or unreadable for lack of permission: such a store is set aside.
     #[must_use]
@@ -237,6 +244,63 @@ pub enum CaptureError {
         /// The stat cache file.
         path: PathBuf,
     },
+    /// Files are never captured in this workspace (the home directory or above, a
+    /// filesystem root, the temp directory): it keeps conversation history only.
+    #[error(
+        "workspace {path}: {why}; retrace does not snapshot it (conversation history only). \
+         Run it in a project folder"
+    )]
+    Refused {
+        /// The workspace root.
+        path: PathBuf,
+        /// Why (see [`crate::Workspace::conversation_only`]).
+        why: String,
+    },
+    /// The thread that takes a turn's before-snapshot could not be started.
+    #[error("workspace {path}: cannot start the capture thread: {source}")]
+    Thread {
+        /// The workspace root.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+}
+
+impl CaptureError {
+    /// Whether the store or the workspace lock stayed held by another retrace process for
+    /// longer than the bounded wait: the same capture can simply be tried again.
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        matches!(self, CaptureError::Store(e) if e.is_busy())
+    }
+}
+
+/// Opening a workspace failed: its directory is unusable, or its store cannot be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The workspace directory is unusable: missing, not a directory, or one whose store
+    /// would lie inside it.
+    #[error("workspace {path}: {reason}")]
+    Workspace {
+        /// The directory given (or the resolved root).
+        path: PathBuf,
+        /// Why it cannot be used, and what to do.
+        reason: String,
+    },
+    /// The store cannot be opened or created: busy, damaged beyond setting aside, of a
+    /// newer format, not readable by this user, or its directory cannot be made.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl OpenError {
+    /// Whether another retrace process held the store for longer than the bounded wait:
+    /// opening again later can succeed.
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        matches!(self, OpenError::Store(e) if e.is_busy())
+    }
 }
 
 /// A path another writer holds, as a refusal names it.
@@ -380,6 +444,20 @@ pub enum RestoreError {
     Store(#[from] StoreError),
 }
 
+impl RestoreError {
+    /// Whether the restore waited for another retrace process (the workspace lock or the
+    /// store) longer than the bounded wait: nothing was written, and it can simply be tried
+    /// again.
+    #[must_use]
+    pub fn is_busy(&self) -> bool {
+        match self {
+            RestoreError::Store(e) => e.is_busy(),
+            RestoreError::Capture(e) => e.is_busy(),
+            _ => false,
+        }
+    }
+}
+
 impl From<RestoreError> for Error {
     fn from(e: RestoreError) -> Error {
         Error::Restore(Box::new(e))
@@ -440,6 +518,9 @@ pub enum Error {
     /// See [`RestoreError`].
     #[error(transparent)]
     Restore(Box<RestoreError>),
+    /// See [`OpenError`].
+    #[error(transparent)]
+    Open(#[from] OpenError),
     /// An anchor given to navigate names no snapshot of the session.
     #[error("cannot navigate to {anchor:?}: {reason}")]
     Anchor {
@@ -457,14 +538,6 @@ pub enum Error {
         /// The pid given.
         pid: u32,
     },
-    /// The workspace directory is unusable.
-    #[error("workspace {path}: {reason}")]
-    Workspace {
-        /// The directory given.
-        path: PathBuf,
-        /// Why it cannot be used.
-        reason: String,
-    },
     /// A path or an entry given to a command that reads history (`show`, `blame`) names
     /// nothing it can read: no such entry, no such file, a binary file.
     #[error("{name}: {reason}")]
@@ -481,16 +554,11 @@ impl Error {
     /// lock or the store held elsewhere): the same command can simply be tried again.
     #[must_use]
     pub fn is_busy(&self) -> bool {
-        let store_busy = |e: &StoreError| matches!(e, StoreError::Busy { .. });
-        let capture_busy = |e: &CaptureError| matches!(e, CaptureError::Store(s) if store_busy(s));
         match self {
-            Error::Store(e) => store_busy(e),
-            Error::Capture(e) => capture_busy(e),
-            Error::Restore(r) => match &**r {
-                RestoreError::Store(e) => store_busy(e),
-                RestoreError::Capture(e) => capture_busy(e),
-                _ => false,
-            },
+            Error::Store(e) => e.is_busy(),
+            Error::Capture(e) => e.is_busy(),
+            Error::Restore(r) => r.is_busy(),
+            Error::Open(e) => e.is_busy(),
             _ => false,
         }
     }

@@ -5,7 +5,7 @@ use std::fs::DirBuilder;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::error::StoreError;
+use crate::error::{OpenError, StoreError};
 
 /// The retrace home directory from the environment.
 #[must_use]
@@ -145,14 +145,14 @@ pub struct Root {
 /// The one rule every command uses.
 ///
 /// # Errors
-/// [`crate::Error::Workspace`] for a missing path or one that is not a directory.
-pub fn resolve_root(dir: &Path, home: &Path) -> Result<Root, crate::Error> {
-    let canonical = dir.canonicalize().map_err(|e| crate::Error::Workspace {
+/// [`OpenError::Workspace`] for a missing path or one that is not a directory.
+pub fn resolve_root(dir: &Path, home: &Path) -> Result<Root, OpenError> {
+    let canonical = dir.canonicalize().map_err(|e| OpenError::Workspace {
         path: dir.into(),
         reason: format!("{e}; pass an existing directory with -C"),
     })?;
     if !canonical.is_dir() {
-        return Err(crate::Error::Workspace {
+        return Err(OpenError::Workspace {
             path: dir.into(),
             reason: "not a directory".into(),
         });

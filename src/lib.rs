@@ -155,6 +155,8 @@ pub use store::{DenseReport, GcReport};
 pub use watch::WatchStatus;
 
 // Progress and errors.
-pub use error::{CaptureError, DbError, Error, HeldPath, RestoreError, StoreError, WatchError};
+pub use error::{
+    CaptureError, DbError, Error, HeldPath, OpenError, RestoreError, StoreError, WatchError,
+};
 pub use progress::{NoProgress, Progress};
 pub use trace::report_peak_memory;

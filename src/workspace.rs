@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::capture::Capture;
-use crate::error::{Error, RestoreError};
+use crate::error::{CaptureError, Error, OpenError, RestoreError};
 use crate::history::db::SessionKey;
 use crate::history::list::{Choice, Pick, SessionRef};
 use crate::history::{Lookup, Runtime, Session, SessionInfo, SessionOp};
@@ -58,9 +58,10 @@ impl Workspace {
     /// use, and completes a restore a crash interrupted.
     ///
     /// # Errors
-    /// [`Error::Workspace`] for a missing directory or a store inside the workspace;
-    /// [`Error::Store`] when the store cannot be opened.
-    pub fn open(path: &Path, config: &Config) -> Result<Workspace, Error> {
+    /// [`OpenError::Workspace`] for a missing directory or a store inside the workspace;
+    /// [`OpenError::Store`] when the store cannot be opened (busy: see
+    /// [`OpenError::is_busy`]).
+    pub fn open(path: &Path, config: &Config) -> Result<Workspace, OpenError> {
         Ok(Workspace {
             wc: WorkingCopy::open::<SessionOp>(path, config)?,
             runtimes: Arc::default(),
@@ -70,8 +71,8 @@ impl Workspace {
     /// The store file a workspace containing `path` uses, without opening or creating it.
     ///
     /// # Errors
-    /// [`Error::Workspace`] when `path` does not exist.
-    pub fn locate_store(path: &Path, config: &Config) -> Result<std::path::PathBuf, Error> {
+    /// [`OpenError::Workspace`] when `path` does not exist.
+    pub fn locate_store(path: &Path, config: &Config) -> Result<std::path::PathBuf, OpenError> {
         WorkingCopy::locate_store(path, config)
     }
 
@@ -156,9 +157,12 @@ impl Workspace {
     /// Captures the workspace now and records it in the log.
     ///
     /// # Errors
-    /// [`Error`] when the store or the root cannot be used (unreadable files are skipped
-    /// and listed, not fatal).
-    pub fn snapshot(&self, label: Option<String>) -> Result<Capture, Error> {
+    /// [`CaptureError::Refused`] in a workspace where files are never snapshotted (see
+    /// [`Workspace::conversation_only`]); [`CaptureError::Root`] when the root cannot be
+    /// read; [`CaptureError::Store`] when the store or the workspace lock cannot be used
+    /// (busy: see [`CaptureError::is_busy`]). Unreadable files are skipped and listed, not
+    /// fatal.
+    pub fn snapshot(&self, label: Option<String>) -> Result<Capture, CaptureError> {
         self.snapshot_with(label, &NoProgress)
     }
 
@@ -170,7 +174,7 @@ impl Workspace {
         &self,
         label: Option<String>,
         progress: &dyn Progress,
-    ) -> Result<Capture, Error> {
+    ) -> Result<Capture, CaptureError> {
         self.wc
             .snapshot_with::<SessionOp>(label, progress, true, false)
     }
@@ -185,7 +189,7 @@ impl Workspace {
         &self,
         label: Option<String>,
         progress: &dyn Progress,
-    ) -> Result<Capture, Error> {
+    ) -> Result<Capture, CaptureError> {
         self.wc
             .snapshot_with::<SessionOp>(label, progress, false, false)
     }
@@ -209,7 +213,7 @@ impl Workspace {
         &self,
         label: Option<String>,
         progress: &dyn Progress,
-    ) -> Result<Capture, Error> {
+    ) -> Result<Capture, CaptureError> {
         self.wc
             .snapshot_with::<SessionOp>(label, progress, false, true)
     }
@@ -235,11 +239,17 @@ impl Workspace {
     /// Makes the workspace's managed files equal to snapshot `id`.
     ///
     /// # Errors
-    /// [`RestoreError::Dirty`] (wrapped) when the disk differs from the last known state and
-    /// `force` is not set; [`RestoreError::Held`] when it would change what a session's
-    /// running turn has changed so far and `force` is not set; missing or corrupt objects
-    /// before anything is written; I/O.
-    pub fn restore(&self, id: &ObjectId, opts: RestoreOptions) -> Result<RestoreOutcome, Error> {
+    /// [`RestoreError::Dirty`] when the disk differs from the last known state and `force`
+    /// is not set; [`RestoreError::Held`] when it would change what a session's running
+    /// turn has changed so far and `force` is not set; [`RestoreError::Store`] for missing
+    /// or corrupt objects (before anything is written) and a busy store or workspace lock
+    /// (see [`RestoreError::is_busy`]); [`RestoreError::Capture`] when the disk cannot be
+    /// scanned; I/O.
+    pub fn restore(
+        &self,
+        id: &ObjectId,
+        opts: RestoreOptions,
+    ) -> Result<RestoreOutcome, RestoreError> {
         self.restore_with(id, opts, &NoProgress)
     }
 
@@ -252,7 +262,7 @@ impl Workspace {
         id: &ObjectId,
         opts: RestoreOptions,
         progress: &dyn Progress,
-    ) -> Result<RestoreOutcome, Error> {
+    ) -> Result<RestoreOutcome, RestoreError> {
         match self.wc.restore_or_plan::<SessionOp>(
             id,
             opts,
@@ -263,8 +273,7 @@ impl Workspace {
             (_, Some(r)) => Err(RestoreError::Dirty {
                 paths: r.paths,
                 count: r.count,
-            }
-            .into()),
+            }),
             (outcome, None) => Ok(outcome),
         }
     }
@@ -280,7 +289,7 @@ impl Workspace {
         id: &ObjectId,
         force: bool,
         progress: &dyn Progress,
-    ) -> Result<DryRun, Error> {
+    ) -> Result<DryRun, RestoreError> {
         let opts = RestoreOptions {
             force,
             dry_run: true,
@@ -310,7 +319,7 @@ impl Workspace {
         paths: &[String],
         opts: RestoreOptions,
         progress: &dyn Progress,
-    ) -> Result<RestoreOutcome, Error> {
+    ) -> Result<RestoreOutcome, RestoreError> {
         if paths.is_empty() {
             return self.restore_with(id, opts, progress);
         }
@@ -329,7 +338,7 @@ impl Workspace {
         paths: &[String],
         force: bool,
         progress: &dyn Progress,
-    ) -> Result<DryRun, Error> {
+    ) -> Result<DryRun, RestoreError> {
         if paths.is_empty() {
             return self.restore_dry_run(id, force, progress);
         }

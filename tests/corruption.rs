@@ -7,7 +7,7 @@ use redb::ReadableTable;
 use retrace::object::{EntryKind, NewFrame, ObjectId, ObjectKind, PendingObject, Tree, TreeEntry};
 use retrace::store::schema::{META, PACKS};
 use retrace::store::{SnapshotRecord, Store};
-use retrace::{Error, RestoreOptions, StoreError};
+use retrace::{RestoreError, RestoreOptions, StoreError};
 
 #[test]
 fn a_corrupt_object_is_detected_and_nothing_is_written() {
@@ -30,7 +30,7 @@ fn a_corrupt_object_is_detected_and_nothing_is_written() {
     let err = ws
         .restore(&first.id, RestoreOptions::default())
         .unwrap_err();
-    assert!(matches!(&err, Error::Restore(_)), "{err:?}");
+    assert!(matches!(&err, RestoreError::Store(_)), "{err:?}");
     assert!(
         err.to_string().contains(&a_id.to_hex()),
         "names the object: {err}"

@@ -213,3 +213,42 @@ fn a_store_being_created_is_not_a_fault() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_verified(&env);
 }
+
+/// A workspace that cannot be used (missing, or one its store would lie inside) is
+/// `Workspace::open`'s own `OpenError::Workspace`, not the umbrella error; the CLI still says
+/// it in one line and exits 3 with `"result": "error"`.
+#[test]
+fn an_unusable_workspace_is_an_open_error_and_exits_3() {
+    use retrace::OpenError;
+    let env = Env::new();
+    let missing = env.root().join("no-such-dir");
+    let config = Config::with_home(env.home.path());
+    let Err(err) = Workspace::open(&missing, &config) else {
+        panic!("opened a missing directory");
+    };
+    assert!(
+        matches!(&err, OpenError::Workspace { path, .. } if *path == missing),
+        "{err:?}"
+    );
+    assert!(!err.is_busy() && !retrace::Error::from(err).is_busy());
+    assert!(matches!(
+        Workspace::locate_store(&missing, &config),
+        Err(OpenError::Workspace { .. })
+    ));
+    // A retrace home inside the workspace: its store would be snapshotted with it.
+    let inside = env.root().join("home");
+    fs::create_dir(&inside).unwrap();
+    let Err(err) = Workspace::open(env.root(), &Config::with_home(&inside)) else {
+        panic!("opened with the store inside the workspace");
+    };
+    assert!(matches!(err, OpenError::Workspace { .. }), "{err:?}");
+    let o = env
+        .command(RETRACE, &["snapshot", "--json"])
+        .env("RETRACE_HOME", &inside)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["result"], "error", "{v}");
+    assert_eq!(v["message"], err.to_string(), "{v}");
+}

@@ -709,7 +709,10 @@ fn json_is_one_global_flag_that_commands_without_a_json_answer_refuse() {
         let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert_eq!(v["result"], "usage", "{args:?}: {v}");
         let message = v["message"].as_str().unwrap();
-        assert!(message.contains("has no JSON answer"), "{args:?}: {message}");
+        assert!(
+            message.contains("has no JSON answer"),
+            "{args:?}: {message}"
+        );
     }
     // Nothing was installed by the refused install.
     assert!(!env.root().join(".claude").exists());

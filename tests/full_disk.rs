@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use crate::common::{self, Env, RETRACE, RETRACE_DUMP, stderr, stdout};
 use retrace::store::disk_bytes;
-use retrace::{CaptureError, Config, Error, StoreError, Workspace};
+use retrace::{CaptureError, Config, StoreError, Workspace};
 
 fn random(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed;
@@ -47,8 +47,7 @@ fn a_snapshot_that_cannot_fit_is_refused_before_anything_is_written() {
     let config = Config::with_home(env.home.path()).free_space_probe(two_mb_free);
     let ws = Workspace::open(env.root(), &config).unwrap();
     let err = ws.snapshot(None).unwrap_err();
-    let Error::Capture(CaptureError::Store(StoreError::NoSpace { path, needed, free })) = &err
-    else {
+    let CaptureError::Store(StoreError::NoSpace { path, needed, free }) = &err else {
         panic!("{err:?}");
     };
     assert_eq!(path, ws.store_path());
@@ -185,10 +184,7 @@ fn a_write_that_fills_the_disk_gives_its_pages_back() {
     assert!(
         matches!(
             &err,
-            Error::Capture(CaptureError::Store(StoreError::NoSpace {
-                needed: None,
-                ..
-            }))
+            CaptureError::Store(StoreError::NoSpace { needed: None, .. })
         ),
         "{err:?}"
     );

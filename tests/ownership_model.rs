@@ -604,13 +604,9 @@ impl Model<'_> {
         self.log.push(said.clone());
         match got {
             Ok(_) => {}
-            Err(Error::Restore(r))
-                if matches!(
-                    *r,
-                    RestoreError::Dirty { .. }
-                        | RestoreError::Held { .. }
-                        | RestoreError::Path { .. }
-                ) => {}
+            Err(
+                RestoreError::Dirty { .. } | RestoreError::Held { .. } | RestoreError::Path { .. },
+            ) => {}
             Err(e) => self.fail(format!("restore: error {e}")),
         }
         let after = read_disk(self.env);

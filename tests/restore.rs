@@ -4,7 +4,7 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use crate::common::{Env, Node, assert_verified, tree_of};
-use retrace::{Error, RestoreError, RestoreOptions};
+use retrace::{RestoreError, RestoreOptions};
 
 #[test]
 fn restore_brings_back_edited_deleted_and_removes_added_files() {
@@ -46,16 +46,14 @@ fn restore_refuses_to_overwrite_unsnapshotted_changes_and_lists_them() {
     let err = ws
         .restore(&first.id, RestoreOptions::default())
         .unwrap_err();
+    // The refusal is the restore's own error, as it came, not the umbrella `Error`.
     match err {
-        Error::Restore(r) => match *r {
-            RestoreError::Dirty { paths, count } => {
-                assert_eq!(
-                    (paths, count),
-                    (vec!["a.txt".to_string(), "b.txt".into()], 2)
-                );
-            }
-            other => panic!("unexpected {other:?}"),
-        },
+        RestoreError::Dirty { paths, count } => {
+            assert_eq!(
+                (paths, count),
+                (vec!["a.txt".to_string(), "b.txt".into()], 2)
+            );
+        }
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(env.read("a.txt"), "unsaved work");

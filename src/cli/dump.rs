@@ -72,7 +72,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Library errors already carry their cause in one line; others get the chain.
             let ours = e.downcast_ref::<crate::Error>().is_some()
-                || e.downcast_ref::<crate::StoreError>().is_some();
+                || e.downcast_ref::<crate::StoreError>().is_some()
+                || e.downcast_ref::<crate::OpenError>().is_some();
             if ours {
                 eprintln!("retrace-dump: {e}");
             } else {
@@ -282,7 +283,10 @@ fn run(cli: &Cli) -> Result<bool> {
                         }
                         Some(Err(why)) => {
                             let text = format!("unreadable lease: {why}");
-                            (serde_json::json!({"unreadable": why}), Some(text))
+                            (
+                                serde_json::json!({"unreadable": why.to_string()}),
+                                Some(text),
+                            )
                         }
                         None => (serde_json::json!(null), None),
                     },

@@ -36,6 +36,28 @@ pub struct Usage(pub String);
 #[error("{0}")]
 pub struct Refused(pub String);
 
+/// `e` as the umbrella [`Error`] that [`classify`] and the messages read, when it is a
+/// library operation's own error (`Workspace::open`'s [`crate::OpenError`],
+/// `Workspace::snapshot`'s [`crate::CaptureError`], `Workspace::restore`'s
+/// [`RestoreError`]) as `?` carried it; anything else, and one wrapped in context, stays as
+/// it is.
+pub fn umbrella(e: anyhow::Error) -> anyhow::Error {
+    fn lift<E: std::error::Error + Send + Sync + 'static>(e: anyhow::Error) -> anyhow::Error
+    where
+        Error: From<E>,
+    {
+        // `is` on the error itself, not through a context (as `downcast` would look).
+        if !(*e).is::<E>() {
+            return e;
+        }
+        match e.downcast::<E>() {
+            Ok(typed) => Error::from(typed).into(),
+            Err(e) => e,
+        }
+    }
+    lift::<RestoreError>(lift::<crate::CaptureError>(lift::<crate::OpenError>(e)))
+}
+
 /// The `result` of `--json` and the exit code of a command that failed with `e`.
 pub fn classify(e: &anyhow::Error) -> (&'static str, u8) {
     if e.downcast_ref::<Usage>().is_some() {
@@ -148,11 +170,47 @@ mod tests {
             count: 1,
         }));
         assert_eq!(classify(&dirty), ("dirty", 1));
-        let failed = anyhow::Error::from(Error::Workspace {
+        let failed = anyhow::Error::from(Error::from(crate::OpenError::Workspace {
             path: "/w".into(),
             reason: "not a directory".into(),
-        });
+        }));
         assert_eq!(classify(&failed), ("error", 3));
         assert_eq!(classify(&anyhow::anyhow!("other")), ("error", 3));
+    }
+
+    /// `Workspace::open`, `snapshot` and `restore` answer their own error types: `?` into
+    /// anyhow carries those, and `umbrella` makes them the `Error` `classify` reads.
+    #[test]
+    fn per_operation_errors_classify_as_the_umbrella_error() {
+        let busy = || crate::StoreError::Busy {
+            path: "/h/store.redb".into(),
+            secs: 120,
+        };
+        let open_busy = umbrella(crate::OpenError::Store(busy()).into());
+        assert_eq!(classify(&open_busy), ("busy", 2));
+        assert!(open_busy.downcast_ref::<Error>().is_some());
+        let snapshot_busy = umbrella(crate::CaptureError::Store(busy()).into());
+        assert_eq!(classify(&snapshot_busy), ("busy", 2));
+        let dirty = umbrella(
+            RestoreError::Dirty {
+                paths: vec!["a".into()],
+                count: 1,
+            }
+            .into(),
+        );
+        assert_eq!(classify(&dirty), ("dirty", 1));
+        let held = umbrella(RestoreError::Held { held: Vec::new() }.into());
+        assert_eq!(classify(&held), ("held", 1));
+        let path = umbrella(
+            RestoreError::Path {
+                path: "..".into(),
+                reason: "outside".into(),
+            }
+            .into(),
+        );
+        assert_eq!(classify(&path), ("usage", 2));
+        // Context stays: the message a caller added is kept.
+        let wrapped = umbrella(anyhow::Error::from(crate::OpenError::Store(busy())).context("x"));
+        assert_eq!(wrapped.to_string(), "x");
     }
 }

@@ -120,7 +120,7 @@ pub fn main() -> ExitCode {
     } else {
         None
     };
-    let outcome = commands::run(cli.command, &cx);
+    let outcome = commands::run(cli.command, &cx).map_err(exit::umbrella);
     drop(pager);
     crate::report_peak_memory();
     match outcome {

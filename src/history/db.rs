@@ -10,6 +10,7 @@ use super::state::SessionState;
 use crate::error::StoreError;
 use crate::lease::LeaseRecord;
 use crate::object::ObjectId;
+use crate::object::record::DecodeError;
 use crate::store::now_ms;
 use crate::store::{ReadTx, Rows, WriteTx};
 
@@ -49,10 +50,10 @@ fn encoded<T: serde::Serialize>(path: &Path, rec: &T) -> Result<Vec<u8>, StoreEr
     })
 }
 
-fn bad(path: &Path) -> impl Fn(String) -> StoreError + '_ {
-    move |detail| StoreError::History {
+fn bad(path: &Path) -> impl Fn(DecodeError) -> StoreError + '_ {
+    move |e| StoreError::History {
         path: path.into(),
-        detail,
+        detail: e.to_string(),
     }
 }
 
@@ -223,7 +224,7 @@ pub fn lease(
     tx: &ReadTx,
     key: &SessionKey,
     turn: u64,
-) -> Result<Option<Result<LeaseRecord, String>>, StoreError> {
+) -> Result<Option<Result<LeaseRecord, DecodeError>>, StoreError> {
     Ok(tx.row(Rows::Leases, &key.0, turn)?.map(|v| decode(&v)))
 }
 
@@ -260,7 +261,7 @@ impl<'a> Writer<'a> {
         Writer { tx, key }
     }
 
-    fn bad(&self) -> impl Fn(String) -> StoreError + '_ {
+    fn bad(&self) -> impl Fn(DecodeError) -> StoreError + '_ {
         bad(self.tx.path())
     }
 
@@ -570,9 +571,10 @@ impl<'a> Writer<'a> {
         // The log is replayed on every operation: keep it proportional to the turns kept.
         if dropped > 0 || ops > 4 * max + 64 {
             if replayed != *state {
-                return Err(self.bad()(
-                    "the op log changed under a write transaction".into(),
-                ));
+                return Err(StoreError::History {
+                    path: self.tx.path().into(),
+                    detail: "the op log changed under a write transaction".into(),
+                });
             }
             let last = self.last_op_number()?;
             self.replace_log_through(last, state)?;

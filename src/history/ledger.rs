@@ -25,6 +25,7 @@ use super::db::{STEP_MASK, SessionKey, step_row};
 use super::record::{HISTORY_VERSION, StepRecord, TurnRecord, TurnState, decode, encode};
 use crate::diff::Change;
 use crate::error::StoreError;
+use crate::object::record::DecodeError;
 use crate::object::{EntryKind, ObjectId};
 use crate::store::{LedgerRows, Rows, WriteTx, now_ms};
 
@@ -204,19 +205,23 @@ impl Packed {
 
     /// Reads an entry of either form, checked (every index names a version and a writer,
     /// and there is a last write); None for one that does not.
-    fn read(bytes: &[u8]) -> Result<Packed, String> {
+    fn read(bytes: &[u8]) -> Result<Packed, DecodeError> {
         if bytes.first() != Some(&PACKED_VERSION) {
             return decode::<LedgerEntry>(bytes).map(|e| Packed::of(&e));
         }
         let p: Packed =
             crate::object::record::decode_versioned(bytes, PACKED_VERSION, "ledger entry")?;
+        let invalid = |detail: String| DecodeError::Fields {
+            what: "ledger entry",
+            detail,
+        };
         if p.history.is_empty() {
-            return Err("ledger entry: no write".into());
+            return Err(invalid("no write".into()));
         }
         if let Some((v, w)) = p.history.iter().find(|&&(v, w)| {
             usize::from(v) >= p.versions.len() || usize::from(w) >= p.writers.len()
         }) {
-            return Err(format!("ledger entry: index ({v}, {w}) out of range"));
+            return Err(invalid(format!("index ({v}, {w}) out of range")));
         }
         Ok(p)
     }
@@ -335,8 +340,8 @@ impl LedgerEntry {
     /// Decodes an entry, of either stored form.
     ///
     /// # Errors
-    /// A message for a record that does not decode.
-    pub fn decode(bytes: &[u8]) -> Result<LedgerEntry, String> {
+    /// [`DecodeError`] for a record that does not decode.
+    pub fn decode(bytes: &[u8]) -> Result<LedgerEntry, DecodeError> {
         if bytes.first() != Some(&PACKED_VERSION) {
             return decode(bytes);
         }
@@ -383,9 +388,9 @@ fn left_of(e: Option<&crate::object::FlatEntry>) -> Option<(EntryKind, ObjectId)
 /// Every writer running now: per session, its pending turn's running steps, or the turn
 /// itself while it has recorded no step yet.
 fn running(tx: &WriteTx<'_>) -> Result<Vec<Running>, StoreError> {
-    let bad = |d: String| StoreError::History {
+    let bad = |e: DecodeError| StoreError::History {
         path: tx.path().into(),
-        detail: d,
+        detail: e.to_string(),
     };
     let mut out = Vec::new();
     for (key, _) in tx.sessions()? {
@@ -701,10 +706,10 @@ fn update(
 const CHUNK: usize = 8192;
 
 /// `f` over `items`, on every core when they are many (a whole restore's paths), in order.
-fn map_all<T: Send, U: Send>(
+fn map_all<T: Send, U: Send, E: Send>(
     items: Vec<T>,
-    f: impl Fn(T) -> Result<U, String> + Sync + Send,
-) -> Result<Vec<U>, String> {
+    f: impl Fn(T) -> Result<U, E> + Sync + Send,
+) -> Result<Vec<U>, E> {
     use rayon::prelude::*;
     if items.len() < 1024 {
         items.into_iter().map(f).collect()

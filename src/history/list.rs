@@ -69,7 +69,7 @@ pub fn list(wc: &WorkingCopy) -> Result<Vec<SessionInfo>, Error> {
         let rec: super::record::SessionRecord =
             decode(&rec).map_err(|detail| StoreError::History {
                 path: tx.path().into(),
-                detail,
+                detail: detail.to_string(),
             })?;
         let l = db::load(&tx, &key)?;
         let named = db::name(&tx, &key)?;

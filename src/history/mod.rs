@@ -492,7 +492,10 @@ impl Session {
 
     /// The lease of this session's turn `n`, if one can be read (`Err`: a record that does
     /// not decode, which callers treat as "uncertain").
-    fn lease(&self, n: u64) -> Option<Result<crate::lease::LeaseRecord, String>> {
+    fn lease(
+        &self,
+        n: u64,
+    ) -> Option<Result<crate::lease::LeaseRecord, crate::object::record::DecodeError>> {
         let tx = self.ws.store().begin_read().ok()?;
         db::lease(&tx, &self.key, n).ok().flatten()
     }

@@ -16,7 +16,7 @@ use super::Session;
 use super::db::{self, SessionKey};
 use super::ledger::{LedgerEntry, Writer};
 use crate::object::FlatEntry;
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 use crate::object::{ObjectId, RelPath};
 use crate::store::{ReadTx, Store, StoreReader};
 use crate::working_copy::Holders;
@@ -107,7 +107,7 @@ impl Holders for Held<'_> {
         reader: &StoreReader,
         disk: &[FlatEntry],
         stored: Option<ObjectId>,
-    ) -> Result<BTreeMap<String, String>, Error> {
+    ) -> Result<BTreeMap<String, String>, StoreError> {
         if let (Some(_), Some(root)) = (self.mine, stored) {
             super::ledger::up_to(self.store, root)?;
         }

@@ -4,7 +4,7 @@
 
 use super::db::SessionKey;
 use super::{Held, Session, SessionOp};
-use crate::error::{Error, RestoreError};
+use crate::error::RestoreError;
 use crate::object::ObjectId;
 use crate::progress::Progress;
 use crate::restore::RestoreOutcome;
@@ -23,13 +23,12 @@ pub fn restore_paths(
     opts: RestoreOptions,
     mine: Option<SessionKey>,
     progress: &dyn Progress,
-) -> Result<DryRun, Error> {
+) -> Result<DryRun, RestoreError> {
     if paths.is_empty() {
         return Err(RestoreError::Path {
             path: String::new(),
             reason: "no paths given: name the files or directories to restore".into(),
-        }
-        .into());
+        });
     }
     let only = normalize_paths(wc.root(), paths)?;
     let held = Held {
@@ -42,8 +41,7 @@ pub fn restore_paths(
         Some(r) if !opts.dry_run => Err(RestoreError::Dirty {
             paths: r.paths,
             count: r.count,
-        }
-        .into()),
+        }),
         refused => Ok(DryRun { outcome, refused }),
     }
 }
@@ -53,13 +51,12 @@ pub fn restore_paths(
 ///
 /// # Errors
 /// [`RestoreError::Dirty`] when the plan says the restore would be refused.
-pub fn outcome_of(d: DryRun) -> Result<RestoreOutcome, Error> {
+pub fn outcome_of(d: DryRun) -> Result<RestoreOutcome, RestoreError> {
     match d.refused {
         Some(r) => Err(RestoreError::Dirty {
             paths: r.paths,
             count: r.count,
-        }
-        .into()),
+        }),
         None => Ok(d.outcome),
     }
 }
@@ -75,7 +72,7 @@ impl Session {
         paths: &[String],
         opts: RestoreOptions,
         progress: &dyn Progress,
-    ) -> Result<RestoreOutcome, Error> {
+    ) -> Result<RestoreOutcome, RestoreError> {
         restore_paths(&self.ws, id, paths, opts, Some(self.key), progress).and_then(outcome_of)
     }
 
@@ -92,7 +89,7 @@ impl Session {
         paths: &[String],
         opts: RestoreOptions,
         progress: &dyn Progress,
-    ) -> Result<RestoreOutcome, Error> {
+    ) -> Result<RestoreOutcome, RestoreError> {
         if !paths.is_empty() {
             return self.restore_paths(id, paths, opts, progress);
         }
@@ -100,8 +97,7 @@ impl Session {
             (_, Some(r)) => Err(RestoreError::Dirty {
                 paths: r.paths,
                 count: r.count,
-            }
-            .into()),
+            }),
             (outcome, None) => Ok(outcome),
         }
     }
@@ -113,7 +109,7 @@ impl Session {
         id: &ObjectId,
         opts: RestoreOptions,
         progress: &dyn Progress,
-    ) -> Result<(RestoreOutcome, Option<crate::working_copy::DirtyRefusal>), Error> {
+    ) -> Result<(RestoreOutcome, Option<crate::working_copy::DirtyRefusal>), RestoreError> {
         let held = Held {
             store: self.ws.store(),
             mine: Some(self.key),
@@ -132,7 +128,7 @@ impl Session {
         paths: &[String],
         force: bool,
         progress: &dyn Progress,
-    ) -> Result<DryRun, Error> {
+    ) -> Result<DryRun, RestoreError> {
         if !paths.is_empty() {
             return self.restore_paths_dry_run(id, paths, force, progress);
         }
@@ -154,7 +150,7 @@ impl Session {
         paths: &[String],
         force: bool,
         progress: &dyn Progress,
-    ) -> Result<DryRun, Error> {
+    ) -> Result<DryRun, RestoreError> {
         let opts = RestoreOptions {
             force,
             dry_run: true,

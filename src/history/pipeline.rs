@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::db::Loaded;
 use super::{Outcome, Session, SessionOp};
-use crate::error::{Error, StoreError};
+use crate::error::{Error, RestoreError, StoreError};
 
 use crate::progress::Progress;
 use crate::restore::journal::JournalRecord;
@@ -72,11 +72,11 @@ pub(crate) type Journal = JournalRecord<SessionOp>;
 /// the report to warn with, if there was one.
 ///
 /// # Errors
-/// [`Error`] from the store or the files.
+/// [`RestoreError`] from the store or the files.
 pub(crate) fn recover_journal(
     ex: &Exclusive<'_>,
     progress: &dyn Progress,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<String>, RestoreError> {
     ex.recover::<SessionOp>(progress)
 }
 
@@ -137,10 +137,10 @@ impl Session {
         let ws: &WorkingCopy = &self.ws;
         match ws.lock_exclusive(ws.history_wait()) {
             Ok(l) => Ok(l),
-            Err(Error::Store(StoreError::Busy { .. })) => Err(Stop::with(Outcome::Busy {
+            Err(StoreError::Busy { .. }) => Err(Stop::with(Outcome::Busy {
                 detail: "another retrace process is restoring or capturing this workspace".into(),
             })),
-            Err(e) => Err(Stop::Failed(e)),
+            Err(e) => Err(Stop::Failed(e.into())),
         }
     }
 }

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::object::ObjectId;
+use crate::object::record::DecodeError;
 
 /// Version of every history record written today.
 pub const HISTORY_VERSION: u8 = 1;
@@ -436,8 +437,8 @@ pub fn encode<T: Serialize>(rec: &T) -> Result<Vec<u8>, String> {
 /// than its fields is damaged, not something to read part of).
 ///
 /// # Errors
-/// A message saying what is wrong.
-pub fn decode<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T, String> {
+/// [`DecodeError`] saying what is wrong.
+pub fn decode<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T, DecodeError> {
     crate::object::record::decode_versioned(bytes, HISTORY_VERSION, "history record")
 }
 

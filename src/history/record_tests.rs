@@ -18,19 +18,33 @@ fn records_round_trip_and_unknown_versions_are_refused() {
     assert_eq!(decode::<OpRecord>(&bytes).unwrap(), op);
     let mut future = bytes.clone();
     future[0] = 2;
-    assert!(
-        decode::<OpRecord>(&future)
-            .unwrap_err()
-            .contains("version 2")
+    let e = decode::<OpRecord>(&future).unwrap_err();
+    assert_eq!(
+        e,
+        DecodeError::Version {
+            what: "history record",
+            found: 2,
+            expected: HISTORY_VERSION
+        }
     );
-    assert!(decode::<OpRecord>(&[]).is_err());
-    assert!(decode::<OpRecord>(&bytes[..bytes.len() - 1]).is_err());
+    assert!(e.to_string().contains("version 2"), "{e}");
+    assert_eq!(
+        decode::<OpRecord>(&[]),
+        Err(DecodeError::Empty {
+            what: "history record"
+        })
+    );
+    assert!(matches!(
+        decode::<OpRecord>(&bytes[..bytes.len() - 1]),
+        Err(DecodeError::Fields { .. })
+    ));
     let mut longer = bytes.clone();
     longer.push(0);
-    assert!(
-        decode::<OpRecord>(&longer)
-            .unwrap_err()
-            .contains("trailing")
+    let e = decode::<OpRecord>(&longer).unwrap_err();
+    assert!(matches!(e, DecodeError::Trailing { trailing: 1, .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "history record: 1 trailing bytes after its fields"
     );
 }
 

@@ -12,7 +12,7 @@ use super::record::{
 };
 use super::{InFlight, Session, TurnState};
 use crate::capture::Captured;
-use crate::error::{Error, StoreError};
+use crate::error::{CaptureError, Error, StoreError};
 use crate::object::ObjectId;
 use crate::progress::NoProgress;
 use crate::scan::Skipped;
@@ -278,9 +278,11 @@ impl Session {
                 drop(g);
                 cv.notify_all();
             })
-            .map_err(|e| Error::Workspace {
-                path: self.ws.root().to_path_buf(),
-                reason: format!("cannot start the capture thread: {e}"),
+            .map_err(|source| {
+                Error::from(CaptureError::Thread {
+                    path: self.ws.root().to_path_buf(),
+                    source,
+                })
             })?;
         self.publish(None);
         Ok(Turn {

@@ -563,30 +563,75 @@ pub fn decompress_prefix(
     })
 }
 
+/// A stored record (history, journal, ledger entry) that does not decode, and what is wrong
+/// with it. Internal: the store's errors carry its message
+/// (`crate::StoreError::History`'s `detail`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// No bytes at all.
+    #[error("empty {what}")]
+    Empty {
+        /// The record ("history record").
+        what: &'static str,
+    },
+    /// A version this build does not read (a newer retrace wrote it, or damage).
+    #[error("{what} of version {found}; this retrace reads version {expected}")]
+    Version {
+        /// The record.
+        what: &'static str,
+        /// The version byte found.
+        found: u8,
+        /// The version this build reads.
+        expected: u8,
+    },
+    /// Bytes left over after the record's fields: damaged, not something to read part of.
+    #[error("{what}: {trailing} trailing bytes after its fields")]
+    Trailing {
+        /// The record.
+        what: &'static str,
+        /// How many bytes are left.
+        trailing: usize,
+    },
+    /// The fields do not decode (postcard's message), or decode to something inconsistent.
+    #[error("{what}: {detail}")]
+    Fields {
+        /// The record.
+        what: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
 /// Decodes a versioned record strictly: its first byte must be `version`, and its fields
 /// must use every byte (a record longer than its fields is damaged, not something to read
 /// part of). `what` names the record in messages ("history record").
 ///
 /// # Errors
-/// A message saying what is wrong.
+/// [`DecodeError`] saying what is wrong.
 pub fn decode_versioned<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     version: u8,
-    what: &str,
-) -> Result<T, String> {
+    what: &'static str,
+) -> Result<T, DecodeError> {
     match bytes.first() {
         Some(&v) if v == version => match postcard::take_from_bytes(bytes) {
             Ok((rec, [])) => Ok(rec),
-            Ok((_, rest)) => Err(format!(
-                "{what}: {} trailing bytes after its fields",
-                rest.len()
-            )),
-            Err(e) => Err(format!("{what}: {e}")),
+            Ok((_, rest)) => Err(DecodeError::Trailing {
+                what,
+                trailing: rest.len(),
+            }),
+            Err(e) => Err(DecodeError::Fields {
+                what,
+                detail: e.to_string(),
+            }),
         },
-        Some(v) => Err(format!(
-            "{what} of version {v}; this retrace reads version {version}"
-        )),
-        None => Err(format!("empty {what}")),
+        Some(&found) => Err(DecodeError::Version {
+            what,
+            found,
+            expected: version,
+        }),
+        None => Err(DecodeError::Empty { what }),
     }
 }
 

@@ -674,7 +674,7 @@ impl Server {
         let ws = if let Some(ws) = self.workspaces.get(&key) {
             ws.clone()
         } else {
-            let ws = Workspace::open(&dir, &self.config).map_err(|e| failed(&e))?;
+            let ws = Workspace::open(&dir, &self.config).map_err(|e| failed(&e.into()))?;
             self.maintainers
                 .entry(ws.root().to_path_buf())
                 .or_insert_with(|| ws.maintainer(None));

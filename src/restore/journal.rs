@@ -130,6 +130,8 @@ pub fn get<T: DeserializeOwned>(tx: &ReadTx) -> Result<Option<JournalRecord<T>>,
 }
 
 /// Decodes a journal record, refusing unknown versions and trailing bytes.
-fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<JournalRecord<T>, String> {
+fn decode<T: DeserializeOwned>(
+    bytes: &[u8],
+) -> Result<JournalRecord<T>, crate::object::record::DecodeError> {
     crate::object::record::decode_versioned(bytes, JOURNAL_VERSION, "history record")
 }

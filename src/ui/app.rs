@@ -1022,7 +1022,7 @@ impl App {
                         ),
                         ..Message::default()
                     },
-                    Err(e) => refusal_of(&e),
+                    Err(e) => refusal_of(&e.into()),
                 });
                 self.after_action();
                 return;

@@ -7,20 +7,17 @@ use std::time::Duration;
 
 use super::{Shared, WorkingCopy};
 use crate::capture::{self, Capture, CaptureContext, CaptureOptions};
-use crate::error::Error;
+use crate::error::{CaptureError, StoreError};
 use crate::object::{FlatEntry, ObjectId};
 use crate::progress::Progress;
 use crate::restore::journal::Then;
 
 impl WorkingCopy {
-    fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, Error> {
+    fn capture(&self, opts: &CaptureOptions<'_>) -> Result<Capture, CaptureError> {
         if let Some(why) = &self.refused {
-            return Err(Error::Workspace {
+            return Err(CaptureError::Refused {
                 path: self.root.clone(),
-                reason: format!(
-                    "{why}; retrace does not snapshot it (conversation history only). Run it in \
-                     a project folder"
-                ),
+                why: why.clone(),
             });
         }
         let statcache = self.dir.join("statcache");
@@ -51,7 +48,7 @@ impl WorkingCopy {
             // A disk that filled during the write: give its pages back now (see store::space).
             self.store.give_back();
         }
-        Ok(captured?)
+        captured
     }
 
     /// [`crate::Workspace::snapshot_with`]: recovers an interrupted restore, whose journal
@@ -62,7 +59,7 @@ impl WorkingCopy {
         progress: &dyn Progress,
         list: bool,
         rescan: bool,
-    ) -> Result<Capture, Error> {
+    ) -> Result<Capture, CaptureError> {
         self.recover_if_needed::<T>(self.history_wait);
         let lock = self.lock_shared(crate::store::LOCK_WAIT)?;
         let c = lock.capture(&CaptureOptions {
@@ -82,7 +79,7 @@ impl WorkingCopy {
     ///
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
-    pub fn scan_disk(&self, progress: &dyn Progress) -> Result<Capture, Error> {
+    pub fn scan_disk(&self, progress: &dyn Progress) -> Result<Capture, CaptureError> {
         self.capture(&CaptureOptions {
             store_objects: false,
             record: None,
@@ -100,7 +97,7 @@ impl Shared<'_> {
     ///
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
-    pub fn record(&self, label: Option<String>, progress: &dyn Progress) -> Result<Capture, Error> {
+    pub fn record(&self, label: Option<String>, progress: &dyn Progress) -> Result<Capture, CaptureError> {
         self.capture(&CaptureOptions {
             store_objects: true,
             record: Some(label),
@@ -117,7 +114,7 @@ impl Shared<'_> {
     ///
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
-    pub fn store_disk(&self, progress: &dyn Progress) -> Result<Capture, Error> {
+    pub fn store_disk(&self, progress: &dyn Progress) -> Result<Capture, CaptureError> {
         self.capture(&CaptureOptions {
             store_objects: true,
             record: None,
@@ -138,7 +135,7 @@ impl Shared<'_> {
     ///
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
-    pub(crate) fn store_disk_unlisted(&self, progress: &dyn Progress) -> Result<Capture, Error> {
+    pub(crate) fn store_disk_unlisted(&self, progress: &dyn Progress) -> Result<Capture, CaptureError> {
         self.capture(&CaptureOptions {
             store_objects: true,
             record: None,
@@ -158,7 +155,7 @@ impl Shared<'_> {
         &self,
         entries: &mut [FlatEntry],
         dirty: &std::collections::HashSet<crate::object::RelPath>,
-    ) -> Result<(ObjectId, Vec<crate::object::NewFrame>), Error> {
+    ) -> Result<(ObjectId, Vec<crate::object::NewFrame>), StoreError> {
         let reader = self.store.reader()?;
         // Called from several threads (sibling directories are built in parallel).
         let found = Mutex::new((Vec::new(), None));
@@ -180,7 +177,7 @@ impl Shared<'_> {
         });
         let (trees, fault) = found.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = fault {
-            return Err(e.into());
+            return Err(e);
         }
         Ok((root, crate::object::NewFrame::pack_trees(&trees)))
     }
@@ -191,7 +188,7 @@ impl Shared<'_> {
         label: Option<String>,
         progress: &dyn Progress,
         also: crate::capture::AlsoCommit<'_>,
-    ) -> Result<Capture, Error> {
+    ) -> Result<Capture, CaptureError> {
         self.capture(&CaptureOptions {
             store_objects: true,
             record: Some(label),

@@ -4,7 +4,7 @@
 use super::{DirtyRefusal, Exclusive, MAX_LISTED, RestoreOptions, partial};
 use crate::capture::Capture;
 use crate::diff::flatten;
-use crate::error::{Error, RestoreError, StoreError};
+use crate::error::{RestoreError, StoreError};
 use crate::object::{FlatEntry, ObjectId};
 use crate::progress::Progress;
 
@@ -16,13 +16,13 @@ pub(crate) trait Holders {
     /// restore found it (`stored`: its id, when it was stored).
     ///
     /// # Errors
-    /// [`Error::Store`].
+    /// [`StoreError`].
     fn held(
         &self,
         reader: &crate::store::StoreReader,
         disk: &[FlatEntry],
         stored: Option<ObjectId>,
-    ) -> Result<std::collections::BTreeMap<String, String>, Error>;
+    ) -> Result<std::collections::BTreeMap<String, String>, StoreError>;
 }
 
 /// The guard of a restore against other writers: of `changed` (the paths it would
@@ -33,7 +33,7 @@ pub(crate) fn held_guard(
     held: &std::collections::BTreeMap<String, String>,
     changed: impl Iterator<Item = String>,
     opts: RestoreOptions,
-) -> Result<Option<DirtyRefusal>, Error> {
+) -> Result<Option<DirtyRefusal>, RestoreError> {
     if held.is_empty() || opts.force {
         return Ok(None);
     }
@@ -53,7 +53,7 @@ pub(crate) fn held_guard(
     let paths = listed.iter().map(|h| h.path.clone()).collect();
     let e = RestoreError::Held { held: listed };
     if !opts.dry_run {
-        return Err(e.into());
+        return Err(e);
     }
     Ok(Some(DirtyRefusal {
         result: "held",
@@ -120,7 +120,7 @@ pub(crate) fn dirty_guard(
     lock: Option<&Exclusive<'_>>,
     label: String,
     progress: &dyn Progress,
-) -> Result<(Option<DirtyRefusal>, Option<ObjectId>), Error> {
+) -> Result<(Option<DirtyRefusal>, Option<ObjectId>), RestoreError> {
     let last_known = reader.last_known()?;
     if last_known == Some(current.id) {
         return Ok((None, None));
@@ -158,7 +158,7 @@ pub(crate) fn dirty_guard(
         let paths: Vec<String> = changed.iter().take(MAX_LISTED).cloned().collect();
         let count = changed.len();
         if !opts.dry_run {
-            return Err(RestoreError::Dirty { paths, count }.into());
+            return Err(RestoreError::Dirty { paths, count });
         }
         // A dry run goes on to show what would happen, and that it would be refused.
         refused = Some(DirtyRefusal {

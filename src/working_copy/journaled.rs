@@ -18,7 +18,7 @@ use super::{Exclusive, WorkingCopy};
 use crate::capture::Capture;
 use crate::object::FlatEntry;
 use crate::diff::{Change, changes};
-use crate::error::{Error, RestoreError, StoreError};
+use crate::error::{RestoreError, StoreError};
 use crate::inverse::{find, same, target_of};
 use crate::object::{EntryKind, NewFrame, ObjectId, RelPath};
 use crate::progress::Progress;
@@ -92,7 +92,7 @@ impl Exclusive<'_> {
         current: &[FlatEntry],
         target_entries: &[FlatEntry],
         progress: &dyn Progress,
-    ) -> Result<Finished, Error> {
+    ) -> Result<Finished, RestoreError> {
         // Everything that can fail without writing (plan, objects, permissions) fails here,
         // before the journal: such a failure leaves nothing to recover.
         let prepared = self.prepare_target(reader, current, target_entries, false)?;
@@ -109,7 +109,7 @@ impl Exclusive<'_> {
                 if !f.touched {
                     self.store
                         .write_with(Vec::new(), None, None, journal::clear)?;
-                    return Err((*f.error).into());
+                    return Err(*f.error);
                 }
                 // Failed midway (a write the disk refused): put back what was changed, so
                 // that the workspace is as it was; if that fails too, the journal stays and
@@ -119,13 +119,11 @@ impl Exclusive<'_> {
                         cause: f.error,
                         restored,
                         kept,
-                    }
-                    .into(),
+                    },
                     Err(back) => RestoreError::Stopped {
                         cause: f.error,
                         back: back.to_string(),
-                    }
-                    .into(),
+                    },
                 });
             }
         };
@@ -174,7 +172,7 @@ impl Exclusive<'_> {
         source: ObjectId,
         target: ObjectId,
         progress: &dyn Progress,
-    ) -> Result<(usize, Vec<String>), Error> {
+    ) -> Result<(usize, Vec<String>), RestoreError> {
         let disk = self.store_disk(progress)?;
         let mut kept = Vec::new();
         let back: Vec<Change> = changes(reader, &source, &target)?
@@ -219,7 +217,7 @@ impl Exclusive<'_> {
     pub(crate) fn recover<T: Then>(
         &self,
         progress: &dyn Progress,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<String>, RestoreError> {
         let tx = self.store.begin_read()?;
         let Some(rec) = journal::get::<T>(&tx)? else {
             return Ok(None);
@@ -263,7 +261,8 @@ impl Exclusive<'_> {
         let dirty = dirty_dirs(doable.iter().map(|c| &c.path));
         let applied = match self.apply_target(&reader, &disk.entries, &target, false, progress) {
             Ok(a) => a,
-            Err(Error::Restore(e)) if !matches!(*e, crate::error::RestoreError::Store(_)) => {
+            // (A store or capture failure propagates: the next operation tries again.)
+            Err(e) if !matches!(e, RestoreError::Store(_) | RestoreError::Capture(_)) => {
                 // The files cannot be restored as the journal says (a name the filesystem
                 // refuses, a directory replaced): a recovery must never be stuck for good.
                 // The disk as found is kept above; the operation is dropped, unclaimed.

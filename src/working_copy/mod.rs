@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::{DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, Settings};
-use crate::error::Error;
+use crate::error::StoreError;
 use crate::home;
 use crate::lock::{LockMode, WorkspaceLock};
 use crate::object::ObjectId;
@@ -274,8 +274,8 @@ impl WorkingCopy {
     /// `wait` (see [`crate::lock`]).
     ///
     /// # Errors
-    /// [`StoreError::Busy`] (wrapped) when a restore holds it longer.
-    pub fn lock_shared(&self, wait: Duration) -> Result<Shared<'_>, Error> {
+    /// [`StoreError::Busy`] when a restore holds it longer.
+    pub fn lock_shared(&self, wait: Duration) -> Result<Shared<'_>, StoreError> {
         Ok(Shared {
             wc: self,
             lock: crate::lock::lock(&self.dir.join("lock"), LockMode::Shared, wait)?,
@@ -286,8 +286,8 @@ impl WorkingCopy {
     /// most `wait`.
     ///
     /// # Errors
-    /// [`StoreError::Busy`] (wrapped) when another holder keeps it longer.
-    pub fn lock_exclusive(&self, wait: Duration) -> Result<Exclusive<'_>, Error> {
+    /// [`StoreError::Busy`] when another holder keeps it longer.
+    pub fn lock_exclusive(&self, wait: Duration) -> Result<Exclusive<'_>, StoreError> {
         Ok(Exclusive(Shared {
             wc: self,
             lock: crate::lock::lock(&self.dir.join("lock"), LockMode::Exclusive, wait)?,

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{Config, WorkingCopy};
 use crate::config::Settings;
-use crate::error::{Error, StoreError};
+use crate::error::{OpenError, StoreError};
 use crate::home;
 use crate::object::ObjectId;
 use crate::restore::journal::Then;
@@ -25,7 +25,7 @@ struct Info<'a> {
 
 /// Renames a damaged store aside as `store.redb.invalid-<unix seconds>` (with a counter if
 /// that name is taken) and returns the new name.
-fn quarantine(path: &Path) -> Result<PathBuf, Error> {
+fn quarantine(path: &Path) -> Result<PathBuf, OpenError> {
     let secs = now_ms() / 1000;
     let name = path
         .file_name()
@@ -43,10 +43,10 @@ fn quarantine(path: &Path) -> Result<PathBuf, Error> {
         }
         return match std::fs::rename(path, &kept) {
             Ok(()) => Ok(kept),
-            Err(source) => Err(Error::Store(StoreError::CreateDir { path: kept, source })),
+            Err(source) => Err(StoreError::CreateDir { path: kept, source }.into()),
         };
     }
-    Err(Error::Workspace {
+    Err(OpenError::Workspace {
         path: path.into(),
         reason: "too many damaged stores kept beside it; remove old *.invalid-* files".into(),
     })
@@ -62,24 +62,25 @@ impl WorkingCopy {
     /// else `path` itself), creating its store on first use.
     ///
     /// # Errors
-    /// [`Error::Workspace`] for a missing directory or a store inside the workspace;
-    /// [`Error::Store`] when the store cannot be opened.
-    pub(crate) fn open<T: Then>(path: &Path, config: &Config) -> Result<WorkingCopy, Error> {
+    /// [`OpenError::Workspace`] for a missing directory or a store inside the workspace;
+    /// [`OpenError::Store`] when the store cannot be opened.
+    pub(crate) fn open<T: Then>(path: &Path, config: &Config) -> Result<WorkingCopy, OpenError> {
         let home::Root {
             path: root,
             refused,
         } = home::resolve_root(path, config.home())?;
         home::create_private_dir(config.home())?;
-        let home_dir = config.home().canonicalize().map_err(|source| {
-            Error::Store(StoreError::CreateDir {
+        let home_dir = config
+            .home()
+            .canonicalize()
+            .map_err(|source| StoreError::CreateDir {
                 path: config.home().into(),
                 source,
-            })
-        })?;
+            })?;
         let dir = store_dir(&home_dir, &root);
         // (Where nothing is ever captured, a store inside changes nothing.)
         if dir.starts_with(&root) && refused.is_none() {
-            return Err(Error::Workspace {
+            return Err(OpenError::Workspace {
                 path: root,
                 reason: format!(
                     "the store directory {} would lie inside the workspace; set RETRACE_HOME \
@@ -156,8 +157,8 @@ impl WorkingCopy {
     /// The store file a workspace containing `path` uses, without opening or creating it.
     ///
     /// # Errors
-    /// [`Error::Workspace`] when `path` does not exist.
-    pub fn locate_store(path: &Path, config: &Config) -> Result<PathBuf, Error> {
+    /// [`OpenError::Workspace`] when `path` does not exist.
+    pub fn locate_store(path: &Path, config: &Config) -> Result<PathBuf, OpenError> {
         let root = home::resolve_root(path, config.home())?.path;
         let home_dir = config
             .home()

@@ -7,7 +7,7 @@ use super::guard::{Holders, dirty_guard, held_guard};
 use super::{DirtyRefusal, WorkingCopy};
 use crate::object::FlatEntry;
 use crate::diff::{Change, diff, flatten, selected};
-use crate::error::{Error, RestoreError};
+use crate::error::RestoreError;
 use crate::inverse::target_of;
 use crate::object::{EntryKind, ObjectId, RelPath};
 use crate::progress::Progress;
@@ -25,14 +25,15 @@ use super::partial::{entries_at, patched_root};
 ///
 /// # Errors
 /// [`RestoreError::Path`] naming the path and why.
-pub fn normalize_paths(root: &std::path::Path, only: &[String]) -> Result<Vec<String>, Error> {
+pub fn normalize_paths(
+    root: &std::path::Path,
+    only: &[String],
+) -> Result<Vec<String>, RestoreError> {
     let mut out = Vec::with_capacity(only.len());
     for p in only {
-        let bad = |reason: &str| {
-            Error::from(RestoreError::Path {
-                path: p.clone(),
-                reason: reason.into(),
-            })
+        let bad = |reason: &str| RestoreError::Path {
+            path: p.clone(),
+            reason: reason.into(),
         };
         if p.is_empty() {
             // An empty argument (an unset shell variable, most often) would select the
@@ -111,7 +112,7 @@ impl WorkingCopy {
         then: Option<T>,
         holders: &dyn Holders,
         progress: &dyn Progress,
-    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
+    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), RestoreError> {
         let lock = if opts.dry_run {
             None
         } else {
@@ -151,8 +152,7 @@ impl WorkingCopy {
                         id.short(),
                         self.root.display()
                     ),
-                }
-                .into());
+                });
             }
         }
         let mut outcome = RestoreOutcome {

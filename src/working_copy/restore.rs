@@ -5,7 +5,7 @@
 use super::guard::{Holders, dirty_guard, held_guard};
 use super::{DirtyRefusal, Exclusive, RestoreOptions, WorkingCopy, journaled, partial};
 use crate::diff::{below_any, diff, flatten, flatten_changed};
-use crate::error::{Error, RestoreError};
+use crate::error::RestoreError;
 use crate::object::{FlatEntry, ObjectId};
 use crate::progress::Progress;
 use crate::restore::journal::Then;
@@ -62,7 +62,7 @@ impl WorkingCopy {
         then: Option<T>,
         holders: &dyn Holders,
         progress: &dyn Progress,
-    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), Error> {
+    ) -> Result<(RestoreOutcome, Option<DirtyRefusal>), RestoreError> {
         let mut phases = crate::trace::Phases::new("restore");
         let lock = if opts.dry_run {
             None
@@ -178,7 +178,7 @@ impl WorkingCopy {
         current: &[FlatEntry],
         target: &[FlatEntry],
         dry_run: bool,
-    ) -> Result<Prepared, Error> {
+    ) -> Result<Prepared, RestoreError> {
         let mut phases = crate::trace::Phases::new("restore");
         let plan = plan::plan(&self.root, current, target)?;
         let mut left_alone = plan.left_alone.clone();
@@ -243,13 +243,13 @@ impl Exclusive<'_> {
         target: &[FlatEntry],
         dry_run: bool,
         progress: &dyn Progress,
-    ) -> Result<Applied, Error> {
+    ) -> Result<Applied, RestoreError> {
         let prepared = self.prepare_target(reader, current, target, dry_run)?;
         if dry_run {
             return Ok(prepared.out);
         }
         self.execute(reader, prepared, progress)
-            .map_err(|f| (*f.error).into())
+            .map_err(|f| *f.error)
     }
 
     /// The second half of [`Exclusive::apply_target`]: writes, then checks. Paths someone

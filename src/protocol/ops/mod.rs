@@ -149,6 +149,12 @@ pub enum OpError {
     InvalidParams(String),
 }
 
+impl From<crate::error::RestoreError> for OpError {
+    fn from(e: crate::error::RestoreError) -> OpError {
+        OpError::Failed(e.into())
+    }
+}
+
 /// An operation: a request that runs against the library and answers `Response`.
 pub trait Operation: serde::de::DeserializeOwned + JsonSchema {
     /// Its method name in `retrace serve` (`docs/protocol.md`).
