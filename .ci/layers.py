@@ -7,7 +7,10 @@
   in code, `use` lines and inline paths alike, comments excluded);
 - no import cycle between modules, within a layer included (a cycle is one concept split
   in two files, or a shared type that belongs lower);
-- the binaries (src/bin/) name nothing of the crate but `retrace::cli`: they are shims.
+- the binaries (src/bin/) name nothing of the crate but `retrace::cli`: they are shims;
+- no file of src/store/ names (as a string literal) a table or meta key that a layer above
+  declares (`RowsTable::new("turns")` and its kin, `MetaKey::new(..)`): the store knows
+  only its own tables.
 Exits 1 listing every violation.
 """
 import pathlib
@@ -82,6 +85,25 @@ for path in sorted(src.rglob("*.rs")):
                 f"src/{rel}: `{module}` (layer {RANK[module]}) imports `{other}` "
                 f"(layer {RANK[other]}), a higher layer"
             )
+
+# Tables and meta keys of the layers above: declared outside src/store/, never named inside.
+HANDLE = re.compile(r'\b(?:RowsTable|KeyedTable|BytesTable|NamedTable|MetaKey)::new\(\s*"([^"]+)"')
+declared = {}
+store_literals = []
+for path in sorted(src.rglob("*.rs")):
+    rel = path.relative_to(src)
+    lines = list(code_lines(path.read_text()))
+    if rel.parts[0] == "store":
+        for n, line in lines:
+            store_literals.extend((f"src/{rel}:{n}", lit) for lit in re.findall(r'"([^"\\]*)"', line))
+    else:
+        for n, line in lines:
+            for name in HANDLE.findall(line):
+                declared.setdefault(name, f"src/{rel}:{n}")
+for where, lit in store_literals:
+    if lit in declared:
+        faults.append(f"{where}: names \"{lit}\", a table or meta key declared above the store "
+                      f"({declared[lit]}); the store knows only its own")
 
 # Import cycles: a depth-first search reporting each cycle once (by its smallest rotation).
 seen_cycles = set()

@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::error::{Error, StoreError};
 use crate::history::SessionOp;
 use crate::history::db;
+use crate::history::tables::LedgerMeta;
 use crate::lock::LockMode;
 use crate::object::ObjectId;
 use crate::statcache::StatCache;

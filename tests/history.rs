@@ -670,7 +670,7 @@ fn an_undo_made_by_another_session_during_this_turn_is_not_reverted() {
 fn ledger_turns(ws: &Workspace) -> Vec<(String, Option<u64>)> {
     use retrace::history::ledger::{LedgerEntry, Writer};
     let tx = ws.working_copy().store().begin_read().unwrap();
-    tx.ledger_entries()
+    tx.bytes_entries(retrace::history::tables::LEDGER)
         .unwrap()
         .into_iter()
         .map(|(p, b)| {

@@ -6,8 +6,8 @@ use std::process::{Child, Command};
 use crate::common::{Env, RETRACE, RETRACE_DUMP, stderr, stdout};
 use redb::ReadableTable;
 use retrace::history::db::session_key;
+use retrace::history::tables::LEASES;
 use retrace::lease::LeaseRecord;
-use retrace::store::schema::LEASES;
 use retrace::{Config, Workspace};
 use serde_json::Value;
 
@@ -51,7 +51,10 @@ fn rewrite_lease(env: &Env, session: &str, f: impl FnOnce(Vec<u8>) -> Vec<u8>) {
     let key = session_key(session).0;
     let tx = db.begin_write().unwrap();
     {
-        let mut t = tx.open_table(LEASES).unwrap();
+        // The table as docs/format.md describes it, opened with redb alone.
+        let leases: redb::TableDefinition<(&[u8; 32], u64), &[u8]> =
+            redb::TableDefinition::new(LEASES.table().name());
+        let mut t = tx.open_table(leases).unwrap();
         let old = t.get((&key, 1)).unwrap().unwrap().value().to_vec();
         t.insert((&key, 1), f(old).as_slice()).unwrap();
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::common::Env;
 use retrace::config::Settings;
 use retrace::history::ledger::{LedgerEntry, Writer};
+use retrace::history::tables::LEDGER;
 use retrace::store::now_ms;
 use retrace::{Config, Mode, Session, Workspace};
 
@@ -55,7 +56,7 @@ fn append(env: &Env, file: &str, line: &str) {
 /// The ledger's entries, by path.
 pub(crate) fn ledger(ws: &Workspace) -> BTreeMap<String, LedgerEntry> {
     let tx = ws.working_copy().store().begin_read().unwrap();
-    tx.ledger_entries()
+    tx.bytes_entries(LEDGER)
         .unwrap()
         .into_iter()
         .map(|(p, b)| {
@@ -232,7 +233,7 @@ fn an_entry_that_does_not_decode_is_dropped() {
     turn(&s, || env.write("f.txt", "x"));
     ws.working_copy()
         .store()
-        .transact(|tx| tx.put_ledger(b"junk.txt", b"\xff\x00not a record"))
+        .transact(|tx| tx.put_bytes_entry(LEDGER, b"junk.txt", b"\xff\x00not a record"))
         .unwrap();
     let r = ws.maintain(now_ms(), 3600).unwrap();
     assert_eq!(r.ledger_dropped, 1, "{r:?}");

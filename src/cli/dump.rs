@@ -178,7 +178,8 @@ fn run(cli: &Cli) -> Result<bool> {
                     v["workspace"] =
                         serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
                     v["disk_to_log_ratio"] = serde_json::json!(ratio);
-                    v["tables"] = serde_json::to_value(r.table_bytes()?)?;
+                    v["tables"] =
+                        serde_json::to_value(r.table_bytes(crate::history::tables::ALL)?)?;
                     println!("{v}");
                 } else {
                     println!("store      {}", path.display());
@@ -213,7 +214,7 @@ fn run(cli: &Cli) -> Result<bool> {
                         bytes(s.disk_bytes),
                         bytes(s.file_bytes)
                     );
-                    for t in r.table_bytes()? {
+                    for t in r.table_bytes(crate::history::tables::ALL)? {
                         println!(
                             "  table {:<14} {:>8} entries, {} stored, {} metadata, {} unused",
                             t.table,

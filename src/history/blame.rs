@@ -210,8 +210,9 @@ fn edit_versions(
     turn: u64,
 ) -> HashMap<u64, ObjectId> {
     use super::ledger::{LedgerEntry, Writer};
+    use super::tables::LEDGER;
     let Some(e) = tx
-        .ledger(rel.as_bytes())
+        .bytes_entry(LEDGER, rel.as_bytes())
         .ok()
         .flatten()
         .and_then(|b| LedgerEntry::decode(&b).ok())

@@ -1,4 +1,4 @@
-//! Reading and writing a session's records in the store's history tables.
+//! Reading and writing a session's records in the history's tables (`tables.rs`).
 
 use std::path::Path;
 
@@ -12,7 +12,10 @@ use crate::lease::LeaseRecord;
 use crate::object::ObjectId;
 use crate::object::record::DecodeError;
 use crate::store::now_ms;
-use crate::store::{ReadTx, Rows, WriteTx};
+use super::tables::{
+    CHECKPOINTS, LEASES, OF_SESSION, OPLOG, REVERTS, SESSION_NAMES, SESSIONS, STEPS, TURNS,
+};
+use crate::store::{ReadTx, RowsTable, WriteTx};
 
 /// A session's key in the store: `blake3::derive_key("retrace session v1", host id)`. The
 /// host's id itself is never stored. Encoded as its 32 bytes.
@@ -141,7 +144,7 @@ fn steps_in(
 /// [`StoreError::Db`]; [`StoreError::History`].
 pub fn steps(tx: &ReadTx, key: &SessionKey, turn: u64) -> Result<Vec<StepRecord>, StoreError> {
     steps_in(tx.path(), turn, |first, last, f| {
-        tx.each_row_in(Rows::Steps, &key.0, first, last, f)
+        tx.each_row_in(STEPS, &key.0, first, last, f)
     })
 }
 
@@ -150,21 +153,21 @@ pub fn steps(tx: &ReadTx, key: &SessionKey, turn: u64) -> Result<Vec<StepRecord>
 /// # Errors
 /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode.
 pub fn load(tx: &ReadTx, key: &SessionKey) -> Result<Loaded, StoreError> {
-    let ops: Vec<OpRecord> = of_session(tx, Rows::Oplog, key)?;
+    let ops: Vec<OpRecord> = of_session(tx, OPLOG, key)?;
     Ok(Loaded {
         state: SessionState::replay(ops.iter().map(|r| &r.op)),
-        turns: of_session(tx, Rows::Turns, key)?,
-        checkpoints: of_session(tx, Rows::Checkpoints, key)?,
+        turns: of_session(tx, TURNS, key)?,
+        checkpoints: of_session(tx, CHECKPOINTS, key)?,
         ops: ops.len() as u64,
         name: name(tx, key).ok().flatten().map(|n| n.name),
-        reverts: of_session(tx, Rows::Reverts, key)?,
+        reverts: of_session(tx, REVERTS, key)?,
     })
 }
 
 /// Every record of one session in a table keyed by (session key, number), in order.
 fn of_session<T: for<'a> serde::Deserialize<'a>>(
     tx: &ReadTx,
-    table: Rows,
+    table: RowsTable,
     key: &SessionKey,
 ) -> Result<Vec<T>, StoreError> {
     let b = bad(tx.path());
@@ -181,7 +184,7 @@ fn of_session<T: for<'a> serde::Deserialize<'a>>(
 /// # Errors
 /// As [`load`].
 pub fn turns(tx: &ReadTx, key: &SessionKey) -> Result<Vec<TurnRecord>, StoreError> {
-    of_session(tx, Rows::Turns, key)
+    of_session(tx, TURNS, key)
 }
 
 /// The op log of one session, oldest first.
@@ -189,7 +192,7 @@ pub fn turns(tx: &ReadTx, key: &SessionKey) -> Result<Vec<TurnRecord>, StoreErro
 /// # Errors
 /// As [`load`].
 pub fn ops(tx: &ReadTx, key: &SessionKey) -> Result<Vec<OpRecord>, StoreError> {
-    of_session(tx, Rows::Oplog, key)
+    of_session(tx, OPLOG, key)
 }
 
 /// Every session key with its record (`retrace-dump sessions`).
@@ -198,7 +201,7 @@ pub fn ops(tx: &ReadTx, key: &SessionKey) -> Result<Vec<OpRecord>, StoreError> {
 /// As [`load`].
 pub fn sessions(tx: &ReadTx) -> Result<Vec<(SessionKey, SessionRecord)>, StoreError> {
     let b = bad(tx.path());
-    tx.sessions()?
+    tx.keyed_entries(SESSIONS)?
         .into_iter()
         .map(|(k, v)| Ok((SessionKey(k), decode(&v).map_err(&b)?)))
         .collect()
@@ -210,7 +213,7 @@ pub fn sessions(tx: &ReadTx) -> Result<Vec<(SessionKey, SessionRecord)>, StoreEr
 /// As [`load`].
 pub fn name(tx: &ReadTx, key: &SessionKey) -> Result<Option<SessionName>, StoreError> {
     let b = bad(tx.path());
-    tx.row(Rows::Names, &key.0, 0)?
+    tx.row(SESSION_NAMES, &key.0, 0)?
         .map(|v| decode(&v).map_err(&b))
         .transpose()
 }
@@ -225,7 +228,7 @@ pub fn lease(
     key: &SessionKey,
     turn: u64,
 ) -> Result<Option<Result<LeaseRecord, DecodeError>>, StoreError> {
-    Ok(tx.row(Rows::Leases, &key.0, turn)?.map(|v| decode(&v)))
+    Ok(tx.row(LEASES, &key.0, turn)?.map(|v| decode(&v)))
 }
 
 /// Writes to one session inside a write transaction.
@@ -241,7 +244,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn new(tx: &'a WriteTx<'a>, key: SessionKey) -> Result<Writer<'a>, StoreError> {
         let now = now_ms();
-        let created = match tx.session(&key.0)? {
+        let created = match tx.keyed(SESSIONS, &key.0)? {
             Some(v) => decode::<SessionRecord>(&v).map_or(now, |r| r.created_ms),
             None => now,
         };
@@ -250,7 +253,7 @@ impl<'a> Writer<'a> {
             created_ms: created,
             touched_ms: now,
         };
-        tx.put_session(&key.0, &encoded(tx.path(), &rec)?)?;
+        tx.put_keyed(SESSIONS, &key.0, &encoded(tx.path(), &rec)?)?;
         Ok(Writer { tx, key })
     }
 
@@ -271,7 +274,7 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn name(&self, name: &str, agent: Option<&str>) -> Result<(), StoreError> {
-        let old = self.tx.row(Rows::Names, &self.key.0, 0)?;
+        let old = self.tx.row(SESSION_NAMES, &self.key.0, 0)?;
         let old: Option<SessionName> = old.and_then(|v| decode(&v).ok());
         let agent = agent.map(str::to_string);
         if old
@@ -286,7 +289,7 @@ impl<'a> Writer<'a> {
             agent: agent.or_else(|| old.and_then(|o| o.agent)),
         };
         self.tx
-            .put_row(Rows::Names, &self.key.0, 0, &encoded(self.tx.path(), &rec)?)
+            .put_row(SESSION_NAMES, &self.key.0, 0, &encoded(self.tx.path(), &rec)?)
     }
 
     /// Re-reads the session inside this transaction (the truth for a check-then-write).
@@ -296,7 +299,7 @@ impl<'a> Writer<'a> {
     pub fn state(&self) -> Result<SessionState, StoreError> {
         let b = self.bad();
         let mut s = SessionState::new();
-        self.tx.each_row(Rows::Oplog, &self.key.0, |_, v| {
+        self.tx.each_row(OPLOG, &self.key.0, |_, v| {
             s.apply(&decode::<OpRecord>(v).map_err(&b)?.op);
             Ok(())
         })?;
@@ -310,7 +313,7 @@ impl<'a> Writer<'a> {
     pub fn last_op(&self) -> Result<Option<Op>, StoreError> {
         let b = self.bad();
         self.tx
-            .last_row(Rows::Oplog, &self.key.0)?
+            .last_row(OPLOG, &self.key.0)?
             .map(|(_, v)| decode::<OpRecord>(&v).map(|r| r.op).map_err(&b))
             .transpose()
     }
@@ -322,7 +325,7 @@ impl<'a> Writer<'a> {
     pub fn op(&self, op: Op) -> Result<(), StoreError> {
         let next = self
             .tx
-            .last_row(Rows::Oplog, &self.key.0)?
+            .last_row(OPLOG, &self.key.0)?
             .map_or(1, |(n, _)| n + 1);
         let rec = OpRecord {
             version: HISTORY_VERSION,
@@ -330,7 +333,7 @@ impl<'a> Writer<'a> {
             op,
         };
         self.tx.put_row(
-            Rows::Oplog,
+            OPLOG,
             &self.key.0,
             next,
             &encoded(self.tx.path(), &rec)?,
@@ -343,7 +346,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn revert(&self, rec: &RevertRecord) -> Result<(), StoreError> {
         self.tx.put_row(
-            Rows::Reverts,
+            REVERTS,
             &self.key.0,
             rec.number,
             &encoded(self.tx.path(), rec)?,
@@ -356,7 +359,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn turn(&self, rec: &TurnRecord) -> Result<(), StoreError> {
         self.tx.put_row(
-            Rows::Turns,
+            TURNS,
             &self.key.0,
             rec.number,
             &encoded(self.tx.path(), rec)?,
@@ -370,7 +373,7 @@ impl<'a> Writer<'a> {
     pub fn get_turn(&self, n: u64) -> Result<Option<TurnRecord>, StoreError> {
         let b = self.bad();
         self.tx
-            .row(Rows::Turns, &self.key.0, n)?
+            .row(TURNS, &self.key.0, n)?
             .map(|v| decode(&v).map_err(&b))
             .transpose()
     }
@@ -381,7 +384,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn put_lease(&self, turn: u64, rec: &LeaseRecord) -> Result<(), StoreError> {
         self.tx.put_row(
-            Rows::Leases,
+            LEASES,
             &self.key.0,
             turn,
             &encoded(self.tx.path(), rec)?,
@@ -393,7 +396,7 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn drop_lease(&self, turn: u64) -> Result<(), StoreError> {
-        self.tx.remove_row(Rows::Leases, &self.key.0, turn)
+        self.tx.remove_row(LEASES, &self.key.0, turn)
     }
 
     /// Writes a checkpoint record.
@@ -402,7 +405,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn checkpoint(&self, rec: &CheckpointRecord) -> Result<(), StoreError> {
         self.tx.put_row(
-            Rows::Checkpoints,
+            CHECKPOINTS,
             &self.key.0,
             rec.number,
             &encoded(self.tx.path(), rec)?,
@@ -419,7 +422,7 @@ impl<'a> Writer<'a> {
     pub fn expire(&self, which: Option<&[u64]>) -> Result<u64, StoreError> {
         let b = self.bad();
         let mut changed = Vec::new();
-        self.tx.each_row(Rows::Turns, &self.key.0, |_, v| {
+        self.tx.each_row(TURNS, &self.key.0, |_, v| {
             let mut rec: TurnRecord = decode(v).map_err(&b)?;
             let chosen = which.is_none_or(|w| w.contains(&rec.number));
             if chosen && rec.state != TurnState::Pending && rec.state != TurnState::Expired {
@@ -435,7 +438,7 @@ impl<'a> Writer<'a> {
         }
         if which.is_none() {
             self.tx
-                .remove_rows_through(Rows::Checkpoints, &self.key.0, u64::MAX)?;
+                .remove_rows_through(CHECKPOINTS, &self.key.0, u64::MAX)?;
             let mut state = self.state()?;
             state.last_known = None;
             self.replace_log(&state)?;
@@ -450,7 +453,7 @@ impl<'a> Writer<'a> {
     pub fn steps_of(&self, turn: u64) -> Result<Vec<StepRecord>, StoreError> {
         steps_in(self.tx.path(), turn, |first, last, f| {
             self.tx
-                .each_row_in(Rows::Steps, &self.key.0, first, last, f)
+                .each_row_in(STEPS, &self.key.0, first, last, f)
         })
     }
 
@@ -460,7 +463,7 @@ impl<'a> Writer<'a> {
     /// [`StoreError::Db`].
     pub fn step(&self, rec: &StepRecord) -> Result<(), StoreError> {
         self.tx.put_row(
-            Rows::Steps,
+            STEPS,
             &self.key.0,
             step_row(rec.turn, rec.number),
             &encoded(self.tx.path(), rec)?,
@@ -489,31 +492,23 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`].
     pub fn delete_session(&self) -> Result<(), StoreError> {
-        for table in [
-            Rows::Turns,
-            Rows::Checkpoints,
-            Rows::Oplog,
-            Rows::Leases,
-            Rows::Names,
-            Rows::Reverts,
-            Rows::Steps,
-        ] {
+        for table in OF_SESSION {
             self.tx.remove_rows_through(table, &self.key.0, u64::MAX)?;
         }
-        self.tx.remove_session(&self.key.0)
+        self.tx.remove_keyed(SESSIONS, &self.key.0)
     }
 
     /// Replaces the op log (rows `..=last`) by one [`Op::Base`] holding `state`.
     fn replace_log_through(&self, last: u64, state: &SessionState) -> Result<(), StoreError> {
         self.tx
-            .remove_rows_through(Rows::Oplog, &self.key.0, last)?;
+            .remove_rows_through(OPLOG, &self.key.0, last)?;
         let rec = OpRecord {
             version: HISTORY_VERSION,
             time_ms: now_ms(),
             op: state.base(),
         };
         self.tx.put_row(
-            Rows::Oplog,
+            OPLOG,
             &self.key.0,
             last + 1,
             &encoded(self.tx.path(), &rec)?,
@@ -529,7 +524,7 @@ impl<'a> Writer<'a> {
     fn last_op_number(&self) -> Result<u64, StoreError> {
         Ok(self
             .tx
-            .last_row(Rows::Oplog, &self.key.0)?
+            .last_row(OPLOG, &self.key.0)?
             .map_or(0, |(n, _)| n))
     }
 
@@ -540,11 +535,11 @@ impl<'a> Writer<'a> {
     /// # Errors
     /// [`StoreError::Db`]; [`StoreError::History`].
     pub fn cap(&self, max: u64, state: &SessionState) -> Result<u64, StoreError> {
-        let count = self.tx.count_rows(Rows::Turns, &self.key.0)?;
+        let count = self.tx.count_rows(TURNS, &self.key.0)?;
         let mut dropped = 0;
         if count > max {
             let mut victims = Vec::new();
-            self.tx.each_row(Rows::Turns, &self.key.0, |n, _| {
+            self.tx.each_row(TURNS, &self.key.0, |n, _| {
                 if count - victims.len() as u64 > max
                     && Some(n) != state.cursor
                     && Some(n) != state.pending
@@ -554,10 +549,10 @@ impl<'a> Writer<'a> {
                 Ok(())
             })?;
             for n in &victims {
-                self.tx.remove_row(Rows::Turns, &self.key.0, *n)?;
-                self.tx.remove_row(Rows::Reverts, &self.key.0, *n)?;
+                self.tx.remove_row(TURNS, &self.key.0, *n)?;
+                self.tx.remove_row(REVERTS, &self.key.0, *n)?;
                 self.tx.remove_rows_between(
-                    Rows::Steps,
+                    STEPS,
                     &self.key.0,
                     step_row(*n, 0),
                     step_row(*n, STEP_MASK),
@@ -567,7 +562,7 @@ impl<'a> Writer<'a> {
         }
         // The replacement must stand for the log it replaces; checked before dropping it.
         let replayed = self.state()?;
-        let ops = self.tx.count_rows(Rows::Oplog, &self.key.0)?;
+        let ops = self.tx.count_rows(OPLOG, &self.key.0)?;
         // The log is replayed on every operation: keep it proportional to the turns kept.
         if dropped > 0 || ops > 4 * max + 64 {
             if replayed != *state {

@@ -27,7 +27,8 @@ use crate::diff::Change;
 use crate::error::StoreError;
 use crate::object::record::DecodeError;
 use crate::object::{EntryKind, ObjectId};
-use crate::store::{LedgerRows, Rows, WriteTx, now_ms};
+use super::tables::{LEDGER, LedgerMeta, SESSIONS, STEPS, SetLedgerMeta, TURNS};
+use crate::store::{BytesEntries, WriteTx, now_ms};
 
 /// Who wrote a path.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -393,8 +394,8 @@ fn running(tx: &WriteTx<'_>) -> Result<Vec<Running>, StoreError> {
         detail: e.to_string(),
     };
     let mut out = Vec::new();
-    for (key, _) in tx.sessions()? {
-        let Some((_, bytes)) = tx.last_row(Rows::Turns, &key)? else {
+    for (key, _) in tx.keyed_entries(SESSIONS)? {
+        let Some((_, bytes)) = tx.last_row(TURNS, &key)? else {
             continue;
         };
         let t: TurnRecord = decode(&bytes).map_err(bad)?;
@@ -404,7 +405,7 @@ fn running(tx: &WriteTx<'_>) -> Result<Vec<Running>, StoreError> {
         let mut steps: Vec<StepRecord> = Vec::new();
         let mut any = false;
         let (first, last) = (step_row(t.number, 0), step_row(t.number, STEP_MASK));
-        tx.each_row_in(Rows::Steps, &key, first, last, |_, v| {
+        tx.each_row_in(STEPS, &key, first, last, |_, v| {
             let s: StepRecord = decode(v).map_err(bad)?;
             any = true;
             if s.ended_ms.is_none() {
@@ -502,7 +503,7 @@ fn next(
     }
 }
 
-fn store(rows: &mut LedgerRows<'_>, path: &[u8], rec: &LedgerEntry) -> Result<(), StoreError> {
+fn store(rows: &mut BytesEntries<'_>, path: &[u8], rec: &LedgerEntry) -> Result<(), StoreError> {
     let bytes = rec.encode().map_err(|detail| StoreError::Encode {
         path: rows.path().into(),
         detail,
@@ -511,7 +512,7 @@ fn store(rows: &mut LedgerRows<'_>, path: &[u8], rec: &LedgerEntry) -> Result<()
 }
 
 fn put(
-    rows: &mut LedgerRows<'_>,
+    rows: &mut BytesEntries<'_>,
     path: &[u8],
     old: Option<LedgerEntry>,
     left: Option<(EntryKind, ObjectId)>,
@@ -522,7 +523,7 @@ fn put(
 
 /// The entry of `path`, if any (an entry that does not decode counts as none: the path is
 /// then nobody's in particular).
-fn entry(rows: &LedgerRows<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreError> {
+fn entry(rows: &BytesEntries<'_>, path: &[u8]) -> Result<Option<LedgerEntry>, StoreError> {
     Ok(rows.get(path)?.and_then(|b| LedgerEntry::decode(&b).ok()))
 }
 
@@ -623,7 +624,7 @@ fn update(
             .binary_search_by(|c| c.path.as_bytes().cmp(path))
             .is_err()
     };
-    let mut rows = tx.ledger_rows()?;
+    let mut rows = tx.open_bytes(LEDGER)?;
     // Claimed paths that did not change keep their version, now the claimer's.
     for (path, writer) in &claimed {
         if unchanged(path)
@@ -875,7 +876,7 @@ fn claim_all(
     root: ObjectId,
     done: &[&[u8]],
 ) -> Result<(), StoreError> {
-    let mut rows = tx.ledger_rows()?;
+    let mut rows = tx.open_bytes(LEDGER)?;
     // Both sorted: one walk skips the paths done.
     let mut done = done.iter().peekable();
     let work: Vec<&Change> = changes
@@ -939,7 +940,7 @@ pub fn observe(
     last: Option<(EntryKind, ObjectId)>,
     writer: Result<&Writer, (SessionKey, u64)>,
 ) -> Result<(), StoreError> {
-    let old = entry(&tx.ledger_rows()?, path)?;
+    let old = entry(&tx.open_bytes(LEDGER)?, path)?;
     let known = old.as_ref().map_or(last, |e| e.left);
     if known == version {
         return Ok(());
@@ -962,7 +963,7 @@ pub fn observe(
             attribute(path, &running)
         }
     };
-    put(&mut tx.ledger_rows()?, path, old, version, writer)
+    put(&mut tx.open_bytes(LEDGER)?, path, old, version, writer)
 }
 
 /// Whether `w` is turn `turn` of session `key` as a whole (no step).

@@ -30,7 +30,8 @@ use std::collections::{HashMap, HashSet};
 use super::ledger::{EARLIER, LedgerEntry, Writer};
 use super::record::{CheckpointRecord, TurnRecord, TurnState, decode};
 use crate::error::StoreError;
-use crate::store::{Rows, WriteTx};
+use super::tables::{CHECKPOINTS, LEDGER, LedgerMeta, SESSIONS, TURNS};
+use crate::store::WriteTx;
 
 /// What [`prune`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,10 +63,10 @@ impl Kept {
             since_ms: u64::MAX,
         };
         let mut bad = false;
-        for (key, _) in tx.sessions()? {
+        for (key, _) in tx.keyed_entries(SESSIONS)? {
             kept.sessions.insert(key);
             let mut turns = HashSet::new();
-            tx.each_row(Rows::Turns, &key, |_, v| {
+            tx.each_row(TURNS, &key, |_, v| {
                 match decode::<TurnRecord>(v) {
                     Ok(t)
                         if t.state == TurnState::Pending
@@ -80,7 +81,7 @@ impl Kept {
                 }
                 Ok(())
             })?;
-            tx.each_row(Rows::Checkpoints, &key, |_, v| {
+            tx.each_row(CHECKPOINTS, &key, |_, v| {
                 match decode::<CheckpointRecord>(v) {
                     Ok(c) => kept.since_ms = kept.since_ms.min(c.time_ms),
                     Err(_) => bad = true,
@@ -196,7 +197,7 @@ pub(crate) fn prune(tx: &WriteTx<'_>) -> Result<Pruned, StoreError> {
     };
     let waiting = waiting(tx);
     let mut drop = HashSet::new();
-    for (path, bytes) in tx.ledger_entries()? {
+    for (path, bytes) in tx.bytes_entries(LEDGER)? {
         let Ok(mut e) = LedgerEntry::decode(&bytes) else {
             drop.insert(path);
             continue;
@@ -215,12 +216,12 @@ pub(crate) fn prune(tx: &WriteTx<'_>) -> Result<Pruned, StoreError> {
                 path: tx.path().into(),
                 detail,
             })?;
-            tx.put_ledger(&path, &bytes)?;
+            tx.put_bytes_entry(LEDGER, &path, &bytes)?;
         }
     }
     if !drop.is_empty() {
         out.dropped = drop.len() as u64;
-        tx.retain_ledger(|path, _| drop.contains(path))?;
+        tx.retain_bytes_entries(LEDGER, |path, _| drop.contains(path))?;
     }
     Ok(out)
 }

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::db::{self, SessionKey};
 use super::record::decode;
+use super::tables::SESSIONS;
 use crate::error::{Error, StoreError};
 use crate::working_copy::WorkingCopy;
 
@@ -64,7 +65,7 @@ pub enum Lookup {
 pub fn list(wc: &WorkingCopy) -> Result<Vec<SessionInfo>, Error> {
     let tx = wc.store().begin_read()?;
     let mut out = Vec::new();
-    for (key, rec) in tx.sessions()? {
+    for (key, rec) in tx.keyed_entries(SESSIONS)? {
         let key = SessionKey(key);
         let rec: super::record::SessionRecord =
             decode(&rec).map_err(|detail| StoreError::History {

@@ -47,6 +47,7 @@ mod revert;
 pub mod runtime;
 pub mod state;
 mod step;
+pub mod tables;
 pub mod timeline;
 mod turn;
 mod undo;
@@ -64,6 +65,7 @@ use crate::store::WriteTx;
 use crate::store::now_ms;
 use crate::working_copy::{Exclusive, WorkingCopy};
 use db::{Loaded, SessionKey, Writer};
+use tables::SetLedgerMeta;
 pub(crate) use pipeline::{
     Begun, Stop, pending_journal, recover_journal, recover_journal_if_needed,
 };
@@ -229,6 +231,8 @@ pub struct SessionLog {
 pub struct SessionOp(pub SessionKey, pub Op);
 
 impl Then for SessionOp {
+    const NEW_STORE_TABLES: &'static [crate::store::Table] = tables::NEW_STORE;
+
     fn record_unclaimed(
         tx: &WriteTx<'_>,
         what: &str,

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::Session;
 use super::db::{self, SessionKey};
 use super::ledger::{LedgerEntry, Writer};
+use super::tables::LEDGER;
 use crate::object::FlatEntry;
 use crate::error::{Error, StoreError};
 use crate::object::{ObjectId, RelPath};
@@ -159,7 +160,7 @@ impl Holders for Held<'_> {
         let Some(mine) = self.mine else {
             return Ok(out);
         };
-        for (path, bytes) in tx.ledger_entries()? {
+        for (path, bytes) in tx.bytes_entries(LEDGER)? {
             let Ok(e) = LedgerEntry::decode(&bytes) else {
                 continue;
             };
@@ -195,7 +196,7 @@ impl Session {
         let mut out = HashMap::new();
         for p in paths {
             let Some(e) = tx
-                .ledger(p.as_bytes())?
+                .bytes_entry(LEDGER, p.as_bytes())?
                 .and_then(|b| LedgerEntry::decode(&b).ok())
             else {
                 continue;
@@ -275,7 +276,7 @@ impl Session {
         let names = Names::new(&tx);
         for c in change.drain(..) {
             let Some(e) = (!c.dirs_only())
-                .then(|| tx.ledger(c.path.as_bytes()))
+                .then(|| tx.bytes_entry(LEDGER, c.path.as_bytes()))
                 .transpose()?
                 .flatten()
                 .and_then(|b| LedgerEntry::decode(&b).ok())
@@ -392,7 +393,7 @@ impl Session {
         let by_step = |w: &Writer| matches!(w, Writer::Turn { session, turn, step: Some(s) } if *session == self.key.0 && *turn == n && *s == k);
         let mut out = Vec::new();
         for f in files {
-            let Some(e) = tx.ledger(f)?.and_then(|b| LedgerEntry::decode(&b).ok()) else {
+            let Some(e) = tx.bytes_entry(LEDGER, f)?.and_then(|b| LedgerEntry::decode(&b).ok()) else {
                 continue;
             };
             let history: Vec<_> = std::iter::once((e.left, &e.writer))

@@ -4,6 +4,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use super::*;
+use crate::history::tables::{LEDGER, LedgerMeta};
 use crate::{Config, Workspace};
 
 thread_local! {
@@ -84,7 +85,7 @@ fn an_up_to_date_ledger_still_takes_in_what_waits() {
     assert!(!ledger_up_to_date(store, at));
     ledger::up_to(store, at).unwrap();
     assert!(ledger_up_to_date(store, at));
-    let entry = store.begin_read().unwrap().ledger(b"f").unwrap().unwrap();
+    let entry = store.begin_read().unwrap().bytes_entry(LEDGER, b"f").unwrap().unwrap();
     let entry = ledger::LedgerEntry::decode(&entry).unwrap();
     assert_eq!(entry.writer, ledger::Writer::User);
 }

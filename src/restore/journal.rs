@@ -13,15 +13,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::object::ObjectId;
-use crate::store::{ReadTx, WriteTx};
+use crate::store::{NamedTable, ReadTx, Table, WriteTx};
 
 /// The journal record's version.
 pub const JOURNAL_VERSION: u8 = 1;
+
+/// `journal`: at most one entry, key [`KEY`] → postcard [`JournalRecord`]: a restore that has
+/// begun writing files and not finished.
+pub const JOURNAL: NamedTable = NamedTable::new("journal");
+
+/// The key of the journal's single entry.
+pub const KEY: &str = "restore";
 
 /// What a journaled restore records together with its result, in the same commit: the layer
 /// above supplies it (the history: the session's op), so restore knows nothing of sessions.
 /// It is kept in the journal, so a recovery can record it too.
 pub trait Then: Serialize + DeserializeOwned + Clone {
+    /// The tables a new store is created with (empty, in this order, besides the store's
+    /// own), the journal's included: the layer above names its own. Only a new store's file
+    /// depends on it; a missing table reads as empty.
+    const NEW_STORE_TABLES: &'static [Table] = &[JOURNAL.table()];
+
     /// Writes the record inside `tx`, with `snapshot` (what the disk now equals); `reader`
     /// reads the store as committed before `tx` (the snapshot's trees included).
     ///
@@ -102,7 +114,7 @@ pub fn put<T: Serialize>(tx: &WriteTx<'_>, rec: &JournalRecord<T>) -> Result<(),
         path: tx.path().into(),
         detail,
     })?;
-    tx.put_journal(&bytes)
+    tx.put_named(JOURNAL, KEY, &bytes)
 }
 
 /// Removes the journal inside `tx`.
@@ -110,7 +122,7 @@ pub fn put<T: Serialize>(tx: &WriteTx<'_>, rec: &JournalRecord<T>) -> Result<(),
 /// # Errors
 /// [`StoreError::Db`].
 pub fn clear(tx: &WriteTx<'_>) -> Result<(), StoreError> {
-    tx.clear_journal()
+    tx.remove_named(JOURNAL, KEY)
 }
 
 /// The journal, if a restore is in progress or was interrupted.
@@ -119,7 +131,7 @@ pub fn clear(tx: &WriteTx<'_>) -> Result<(), StoreError> {
 /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode (a future
 /// version is refused, never guessed at).
 pub fn get<T: DeserializeOwned>(tx: &ReadTx) -> Result<Option<JournalRecord<T>>, StoreError> {
-    tx.journal()?
+    tx.named(JOURNAL, KEY)?
         .map(|v| {
             decode(&v).map_err(|detail| StoreError::History {
                 path: tx.path().into(),

@@ -1,5 +1,6 @@
 //! The workspace store: one redb database holding objects (in the pack log), snapshots and
-//! the workspace's last known state.
+//! the workspace's last known state, and the tables the layers above declare (see
+//! [`RowsTable`] and its kin) read and written through [`ReadTx`] / [`WriteTx`].
 //!
 //! Several processes may open one store at once: it is opened in redb's multi-process
 //! `MultiWriter` mode, and write transactions (one at a time across processes) are taken
@@ -18,6 +19,7 @@ pub mod schema;
 mod space;
 mod staged;
 mod stats;
+mod table;
 mod tx;
 mod write;
 
@@ -27,7 +29,8 @@ pub use space::{FreeSpace, free_space};
 #[cfg(feature = "internals")]
 pub use staged::decode_staged_row;
 pub use staged::{Staged, StagedRow};
-pub use tx::{LedgerRows, ReadTx, Rows, WriteTx};
+pub use table::{BytesTable, KeyKind, KeyedTable, MetaKey, NamedTable, RowsTable, Table};
+pub use tx::{BytesEntries, ReadTx, WriteTx};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

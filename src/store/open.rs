@@ -10,10 +10,13 @@ use std::time::{Duration, Instant, SystemTime};
 use redb::{ConcurrencyMode, Database, ReadableDatabase, ReadableTable};
 
 use super::schema::{
-    self, CHECKPOINTS, FORMAT_DELTAS, FORMAT_VERSION, META, META_FORMAT, META_STORE_ID,
-    META_WORKSPACE, OBJECTS, OPLOG, PACKS, SESSIONS, SNAPSHOTS, TURNS,
+    self, FORMAT_DELTAS, FORMAT_VERSION, META, META_FORMAT, META_STORE_ID, META_WORKSPACE,
+    OBJECTS, PACKS, SNAPSHOTS,
 };
-use super::{FreeSpace, LOCK_WAIT, ReadOnlyStore, ReadTx, Store, StoreReader, free_space, now_ms};
+use super::{
+    FreeSpace, LOCK_WAIT, ReadOnlyStore, ReadTx, Store, StoreReader, Table, free_space, now_ms,
+    table,
+};
 use crate::error::StoreError;
 
 /// Classifies a failure to open: damage (the file's content) apart from everything else.
@@ -112,16 +115,20 @@ fn builder() -> redb::Builder {
 
 impl Store {
     /// Opens (creating if needed) the store at `path`, waiting up to [`LOCK_WAIT`] for other
-    /// processes, and checks the format version.
+    /// processes, and checks the format version. A new store has the store's own tables
+    /// only: the layers above create theirs when they first write.
     ///
     /// # Errors
     /// [`StoreError`] when the file cannot be opened, stays busy, or has an unknown format.
     #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // tests
     pub fn open(path: &Path, workspace: &Path) -> Result<Store, StoreError> {
-        Store::open_with(path, workspace, free_space)
+        Store::open_with(path, workspace, free_space, &[])
     }
 
-    /// [`Store::open`], measuring free disk space with `free_space` (tests give a full disk).
+    /// [`Store::open`], measuring free disk space with `free_space` (tests give a full disk);
+    /// a new store is created with the (empty) `tables` of the layers above too, in the
+    /// transaction that creates it, in their order. An existing store is left as it is: a
+    /// table missing there reads as empty until its first write creates it.
     ///
     /// # Errors
     /// As [`Store::open`].
@@ -129,6 +136,7 @@ impl Store {
         path: &Path,
         workspace: &Path,
         free_space: FreeSpace,
+        tables: &[Table],
     ) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
             crate::home::create_private_dir(dir)?;
@@ -146,7 +154,7 @@ impl Store {
             free_space,
             write_failed: std::sync::atomic::AtomicBool::new(false),
         };
-        store.init(workspace)?;
+        store.init(workspace, tables)?;
         Ok(store)
     }
 
@@ -182,7 +190,7 @@ impl Store {
         Ok(store)
     }
 
-    fn init(&self, workspace: &Path) -> Result<(), StoreError> {
+    fn init(&self, workspace: &Path, tables: &[Table]) -> Result<(), StoreError> {
         let r = self.reader()?;
         if r.format()?.is_some() {
             return r.check_format();
@@ -212,12 +220,9 @@ impl Store {
             tx.open_table(OBJECTS).map_err(|x| e(x.into()))?;
             tx.open_table(PACKS).map_err(|x| e(x.into()))?;
             tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
-            tx.open_table(SESSIONS).map_err(|x| e(x.into()))?;
-            tx.open_table(TURNS).map_err(|x| e(x.into()))?;
-            tx.open_table(CHECKPOINTS).map_err(|x| e(x.into()))?;
-            tx.open_table(OPLOG).map_err(|x| e(x.into()))?;
-            tx.open_table(schema::LEASES).map_err(|x| e(x.into()))?;
-            tx.open_table(schema::JOURNAL).map_err(|x| e(x.into()))?;
+            for t in tables {
+                table::create(&tx, *t).map_err(&e)?;
+            }
         }
         tx.commit().map_err(|x| self.db_err()(x.into()))?;
         self.reader()?.check_format()
@@ -225,7 +230,7 @@ impl Store {
 }
 
 impl ReadOnlyStore {
-    /// A read transaction over the history tables.
+    /// A read transaction over the tables of the layers above.
     ///
     /// # Errors
     /// [`StoreError::Db`] when redb fails.

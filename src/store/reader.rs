@@ -43,7 +43,7 @@ pub(super) fn hashes_to(kind: ObjectKind, bytes: &[u8], id: &ObjectId) -> bool {
 }
 
 impl Store {
-    /// A read transaction over the history tables.
+    /// A read transaction over the tables of the layers above.
     ///
     /// # Errors
     /// [`StoreError::Db`] when redb fails.

@@ -3,10 +3,11 @@
 
 use redb::{ReadTransaction, ReadableTableMetadata};
 
-use super::schema::{
-    self, CHECKPOINTS, META, META_LOG_END, OBJECTS, OPLOG, PACKS, SESSIONS, SNAPSHOTS, TURNS,
+use super::schema::{self, META, META_LOG_END, OBJECTS, PACKS, SNAPSHOTS, STAGED};
+use super::{
+    BytesTable, KeyKind, KeyedTable, NamedTable, RowsTable, StoreReader, StoreStats, Table,
+    TableBytes, disk_bytes, open_opt,
 };
-use super::{StoreReader, StoreStats, TableBytes, disk_bytes, open_opt};
 use crate::error::StoreError;
 use crate::object::ObjectKind;
 
@@ -96,11 +97,14 @@ impl StoreReader {
 }
 
 impl StoreReader {
-    /// What each table of the store takes (see [`TableBytes`]).
+    /// What each table of the store takes (see [`TableBytes`]): the store's own and
+    /// `tables`, those of the layers above, in the order `retrace-dump stats` lists them (the
+    /// store's `meta`, `objects`, `packs` and `snapshots`, then `tables`, then `staged`).
+    /// A table the file does not have is left out.
     ///
     /// # Errors
     /// [`StoreError::Db`] when redb fails.
-    pub fn table_bytes(&self) -> Result<Vec<TableBytes>, StoreError> {
+    pub fn table_bytes(&self, tables: &[Table]) -> Result<Vec<TableBytes>, StoreError> {
         use redb::TableHandle;
         fn one<K: redb::Key + 'static>(
             tx: &ReadTransaction,
@@ -119,23 +123,21 @@ impl StoreReader {
             }))
         }
         let tx = &self.tx;
+        let above = tables.iter().map(|t| match t.key() {
+            KeyKind::Key => one(tx, KeyedTable::new(t.name()).def()),
+            KeyKind::Rows => one(tx, RowsTable::new(t.name()).def()),
+            KeyKind::Bytes => one(tx, BytesTable::new(t.name()).def()),
+            KeyKind::Name => one(tx, NamedTable::new(t.name()).def()),
+        });
         let all = [
             one(tx, META),
             one(tx, OBJECTS),
             one(tx, PACKS),
             one(tx, SNAPSHOTS),
-            one(tx, SESSIONS),
-            one(tx, TURNS),
-            one(tx, CHECKPOINTS),
-            one(tx, OPLOG),
-            one(tx, schema::SESSION_NAMES),
-            one(tx, schema::LEASES),
-            one(tx, schema::REVERTS),
-            one(tx, schema::STEPS),
-            one(tx, schema::LEDGER),
-            one(tx, schema::JOURNAL),
-            one(tx, schema::STAGED),
-        ];
+        ]
+        .into_iter()
+        .chain(above)
+        .chain([one(tx, STAGED)]);
         let mut out = Vec::new();
         for t in all {
             out.extend(t.map_err(|x| self.db_err(x))?);

@@ -111,7 +111,9 @@ impl WorkingCopy {
             crate::config::Source::Default => config.history_wait,
             _ => Duration::from_millis(settings.history_wait_ms.value),
         };
-        let store = match Store::open_with(&store_path, &root, config.free_space) {
+        // A new store is created with the layer above's tables (the history's).
+        let tables = T::NEW_STORE_TABLES;
+        let store = match Store::open_with(&store_path, &root, config.free_space, tables) {
             Ok(s) => s,
             Err(e) if e.is_damage() => {
                 // Never overwrite it, never give up: keep the file for inspection, start over.
@@ -121,7 +123,7 @@ impl WorkingCopy {
                      are in the kept file only)",
                     kept.display()
                 ));
-                Store::open_with(&store_path, &root, config.free_space)?
+                Store::open_with(&store_path, &root, config.free_space, tables)?
             }
             Err(e) => return Err(e.into()),
         };
