@@ -116,20 +116,43 @@ pub fn host_id(home: &Path) -> Option<String> {
     Some(id)
 }
 
+/// Why a lease cannot be made: what of this machine or of the owner could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The host id under the retrace home can be neither read nor created.
+    #[error("cannot read or create host-id")]
+    HostId,
+    /// Neither `/proc/sys/kernel/hostname` nor `HOSTNAME` gives the hostname.
+    #[error("cannot read the hostname")]
+    Hostname,
+    /// `/proc/sys/kernel/random/boot_id` cannot be read.
+    #[error("cannot read the boot id")]
+    BootId,
+    /// `/proc/self/ns/pid` cannot be read.
+    #[error("cannot read the pid namespace: {0}")]
+    PidNamespace(#[source] std::io::Error),
+    /// The owner named does not run.
+    #[error("process {pid} does not exist")]
+    NoSuchProcess {
+        /// The pid given.
+        pid: u32,
+    },
+}
+
 /// This process's identity, or why it cannot be read.
 ///
 /// # Errors
-/// A message naming what could not be read.
-pub fn identity(home: &Path) -> Result<Identity, String> {
+/// [`LeaseError`] naming what could not be read.
+pub fn identity(home: &Path) -> Result<Identity, LeaseError> {
     Ok(Identity {
-        host_id: host_id(home).ok_or("cannot read or create host-id")?,
+        host_id: host_id(home).ok_or(LeaseError::HostId)?,
         hostname: read_trim("/proc/sys/kernel/hostname")
             .or_else(|| std::env::var("HOSTNAME").ok())
-            .ok_or("cannot read the hostname")?,
-        boot_id: read_trim("/proc/sys/kernel/random/boot_id").ok_or("cannot read the boot id")?,
+            .ok_or(LeaseError::Hostname)?,
+        boot_id: read_trim("/proc/sys/kernel/random/boot_id").ok_or(LeaseError::BootId)?,
         pid_ns: std::fs::metadata("/proc/self/ns/pid")
             .map(|m| m.ino())
-            .map_err(|e| format!("cannot read the pid namespace: {e}"))?,
+            .map_err(LeaseError::PidNamespace)?,
     })
 }
 
@@ -152,10 +175,10 @@ pub fn parse_start_time(stat: &str) -> Option<u64> {
 /// A lease naming process `pid` as the owner.
 ///
 /// # Errors
-/// A message when this machine's identity or the owner's start time cannot be read.
-pub fn new_lease(home: &Path, pid: u32) -> Result<LeaseRecord, String> {
+/// [`LeaseError`] when this machine's identity or the owner's start time cannot be read.
+pub fn new_lease(home: &Path, pid: u32) -> Result<LeaseRecord, LeaseError> {
     let me = identity(home)?;
-    let start = start_time(pid).ok_or_else(|| format!("process {pid} does not exist"))?;
+    let start = start_time(pid).ok_or(LeaseError::NoSuchProcess { pid })?;
     let mut owner_id = [0u8; 16];
     owner_id.copy_from_slice(
         &blake3::hash(format!("{pid} {start} {:?}", std::time::SystemTime::now()).as_bytes())
@@ -182,7 +205,7 @@ pub fn liveness(lease: &LeaseRecord, home: &Path) -> Liveness {
     }
     let me = match identity(home) {
         Ok(me) => me,
-        Err(e) => return Liveness::Uncertain(e),
+        Err(e) => return Liveness::Uncertain(e.to_string()),
     };
     if lease.host_id != me.host_id || lease.hostname != me.hostname {
         return Liveness::Uncertain(format!("owned by another host ({})", lease.hostname));
