@@ -202,8 +202,8 @@ pub fn print_preview(p: &RevertPreview, what: &str, force: bool, json: bool) -> 
     })
 }
 
-/// Runs `request` on `s` through [`ops`], as `serve`, MCP and the hooks run it, with a
-/// progress bar on stderr while it runs; a library failure stays the library's
+/// Runs `request` on `s` through [`crate::protocol::ops`], as `serve`, MCP and the hooks run
+/// it, with a progress bar on stderr while it runs; a library failure stays the library's
 /// [`crate::Error`] (its exit code, [`crate::cli::exit::classify`]).
 pub fn run_op<O: Operation>(s: &Session, request: O) -> Result<O::Response> {
     let bar = Bar::new();
