@@ -284,7 +284,7 @@ pub fn collect(wc: &WorkingCopy, opts: &GcOptions) -> Result<GcOutcome, Error> {
         max_total_bytes: settings.max_total_bytes.value,
     };
     // The workspace's home is the one `Config` named (canonicalized when it was opened).
-    let home = sweep_home(wc.home(), limits, crate::store::now_ms())?;
+    let home = sweep_home(wc.home(), limits, crate::store::now_ms());
     Ok(GcOutcome {
         gc: retention.gc.clone(),
         retention: Some(retention),
@@ -841,19 +841,14 @@ fn set_aside(dir: &std::path::Path, now_ms: u64) -> Option<String> {
 /// renamed aside (`<id>.evicted-<ms>`); so are the least recently used beyond
 /// `max_workspaces`; stores set aside more than seven days ago are deleted. `now_ms` is the
 /// clock (tests inject it). Never deletes a store directly: a transient unmount or
-/// permission problem costs nothing.
-///
-/// # Errors
-/// [`Error::Store`] when the home cannot be listed.
-pub fn sweep_home(
-    home: &std::path::Path,
-    limits: HomeLimits,
-    now_ms: u64,
-) -> Result<HomeReport, Error> {
+/// permission problem costs nothing. Never fails: a home that cannot be listed has nothing
+/// to sweep, and a store that cannot be moved aside stays.
+#[must_use]
+pub fn sweep_home(home: &std::path::Path, limits: HomeLimits, now_ms: u64) -> HomeReport {
     let mut report = HomeReport::default();
     let root = home.join("workspaces");
     let Ok(entries) = std::fs::read_dir(&root) else {
-        return Ok(report);
+        return report;
     };
     let mut known = Vec::new();
     for e in entries.flatten() {
@@ -962,5 +957,5 @@ pub fn sweep_home(
             *size = r.store_bytes;
         }
     }
-    Ok(report)
+    report
 }

@@ -108,6 +108,7 @@ pub struct CaptureOptions<'a> {
     /// Write new objects to the store (false: only compute ids, e.g. to compare).
     pub store_objects: bool,
     /// Append a snapshot record (`retrace log`) and make it the last known state.
+    #[allow(clippy::option_option)] // None: no record; Some(label): a record, labelled or not
     pub record: Option<Option<String>>,
     /// Progress sink.
     pub progress: &'a dyn Progress,

@@ -155,7 +155,7 @@ impl Faults {
     /// # Errors
     /// None.
     #[inline]
-    #[allow(clippy::unused_self)] // the signature of the hooks with the feature
+    #[allow(clippy::unused_self, clippy::unnecessary_wraps)] // the hooks' signature with the feature
     pub fn writing(&self) -> std::io::Result<()> {
         Ok(())
     }
