@@ -124,6 +124,28 @@ pub struct CaptureOptions<'a> {
     pub cache: CacheRewrite,
 }
 
+impl<'a> CaptureOptions<'a> {
+    /// A capture with nothing else in its commit, listing every entry, trusting a watcher
+    /// and rewriting the cache whenever it changed: storing objects or only computing ids
+    /// (`store_objects`), recording a snapshot or not (`record`).
+    #[allow(clippy::option_option)] // as the field
+    pub fn plain(
+        store_objects: bool,
+        record: Option<Option<String>>,
+        progress: &'a dyn Progress,
+    ) -> CaptureOptions<'a> {
+        CaptureOptions {
+            store_objects,
+            record,
+            progress,
+            also: None,
+            list: true,
+            rescan: false,
+            cache: CacheRewrite::Always,
+        }
+    }
+}
+
 /// When a capture rewrites the stat cache ([`CaptureOptions::cache`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheRewrite {

@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::cli::exit::{BUSY, OK, REFUSED};
 use crate::cli::json;
 use crate::cli::progress::Bar;
-use crate::cli::text::print_listed;
+use crate::cli::text::{print_listed, restore_lines};
 use crate::history::RevertPreview;
 use crate::object::{terminal_line, terminal_text};
 use crate::protocol::ops::{Context, OpError, Operation};
@@ -57,27 +57,7 @@ pub fn report_at(o: &Outcome, target: Option<&str>, json: bool) -> Result<u8> {
             ..
         } = o
         {
-            // What was left alone first: it is what the user must look at.
-            let lines: Vec<String> = skipped
-                .iter()
-                .map(|s| {
-                    format!(
-                        "left alone {}: {}",
-                        terminal_line(&s.path),
-                        terminal_line(&s.reason)
-                    )
-                })
-                .chain(
-                    files_written
-                        .iter()
-                        .map(|p| format!("wrote {}", terminal_line(p))),
-                )
-                .chain(
-                    files_deleted
-                        .iter()
-                        .map(|p| format!("deleted {}", terminal_line(p))),
-                )
-                .collect();
+            let lines = restore_lines(skipped, files_written, files_deleted, ("wrote", "deleted"));
             print_listed(&lines, "  ");
             for s in rewound.iter().take(REWOUND_LINES) {
                 println!(

@@ -61,3 +61,34 @@ pub fn counted(n: u64, noun: &str) -> String {
 pub fn shown_name(s: &crate::SessionInfo) -> String {
     first_line(&terminal_line(s.shown()), 40)
 }
+
+/// The lines of what a restore did or would do (`verbs`: "wrote", "deleted" or their dry-run
+/// words): what it left alone first, which is what the user must look at, then the paths it
+/// wrote and deleted; each made safe for the terminal.
+pub fn restore_lines(
+    left_alone: &[crate::Skipped],
+    written: &[String],
+    deleted: &[String],
+    (write, delete): (&str, &str),
+) -> Vec<String> {
+    left_alone
+        .iter()
+        .map(|s| {
+            format!(
+                "left alone {}: {}",
+                terminal_line(&s.path),
+                terminal_line(&s.reason)
+            )
+        })
+        .chain(
+            written
+                .iter()
+                .map(|p| format!("{write} {}", terminal_line(p))),
+        )
+        .chain(
+            deleted
+                .iter()
+                .map(|p| format!("{delete} {}", terminal_line(p))),
+        )
+        .collect()
+}

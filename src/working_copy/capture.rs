@@ -80,15 +80,7 @@ impl WorkingCopy {
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
     pub fn scan_disk(&self, progress: &dyn Progress) -> Result<Capture, CaptureError> {
-        self.capture(&CaptureOptions {
-            store_objects: false,
-            record: None,
-            progress,
-            also: None,
-            list: true,
-            rescan: false,
-            cache: crate::capture::CacheRewrite::Always,
-        })
+        self.capture(&CaptureOptions::plain(false, None, progress))
     }
 }
 
@@ -98,15 +90,7 @@ impl Shared<'_> {
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
     pub fn record(&self, label: Option<String>, progress: &dyn Progress) -> Result<Capture, CaptureError> {
-        self.capture(&CaptureOptions {
-            store_objects: true,
-            record: Some(label),
-            progress,
-            also: None,
-            list: true,
-            rescan: false,
-            cache: crate::capture::CacheRewrite::Always,
-        })
+        self.capture(&CaptureOptions::plain(true, Some(label), progress))
     }
 
     /// Captures the disk, storing new objects but recording no snapshot (so every entry of
@@ -115,15 +99,7 @@ impl Shared<'_> {
     /// # Errors
     /// As [`crate::Workspace::snapshot`].
     pub fn store_disk(&self, progress: &dyn Progress) -> Result<Capture, CaptureError> {
-        self.capture(&CaptureOptions {
-            store_objects: true,
-            record: None,
-            progress,
-            also: None,
-            list: true,
-            rescan: false,
-            cache: crate::capture::CacheRewrite::Always,
-        })
+        self.capture(&CaptureOptions::plain(true, None, progress))
     }
 
     /// [`Exclusive::store_disk`] without the list of every path (its `entries` are empty):

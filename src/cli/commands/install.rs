@@ -13,24 +13,12 @@ use crate::cli::exit::{OK, REFUSED, Usage};
 /// Adds retrace's hooks (and `/undo`-style command files) to the agent's settings:
 /// idempotent, keeps every other hook.
 #[derive(clap::Args)]
-#[allow(clippy::struct_excessive_bools)] // flags, as clap parses them
 pub struct InstallArgs {
     /// The agent: `claude-code`, `codex`, `gemini` or `opencode` (its plugin, and
     /// `"snapshot": false` in `opencode.json`).
     agent: String,
-    /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`,
-    /// `~/.config/opencode`) instead of the project's.
-    #[arg(long, conflicts_with_all = ["project", "local"])]
-    user: bool,
-    /// The project's settings (`.claude/settings.json`, `.codex/hooks.json`,
-    /// `.gemini/settings.json`; the default), usually committed: everyone who clones
-    /// the project gets the hooks.
-    #[arg(long, conflicts_with = "local")]
-    project: bool,
-    /// Claude Code only: your personal settings of the project
-    /// (`.claude/settings.local.json`, kept out of git), not the shared ones.
-    #[arg(long)]
-    local: bool,
+    #[command(flatten)]
+    scope: ScopeArgs,
     /// The hooks also start the workspace's watcher (`retrace watch`) when none runs,
     /// so that captures look only at what changed (claude-code, codex, gemini).
     #[arg(long)]
@@ -39,13 +27,13 @@ pub struct InstallArgs {
 
 /// Runs `retrace install`.
 pub fn run(args: InstallArgs, cx: &Ctx) -> Result<u8> {
-    let scope = Scope::of(args.user, args.local);
+    let scope = args.scope.scope();
     install(&args.agent, cx.dir(), scope, true, args.watch)
 }
 
 /// Runs `retrace uninstall`.
 pub fn run_uninstall(args: UninstallArgs, cx: &Ctx) -> Result<u8> {
-    let scope = Scope::of(args.user, args.local);
+    let scope = args.scope.scope();
     install(&args.agent, cx.dir(), scope, false, false)
 }
 
@@ -209,13 +197,32 @@ fn install_opencode(project: &std::path::Path, user: bool, add: bool) -> Result<
 pub struct UninstallArgs {
     /// The agent: `claude-code`, `codex`, `gemini` or `opencode`.
     agent: String,
-    /// The user's settings instead of the project's.
+    #[command(flatten)]
+    scope: ScopeArgs,
+}
+
+/// Which settings `install` and `uninstall` work on.
+#[derive(clap::Args)]
+struct ScopeArgs {
+    /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`,
+    /// `~/.config/opencode`) instead of the project's.
     #[arg(long, conflicts_with_all = ["project", "local"])]
     user: bool,
-    /// The project's settings (the default).
+    /// The project's settings (`.claude/settings.json`, `.codex/hooks.json`,
+    /// `.gemini/settings.json`; the default), usually committed: shared with everyone who
+    /// clones the project.
     #[arg(long, conflicts_with = "local")]
     project: bool,
-    /// Claude Code's personal settings of the project (`.claude/settings.local.json`).
+    /// Claude Code only: your personal settings of the project
+    /// (`.claude/settings.local.json`, kept out of git), not the shared ones.
     #[arg(long)]
     local: bool,
+}
+
+impl ScopeArgs {
+    /// The scope the flags name (`--project` is the default, so it names nothing more).
+    fn scope(&self) -> Scope {
+        let _ = self.project;
+        Scope::of(self.user, self.local)
+    }
 }

@@ -8,7 +8,7 @@ use crate::cli::json;
 use crate::cli::names::SnapshotNames;
 use crate::cli::open::{open, session_of};
 use crate::cli::progress::Bar;
-use crate::cli::text::{print_listed, warn_lost_installs};
+use crate::cli::text::{print_listed, restore_lines, warn_lost_installs};
 use crate::object::terminal_line;
 use crate::{ObjectId, Pick, RestoreOptions, Session, Workspace};
 
@@ -100,28 +100,7 @@ pub fn restore(
         } else {
             ("wrote", "deleted")
         };
-        // What was left alone first: it is what the user must look at.
-        let lines: Vec<String> = r
-            .left_alone
-            .iter()
-            .map(|s| {
-                format!(
-                    "left alone {}: {}",
-                    terminal_line(&s.path),
-                    terminal_line(&s.reason)
-                )
-            })
-            .chain(
-                r.written
-                    .iter()
-                    .map(|p| format!("{write} {}", terminal_line(p))),
-            )
-            .chain(
-                r.deleted
-                    .iter()
-                    .map(|p| format!("{delete} {}", terminal_line(p))),
-            )
-            .collect();
+        let lines = restore_lines(&r.left_alone, &r.written, &r.deleted, (write, delete));
         print_listed(&lines, "");
         if let Some(s) = r.safety_snapshot {
             println!(
