@@ -28,7 +28,7 @@ LAYERS = [
     ["restore"],
     ["working_copy"],
     ["lease", "history"],
-    ["retention", "repair", "verify", "maintainer"],
+    ["retention", "repair", "verify", "maintainer", "format"],
     ["workspace"],
     ["protocol", "ui"],
     ["cli"],

@@ -10,7 +10,7 @@ use retrace::{Config, Mode, Outcome, Workspace};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A throwaway workspace and retrace home; a real agent passes its working directory and
-    // `Config::default()` (the home under ~/.local/share/retrace).
+    // `Config::from_env()` (the home under ~/.local/state/retrace, or `RETRACE_HOME`).
     let base = std::env::temp_dir().join(format!("retrace-embed-{}", std::process::id()));
     let (dir, home) = (base.join("workspace"), base.join("home"));
     std::fs::create_dir_all(&dir)?;

@@ -105,6 +105,8 @@ modules! {
     mod workspace;
 }
 
+pub mod format;
+
 /// The front ends (the `retrace` and `retrace-dump` binaries call in here): not API.
 #[cfg(feature = "cli")]
 #[doc(hidden)]

@@ -18,6 +18,7 @@ mod deltas;
 mod demo;
 mod dump;
 mod first_hour;
+mod format_api;
 mod format_reader;
 mod full_disk;
 mod fuzz_corpus;

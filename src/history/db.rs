@@ -187,6 +187,14 @@ pub fn turns(tx: &ReadTx, key: &SessionKey) -> Result<Vec<TurnRecord>, StoreErro
     of_session(tx, TURNS, key)
 }
 
+/// The checkpoints of one session, by number.
+///
+/// # Errors
+/// As [`load`].
+pub fn checkpoints(tx: &ReadTx, key: &SessionKey) -> Result<Vec<CheckpointRecord>, StoreError> {
+    of_session(tx, CHECKPOINTS, key)
+}
+
 /// The op log of one session, oldest first.
 ///
 /// # Errors

@@ -63,7 +63,7 @@ pub enum Codec {
     Raw,
     /// One zstd frame.
     Zstd,
-    /// One zstd frame recompressed at [`DENSE_LEVEL`] by maintenance (read like `Zstd`; the
+    /// One zstd frame recompressed at a higher level by maintenance (read like `Zstd`; the
     /// codec says the frame needs no further recompression).
     ZstdDense,
 }
@@ -75,7 +75,7 @@ pub struct DeltaBase {
     /// The base object (of the same kind).
     pub base: ObjectId,
     /// 1 when the base is stored whole, else the base's depth + 1; at most
-    /// [`super::delta::MAX_DEPTH`].
+    /// [`crate::format::MAX_DELTA_DEPTH`].
     pub depth: u8,
 }
 
@@ -102,7 +102,7 @@ pub struct ObjectRecord {
     pub len: u32,
     /// Unix seconds when the object was written (GC grace period).
     pub written: u64,
-    /// `Some` for a delta object: its payload is a [`super::delta`] frame against this base
+    /// `Some` for a delta object: its payload is a delta frame (`docs/format.md`, "Delta payloads") against this base
     /// (record version 2); `None`: the payload is the object itself (version 1).
     pub delta: Option<DeltaBase>,
 }
@@ -187,16 +187,18 @@ impl ObjectRecord {
         }
     }
 
+    internal! {
     /// postcard encoding: version 1 for objects stored whole (byte for byte what format 1
     /// wrote), version 2 for deltas.
     ///
     /// # Errors
     /// As [`to_bytes`].
-    pub fn encode(&self) -> Result<Vec<u8>, String> {
+    fn encode(&self) -> Result<Vec<u8>, String> {
         match self.delta {
             None => to_bytes(&self.wire()),
             Some(d) => to_bytes(&(self.wire(), d.base, d.depth)),
         }
+    }
     }
 
     /// Decodes a record, refusing unknown versions, payloads outside their frame and
@@ -259,12 +261,14 @@ pub struct ChunkList {
 }
 
 impl ChunkList {
+    internal! {
     /// postcard encoding.
     ///
     /// # Errors
     /// As [`to_bytes`].
-    pub fn encode(&self) -> Result<Vec<u8>, String> {
+    fn encode(&self) -> Result<Vec<u8>, String> {
         to_bytes(self)
+    }
     }
 
     /// Decodes a chunk list, refusing unknown versions.
