@@ -28,7 +28,7 @@ LAYERS = [
     ["restore"],
     ["working_copy"],
     ["lease", "history"],
-    ["retention", "repair", "verify", "maintainer", "format"],
+    ["retention", "repair", "verify", "maintainer", "format", "local_history"],
     ["workspace"],
     ["protocol", "ui"],
     ["cli"],

@@ -110,6 +110,46 @@ impl fmt::Display for StepCaptures {
     }
 }
 
+/// What a running watcher records on its own: the `record` setting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// Nothing: captures happen when a command, a hook or a library call asks.
+    #[default]
+    Off,
+    /// A snapshot after each burst of writes, once the workspace has been quiet for
+    /// `burst_quiet_ms` (never while a session's turn runs: its steps cover that): a local
+    /// history of every editor's and every agent's saves (`docs/retention.md`, "Bursts").
+    Bursts,
+}
+
+impl Record {
+    /// The setting's value as written.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Record::Off => "off",
+            Record::Bursts => "bursts",
+        }
+    }
+
+    /// Reads `off` or `bursts` (any case, blanks allowed).
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Record> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "off" => Some(Record::Off),
+            "bursts" => Some(Record::Bursts),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "from", content = "at")]
@@ -191,6 +231,19 @@ pub struct Settings {
     pub watch_timeout_ms: Setting<u64>,
     /// When a shell tool's step is bracketed by captures. Default `auto`.
     pub step_captures: Setting<StepCaptures>,
+    /// What a running watcher records on its own. Default `off`.
+    pub record: Setting<Record>,
+    /// Milliseconds the workspace must be quiet before a burst is captured. Default 1500.
+    pub burst_quiet_ms: Setting<u64>,
+    /// Milliseconds at least between two bursts' captures. Default 5000.
+    pub burst_interval_ms: Setting<u64>,
+    /// Hours during which every burst is kept; fractions allowed. Default 1.
+    pub bursts_all_hours: Setting<f64>,
+    /// Hours during which one burst an hour is kept (the newest of each). Default 24.
+    pub bursts_hourly_hours: Setting<f64>,
+    /// Days during which one burst a day is kept (the newest of each, UTC days); older
+    /// bursts go. Default 7.
+    pub bursts_daily_days: Setting<f64>,
 }
 
 impl Default for Settings {
@@ -210,6 +263,12 @@ impl Default for Settings {
             watch_idle_minutes: Setting::new(60.0),
             watch_timeout_ms: Setting::new(50),
             step_captures: Setting::new(StepCaptures::Auto),
+            record: Setting::new(Record::Off),
+            burst_quiet_ms: Setting::new(1500),
+            burst_interval_ms: Setting::new(5000),
+            bursts_all_hours: Setting::new(1.0),
+            bursts_hourly_hours: Setting::new(24.0),
+            bursts_daily_days: Setting::new(7.0),
         }
     }
 }
@@ -338,6 +397,16 @@ impl Settings {
                 format!("{:?}", self.step_captures.value.as_str()),
                 &self.step_captures.source,
             ),
+            (
+                "record",
+                format!("{:?}", self.record.value.as_str()),
+                &self.record.source,
+            ),
+            row("burst_quiet_ms", &self.burst_quiet_ms),
+            row("burst_interval_ms", &self.burst_interval_ms),
+            row("bursts_all_hours", &self.bursts_all_hours),
+            row("bursts_hourly_hours", &self.bursts_hourly_hours),
+            row("bursts_daily_days", &self.bursts_daily_days),
         ]
     }
 
@@ -454,6 +523,9 @@ impl Settings {
             ("RETRACE_WATCH_IDLE_MINUTES", "watch_idle_minutes"),
             ("RETRACE_WATCH_TIMEOUT_MS", "watch_timeout_ms"),
             ("RETRACE_STEP_CAPTURES", "step_captures"),
+            ("RETRACE_RECORD", "record"),
+            ("RETRACE_BURST_QUIET_MS", "burst_quiet_ms"),
+            ("RETRACE_BURST_INTERVAL_MS", "burst_interval_ms"),
         ] {
             if let Some(v) = std::env::var_os(var) {
                 let v = v.to_string_lossy().into_owned();
@@ -530,6 +602,24 @@ impl Settings {
                 StepCaptures::parse,
                 "not \"auto\", \"always\", \"destructive\" or \"off\""
             ),
+            "record" => put!(record, Record::parse, "not \"off\" or \"bursts\""),
+            "burst_quiet_ms" => put!(
+                burst_quiet_ms,
+                |t| parse_u64(t).filter(|n| *n > 0),
+                "not a positive number of milliseconds"
+            ),
+            "burst_interval_ms" => put!(
+                burst_interval_ms,
+                parse_u64,
+                "not a number of milliseconds"
+            ),
+            "bursts_all_hours" => put!(bursts_all_hours, parse_days, "not a non-negative number of hours"),
+            "bursts_hourly_hours" => put!(
+                bursts_hourly_hours,
+                parse_days,
+                "not a non-negative number of hours"
+            ),
+            "bursts_daily_days" => put!(bursts_daily_days, parse_days, "not a non-negative number of days"),
             _ => false,
         }
     }

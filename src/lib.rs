@@ -81,6 +81,7 @@ modules! {
     mod home;
     mod inverse;
     mod lease;
+    mod local_history;
     mod lock;
     mod maintainer;
     mod merge;
@@ -130,12 +131,13 @@ pub use workspace::Workspace;
 
 // Settings.
 pub use config::{
-    DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, NestedRepos, Setting, Settings,
+    DEFAULT_HISTORY_WAIT, DEFAULT_MAX_TURNS, NestedRepos, Record, Setting, Settings,
     Source as SettingSource, StepCaptures,
 };
 
 // Sessions, turns and their operations.
 pub use history::blame::{Blame, BlameRange, Origin, OriginKind};
+pub use history::bursts::BurstSummary;
 pub use history::db::SessionKey;
 pub use history::inspect::{
     Among, EntryDetail, FileLogEntry, PathChange, SnapshotDetail, SnapshotLogEntry,
@@ -149,7 +151,8 @@ pub use history::{
     TurnSummary,
 };
 
-// Maintenance, repair, the watcher's status.
+// Maintenance, repair, the watcher's status, local history.
+pub use local_history::BurstOutcome;
 pub use maintainer::{Later, Maintainer};
 pub use repair::{BrokenSnapshot, RepairReport};
 pub use retention::MaintenanceReport;

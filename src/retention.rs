@@ -305,6 +305,9 @@ pub struct MaintenanceReport {
     pub turns_evicted: u64,
     /// Snapshot-log records removed.
     pub snapshots_pruned: u64,
+    /// Bursts of local history thinned from the snapshot log (`docs/retention.md`,
+    /// "Bursts").
+    pub bursts_thinned: u64,
     /// Sessions left alone because a process has them open (or a turn in progress).
     pub in_use_kept: u64,
     /// Bytes of packed objects after the pass (what the budget counts).
@@ -431,6 +434,8 @@ pub fn maintain_until(
             report.sessions_dropped += 1;
         }
     }
+    report.bursts_thinned =
+        crate::local_history::thin_bursts(wc, now_ms, crate::local_history::Thinning::of(s))?;
     report.gc = wc
         .store()
         .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;

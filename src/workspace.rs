@@ -13,6 +13,7 @@ use crate::error::{CaptureError, Error, OpenError, RestoreError};
 use crate::history::db::SessionKey;
 use crate::history::list::{Choice, Pick, SessionRef};
 use crate::history::{Lookup, Runtime, Session, SessionInfo, SessionOp};
+use crate::local_history::BurstOutcome;
 use crate::maintainer::Maintainer;
 use crate::object::ObjectId;
 use crate::progress::{NoProgress, Progress};
@@ -192,6 +193,31 @@ impl Workspace {
     ) -> Result<Capture, CaptureError> {
         self.wc
             .snapshot_with::<SessionOp>(label, progress, false, false)
+    }
+
+    /// Captures the workspace as a burst of local history (what the watcher's recorder does
+    /// after each burst of writes, with the `record = "bursts"` setting): a snapshot in the
+    /// log marked as a burst with what it changed, thinned by maintenance as
+    /// `docs/retention.md` ("Bursts") says. Nothing is captured while a session's turn runs.
+    ///
+    /// # Errors
+    /// [`Error::Capture`] when the capture fails (busy included: see [`Error::is_busy`]);
+    /// [`Error::Store`] when the store cannot be read or written.
+    pub fn capture_burst(&self) -> Result<BurstOutcome, Error> {
+        crate::local_history::capture_burst(&self.wc)
+    }
+
+    internal! {
+        /// Records bursts while `watcher` (of this workspace) runs and `stop` is unset: see
+        /// `crate::local_history::record_bursts`.
+        fn record_bursts(
+            &self,
+            watcher: &crate::watch::Watcher,
+            stop: &std::sync::atomic::AtomicBool,
+            report: &mut dyn FnMut(crate::local_history::RecorderEvent<'_>),
+        ) {
+            crate::local_history::record_bursts(&self.wc, watcher, stop, report);
+        }
     }
 
     internal! {

@@ -37,6 +37,7 @@ mod json_schema;
 mod leases;
 mod ledger_retention;
 mod listing_model;
+mod local_history;
 mod mcp;
 mod memory;
 mod nested_capture;
@@ -67,6 +68,7 @@ mod unstable;
 mod vanish;
 mod verify;
 mod watch;
+mod wrap;
 
 /// With `autotests = false`, a file of `tests/` that no `mod` line above names is never
 /// compiled: each must be named.

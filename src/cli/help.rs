@@ -19,7 +19,10 @@ const GROUPS: &[(&str, &[&str])] = &[
         "Go back",
         &["undo", "redo", "revert", "navigate", "restore"],
     ),
-    ("Record", &["snapshot", "checkpoint", "turn", "watch"]),
+    (
+        "Record",
+        &["snapshot", "checkpoint", "turn", "watch", "wrap"],
+    ),
     (
         "Maintain",
         &["gc", "repair", "config", "completions", "man"],
@@ -52,6 +55,7 @@ const VERBOSE: &[&str] = &["restore", "navigate", "undo", "redo", "revert"];
 /// The commands with no JSON answer: `--json` is left out of their help (and refused).
 pub const JSONLESS: &[&str] = &[
     "watch",
+    "wrap",
     "ui",
     "turn round",
     "serve",

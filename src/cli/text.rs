@@ -92,3 +92,25 @@ pub fn restore_lines(
         )
         .collect()
 }
+
+/// What a burst of local history changed, in one line: `burst: 3 files (+1 ~2 -0):
+/// src/app.ts, src/lib.ts, …`.
+pub fn burst_text(b: &crate::BurstSummary) -> String {
+    let c = b.counts;
+    let n = c.added + c.modified + c.deleted;
+    let mut text = format!(
+        "burst: {n} file{} (+{} ~{} -{})",
+        if n == 1 { "" } else { "s" },
+        c.added,
+        c.modified,
+        c.deleted
+    );
+    if !b.paths.is_empty() {
+        text.push_str(": ");
+        text.push_str(&crate::object::terminal_line(&b.paths.join(", ")));
+        if (n as usize) > b.paths.len() {
+            text.push_str(", …");
+        }
+    }
+    text
+}

@@ -123,6 +123,9 @@ pub struct SnapshotLogEntry {
     pub bytes_added: u64,
     /// With paths asked about: those it changed from the previous snapshot.
     pub paths: Vec<PathChange>,
+    /// When the watcher's recorder captured it after a burst of writes (local history):
+    /// what the burst changed.
+    pub burst: Option<super::bursts::BurstSummary>,
 }
 
 /// The two snapshots an entry's change lies between: `(None, b)` is everything in `b`.
@@ -517,14 +520,20 @@ pub fn file_log(
 pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLogEntry>, Error> {
     let paths = normalized(paths);
     let reader = wc.store().reader()?;
-    let snapshots = reader.snapshots()?;
+    let snapshots = reader.snapshot_rows()?;
+    // Only listing: unreadable burst records show as plain snapshots.
+    let mut bursts = wc
+        .store()
+        .begin_read()
+        .and_then(|tx| super::bursts::summaries(&tx))
+        .unwrap_or_default();
     let mut counter = Counter {
         reader: &reader,
         seen: HashSet::new(),
     };
     let mut out: Vec<SnapshotLogEntry> = Vec::new();
     let mut previous: Option<ObjectId> = None;
-    for s in snapshots {
+    for (row, s) in snapshots {
         if previous == Some(s.root) {
             // The same files again: one state, one row, with every label it was given.
             if let (Some(last), Some(label)) = (out.last_mut(), &s.label)
@@ -559,11 +568,16 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
             }
             c
         };
+        let burst = bursts
+            .remove(&row)
+            .filter(|(root, _)| *root == s.root && s.label.is_none())
+            .map(|(_, b)| b);
         out.push(SnapshotLogEntry {
             labels: s.label.iter().cloned().collect(),
             snapshot: s,
             bytes_added,
             paths: changed,
+            burst,
         });
     }
     out.reverse();

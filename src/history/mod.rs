@@ -30,6 +30,7 @@
 //! ```
 
 pub mod blame;
+pub mod bursts;
 pub mod db;
 pub mod inspect;
 pub mod ledger;

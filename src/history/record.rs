@@ -113,6 +113,28 @@ pub struct Counts {
 }
 
 /// A triple `[added, modified, deleted]`, as the counts are encoded.
+impl Counts {
+    /// The files (and symlinks) `changes` adds, modifies and deletes; directories made or
+    /// removed count only through what they hold.
+    #[must_use]
+    pub(crate) fn of(changes: &[crate::diff::Change]) -> Counts {
+        let mut c = Counts::default();
+        for ch in changes {
+            let leaf = |e: &Option<crate::object::FlatEntry>| {
+                e.as_ref()
+                    .is_some_and(|e| e.kind != crate::object::EntryKind::Dir)
+            };
+            match (leaf(&ch.old), leaf(&ch.new)) {
+                (false, true) => c.added += 1,
+                (true, false) => c.deleted += 1,
+                (true, true) => c.modified += 1,
+                (false, false) => {}
+            }
+        }
+        c
+    }
+}
+
 impl PartialEq<[u32; 3]> for Counts {
     fn eq(&self, other: &[u32; 3]) -> bool {
         [self.added, self.modified, self.deleted] == *other

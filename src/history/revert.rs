@@ -148,17 +148,7 @@ pub(super) fn merge_out(
 }
 
 pub(super) fn counts_of(change: &[Change]) -> Counts {
-    let mut c = Counts::default();
-    for ch in change {
-        let leaf = |e: &Option<FlatEntry>| e.as_ref().is_some_and(|e| e.kind != EntryKind::Dir);
-        match (leaf(&ch.old), leaf(&ch.new)) {
-            (false, true) => c.added += 1,
-            (true, false) => c.deleted += 1,
-            (true, true) => c.modified += 1,
-            (false, false) => {}
-        }
-    }
-    c
+    Counts::of(change)
 }
 
 /// Writes the turn record and revert record of [`Op::Revert`] `op`, then the op itself

@@ -10,4 +10,6 @@ pub mod hooks;
 pub mod install;
 pub mod mcp;
 pub mod ops;
+pub mod prompts;
 pub mod serve;
+pub mod wrap;

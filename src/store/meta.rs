@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use redb::{ReadableTable, ReadableTableMetadata};
 
 use super::schema::{self, META, META_LAST_KNOWN, META_STORE_ID, META_WORKSPACE, SNAPSHOTS};
-use super::{SNAPSHOT_VERSION, SnapshotRecord, Store, StoreReader};
+use super::{SNAPSHOT_VERSION, SnapshotRecord, Store, StoreReader, WriteTx};
 use crate::error::StoreError;
 use crate::object::ObjectId;
 
@@ -121,6 +121,27 @@ impl Store {
     }
 }
 
+impl WriteTx<'_> {
+    /// Deletes the snapshot-log rows numbered `rows` (they stop being GC roots), except the
+    /// newest row, which is never taken from the log (see [`Store::prune_snapshots`]).
+    /// Returns how many went.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn remove_snapshots(&self, rows: &[u64]) -> Result<u64, StoreError> {
+        let e = super::tx::db_error(self.path);
+        let mut t = self.tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+        let newest = t.last().map_err(|x| e(x.into()))?.map(|(k, _)| k.value());
+        let mut removed = 0;
+        for &n in rows {
+            if Some(n) != newest && t.remove(n).map_err(|x| e(x.into()))?.is_some() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
 impl StoreReader {
     /// The workspace root recorded when the store was created.
     ///
@@ -159,22 +180,31 @@ impl StoreReader {
     /// # Errors
     /// [`StoreError::Db`], or [`StoreError::Corrupt`] for a record that does not decode.
     pub fn snapshots(&self) -> Result<Vec<SnapshotRecord>, StoreError> {
+        Ok(self.snapshot_rows()?.into_iter().map(|(_, r)| r).collect())
+    }
+
+    /// Snapshots with their row numbers in the log (ascending), oldest first.
+    ///
+    /// # Errors
+    /// As [`StoreReader::snapshots`].
+    pub fn snapshot_rows(&self) -> Result<Vec<(u64, SnapshotRecord)>, StoreError> {
         let Some(t) = &self.snapshots else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for item in t.iter().map_err(|x| self.db_err(x))? {
-            let (_, v) = item.map_err(|x| self.db_err(x))?;
+            let (k, v) = item.map_err(|x| self.db_err(x))?;
             let bytes = v.value();
             if bytes.first() != Some(&SNAPSHOT_VERSION) {
                 return Err(
                     self.corrupt(&ObjectId::ZERO, "snapshot record of unknown version".into())
                 );
             }
-            out.push(
+            out.push((
+                k.value(),
                 postcard::from_bytes(bytes)
                     .map_err(|x| self.corrupt(&ObjectId::ZERO, format!("snapshot record: {x}")))?,
-            );
+            ));
         }
         Ok(out)
     }

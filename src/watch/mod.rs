@@ -173,6 +173,13 @@ pub struct WatchStatus {
     pub heap_bytes: u64,
     /// It exits after this many seconds without a request.
     pub idle_secs: u64,
+    /// Grows with every change it sees (see `Watcher::activity`; 0 from a watcher older
+    /// than the field).
+    #[serde(default)]
+    pub activity: u64,
+    /// Milliseconds since the latest change it saw (None: none yet).
+    #[serde(default)]
+    pub quiet_ms: Option<u64>,
 }
 
 /// The directory of the watcher sockets and locks under a runtime directory.

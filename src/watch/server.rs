@@ -45,6 +45,15 @@ pub struct WatchSpec {
     pub sweep: Duration,
 }
 
+/// What a watcher has seen change: see [`Watcher::activity`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Grows with every change seen; equal counts mean nothing changed in between.
+    pub count: u64,
+    /// When the latest change was seen (None: none yet).
+    pub last: Option<Instant>,
+}
+
 /// Why a watcher ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -98,6 +107,9 @@ struct State {
     last_fallback: Option<String>,
     watches: u64,
     tree_bytes: u64,
+    /// Reads of the event queue that filed a change (cookies aside), and when the last did.
+    activity: u64,
+    last_activity: Option<Instant>,
 }
 
 impl State {
@@ -223,6 +235,8 @@ impl Watcher {
                 last_fallback: None,
                 watches: 0,
                 tree_bytes: 0,
+                activity: 0,
+                last_activity: None,
             }),
             cookie_seen: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -252,10 +266,29 @@ impl Watcher {
     }
 
     /// Whether its crawl is done (it issues tokens).
-    #[cfg(any(test, feature = "internals"))]
     #[must_use]
     pub fn ready(&self) -> bool {
         self.shared.lock().ready
+    }
+
+    /// What it has seen change in the workspace: a count that grows with each read of the
+    /// event queue that filed a change (its own cookies aside), and when the last one came.
+    /// A caller that samples it learns whether anything was written since, and for how long
+    /// the workspace has been quiet (local history's bursts).
+    #[must_use]
+    pub fn activity(&self) -> Activity {
+        let st = self.shared.lock();
+        Activity {
+            count: st.activity,
+            last: st.last_activity,
+        }
+    }
+
+    /// Whether it has ended (idle, stopped, the root gone): [`Watcher::wait`] would not
+    /// block.
+    #[must_use]
+    pub fn finished(&self) -> bool {
+        self.reader.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     /// Blocks until it ends (idle, stopped, the root gone) and says why.
@@ -296,15 +329,19 @@ impl Drop for Watcher {
 struct Filing<'a> {
     st: MutexGuard<'a, State>,
     cookie: bool,
+    /// A change was filed (not only cookies).
+    changed: bool,
 }
 
 impl Sink for Filing<'_> {
     fn dirty(&mut self, path: Vec<u8>) {
+        self.changed = true;
         if self.st.batch().dirty.insert(path) {
             self.st.paths += 1;
         }
     }
     fn subtree(&mut self, path: Vec<u8>) {
+        self.changed = true;
         if self.st.batch().subtree.insert(path) {
             self.st.paths += 1;
         }
@@ -406,10 +443,15 @@ fn read_events(shared: &Shared) -> Exit {
             let mut filing = Filing {
                 st: shared.lock(),
                 cookie: false,
+                changed: false,
             };
             let drained = tree.drain(&mut buf, &mut filing);
             let seen_cookie = filing.cookie;
             let mut st = filing.st;
+            if filing.changed {
+                st.activity += 1;
+                st.last_activity = Some(Instant::now());
+            }
             st.watches = tree.watches() as u64;
             st.tree_bytes = tree.heap_bytes() as u64;
             if st.paths > MAX_PATHS {
@@ -544,6 +586,10 @@ fn status(shared: &Shared) -> WatchStatus {
         last_break: st.last_break.clone(),
         heap_bytes: st.tree_bytes + batch_bytes as u64,
         idle_secs: shared.spec.idle.as_secs(),
+        activity: st.activity,
+        quiet_ms: st
+            .last_activity
+            .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
     }
 }
 

@@ -7,7 +7,7 @@ use crate::cli::commands::Ctx;
 use crate::cli::exit::OK;
 use crate::cli::json;
 use crate::cli::open::{NoStore, open_reading, reading_history, session_of, session_reading};
-use crate::cli::text::format_time;
+use crate::cli::text::{burst_text, format_time};
 use crate::config::bytes_approx;
 use crate::history::inspect::first_line;
 use crate::history::inspect::{FileLogEntry, file_log_text};
@@ -81,7 +81,9 @@ pub fn snapshot_log(
                 let s = &e.snapshot;
                 let mut v = serde_json::json!({"kind": "snapshot", "id": s.root.to_hex(), "time_ms": s.time_ms,
                 "label": s.label, "labels": e.labels, "files": s.files, "bytes": s.bytes,
-                "bytes_added": e.bytes_added});
+                "bytes_added": e.bytes_added, "burst": e.burst.as_ref().map(|b| serde_json::json!({
+                    "added": b.counts.added, "modified": b.counts.modified,
+                    "deleted": b.counts.deleted, "paths": b.paths}))});
                 if !paths.is_empty() {
                     v["paths"] = serde_json::to_value(&e.paths).unwrap_or_default();
                 }
@@ -124,11 +126,14 @@ pub fn snapshot_log(
                 s.files,
                 if s.files == 1 { "file " } else { "files" }
             );
+            let what = match &e.burst {
+                Some(b) => burst_text(b),
+                None => terminal_line(&e.labels.join(", ")).into_owned(),
+            };
             println!(
-                "{}  {}  {files}  {bytes:>width$} added  {lines}{}",
+                "{}  {}  {files}  {bytes:>width$} added  {lines}{what}",
                 s.root.short(),
                 format_time(s.time_ms),
-                terminal_line(&e.labels.join(", "))
             );
         }
     }

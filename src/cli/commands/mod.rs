@@ -41,6 +41,7 @@ mod turn;
 mod ui;
 mod undo;
 mod watch;
+mod wrap;
 
 /// What every command gets from the global options.
 pub struct Ctx {
@@ -69,6 +70,7 @@ impl Ctx {
 pub enum Command {
     Snapshot(snapshot::SnapshotArgs),
     Watch(watch::WatchArgs),
+    Wrap(wrap::WrapArgs),
     #[cfg(feature = "ui")]
     Ui(ui::UiArgs),
     Log(log::LogArgs),
@@ -127,6 +129,7 @@ pub fn run(command: Command, cx: &Ctx) -> Result<u8> {
     match command {
         Command::Snapshot(a) => snapshot::run(a, cx),
         Command::Watch(a) => watch::run(a, cx),
+        Command::Wrap(a) => wrap::run(a, cx),
         #[cfg(feature = "ui")]
         Command::Ui(a) => ui::run(a, cx),
         Command::Log(a) => log::run(a, cx),

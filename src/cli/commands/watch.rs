@@ -1,9 +1,11 @@
 //! `retrace watch`: the workspace's file watcher, in the foreground, detached, or stopped.
 
-use crate::Workspace;
 use crate::cli::commands::Ctx;
 use crate::cli::exit::{BUSY, OK};
 use crate::cli::open::open_to_snapshot;
+use crate::cli::text::{burst_text, format_time};
+use crate::local_history::RecorderEvent;
+use crate::{BurstOutcome, Workspace};
 
 /// Watch the files so that captures look only at what changed
 ///
@@ -17,12 +19,17 @@ pub struct WatchArgs {
     /// Stop the workspace's watcher.
     #[arg(long)]
     stop: bool,
+    /// Keep a local history: capture a snapshot after each burst of writes, once the
+    /// workspace is quiet (as the `record = "bursts"` setting does; see `retrace log`).
+    #[arg(long, conflicts_with = "stop")]
+    record: bool,
 }
 
 /// Runs `retrace watch`.
 pub fn run(args: WatchArgs, cx: &Ctx) -> Result<u8> {
     let ws = open_to_snapshot(cx.dir())?;
-    watch(&ws, args.detach, args.stop)
+    let record = args.record || ws.settings().record.value == crate::Record::Bursts;
+    watch(&ws, args.detach, args.stop, record)
 }
 
 use std::path::Path;
@@ -39,9 +46,13 @@ const READY_WAIT: Duration = Duration::from_secs(30);
 /// answer at first (a loaded machine), before saying it does not answer.
 const LATE_ANSWER: Duration = Duration::from_secs(5);
 
-/// `retrace watch [--detach | --stop]`.
-pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
-    let spec = ws.watch_spec();
+/// `retrace watch [--detach | --stop] [--record]`.
+pub fn watch(ws: &Workspace, detach: bool, stop: bool, record: bool) -> Result<u8> {
+    let mut spec = ws.watch_spec();
+    if record {
+        // Recording is what it is for: it stays until stopped, however quiet.
+        spec.idle = Duration::from_hours(100 * 365 * 24);
+    }
     let root = spec.root.display().to_string();
     if stop {
         if watch::stop(&spec.runtime_dir, &spec.root, Duration::from_secs(2)) {
@@ -56,7 +67,7 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
         return Ok(OK);
     }
     if detach {
-        return detached(&spec.runtime_dir, &spec.root);
+        return detached(&spec.runtime_dir, &spec.root, record);
     }
     let idle = spec.idle;
     let w = match Watcher::start(spec) {
@@ -67,12 +78,35 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool) -> Result<u8> {
         }
         w => w?,
     };
-    eprintln!(
-        "retrace: watching {root} (pid {}); it exits after {} without a capture, on Ctrl-C, \
-         or with `retrace watch --stop`",
-        std::process::id(),
-        minutes(idle)
-    );
+    if record {
+        eprintln!(
+            "retrace: watching {root} (pid {}) and recording a snapshot after each burst of \
+             writes; it exits on Ctrl-C or with `retrace watch --stop`",
+            std::process::id(),
+        );
+        // Thinning and collection run while it records, as in any long-running process.
+        let _maintainer = ws.maintainer(None);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        ws.record_bursts(&w, &stop, &mut |event| match event {
+            RecorderEvent::Burst(BurstOutcome::Captured { root, summary, .. }) => {
+                println!(
+                    "{}  {}  {}",
+                    format_time(crate::store::now_ms()),
+                    root.short(),
+                    burst_text(summary)
+                );
+            }
+            RecorderEvent::Burst(_) => {}
+            RecorderEvent::Failed(e) => eprintln!("retrace: a burst was not captured: {e}"),
+        });
+    } else {
+        eprintln!(
+            "retrace: watching {root} (pid {}); it exits after {} without a capture, on \
+             Ctrl-C, or with `retrace watch --stop`",
+            std::process::id(),
+            minutes(idle)
+        );
+    }
     let exit = w.wait();
     eprintln!(
         "retrace: the watcher of {root} stopped: {}",
@@ -104,7 +138,7 @@ fn minutes(d: Duration) -> String {
 
 /// Starts `retrace watch` for the workspace at `root` as a process of its own, in its own
 /// process group, its output in `<id>.log` beside its socket.
-pub fn spawn(runtime_dir: &Path, root: &Path) -> Result<std::process::Child> {
+pub fn spawn(runtime_dir: &Path, root: &Path, record: bool) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let log_path = watch::socket_path(runtime_dir, root).with_extension("log");
     if let Some(dir) = log_path.parent() {
@@ -115,6 +149,7 @@ pub fn spawn(runtime_dir: &Path, root: &Path) -> Result<std::process::Child> {
         .arg("-C")
         .arg(root)
         .arg("watch")
+        .args(record.then_some("--record"))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -136,14 +171,14 @@ pub fn ensure(root: &Path) {
         since: None,
     };
     if watch::request(&socket, &req, Duration::from_millis(500)).is_err() {
-        let _ = spawn(&spec.runtime_dir, &spec.root);
+        let _ = spawn(&spec.runtime_dir, &spec.root, false);
     }
 }
 
 /// Starts `retrace watch` as a process of its own and waits until it answers.
-fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
+fn detached(runtime_dir: &Path, root: &Path, record: bool) -> Result<u8> {
     let log_path = watch::socket_path(runtime_dir, root).with_extension("log");
-    let mut child = spawn(runtime_dir, root)?;
+    let mut child = spawn(runtime_dir, root, record)?;
     let started = Instant::now();
     loop {
         let answer = watch::status(runtime_dir, root, Duration::from_secs(1));
@@ -158,10 +193,16 @@ fn detached(runtime_dir: &Path, root: &Path) -> Result<u8> {
             && s.ready
         {
             println!(
-                "retrace: watching {} ({} directories), pid {}; `retrace watch --stop` stops it",
+                "retrace: watching {} ({} directories), pid {}{}; `retrace watch --stop` stops \
+                 it",
                 root.display(),
                 s.watches,
-                s.pid
+                s.pid,
+                if record {
+                    ", recording bursts of writes"
+                } else {
+                    ""
+                }
             );
             return Ok(OK);
         }

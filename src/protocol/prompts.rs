@@ -1,0 +1,196 @@
+//! The prompts an agent without hooks records on disk, read while `retrace wrap` runs it, so
+//! that each prompt begins a turn of its own named by it. Read-only and tolerant: a record
+//! that cannot be found or read gives no prompts (the run is then one turn with a step per
+//! burst), never a failure. `docs/adapters.md` says what each agent gives.
+
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// New prompts as an agent records them.
+pub trait PromptSource {
+    /// The prompts recorded since the last call (complete ones only), oldest first.
+    fn poll(&mut self) -> Vec<String>;
+    /// Where it reads, for messages.
+    fn describe(&self) -> String;
+}
+
+/// The prompt source for the wrapped command `argv`, run in `cwd`, if its agent records
+/// prompts retrace can read.
+#[must_use]
+pub fn source_for(argv: &[OsString], cwd: &Path) -> Option<Box<dyn PromptSource>> {
+    let program = Path::new(argv.first()?).file_name()?.to_str()?;
+    match program {
+        "aider" => Some(Box::new(AiderHistory::new(&aider_history_file(argv, cwd)))),
+        _ => None,
+    }
+}
+
+/// Where Aider writes its chat history: `--chat-history-file`, else
+/// `AIDER_CHAT_HISTORY_FILE`, else `.aider.chat.history.md` in the git repository's root
+/// holding `cwd` (Aider's own rule, with `--no-git` too), else in `cwd`.
+#[must_use]
+pub fn aider_history_file(argv: &[OsString], cwd: &Path) -> PathBuf {
+    let mut given: Option<OsString> = None;
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        let text = a.to_string_lossy();
+        if text == "--chat-history-file" {
+            given = args.next().cloned();
+        } else if let Some(v) = text.strip_prefix("--chat-history-file=") {
+            given = Some(v.into());
+        }
+    }
+    let given = given.or_else(|| std::env::var_os("AIDER_CHAT_HISTORY_FILE"));
+    if let Some(g) = given.filter(|g| !g.is_empty()) {
+        return cwd.join(g);
+    }
+    let root = cwd
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(cwd);
+    root.join(".aider.chat.history.md")
+}
+
+/// Aider's `.aider.chat.history.md`: each prompt is appended, before the model is asked, as
+/// a block of `#### <line>` lines (one per line of the prompt), in one write. Commands
+/// (`/add`, `/ask …`) are not prompts: `/ask what?` is followed by `#### what?` when Aider
+/// runs it, which is.
+pub struct AiderHistory {
+    path: PathBuf,
+    /// Bytes read so far (the file's length when the run began: earlier prompts are not
+    /// this run's).
+    offset: u64,
+    /// A line read without its newline yet.
+    partial: Vec<u8>,
+}
+
+impl AiderHistory {
+    /// Reads `path` from its end as it is now.
+    #[must_use]
+    pub fn new(path: &Path) -> AiderHistory {
+        AiderHistory {
+            path: path.to_path_buf(),
+            offset: std::fs::metadata(path).map_or(0, |m| m.len()),
+            partial: Vec::new(),
+        }
+    }
+
+    /// The prompts in `text` (whole lines), oldest first.
+    #[must_use]
+    pub fn prompts(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut block: Option<Vec<&str>> = None;
+        for line in text.lines() {
+            match line.strip_prefix("#### ") {
+                Some(l) => block
+                    .get_or_insert_with(Vec::new)
+                    .push(l.strip_suffix("  ").unwrap_or(l)),
+                None => {
+                    if let Some(b) = block.take() {
+                        out.push(b.join("\n"));
+                    }
+                }
+            }
+        }
+        if let Some(b) = block {
+            out.push(b.join("\n"));
+        }
+        out.retain(|p| !p.starts_with('/') && p != "<blank>" && !p.trim().is_empty());
+        out
+    }
+}
+
+impl PromptSource for AiderHistory {
+    fn poll(&mut self) -> Vec<String> {
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return Vec::new();
+        };
+        let len = f.metadata().map_or(0, |m| m.len());
+        if len < self.offset {
+            // Replaced or truncated: read it from the start.
+            self.offset = 0;
+            self.partial.clear();
+        }
+        if len == self.offset || f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return Vec::new();
+        }
+        let mut bytes = std::mem::take(&mut self.partial);
+        let Ok(n) = f.take(len - self.offset).read_to_end(&mut bytes) else {
+            return Vec::new();
+        };
+        self.offset += n as u64;
+        // Keep an unfinished last line for the next poll.
+        let cut = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        self.partial = bytes.split_off(cut);
+        AiderHistory::prompts(&String::from_utf8_lossy(&bytes))
+    }
+
+    fn describe(&self) -> String {
+        format!("Aider's chat history {}", self.path.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aider_prompts_are_blocks_of_hash_lines_and_commands_are_not_prompts() {
+        let text = "\n# aider chat started at 2026-12-06 17:55:21\n\n> Added .aider* to \
+                    .gitignore  \n> aider --message make hello.txt\nwith two lines  \n\n\
+                    #### make hello.txt  \n#### with two lines  \n\nCreating the file.\n\n\
+                    #### /ask what?  \n\n#### what?  \n\n#### <blank>  \n";
+        assert_eq!(
+            AiderHistory::prompts(text),
+            ["make hello.txt\nwith two lines", "what?"]
+        );
+    }
+
+    #[test]
+    fn aider_history_is_read_from_where_the_run_began_and_line_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".aider.chat.history.md");
+        std::fs::write(&path, "#### an old prompt  \n").unwrap();
+        let mut h = AiderHistory::new(&path);
+        assert!(h.poll().is_empty());
+        let append = |s: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            f.write_all(s.as_bytes()).unwrap();
+        };
+        append("\n#### first  \n#### sec");
+        assert_eq!(h.poll(), ["first"]);
+        append("ond  \n\nreply\n");
+        assert_eq!(h.poll(), ["second"]);
+        std::fs::write(&path, "#### after a truncation  \n").unwrap();
+        assert_eq!(h.poll(), ["after a truncation"]);
+    }
+
+    #[test]
+    fn the_history_file_follows_aiders_options_and_the_git_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        let argv = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            aider_history_file(&argv(&["aider"]), &sub),
+            sub.join(".aider.chat.history.md")
+        );
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        assert_eq!(
+            aider_history_file(&argv(&["aider", "--no-git"]), &sub),
+            dir.path().join(".aider.chat.history.md")
+        );
+        assert_eq!(
+            aider_history_file(&argv(&["aider", "--chat-history-file", "h.md"]), &sub),
+            sub.join("h.md")
+        );
+        assert_eq!(
+            aider_history_file(&argv(&["aider", "--chat-history-file=/x/h.md"]), &sub),
+            PathBuf::from("/x/h.md")
+        );
+        assert!(source_for(&argv(&["/usr/bin/aider"]), &sub).is_some());
+        assert!(source_for(&argv(&["vim"]), &sub).is_none());
+    }
+}
