@@ -28,6 +28,10 @@
 //! times undo and redo of a 25-file agent turn with a watcher (20k files by default), each a
 //! whole command, beside agent-undo's `au oops` when its binary is given (see `undo.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile bursts [--files N] [--layout macro|monorepo]`
+//! measures local history (`retrace watch --record`): how soon a burst of writes is in the
+//! log, its capture's time, and the watcher's CPU while idle (see `bursts.rs`).
+//!
 //! Workspace: text-like files of 1–20 KiB built from shared lines, ~8% binary, ~3% exact
 //! copies, a few files of 1–50 MiB, an ignored `node_modules/` and `target/`, and a nested
 //! repository. After generating it the benchmark waits out the stat cache's racy window
@@ -41,6 +45,8 @@ use std::time::{Duration, Instant};
 
 use retrace::{Config, RestoreOptions, Workspace};
 
+#[path = "macrobench/bursts.rs"]
+mod bursts;
 #[path = "macrobench/long_session.rs"]
 mod long_session;
 #[path = "macrobench/monorepo.rs"]
@@ -519,9 +525,10 @@ fn main() {
         Some(Some("steps")) => return steps::main(&args),
         Some(Some("restore")) => return restore::main(&args),
         Some(Some("undo")) => return undo::main(&args),
+        Some(Some("bursts")) => return bursts::main(&args),
         Some(p) => panic!(
             "unknown --profile {p:?} (known: long-session, opencode, monorepo, steps, restore, \
-             undo)"
+             undo, bursts)"
         ),
     }
     let arg = |name: &str| arg(&args, name);

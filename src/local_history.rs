@@ -31,7 +31,7 @@ use crate::watch::Watcher;
 use crate::working_copy::WorkingCopy;
 
 /// A turn begun longer ago than this and never ended (its agent died without a hook
-/// firing) no longer holds bursts back.
+/// firing, and left no lease to tell) no longer holds bursts back.
 const ABANDONED_TURN_MS: u64 = 12 * 3_600_000;
 
 /// How often the recorder looks at the watcher's activity.
@@ -119,11 +119,25 @@ pub enum BurstOutcome {
     TurnRunning,
 }
 
-/// Whether a session has a turn running (begun, not ended, and not abandoned).
-fn turn_running(tx: &ReadTx, now_ms: u64) -> Result<bool, StoreError> {
-    Ok(db::open_turns(tx)?.iter().any(|(_, t)| {
-        t.state == TurnState::Pending && now_ms.saturating_sub(t.began_ms) < ABANDONED_TURN_MS
-    }))
+/// Whether a session's turn ran at any moment since `since_ms` (it runs now, or began or
+/// ended since), or runs now when `since_ms` is None. A turn begun more than 12 hours ago
+/// and never ended, or whose owner process is certainly gone (its lease), runs no more.
+fn turn_ran(tx: &ReadTx, home: &std::path::Path, since_ms: Option<u64>) -> Result<bool, StoreError> {
+    let now = crate::store::now_ms();
+    for (key, t) in db::newest_turns(tx)? {
+        let running = t.state == TurnState::Pending
+            && t.ended_ms.is_none()
+            && now.saturating_sub(t.began_ms) < ABANDONED_TURN_MS
+            && !matches!(
+                db::lease(tx, &key, t.number)?,
+                Some(Ok(lease)) if crate::lease::liveness(&lease, home) == crate::lease::Liveness::Dead
+            );
+        let recent = since_ms.is_some_and(|s| t.began_ms >= s || t.ended_ms.is_some_and(|e| e >= s));
+        if running || recent {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Captures the workspace as a burst, unless a turn runs: records the snapshot in the log
@@ -134,19 +148,20 @@ fn turn_running(tx: &ReadTx, now_ms: u64) -> Result<bool, StoreError> {
 /// [`Error::Store`] when the store cannot be read or written.
 pub fn capture_burst(wc: &WorkingCopy) -> Result<BurstOutcome, Error> {
     let store = wc.store();
-    if turn_running(&store.begin_read()?, crate::store::now_ms())? {
+    if turn_ran(&store.begin_read()?, wc.home(), None)? {
         return Ok(BurstOutcome::TurnRunning);
     }
-    let before = store.reader()?.snapshot_rows()?.pop();
+    let before = store.reader()?.newest_snapshot_row()?;
+    let began = crate::store::now_ms();
     let c = wc.snapshot_with::<SessionOp>(None, &NoProgress, false, false)?;
-    // A turn that began during the capture may have written into it: then the snapshot
-    // stays a plain one (the turn's captures say who wrote what). One that begins after
-    // this look cannot have.
-    if turn_running(&store.begin_read()?, crate::store::now_ms())? {
+    // A turn that ran at any moment of the capture (begun, or even begun and ended, during
+    // it) may have written into it: then the snapshot stays a plain one (the turn's captures
+    // say who wrote what). One that begins after this look cannot have.
+    if turn_ran(&store.begin_read()?, wc.home(), Some(began))? {
         return Ok(BurstOutcome::TurnRunning);
     }
     let reader = store.reader()?;
-    let Some((row, rec)) = reader.snapshot_rows()?.pop() else {
+    let Some((row, rec)) = reader.newest_snapshot_row()? else {
         return Ok(BurstOutcome::Unchanged);
     };
     // The newest row is this capture's only if it is new, unlabelled (turns, checkpoints
@@ -196,6 +211,23 @@ pub fn capture_burst(wc: &WorkingCopy) -> Result<BurstOutcome, Error> {
     })
 }
 
+/// An explicit snapshot of the state a burst captured adds no row of its own (the log lists
+/// states): the newest row, when it is a burst of `root`, becomes the snapshot its caller
+/// asked for, and loses its burst record so that thinning never takes it.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read or written.
+pub(crate) fn keep_as_snapshot(wc: &WorkingCopy, root: ObjectId) -> Result<(), StoreError> {
+    let store = wc.store();
+    let Some((row, rec)) = store.reader()?.newest_snapshot_row()? else {
+        return Ok(());
+    };
+    if rec.root != root || store.begin_read()?.row(BURSTS, &WORKSPACE, row)?.is_none() {
+        return Ok(());
+    }
+    store.transact(|tx| tx.remove_row(BURSTS, &WORKSPACE, row))
+}
+
 /// Thins the bursts of the snapshot log at `now_ms` (see [`thin`]) and drops burst records
 /// whose snapshot row is gone. Returns how many snapshots went from the log; their objects
 /// go at the next collection.
@@ -229,7 +261,12 @@ pub fn thin_bursts(wc: &WorkingCopy, now_ms: u64, t: Thinning) -> Result<u64, St
             _ => dangling.push(*n),
         }
     }
-    let drop = thin(&live, now_ms, t);
+    // The log's newest row stays, and stays a burst.
+    let newest = rows.keys().max().copied();
+    let drop: Vec<u64> = thin(&live, now_ms, t)
+        .into_iter()
+        .filter(|n| Some(*n) != newest)
+        .collect();
     if drop.is_empty() && dangling.is_empty() {
         return Ok(0);
     }
@@ -244,8 +281,8 @@ pub fn thin_bursts(wc: &WorkingCopy, now_ms: u64, t: Thinning) -> Result<u64, St
 
 /// What the recorder tells its caller.
 pub enum RecorderEvent<'a> {
-    /// A burst was captured (or found nothing new).
-    Burst(&'a BurstOutcome),
+    /// A burst was captured (or found nothing new), in this long.
+    Burst(&'a BurstOutcome, Duration),
     /// A capture failed; the recorder tries again later.
     Failed(&'a Error),
 }
@@ -276,11 +313,12 @@ pub fn record_bursts(
         if a.last.is_some_and(|l| l.elapsed() < quiet) {
             continue;
         }
+        let began = Instant::now();
         match capture_burst(wc) {
             Ok(outcome) => {
                 seen = Some(a.count);
                 next_try = Instant::now() + interval;
-                report(RecorderEvent::Burst(&outcome));
+                report(RecorderEvent::Burst(&outcome, began.elapsed()));
             }
             Err(e) if e.is_busy() => {}
             Err(e) => {

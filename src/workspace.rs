@@ -176,8 +176,11 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, CaptureError> {
-        self.wc
-            .snapshot_with::<SessionOp>(label, progress, true, false)
+        let c = self
+            .wc
+            .snapshot_with::<SessionOp>(label, progress, true, false)?;
+        self.kept_as_snapshot(c.id);
+        Ok(c)
     }
 
     /// [`Workspace::snapshot_with`] for a caller that needs only the id and the counts:
@@ -191,8 +194,19 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, CaptureError> {
-        self.wc
-            .snapshot_with::<SessionOp>(label, progress, false, false)
+        let c = self
+            .wc
+            .snapshot_with::<SessionOp>(label, progress, false, false)?;
+        self.kept_as_snapshot(c.id);
+        Ok(c)
+    }
+
+    /// A snapshot asked for of the state a burst captured is the caller's, never thinned
+    /// (`local_history::keep_as_snapshot`); a failure here only leaves it a burst.
+    fn kept_as_snapshot(&self, root: ObjectId) {
+        if let Err(e) = crate::local_history::keep_as_snapshot(&self.wc, root) {
+            self.wc.warn(format!("the snapshot may be thinned as a burst: {e}"));
+        }
     }
 
     /// Captures the workspace as a burst of local history (what the watcher's recorder does
@@ -240,8 +254,11 @@ impl Workspace {
         label: Option<String>,
         progress: &dyn Progress,
     ) -> Result<Capture, CaptureError> {
-        self.wc
-            .snapshot_with::<SessionOp>(label, progress, false, true)
+        let c = self
+            .wc
+            .snapshot_with::<SessionOp>(label, progress, false, true)?;
+        self.kept_as_snapshot(c.id);
+        Ok(c)
     }
 
     /// Resolves a snapshot id or unique prefix (≥ 8 hex digits); see

@@ -108,11 +108,16 @@ fn an_editors_saves_become_bursts_that_the_log_names_and_restore_brings_back_exa
     let n = bursts(&env).len();
     append(dir, "app.log", "more\n");
     let third = burst_naming(&env, "app.log", n);
-    assert_eq!(third["burst"]["modified"], 1, "{third:#}");
+    assert!(third["burst"]["modified"].as_u64() >= Some(1), "{third:#}");
 
-    // The text log names the burst and what it changed.
+    // The text log names the burst and what it changed (a machine that stalled inside the
+    // backup save may have taken its last part, the backup's removal, with the append).
     let text = cli(&env, &["log"]);
-    assert!(text.contains("burst: 1 file (+0 ~1 -0): app.log"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("burst: ") && l.contains("~1") && l.contains("app.log")),
+        "{text}"
+    );
 
     // Any burst restores exactly.
     let id = first["id"].as_str().unwrap();
@@ -159,6 +164,11 @@ fn maintenance_thins_old_bursts_and_frees_what_only_they_held() {
             // A snapshot the user took is never thinned.
             ws.snapshot(Some("mine".into())).unwrap();
         }
+        if i == 3 {
+            // Nor is one taken of a burst's state, though it adds no row of its own: the
+            // burst's row becomes the user's.
+            ws.snapshot(None).unwrap();
+        }
     }
     // Nothing changed: no burst.
     assert_eq!(ws.capture_burst().unwrap(), BurstOutcome::Unchanged);
@@ -171,18 +181,18 @@ fn maintenance_thins_old_bursts_and_frees_what_only_they_held() {
     // Two days later: one a day, the newest, which is also the log's newest.
     let r = retrace::retention::maintain(wc, now + 2 * 86_400_000, 0).unwrap();
     assert_eq!(
-        r.bursts_thinned, 3,
-        "burst 4 is the day's newest; 'mine' is not a burst"
+        r.bursts_thinned, 2,
+        "burst 4 is the day's newest; 'mine' and burst 3 are the user's"
     );
     let left: Vec<_> = ws.log().unwrap().iter().map(|s| s.root).collect();
     assert_eq!(
         left,
-        [ids[3], ids[1], base],
-        "newest first: burst 4, 'mine' (= burst 2), 'base'"
+        [ids[3], ids[2], ids[1], base],
+        "newest first: burst 4, burst 3 (the user's), 'mine' (= burst 2), 'base'"
     );
-    // What only the thinned bursts held is collected: version 1 and 3 are gone.
+    // What only the thinned bursts held is collected: version 1 is gone.
     let reader = wc.store().reader().unwrap();
-    for (i, gone) in [(1, true), (2, false), (3, true), (4, false)] {
+    for (i, gone) in [(1, true), (2, false), (3, false), (4, false)] {
         let blob = retrace::ObjectId::of_blob(format!("version {i}\n").as_bytes());
         assert_eq!(!reader.contains(&blob).unwrap(), gone, "version {i}");
     }

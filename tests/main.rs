@@ -5,6 +5,7 @@
 
 mod common;
 
+mod aider_e2e;
 mod background;
 mod big_restore;
 mod claude_code_e2e;

@@ -195,19 +195,16 @@ pub fn checkpoints(tx: &ReadTx, key: &SessionKey) -> Result<Vec<CheckpointRecord
     of_session(tx, CHECKPOINTS, key)
 }
 
-/// Every session's newest turn when it has not ended (a turn runs or was abandoned).
+/// Every session's newest turn, ended or not.
 ///
 /// # Errors
 /// As [`load`].
-pub fn open_turns(tx: &ReadTx) -> Result<Vec<(SessionKey, TurnRecord)>, StoreError> {
+pub fn newest_turns(tx: &ReadTx) -> Result<Vec<(SessionKey, TurnRecord)>, StoreError> {
     let b = bad(tx.path());
     let mut out = Vec::new();
     for (key, _) in tx.keyed_entries(SESSIONS)? {
         if let Some((_, bytes)) = tx.last_row(TURNS, &key)? {
-            let t: TurnRecord = decode(&bytes).map_err(&b)?;
-            if t.ended_ms.is_none() {
-                out.push((SessionKey(key), t));
-            }
+            out.push((SessionKey(key), decode(&bytes).map_err(&b)?));
         }
     }
     Ok(out)

@@ -53,7 +53,9 @@ pub fn aider_history_file(argv: &[OsString], cwd: &Path) -> PathBuf {
 }
 
 /// Aider's `.aider.chat.history.md`: each prompt is appended, before the model is asked, as
-/// a block of `#### <line>` lines (one per line of the prompt), in one write. Commands
+/// a block of `#### <line>  ` lines (one per line of the prompt, each ending in two spaces),
+/// in one write. (In architect mode the architect's plan is passed on as the editor's
+/// prompt, and recorded as one: such a prompt makes two turns.) Commands
 /// (`/add`, `/ask …`) are not prompts: `/ask what?` is followed by `#### what?` when Aider
 /// runs it, which is.
 pub struct AiderHistory {
@@ -82,10 +84,10 @@ impl AiderHistory {
         let mut out = Vec::new();
         let mut block: Option<Vec<&str>> = None;
         for line in text.lines() {
-            match line.strip_prefix("#### ") {
-                Some(l) => block
-                    .get_or_insert_with(Vec::new)
-                    .push(l.strip_suffix("  ").unwrap_or(l)),
+            // Aider ends each line of a prompt with two spaces (a markdown line break); a
+            // `####` heading in the model's reply has none.
+            match line.strip_prefix("#### ").and_then(|l| l.strip_suffix("  ")) {
+                Some(l) => block.get_or_insert_with(Vec::new).push(l),
                 None => {
                     if let Some(b) = block.take() {
                         out.push(b.join("\n"));
@@ -140,7 +142,8 @@ mod tests {
         let text = "\n# aider chat started at 2026-12-06 17:55:21\n\n> Added .aider* to \
                     .gitignore  \n> aider --message make hello.txt\nwith two lines  \n\n\
                     #### make hello.txt  \n#### with two lines  \n\nCreating the file.\n\n\
-                    #### /ask what?  \n\n#### what?  \n\n#### <blank>  \n";
+                    #### /ask what?  \n\n#### what?  \n\n#### <blank>  \n\nA reply:\n\n\
+                    #### A heading the model wrote\n";
         assert_eq!(
             AiderHistory::prompts(text),
             ["make hello.txt\nwith two lines", "what?"]

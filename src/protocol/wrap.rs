@@ -164,7 +164,7 @@ impl Run<'_> {
 
 /// Runs `argv` in `cwd` inside session `session` of `ws` (see the module docs), and returns
 /// its exit status with what was recorded. `spawned` hears the child's process id once it
-/// runs (to forward signals to it).
+/// runs (to forward signals to it), and None once it has ended (its id may be reused).
 ///
 /// # Errors
 /// The command could not be started (not found, not executable): nothing was recorded.
@@ -173,8 +173,10 @@ pub fn run(
     session: Session,
     argv: &[OsString],
     cwd: &Path,
-    spawned: &dyn Fn(u32),
+    spawned: &dyn Fn(Option<u32>),
 ) -> std::io::Result<(ExitStatus, Report)> {
+    // Nothing is recorded for a command that cannot run.
+    find_program(&argv[0], cwd)?;
     let spec = ws.watch_spec();
     let mut report = Report::default();
     let activity = if watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(1)).is_some()
@@ -225,13 +227,22 @@ pub fn run(
         run.begin_turn(Some(format!("wrap: {}", line.join(" "))));
     }
     let mut seen = activity.sample().map(|(count, _)| count);
-    let mut child = std::process::Command::new(&argv[0])
+    let mut child = match std::process::Command::new(&argv[0])
         .args(&argv[1..])
         .current_dir(cwd)
-        .spawn()?;
-    spawned(child.id());
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            // Found a moment ago, gone now: the turn begun for it changed nothing.
+            run.end_turn();
+            return Err(e);
+        }
+    };
+    spawned(Some(child.id()));
     let status = loop {
         if let Some(status) = child.try_wait()? {
+            spawned(None);
             break status;
         }
         std::thread::sleep(TICK);
@@ -265,4 +276,35 @@ pub fn run(
     run.end_turn();
     drop(activity);
     Ok((status, run.report))
+}
+
+/// The executable file `program` names: a path (relative to `cwd`) when it holds a `/`,
+/// else the first match on `PATH`, as the shell finds it.
+///
+/// # Errors
+/// `NotFound` when there is none; `PermissionDenied` when a path names a file that cannot
+/// be run (the shell's 126).
+fn find_program(program: &std::ffi::OsStr, cwd: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.as_encoded_bytes().contains(&b'/') {
+        let p = cwd.join(program);
+        return match std::fs::metadata(&p) {
+            Ok(_) if runnable(&p) => Ok(p),
+            Ok(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "not an executable file",
+            )),
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such file",
+            )),
+        };
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| cwd.join(d).join(program))
+        .find(|p| runnable(p))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"))
 }

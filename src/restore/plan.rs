@@ -10,7 +10,7 @@ use crate::error::RestoreError;
 use crate::object::show_path as lossy;
 use crate::object::{EntryKind, RelPath};
 use crate::scan::Skipped;
-use crate::scan::exclude::is_hard_excluded;
+use crate::scan::exclude::{is_agent_record, is_never_restored};
 
 /// A file or symlink to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,11 +109,24 @@ pub fn plan(
     }
     let mut created: HashSet<RelPath> = HashSet::new();
     for t in target {
-        if t.path.split(|&b| b == b'/').any(is_hard_excluded) {
+        if t.path.split(|&b| b == b'/').any(is_never_restored) {
             return Err(RestoreError::Unsafe {
                 path: t.path.show(),
-                reason: "the snapshot names a hard-excluded path (.git, node_modules, .env)".into(),
+                reason: "the snapshot names a path never restored (.git, node_modules, a \
+                         retrace temp file)"
+                    .into(),
             });
+        }
+        // An agent's record an older retrace captured: the agent's history now, not ours.
+        if t.path.split(|&b| b == b'/').any(is_agent_record) {
+            if !ancestors(&t.path).any(|a| a.split(|&b| b == b'/').any(is_agent_record)) {
+                plan.left_alone.push(Skipped {
+                    path: t.path.show(),
+                    reason: "an agent's own record (never restored over)".into(),
+                });
+            }
+            blocked.insert(t.path.clone());
+            continue;
         }
         if blocked.contains(&t.path) || ancestors(&t.path).any(|a| blocked.contains(a)) {
             if t.kind != EntryKind::NestedRepo {

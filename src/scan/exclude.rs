@@ -7,6 +7,18 @@ pub const HARD_EXCLUSIONS: &[&str] = &[
     ".retrace-tmp-*, .*.retrace-tmp-* (retrace's own temp files)",
 ];
 
+/// Agents' own records of their conversations, never captured (and, in a snapshot an older
+/// retrace took, never restored over): restoring one would rewind the agent's own history
+/// under it. Aider's chat and input history and tags cache (its configuration files,
+/// `.aider.conf.yml`, `.aiderignore`, are the user's and captured), Crush's database.
+pub const AGENT_RECORDS: &[&str] = &[
+    ".aider.chat.history.md",
+    ".aider.input.history",
+    ".aider.llm.history",
+    ".aider.tags.cache.v*",
+    ".crush",
+];
+
 /// Names of credentials, excluded by default (named in capture results, and allowed back
 /// only by the `allow_secrets` setting). Files whose first KiB holds a private-key header are
 /// excluded the same way.
@@ -27,7 +39,24 @@ pub const TEMP_MARKER: &[u8] = b".retrace-tmp-";
 /// Whether a file or directory name is hard-excluded.
 #[must_use]
 pub fn is_hard_excluded(name: &[u8]) -> bool {
+    is_never_restored(name) || is_agent_record(name)
+}
+
+/// Whether a name is one a restore refuses to write (`.git`, `node_modules`, temp files): a
+/// snapshot naming one is damaged or hostile. (An agent's record, which older versions
+/// captured, is left alone instead.)
+#[must_use]
+pub fn is_never_restored(name: &[u8]) -> bool {
     name == b".git" || name == b"node_modules" || is_temp(name)
+}
+
+/// Whether a name is an agent's own record ([`AGENT_RECORDS`]).
+#[must_use]
+pub fn is_agent_record(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b".aider.chat.history.md" | b".aider.input.history" | b".aider.llm.history" | b".crush"
+    ) || name.starts_with(b".aider.tags.cache.v")
 }
 
 /// `.env` templates, usually committed and holding no secrets: kept in snapshots.
@@ -73,7 +102,14 @@ mod tests {
 
     #[test]
     fn excludes_git_node_modules_and_env_files() {
-        for n in [&b".git"[..], b"node_modules", b".main.rs.retrace-tmp-42-7"] {
+        for n in [
+            &b".git"[..],
+            b"node_modules",
+            b".main.rs.retrace-tmp-42-7",
+            b".aider.chat.history.md",
+            b".aider.tags.cache.v4",
+            b".crush",
+        ] {
             assert!(is_hard_excluded(n), "{n:?}");
         }
         for n in [
@@ -116,6 +152,10 @@ mod tests {
             b".envrc",
             b"node_modules2",
             b"src",
+            b"aider.md",
+            b".crushrc",
+            b".aider.conf.yml",
+            b".aiderignore",
         ] {
             assert!(!is_hard_excluded(n), "{n:?}");
         }

@@ -183,6 +183,22 @@ impl StoreReader {
         Ok(self.snapshot_rows()?.into_iter().map(|(_, r)| r).collect())
     }
 
+    /// The log's newest row and its number, if any.
+    ///
+    /// # Errors
+    /// As [`StoreReader::snapshots`].
+    pub fn newest_snapshot_row(&self) -> Result<Option<(u64, SnapshotRecord)>, StoreError> {
+        let Some(t) = &self.snapshots else {
+            return Ok(None);
+        };
+        let Some((k, v)) = t.last().map_err(|x| self.db_err(x))? else {
+            return Ok(None);
+        };
+        let rec = postcard::from_bytes(v.value())
+            .map_err(|x| self.corrupt(&ObjectId::ZERO, format!("snapshot record: {x}")))?;
+        Ok(Some((k.value(), rec)))
+    }
+
     /// Snapshots with their row numbers in the log (ascending), oldest first.
     ///
     /// # Errors

@@ -180,6 +180,9 @@ pub struct WatchStatus {
     /// Milliseconds since the latest change it saw (None: none yet).
     #[serde(default)]
     pub quiet_ms: Option<u64>,
+    /// Whether a recorder captures bursts beside it (`retrace watch --record`).
+    #[serde(default)]
+    pub recording: bool,
 }
 
 /// The directory of the watcher sockets and locks under a runtime directory.

@@ -122,6 +122,8 @@ struct Shared {
     state: Mutex<State>,
     cookie_seen: Condvar,
     stop: AtomicBool,
+    /// A recorder captures bursts beside it (`Watcher::set_recording`).
+    recording: AtomicBool,
     cookie_n: AtomicU64,
     spec: WatchSpec,
     socket: PathBuf,
@@ -240,6 +242,7 @@ impl Watcher {
             }),
             cookie_seen: Condvar::new(),
             stop: AtomicBool::new(false),
+            recording: AtomicBool::new(false),
             cookie_n: AtomicU64::new(0),
             spec,
             socket,
@@ -282,6 +285,11 @@ impl Watcher {
             count: st.activity,
             last: st.last_activity,
         }
+    }
+
+    /// Says in its status that a recorder captures bursts beside it (local history).
+    pub fn set_recording(&self, on: bool) {
+        self.shared.recording.store(on, Ordering::SeqCst);
     }
 
     /// Whether it has ended (idle, stopped, the root gone): [`Watcher::wait`] would not
@@ -477,6 +485,9 @@ fn read_events(shared: &Shared) -> Exit {
         st.ready = false;
         st.broken = Some(broke);
         st.last_break = Some(broke.into());
+        // What changed meanwhile is unknown: as good as a change (the next capture walks).
+        st.activity += 1;
+        st.last_activity = Some(Instant::now());
         drop(st);
         shared.cookie_seen.notify_all();
     }
@@ -587,6 +598,7 @@ fn status(shared: &Shared) -> WatchStatus {
         heap_bytes: st.tree_bytes + batch_bytes as u64,
         idle_secs: shared.spec.idle.as_secs(),
         activity: st.activity,
+        recording: shared.recording.load(Ordering::SeqCst),
         quiet_ms: st
             .last_activity
             .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),

@@ -45,3 +45,18 @@ install omp "@oh-my-pi/pi-coding-agent@$OMP_VERSION" \
 install bun "@oven/bun-linux-x64@$BUN_VERSION" node_modules/@oven/bun-linux-x64/bin/bun
 # Its postinstall links the binary for this CPU (baseline without AVX2) to bin/opencode.exe.
 install opencode "opencode-ai@$OPENCODE_VERSION" node_modules/opencode-ai/bin/opencode.exe
+
+# Aider (PyPI `aider-chat`), which has no hooks (`retrace wrap`): a virtual environment of
+# its own (about 690 MB, two minutes the first time).
+AIDER_VERSION=0.86.2
+if [ ! -x target/e2e/aider/bin/aider ] ||
+    [ "$(cat target/e2e/aider/.installed 2>/dev/null)" != "aider-chat==$AIDER_VERSION" ]; then
+    command -v python3 >/dev/null || { echo "python3 not found: needed for Aider" >&2; exit 1; }
+    echo "installing aider-chat==$AIDER_VERSION into target/e2e/aider"
+    rm -rf target/e2e/aider
+    python3 -m venv target/e2e/aider
+    target/e2e/aider/bin/pip install --quiet --disable-pip-version-check \
+        "aider-chat==$AIDER_VERSION"
+    [ -x target/e2e/aider/bin/aider ] || { echo "aider-chat installed without bin/aider" >&2; exit 1; }
+    echo "aider-chat==$AIDER_VERSION" > target/e2e/aider/.installed
+fi

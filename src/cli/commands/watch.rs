@@ -1,7 +1,7 @@
 //! `retrace watch`: the workspace's file watcher, in the foreground, detached, or stopped.
 
 use crate::cli::commands::Ctx;
-use crate::cli::exit::{BUSY, OK};
+use crate::cli::exit::{BUSY, OK, REFUSED};
 use crate::cli::open::open_to_snapshot;
 use crate::cli::text::{burst_text, format_time};
 use crate::local_history::RecorderEvent;
@@ -63,6 +63,15 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool, record: bool) -> Result<u
         return Ok(OK);
     }
     if let Some(s) = watch::status(&spec.runtime_dir, &spec.root, Duration::from_secs(1)) {
+        if record && !s.recording {
+            println!(
+                "retrace: a watcher already serves {root} (pid {}) without recording bursts; \
+                 none was started. Stop it (`retrace watch --stop`), then run `retrace watch \
+                 --record`",
+                s.pid
+            );
+            return Ok(REFUSED);
+        }
         already(&spec.runtime_dir, &spec.root, &s);
         return Ok(OK);
     }
@@ -86,17 +95,19 @@ pub fn watch(ws: &Workspace, detach: bool, stop: bool, record: bool) -> Result<u
         );
         // Thinning and collection run while it records, as in any long-running process.
         let _maintainer = ws.maintainer(None);
+        w.set_recording(true);
         let stop = std::sync::atomic::AtomicBool::new(false);
         ws.record_bursts(&w, &stop, &mut |event| match event {
-            RecorderEvent::Burst(BurstOutcome::Captured { root, summary, .. }) => {
+            RecorderEvent::Burst(BurstOutcome::Captured { root, summary, .. }, took) => {
                 println!(
-                    "{}  {}  {}",
+                    "{}  {}  {}  (captured in {} ms)",
                     format_time(crate::store::now_ms()),
                     root.short(),
-                    burst_text(summary)
+                    burst_text(summary),
+                    took.as_millis()
                 );
             }
-            RecorderEvent::Burst(_) => {}
+            RecorderEvent::Burst(..) => {}
             RecorderEvent::Failed(e) => eprintln!("retrace: a burst was not captured: {e}"),
         });
     } else {

@@ -2,6 +2,7 @@
 //! (`crate::protocol::wrap`), with its terminal, signals and exit status passed through.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -52,10 +53,26 @@ pub fn run(args: WrapArgs, cx: &Ctx) -> Result<u8> {
     // on. retrace itself outlives them, to end the turn and exit as the command did.
     let child = Arc::new(AtomicU32::new(0));
     forward_signals(&child);
-    let (status, report) = wrap::run(&ws, session, &args.command, &cwd, &|pid| {
-        child.store(pid, Ordering::SeqCst);
-    })
-    .with_context(|| format!("cannot run {}", args.command[0].to_string_lossy()))?;
+    let ran = wrap::run(&ws, session, &args.command, &cwd, &|pid| {
+        child.store(pid.unwrap_or(ENDED), Ordering::SeqCst);
+    });
+    let (status, report) = match ran {
+        Ok(r) => r,
+        // As `env`, `nice` and `timeout` do: 127 when the command is not found, 126 when it
+        // cannot be run.
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "retrace: cannot run {}: {e}; nothing was recorded",
+                args.command[0].to_string_lossy()
+            );
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
     say(&name, &report);
     exit_as(status)
 }
@@ -71,12 +88,15 @@ fn chrono_like_now() -> String {
 
 /// After the run: the session, what it recorded, and what went wrong, on stderr.
 fn say(name: &str, r: &wrap::Report) {
+    // A closed stderr must not turn the command's exit status into a panic's.
+    let mut err = std::io::stderr();
     let turns = match r.turns.as_slice() {
         [] => "no turn".to_string(),
         [one] => format!("turn {one}"),
         [first, .., last] => format!("turns {first}–{last}"),
     };
-    eprintln!(
+    let _ = writeln!(
+        err,
         "retrace: session {name}: {turns}, {} step{}{}; `retrace --session {name} undo` takes \
          the last turn back",
         r.steps,
@@ -88,21 +108,31 @@ fn say(name: &str, r: &wrap::Report) {
         }
     );
     if let (Some(from), false) = (&r.prompts_from, r.prompted) {
-        eprintln!(
+        let _ = writeln!(
+            err,
             "retrace: no prompt was read from {from}: its writes are in the local history \
              (`retrace log`)"
         );
     }
     if let WatcherUse::Unavailable(why) = &r.watcher {
-        eprintln!("retrace: no watcher ({why}): each turn was recorded as one step");
+        let _ = writeln!(
+            err,
+            "retrace: no watcher ({why}): each turn was recorded as one step"
+        );
     }
     for p in &r.problems {
-        eprintln!("retrace: {p}");
+        let _ = writeln!(err, "retrace: {p}");
     }
 }
 
-/// Passes SIGTERM, SIGHUP, and SIGINT/SIGQUIT sent by a process (not the terminal's, which
-/// the command already got) to the command once it runs.
+/// What [`forward_signals`] knows of the command: not started yet, its pid, or ended.
+const NOT_STARTED: u32 = 0;
+const ENDED: u32 = u32::MAX;
+
+/// Before the command starts, a terminating signal ends retrace as it would have (nothing
+/// ran; a turn begun is ended by the session's next). While it runs: SIGTERM, and SIGINT,
+/// SIGQUIT and SIGHUP sent by a process (not the terminal's, which reached the command by
+/// themselves), are passed on. Once it ended, retrace finishes recording and exits as it did.
 fn forward_signals(child: &Arc<AtomicU32>) {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
     use signal_hook::iterator::SignalsInfo;
@@ -113,9 +143,14 @@ fn forward_signals(child: &Arc<AtomicU32>) {
     let child = Arc::clone(child);
     std::thread::spawn(move || {
         for info in signals.forever() {
-            let from_terminal = matches!(info.signal, SIGINT | SIGQUIT) && info.process.is_none();
             let pid = child.load(Ordering::SeqCst);
-            if from_terminal || pid == 0 {
+            if pid == NOT_STARTED {
+                let _ = signal_hook::low_level::emulate_default_handler(info.signal);
+                continue;
+            }
+            let from_terminal =
+                matches!(info.signal, SIGINT | SIGQUIT | SIGHUP) && info.process.is_none();
+            if from_terminal || pid == ENDED {
                 continue;
             }
             if let (Some(pid), Some(sig)) = (
@@ -131,10 +166,14 @@ fn forward_signals(child: &Arc<AtomicU32>) {
 /// Exits as the command did: its code, or killed by its signal (raised again here, with the
 /// default action, so a shell sees the same).
 fn exit_as(status: std::process::ExitStatus) -> Result<u8> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGKILL, SIGPIPE, SIGTERM};
     use std::os::unix::process::ExitStatusExt;
     if let Some(sig) = status.signal() {
-        // The default action of a terminating signal ends this process here.
-        let _ = signal_hook::low_level::emulate_default_handler(sig);
+        // The default action of a terminating signal ends this process here. Those that dump
+        // a core (SIGSEGV, SIGABRT…) are the command's fault, not retrace's: exit 128 + N.
+        if [SIGHUP, SIGINT, SIGKILL, SIGPIPE, SIGTERM].contains(&sig) {
+            let _ = signal_hook::low_level::emulate_default_handler(sig);
+        }
         return Ok(u8::try_from(128 + sig).unwrap_or(u8::MAX));
     }
     Ok(u8::try_from(status.code().unwrap_or(1)).unwrap_or(u8::MAX))

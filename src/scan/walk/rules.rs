@@ -226,7 +226,11 @@ pub(in crate::scan) fn rules_key(root: &Path, settings: &[u8]) -> [u8; 32] {
     // listing an older one recorded.
     h.update(b"retrace rules v1\0");
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
-    for name in exclude::HARD_EXCLUSIONS.iter().chain(exclude::SECRET_NAMES) {
+    for name in exclude::HARD_EXCLUSIONS
+        .iter()
+        .chain(exclude::AGENT_RECORDS)
+        .chain(exclude::SECRET_NAMES)
+    {
         h.update(name.as_bytes());
         h.update(b"\0");
     }
