@@ -14,6 +14,14 @@
 //! watcher's CPU time (user + system, from `/proc`) over `--idle` seconds (30 by default) of
 //! an idle workspace. Targets (issue 42): a burst in the log within 2 s of the workspace going
 //! quiet, its capture ≤ 30 ms at 1M files watched, nothing spent while idle.
+//!
+//! `... --profile bursts --week [--files N] [--every SECS]` simulates a week of local history
+//! in minutes, in this process (the store's clock moved ahead, `store::set_clock_ahead`): 8
+//! hours of work a day, a burst every `--every` seconds of it (10 by default) changing 2
+//! files and adding 1, a maintenance pass every simulated hour (thinning, collection), on a
+//! workspace of N files (2,000 by default). Then: the bursts `retrace log` lists against the
+//! count docs/retention.md gives, and the store's bytes against what the kept snapshots alone
+//! need (the same states captured into a fresh store, in order): the target is ≤ 1.2×.
 
 use std::fs;
 use std::path::PathBuf;
@@ -48,6 +56,9 @@ fn median(v: &mut [Duration]) -> Duration {
 }
 
 pub fn main(args: &[String]) {
+    if args.iter().any(|a| a == "--week") {
+        return week(args);
+    }
     let arg = |name: &str| super::arg(args, name);
     let monorepo = match arg("--layout").as_deref() {
         None | Some("macro") => false,
@@ -187,4 +198,136 @@ pub fn main(args: &[String]) {
             "NOT met"
         }
     );
+}
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// `--week`: see the module docs.
+fn week(args: &[String]) {
+    use retrace::{BurstOutcome, Config, Workspace};
+    let arg = |name: &str| super::arg(args, name);
+    let files: usize = arg("--files").and_then(|v| v.parse().ok()).unwrap_or(2_000);
+    let every: u64 = arg("--every").and_then(|v| v.parse().ok()).unwrap_or(10);
+    let base = std::env::temp_dir().join(format!("retrace-bench-bursts-week-{files}"));
+    let _ = fs::remove_dir_all(&base);
+    let (root, home) = (base.join("ws"), base.join("home"));
+    super::generate(&root, files);
+    let started = Instant::now();
+    let progress = |what: &str| eprintln!("[{:>6.1} s] {what}", started.elapsed().as_secs_f64());
+    let ws = Workspace::open(&root, &Config::with_home(&home)).unwrap();
+    ws.snapshot(Some("start".into())).unwrap();
+    // The simulated clock: day 0 09:00 is now; each burst moves it `every` seconds on.
+    let real_start = retrace::store::now_ms();
+    let day0 = real_start - real_start % (24 * HOUR_MS) + 24 * HOUR_MS + 9 * HOUR_MS;
+    let mut seed = 1u64;
+    let mut n = 0usize;
+    let per_day = 8 * 3600 / every;
+    let mut last_pass = day0;
+    let end = day0 + 6 * 24 * HOUR_MS + 8 * HOUR_MS;
+    for day in 0..7u64 {
+        for i in 0..per_day {
+            let sim = day0 + day * 24 * HOUR_MS + i * every * 1000;
+            // Set the clock so that now_ms() reads `sim`.
+            retrace::store::set_clock_ahead(0);
+            let real = retrace::store::now_ms();
+            retrace::store::set_clock_ahead(sim.saturating_sub(real));
+            for _ in 0..2 {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let p = root.join(super::rel((seed >> 33) as usize % files));
+                if p.is_file() {
+                    let mut f = fs::OpenOptions::new().append(true).open(&p).unwrap();
+                    std::io::Write::write_all(&mut f, format!("burst {n}\n").as_bytes()).unwrap();
+                }
+            }
+            fs::create_dir_all(root.join("week")).unwrap();
+            fs::write(root.join(format!("week/new-{n}.txt")), format!("new {n}\n")).unwrap();
+            n += 1;
+            match ws.capture_burst().unwrap() {
+                BurstOutcome::Captured { .. } => {}
+                other => panic!("burst {n}: {other:?}"),
+            }
+            if sim - last_pass >= HOUR_MS {
+                retrace::retention::maintain(ws.working_copy(), sim, 3600).unwrap();
+                last_pass = sim;
+            }
+        }
+        progress(&format!("day {day}: {n} bursts"));
+    }
+    retrace::store::set_clock_ahead(0);
+    let real = retrace::store::now_ms();
+    retrace::store::set_clock_ahead(end.saturating_sub(real));
+    retrace::retention::maintain(ws.working_copy(), end, 0).unwrap();
+    let log = ws.snapshot_log(&[]).unwrap();
+    let kept: Vec<_> = log.iter().filter(|e| e.burst.is_some()).collect();
+    let store_bytes = ws
+        .working_copy()
+        .store()
+        .reader()
+        .and_then(|r| r.packed_bytes())
+        .unwrap_or(0);
+
+    // What the kept snapshots alone need: the same states, oldest first, in a fresh store.
+    progress(&format!(
+        "{} bursts kept; capturing them into a fresh store",
+        kept.len()
+    ));
+    let (root2, home2) = (base.join("ws2"), base.join("home2"));
+    fs::create_dir_all(&root2).unwrap();
+    let fresh = Workspace::open(&root2, &Config::with_home(&home2)).unwrap();
+    let mut roots: Vec<_> = log.iter().map(|e| e.snapshot.root).collect();
+    roots.reverse();
+    for r in &roots {
+        // Read from the first store, written into the second through a scratch workspace.
+        ws.restore_with(
+            r,
+            retrace::RestoreOptions {
+                force: true,
+                ..Default::default()
+            },
+            &retrace::NoProgress,
+        )
+        .unwrap();
+        copy_tree(&root, &root2);
+        fresh.snapshot(None).unwrap();
+    }
+    retrace::retention::maintain(fresh.working_copy(), end, 0).unwrap();
+    let needed = fresh
+        .working_copy()
+        .store()
+        .reader()
+        .and_then(|r| r.packed_bytes())
+        .unwrap_or(0);
+    println!(
+        "\na simulated week of local history: {n} bursts, one every {every} s of 8 h days, {files} files"
+    );
+    println!("| measure | value |");
+    println!("|---------|-------|");
+    println!(
+        "| bursts in `retrace log` | {} (docs/retention.md: 373 at one every 10 s) |",
+        kept.len()
+    );
+    println!("| snapshots in the log | {} |", log.len());
+    println!("| store, packed bytes | {store_bytes} |");
+    println!("| the kept states alone, packed bytes | {needed} |");
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = store_bytes as f64 / needed.max(1) as f64;
+    println!(
+        "\ntarget: store ≤ 1.2× what the kept snapshots need: {ratio:.2}× ({})",
+        if ratio <= 1.2 { "met" } else { "NOT met" }
+    );
+}
+
+/// Makes `to` hold exactly the files of `from` (a plain copy, for the fresh store's captures).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    let _ = fs::remove_dir_all(to);
+    fs::create_dir_all(to).unwrap();
+    for e in walkdir::WalkDir::new(from).into_iter().flatten() {
+        let rel = e.path().strip_prefix(from).unwrap();
+        let dest = to.join(rel);
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&dest).unwrap();
+        } else if e.file_type().is_file() {
+            fs::copy(e.path(), &dest).unwrap();
+        }
+    }
 }

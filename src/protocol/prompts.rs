@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// New prompts as an agent records them.
@@ -65,16 +66,20 @@ pub struct AiderHistory {
     offset: u64,
     /// A line read without its newline yet.
     partial: Vec<u8>,
+    /// The file's inode: another file put in its place is read from its start.
+    inode: Option<u64>,
 }
 
 impl AiderHistory {
     /// Reads `path` from its end as it is now.
     #[must_use]
     pub fn new(path: &Path) -> AiderHistory {
+        let meta = std::fs::metadata(path).ok();
         AiderHistory {
             path: path.to_path_buf(),
-            offset: std::fs::metadata(path).map_or(0, |m| m.len()),
+            offset: meta.as_ref().map_or(0, std::fs::Metadata::len),
             partial: Vec::new(),
+            inode: meta.map(|m| m.ino()),
         }
     }
 
@@ -108,12 +113,16 @@ impl PromptSource for AiderHistory {
         let Ok(mut f) = std::fs::File::open(&self.path) else {
             return Vec::new();
         };
-        let len = f.metadata().map_or(0, |m| m.len());
-        if len < self.offset {
-            // Replaced or truncated: read it from the start.
+        let Ok(meta) = f.metadata() else {
+            return Vec::new();
+        };
+        let len = meta.len();
+        if len < self.offset || self.inode.is_some_and(|i| i != meta.ino()) {
+            // Truncated, or another file in its place: read it from the start.
             self.offset = 0;
             self.partial.clear();
         }
+        self.inode = Some(meta.ino());
         if len == self.offset || f.seek(SeekFrom::Start(self.offset)).is_err() {
             return Vec::new();
         }
@@ -168,6 +177,11 @@ mod tests {
         assert_eq!(h.poll(), ["second"]);
         std::fs::write(&path, "#### after a truncation  \n").unwrap();
         assert_eq!(h.poll(), ["after a truncation"]);
+        // Another, longer file renamed into its place is read from its start too.
+        let other = dir.path().join("other");
+        std::fs::write(&other, "#### one  \n\nreply\n\n#### replaced and longer  \n").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert_eq!(h.poll(), ["one", "replaced and longer"]);
     }
 
     #[test]

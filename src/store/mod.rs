@@ -207,9 +207,26 @@ impl Store {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    now_ms() / 1000
+}
+
+/// How far ahead of the system clock the store's clock runs: retrace's own benchmarks
+/// simulate days of history in minutes (`set_clock_ahead`); 0 in every other use.
+#[cfg(feature = "internals")]
+static CLOCK_AHEAD_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Moves this process's store clock (record times, object ages) `ms` ahead of the system's.
+/// For retrace's own benchmarks and tests only (the `internals` feature).
+#[cfg(feature = "internals")]
+pub fn set_clock_ahead(ms: u64) {
+    CLOCK_AHEAD_MS.store(ms, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn clock_ahead() -> u64 {
+    #[cfg(feature = "internals")]
+    return CLOCK_AHEAD_MS.load(std::sync::atomic::Ordering::SeqCst);
+    #[cfg(not(feature = "internals"))]
+    0
 }
 
 /// Unix milliseconds now.
@@ -218,6 +235,7 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .saturating_add(clock_ahead())
 }
 
 /// Bytes of disk a file occupies (its blocks), which for redb's sparse growth is less than
