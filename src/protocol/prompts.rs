@@ -50,7 +50,26 @@ pub fn aider_history_file(argv: &[OsString], cwd: &Path) -> PathBuf {
         .ancestors()
         .find(|d| d.join(".git").exists())
         .unwrap_or(cwd);
+    // `.aider.conf.yml` in the working directory, the git root, then the home directory,
+    // the first that sets it (Aider's own order).
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    for dir in [Some(cwd), Some(root), home.as_deref()].into_iter().flatten() {
+        if let Some(v) = yaml_value(&dir.join(".aider.conf.yml"), "chat-history-file") {
+            return cwd.join(v);
+        }
+    }
     root.join(".aider.chat.history.md")
+}
+
+/// The plain scalar value of a top-level `key: value` line of a YAML file (quotes taken
+/// off), if the file has one: enough for the one setting read here, without a YAML parser.
+fn yaml_value(path: &Path, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let v = l.strip_prefix(key)?.trim_start().strip_prefix(':')?;
+        let v = v.split(" #").next()?.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!v.is_empty()).then(|| v.to_string())
+    })
 }
 
 /// Aider's `.aider.chat.history.md`: each prompt is appended, before the model is asked, as
@@ -206,6 +225,15 @@ mod tests {
         assert_eq!(
             aider_history_file(&argv(&["aider", "--chat-history-file=/x/h.md"]), &sub),
             PathBuf::from("/x/h.md")
+        );
+        std::fs::write(
+            sub.join(".aider.conf.yml"),
+            "model: x\nchat-history-file: \"notes/chat.md\"  # mine\n",
+        )
+        .unwrap();
+        assert_eq!(
+            aider_history_file(&argv(&["aider"]), &sub),
+            sub.join("notes/chat.md")
         );
         assert!(source_for(&argv(&["/usr/bin/aider"]), &sub).is_some());
         assert!(source_for(&argv(&["vim"]), &sub).is_none());

@@ -40,13 +40,24 @@ pub fn run(args: WrapArgs, cx: &Ctx) -> Result<u8> {
         .map_or_else(|| "agent".into(), |n| n.to_string_lossy().into_owned());
     let cwd = std::env::current_dir().context("the current directory")?;
     let ws = open_to_snapshot(cx.dir())?;
-    let name = cx.sid().map_or_else(
-        || {
-            let now = chrono_like_now();
-            format!("{program}-{now}")
-        },
-        str::to_string,
-    );
+    let name = if let Some(s) = cx.sid() {
+        s.to_string()
+    } else {
+        // Two runs begun in the same second get sessions of their own.
+        let stem = format!("{program}-{}", chrono_like_now());
+        let existing: Vec<String> = ws
+            .sessions()
+            .map(|v| v.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default();
+        let mut name = stem.clone();
+        for i in 2..=existing.len() + 1 {
+            if !existing.contains(&name) {
+                break;
+            }
+            name = format!("{stem}-{i}");
+        }
+        name
+    };
     let session = ws.session(&name).for_agent(&program);
     // Signals meant for the command reach it: the terminal's (Ctrl-C, Ctrl-\) go to the
     // whole foreground group by themselves; those sent to retrace alone (`kill`) are passed
