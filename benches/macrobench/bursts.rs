@@ -6,7 +6,7 @@
 //! Workspace: the default profile's (`--layout macro`, N = 20,000 by default) or the monorepo
 //! profile's (`--layout monorepo`, e.g. `--files 1000000`). Steps: a cold `retrace
 //! snapshot`, the racy window, `retrace watch --detach --record` (default settings: quiet for
-//! 1.5 s, at most a burst every 5 s), its first burst (what the workspace held), then R
+//! 1.5 s, at most a burst every 5 s), then R
 //! rounds (10 by default) of an editor-like burst: 2 files appended to and 1 created at once,
 //! then nothing until `retrace log --json` lists its burst. Per burst: the time from the last
 //! write to the burst being in the log (what a user waits for it; the quiet period is most of
@@ -42,12 +42,17 @@ fn cpu_ticks(pid: u32) -> u64 {
     field(11) + field(12)
 }
 
-fn bursts(t: &Tools) -> usize {
+/// Whether a burst in the log names `path`.
+fn burst_names(t: &Tools, path: &str) -> bool {
     let o = t.retrace(&["log", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap_or_default();
-    v["entries"]
-        .as_array()
-        .map_or(0, |e| e.iter().filter(|e| !e["burst"].is_null()).count())
+    v["entries"].as_array().is_some_and(|e| {
+        e.iter().any(|e| {
+            e["burst"]["paths"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p == path))
+        })
+    })
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -95,6 +100,8 @@ pub fn main(args: &[String]) {
     }
     fs::create_dir_all(&t.home).unwrap();
     super::monorepo::settle_disk();
+    let _ = fs::remove_dir_all(t.root.join("bursts-bench"));
+    fs::create_dir_all(t.root.join("bursts-bench")).unwrap();
     progress("cold snapshot");
     t.retrace(&["snapshot", "cold"]);
     super::monorepo::wait_racy_window();
@@ -108,17 +115,18 @@ pub fn main(args: &[String]) {
         .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {:?}", o.stdout));
-    let wait_for = |n: usize| {
+    let wait_for = |path: &str| {
         let start = Instant::now();
-        while bursts(&t) < n {
-            assert!(start.elapsed() < Duration::from_mins(10), "no burst {n}");
+        while !burst_names(&t, path) {
+            assert!(
+                start.elapsed() < Duration::from_mins(10),
+                "no burst names {path}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    wait_for(1);
     let mut latency = Vec::new();
     let dir = t.root.join("bursts-bench");
-    fs::create_dir_all(&dir).unwrap();
     for round in 0..rounds {
         // At most one burst every 5 s: the next burst waits out the interval first.
         std::thread::sleep(Duration::from_secs(5));
@@ -136,7 +144,7 @@ pub fn main(args: &[String]) {
         }
         fs::write(dir.join(format!("new-{round}.txt")), "new\n").unwrap();
         let wrote = Instant::now();
-        wait_for(round + 2);
+        wait_for(&format!("bursts-bench/new-{round}.txt"));
         latency.push(wrote.elapsed());
     }
     // The recorder's own capture times, from its log lines.
@@ -152,7 +160,6 @@ pub fn main(args: &[String]) {
         .filter_map(|l| l.split("(captured in ").nth(1))
         .filter_map(|r| r.split(' ').next()?.parse().ok())
         .map(Duration::from_millis)
-        .skip(1) // the first burst: everything since the cold snapshot
         .collect();
     progress(&format!("idle for {idle} s"));
     let before = cpu_ticks(pid);
@@ -256,15 +263,21 @@ fn week(args: &[String]) {
     retrace::store::set_clock_ahead(0);
     let real = retrace::store::now_ms();
     retrace::store::set_clock_ahead(end.saturating_sub(real));
+    // Two passes, as an hour apart: a pass's recompression leaves the frames it replaced for
+    // the next pass's collection.
+    retrace::retention::maintain(ws.working_copy(), end, 0).unwrap();
     retrace::retention::maintain(ws.working_copy(), end, 0).unwrap();
     let log = ws.snapshot_log(&[]).unwrap();
     let kept: Vec<_> = log.iter().filter(|e| e.burst.is_some()).collect();
-    let store_bytes = ws
-        .working_copy()
-        .store()
-        .reader()
-        .and_then(|r| r.packed_bytes())
-        .unwrap_or(0);
+    let live = |w: &Workspace| {
+        w.working_copy()
+            .store()
+            .reader()
+            .and_then(|r| r.stats())
+            .map(|st| (st.packed_bytes, st.frame_bytes))
+            .unwrap_or_default()
+    };
+    let (store_bytes, store_live) = live(&ws);
 
     // What the kept snapshots alone need: the same states, oldest first, in a fresh store.
     progress(&format!(
@@ -291,12 +304,8 @@ fn week(args: &[String]) {
         fresh.snapshot(None).unwrap();
     }
     retrace::retention::maintain(fresh.working_copy(), end, 0).unwrap();
-    let needed = fresh
-        .working_copy()
-        .store()
-        .reader()
-        .and_then(|r| r.packed_bytes())
-        .unwrap_or(0);
+    retrace::retention::maintain(fresh.working_copy(), end, 0).unwrap();
+    let (needed, needed_live) = live(&fresh);
     println!(
         "\na simulated week of local history: {n} bursts, one every {every} s of 8 h days, {files} files"
     );
@@ -307,8 +316,8 @@ fn week(args: &[String]) {
         kept.len()
     );
     println!("| snapshots in the log | {} |", log.len());
-    println!("| store, packed bytes | {store_bytes} |");
-    println!("| the kept states alone, packed bytes | {needed} |");
+    println!("| store, packed bytes (its frames' bytes) | {store_bytes} ({store_live}) |");
+    println!("| the kept states alone, packed bytes (frames) | {needed} ({needed_live}) |");
     #[allow(clippy::cast_precision_loss)]
     let ratio = store_bytes as f64 / needed.max(1) as f64;
     println!(
