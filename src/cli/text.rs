@@ -98,6 +98,9 @@ pub fn restore_lines(
 pub fn burst_text(b: &crate::BurstSummary) -> String {
     let c = b.counts;
     let n = c.added + c.modified + c.deleted;
+    if n == 0 {
+        return "burst: directories only (made or removed, no file changed)".into();
+    }
     let mut text = format!(
         "burst: {n} file{} (+{} ~{} -{})",
         if n == 1 { "" } else { "s" },
