@@ -19,7 +19,7 @@
 //! let view = store.view()?;
 //! let snap = &view.snapshots()?[0];
 //! let root = view.tree(&snap.root)?;
-//! let entry = root.entry(b"notes.txt").expect("captured");
+//! let entry = root.entry(b"notes.txt").ok_or("notes.txt was not captured")?;
 //! assert_eq!(entry.kind, EntryKind::File);
 //! assert_eq!(view.file(&entry.id)?, b"hello");
 //! # Ok(())
