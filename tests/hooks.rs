@@ -1109,3 +1109,78 @@ fn gemini_tool_calls_without_ids_end_their_own_steps() {
     let steps = env.open().session("gem-par").steps(1).unwrap();
     assert!(steps.iter().all(|s| s.ended_ms.is_some()), "{steps:?}");
 }
+
+#[test]
+fn qwen_prompt_events_naming_the_running_turn_continue_it_and_failures_end_it() {
+    // Qwen Code's sequence, as 0.24.4 sends it: the prompt event fires again, with an empty
+    // prompt and the same `prompt_id`, when a tool's result goes back to the model; a failed
+    // call ends with `PostToolUseFailure`, a failed answer with `StopFailure`.
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let event = |name: &str, turn: u32, extra: Value| {
+        let mut e = json!({"session_id": "qw-1", "transcript_path": "/tmp/qw-1.jsonl",
+            "cwd": env.root(), "hook_event_name": name, "permission_mode": "yolo",
+            "timestamp": "2026-12-06T20:53:33.460Z",
+            "prompt_id": format!("qw-1########{turn}")});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        let o = hook_of(&env, "qwen", &e);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        o
+    };
+    let tool = |name: &str, turn: u32, id: &str, input: Value| {
+        event(
+            name,
+            turn,
+            json!({"tool_name": if input.get("command").is_some() { "run_shell_command" }
+                else { "edit" }, "tool_input": input, "tool_use_id": id}),
+        );
+    };
+    event("SessionStart", 0, json!({"source": "startup"}));
+    let o = event("UserPromptSubmit", 0, json!({"prompt": "append a line"}));
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let edit = json!({"file_path": env.path("notes.txt"), "old_string": "x", "new_string": "y"});
+    tool("PreToolUse", 0, "toolu_1", edit.clone());
+    tool("PostToolUseFailure", 0, "toolu_1", edit);
+    event("UserPromptSubmit", 0, json!({"prompt": ""}));
+    let shell = json!({"command": "echo more >> notes.txt"});
+    tool("PreToolUse", 0, "toolu_2", shell.clone());
+    env.write("notes.txt", "original\nmore\n");
+    tool("PostToolUse", 0, "toolu_2", shell);
+    event("UserPromptSubmit", 0, json!({"prompt": ""}));
+    event("Stop", 0, json!({"stop_hook_active": false}));
+    // A second turn whose answer fails.
+    event("UserPromptSubmit", 1, json!({"prompt": "and another"}));
+    env.write("other.txt", "x\n");
+    event("StopFailure", 1, json!({"error": "API Error: 400"}));
+
+    let ws = env.open();
+    let log = ws.session("qw-1").log().unwrap();
+    let turns: Vec<_> = log
+        .entries
+        .iter()
+        .map(|e| (e.number, e.text.clone(), e.counts.added + e.counts.modified))
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            (2, Some("and another".into()), 1),
+            (1, Some("append a line".into()), 1)
+        ],
+        "one turn per prompt, each ended"
+    );
+    assert_eq!(
+        log.status.pending, None,
+        "StopFailure ended the second turn"
+    );
+    let steps = ws.session("qw-1").steps(1).unwrap();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert!(steps.iter().all(|s| s.ended_ms.is_some()), "{steps:?}");
+    drop(ws);
+    // /undo through the command file's prompt: blocked, the second turn taken back.
+    let d = decision(&event("UserPromptSubmit", 2, json!({"prompt": "/undo"})));
+    assert_eq!(d["decision"], "block", "{d}");
+    assert!(!env.path("other.txt").exists());
+    assert_eq!(env.read("notes.txt"), "original\nmore\n");
+}

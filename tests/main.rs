@@ -50,6 +50,7 @@ mod pi_e2e;
 mod policy;
 mod processes;
 mod property;
+mod qwen_e2e;
 mod race;
 mod racy;
 mod readme;

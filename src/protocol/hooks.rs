@@ -232,7 +232,7 @@ pub fn event_root(agent: Agent, event: &Value, config: &Config) -> Option<std::p
 pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput, String> {
     let field = |k: &str| event.get(k).and_then(Value::as_str);
     let name = field("hook_event_name").ok_or("no hook_event_name in the hook input")?;
-    let ends = name == agent.stop_event() || name == "SessionEnd";
+    let ends = agent.is_stop_event(name) || name == "SessionEnd";
     if let Some(start) = agent.tool_event(name) {
         return tool_step(agent, event, config, start);
     }
@@ -254,8 +254,8 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     // Each event runs its operations holding the turn it begins, for this event only.
     let mut turn = None;
     let mut cx = Context::new(&session, &mut turn);
-    // Codex names each turn; the id anchors the turn in retrace's history.
-    let anchor = field("turn_id").map(str::to_string);
+    // Codex and Qwen Code name each turn; the id anchors the turn in retrace's history.
+    let anchor = agent.turn_field().and_then(field).map(str::to_string);
     if ends {
         // A late Stop naming an earlier turn (Codex sends each turn's id) is not about the
         // running turn: ending it there would leave its later edits in no turn.
@@ -275,7 +275,7 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         // A second Stop of one turn (another Stop hook made the agent go on): what the agent
         // did since the first is that turn's.
         let again = event.get("stop_hook_active").and_then(Value::as_bool) == Some(true);
-        if !ended && again && name == agent.stop_event() {
+        if !ended && again && agent.is_stop_event(name) {
             session.extend_turn(anchor).map_err(|e| e.to_string())?;
         }
         if name == "SessionEnd" {
@@ -295,6 +295,13 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         return Ok(agent.quiet());
     }
     let prompt = field("prompt").unwrap_or("");
+    // Qwen Code fires its prompt event again, naming the same turn, when a tool's result
+    // goes back to the model: the running turn goes on.
+    if let Some(a) = anchor.as_deref()
+        && running_turn_is(&ws, id, a)?
+    {
+        return Ok(agent.quiet());
+    }
     let Some(command) = PromptCommand::parse(prompt) else {
         let begin = BeginTurnRequest {
             anchor,
@@ -372,7 +379,8 @@ fn tool_writes(tool: &str, input: &Value) -> Option<Vec<String>> {
         "Bash" | "run_shell_command" | "shell" | "local_shell" | "exec_command" => Some(Vec::new()),
         // An edit tool that names no file may write anything.
         "apply_patch" => Some(text("command").map(|p| patch_files(&p)).unwrap_or_default()),
-        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "write_file" | "replace" | "edit" => {
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "write_file" | "replace" | "edit"
+        | "notebook_edit" => {
             Some(
                 ["file_path", "notebook_path", "absolute_path", "path"]
                     .iter()
@@ -526,6 +534,18 @@ fn about_another_turn(ws: &Workspace, id: &str, stop: &str) -> Result<bool, Stri
     Ok(turn
         .and_then(|t| t.anchor.as_deref())
         .is_some_and(|open| open != stop))
+}
+
+/// Whether session `id`'s running turn is the one its agent names `anchor`.
+fn running_turn_is(ws: &Workspace, id: &str, anchor: &str) -> Result<bool, String> {
+    use crate::history::{db, record};
+    let tx = ws.working_copy().store().begin_read().map_err(|e| e.to_string())?;
+    let l = db::load(&tx, &db::session_key(id)).map_err(|e| e.to_string())?;
+    let anchor = record::truncate(anchor.to_string(), record::MAX_ANCHOR_BYTES);
+    Ok(l.state
+        .pending
+        .and_then(|n| l.turn(n))
+        .is_some_and(|t| t.anchor.as_deref() == Some(anchor.as_str())))
 }
 
 /// Most files `/diff` lists.

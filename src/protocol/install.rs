@@ -36,7 +36,7 @@ use {record::*, splice::*, write::*};
 pub struct Target {
     /// The agent.
     pub agent: Agent,
-    /// `.claude`, `.codex` or `.gemini` in the project or in the user's home directory.
+    /// `.claude`, `.codex`, `.gemini` or `.qwen` in the project or in the user's home directory.
     pub dir: PathBuf,
     /// Whether `dir` is the user's (every project's) rather than one project's.
     pub user: bool,

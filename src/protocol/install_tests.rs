@@ -8,7 +8,7 @@ fn a_symlinked_settings_file_is_edited_through_the_link_and_stays_a_link() {
     let dir = tempfile::tempdir().unwrap();
     let dotfiles = dir.path().join("dotfiles");
     std::fs::create_dir_all(&dotfiles).unwrap();
-    for agent in [Agent::CLAUDE_CODE, Agent::CODEX, Agent::GEMINI] {
+    for agent in Agent::ALL {
         let target = Target::new(agent, &dir.path().join(agent.name()), false);
         let real = dotfiles.join(format!("{}.json", agent.name()));
         std::fs::write(&real, r#"{"model": "mine"}"#).unwrap();

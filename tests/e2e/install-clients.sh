@@ -14,6 +14,7 @@ NODE_22_VERSION=22.23.5
 OMP_VERSION=18.2.3
 BUN_VERSION=1.4.5
 OPENCODE_VERSION=1.18.33
+QWEN_VERSION=0.24.4
 
 install() { # install <dir> <package@version> <file that proves it is there>
     local dir=target/e2e/$1
@@ -45,6 +46,8 @@ install omp "@oh-my-pi/pi-coding-agent@$OMP_VERSION" \
 install bun "@oven/bun-linux-x64@$BUN_VERSION" node_modules/@oven/bun-linux-x64/bin/bun
 # Its postinstall links the binary for this CPU (baseline without AVX2) to bin/opencode.exe.
 install opencode "opencode-ai@$OPENCODE_VERSION" node_modules/opencode-ai/bin/opencode.exe
+# Qwen Code runs on the Node 22 above (it wants Node 22 or newer).
+install qwen "@qwen-code/qwen-code@$QWEN_VERSION" node_modules/@qwen-code/qwen-code/cli-entry.js
 
 # Aider (PyPI `aider-chat`), which has no hooks (`retrace wrap`): a virtual environment of
 # its own (about 690 MB, two minutes the first time).

@@ -17,9 +17,10 @@ const SPEC: AgentSpec = AgentSpec {
         "PreToolUse",
         "PostToolUse",
     ],
+    turn_field: Some("turn_id"),
     prompt_event: "UserPromptSubmit",
-    stop_event: "Stop",
-    tool_events: ("PreToolUse", "PostToolUse"),
+    stop_events: &["Stop"],
+    tool_events: ("PreToolUse", &["PostToolUse"]),
     // Every shell tool is `Bash` to Codex's hooks, every edit `apply_patch`.
     tool_matcher: "Bash|apply_patch",
     entry_name: None,

@@ -18,9 +18,10 @@ const SPEC: AgentSpec = AgentSpec {
         "BeforeTool",
         "AfterTool",
     ],
+    turn_field: None,
     prompt_event: "BeforeAgent",
-    stop_event: "AfterAgent",
-    tool_events: ("BeforeTool", "AfterTool"),
+    stop_events: &["AfterAgent"],
+    tool_events: ("BeforeTool", &["AfterTool"]),
     // An unanchored regular expression to Gemini CLI: anchored, so that an MCP tool whose
     // name contains `replace` is not one.
     tool_matcher: "^(run_shell_command|write_file|replace)$",

@@ -1,5 +1,5 @@
 //! The agents whose hooks run `retrace hook <agent>`, as data: one [`AgentSpec`] per agent,
-//! in a file of its own (`claude_code.rs`, `codex.rs`, `gemini.rs`), which install,
+//! in a file of its own (`claude_code.rs`, `codex.rs`, `gemini.rs`, `qwen.rs`), which install,
 //! uninstall and the hooks read. Adding an agent is one new file with its spec and one line
 //! in [`Agent::ALL`].
 
@@ -10,6 +10,7 @@ use super::hooks::HookOutput;
 mod claude_code;
 mod codex;
 mod gemini;
+mod qwen;
 
 /// Everything retrace needs to know of one agent with hooks.
 #[derive(Debug)]
@@ -31,10 +32,17 @@ pub struct AgentSpec {
     pub events: &'static [&'static str],
     /// The event of a prompt submitted (a turn begins).
     pub prompt_event: &'static str,
-    /// The event of the agent's answer ended (the turn ends).
-    pub stop_event: &'static str,
-    /// The events before and after a tool call.
-    pub tool_events: (&'static str, &'static str),
+    /// The field of an event that names the turn it belongs to, if the agent sends one
+    /// (Codex's `turn_id`; Qwen Code's `prompt_id`, which it also sends with the prompt
+    /// event it fires again, with an empty prompt, when a tool's result goes back to the
+    /// model: the running turn goes on).
+    pub turn_field: Option<&'static str>,
+    /// The events of the agent's answer ended (the turn ends): its answer's end, then any
+    /// event it sends instead when the answer failed (Qwen Code's `StopFailure`).
+    pub stop_events: &'static [&'static str],
+    /// The event before a tool call, and those after it: its end, then any event the agent
+    /// sends instead when the call failed (Qwen Code's `PostToolUseFailure`).
+    pub tool_events: (&'static str, &'static [&'static str]),
     /// The matcher of the tool events' entries: the agent's tools that can write in the
     /// workspace (in the agent's own matcher syntax).
     pub tool_matcher: &'static str,
@@ -129,7 +137,7 @@ impl Eq for Agent {}
 
 impl Agent {
     /// Every supported agent: one line per agent.
-    pub const ALL: [Agent; 3] = [Agent::CLAUDE_CODE, Agent::CODEX, Agent::GEMINI];
+    pub const ALL: [Agent; 4] = [Agent::CLAUDE_CODE, Agent::CODEX, Agent::GEMINI, Agent::QWEN];
 
     /// Its spec.
     #[must_use]
@@ -157,12 +165,17 @@ impl Agent {
         Agent::ALL.map(Agent::name).join(", ")
     }
 
+    pub(super) fn turn_field(self) -> Option<&'static str> {
+        self.0.turn_field
+    }
+
     pub(super) fn prompt_event(self) -> &'static str {
         self.0.prompt_event
     }
 
-    pub(super) fn stop_event(self) -> &'static str {
-        self.0.stop_event
+    /// Whether `name` is one of this agent's events of a turn ended.
+    pub(super) fn is_stop_event(self, name: &str) -> bool {
+        self.0.stop_events.contains(&name)
     }
 
     /// The events retrace's hook entries are installed for.
@@ -180,8 +193,8 @@ impl Agent {
     /// Whether `name` is this agent's event for the start (true) or the end (false) of a
     /// tool call.
     pub(crate) fn tool_event(self, name: &str) -> Option<bool> {
-        let (start, end) = self.0.tool_events;
-        (name == start || name == end).then_some(name == start)
+        let (start, ends) = self.0.tool_events;
+        (name == start || ends.contains(&name)).then_some(name == start)
     }
 
     /// What a block says after a files-only undo or redo: how the conversation can follow.
