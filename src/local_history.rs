@@ -24,6 +24,7 @@ use crate::history::bursts::{
     BURST_PATHS, BURST_VERSION, BURSTS, BurstRecord, BurstSummary, WORKSPACE, bursts,
 };
 use crate::history::record::{Counts, TurnState};
+use crate::history::timeline::{Moment, TimelineEntry};
 use crate::object::ObjectId;
 use crate::progress::NoProgress;
 use crate::store::ReadTx;
@@ -281,6 +282,45 @@ pub fn thin_bursts(wc: &WorkingCopy, now_ms: u64, t: Thinning) -> Result<u64, St
         }
         Ok(removed)
     })
+}
+
+/// The bursts of the local history, newest first, as timeline entries: each with its
+/// snapshot, what its recorder saw it change, and its span from the snapshot before it in
+/// the log now (another burst, a turn's capture, any snapshot), for its paths and diffs.
+/// A row whose snapshot is gone or relabelled is not a burst (thinning drops its record).
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read or a snapshot record does not decode.
+pub fn timeline(wc: &WorkingCopy) -> Result<Vec<TimelineEntry>, StoreError> {
+    let mut records: std::collections::HashMap<u64, BurstRecord> =
+        bursts(&wc.store().begin_read()?)?.into_iter().collect();
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let mut previous: Option<ObjectId> = None;
+    for (row, s) in wc.store().reader()?.snapshot_rows()? {
+        if let Some(r) = records.remove(&row)
+            && r.root == s.root
+            && s.label.is_none()
+        {
+            let before = previous.filter(|p| *p != s.root);
+            out.push(TimelineEntry {
+                moment: Moment::Burst,
+                time_ms: s.time_ms,
+                entry: None,
+                to: None,
+                snapshot: Some(s.root),
+                burst: Some(r.summary()),
+                span: Some((before, s.root)),
+            });
+        }
+        if previous != Some(s.root) {
+            previous = Some(s.root);
+        }
+    }
+    out.reverse();
+    Ok(out)
 }
 
 /// What the recorder tells its caller.

@@ -221,6 +221,29 @@ impl Workspace {
         crate::local_history::capture_burst(&self.wc)
     }
 
+    /// The workspace's local history: the bursts the watcher's recorder captured
+    /// (`record = "bursts"`), newest first, each with its snapshot (for [`Workspace::restore`]
+    /// and [`Workspace::restore_paths`]), what it changed, and its span for
+    /// [`Workspace::span_changes`] (`crate::local_history::timeline`).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store cannot be read or a snapshot record does not decode.
+    pub fn local_history(&self) -> Result<Vec<crate::history::timeline::TimelineEntry>, Error> {
+        Ok(crate::local_history::timeline(&self.wc)?)
+    }
+
+    /// Every path that changed between the two snapshots of `span` (a timeline entry's
+    /// change, of any session or of the local history), sorted, with its lines counted.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when a snapshot tree is damaged or the store cannot be read.
+    pub fn span_changes(
+        &self,
+        span: crate::history::inspect::Span,
+    ) -> Result<Vec<crate::history::inspect::PathChange>, Error> {
+        crate::history::inspect::span_changes(&self.wc, span)
+    }
+
     internal! {
         /// Records bursts while `watcher` (of this workspace) runs and `stop` is unset: see
         /// `crate::local_history::record_bursts`.

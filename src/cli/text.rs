@@ -97,7 +97,7 @@ pub fn restore_lines(
 /// src/app.ts, src/lib.ts, …`.
 pub fn burst_text(b: &crate::BurstSummary) -> String {
     let c = b.counts;
-    let n = c.added + c.modified + c.deleted;
+    let n = b.files();
     if n == 0 {
         return "burst: directories only (made or removed, no file changed)".into();
     }
@@ -108,12 +108,10 @@ pub fn burst_text(b: &crate::BurstSummary) -> String {
         c.modified,
         c.deleted
     );
-    if !b.paths.is_empty() {
+    let listed = b.listed();
+    if !listed.is_empty() {
         text.push_str(": ");
-        text.push_str(&crate::object::terminal_line(&b.paths.join(", ")));
-        if (n as usize) > b.paths.len() {
-            text.push_str(", …");
-        }
+        text.push_str(&crate::object::terminal_line(&listed));
     }
     text
 }

@@ -44,6 +44,25 @@ pub struct BurstSummary {
     pub paths: Vec<String>,
 }
 
+impl BurstSummary {
+    /// Files it changed, in all.
+    #[must_use]
+    pub fn files(&self) -> u32 {
+        self.counts.added + self.counts.modified + self.counts.deleted
+    }
+
+    /// The paths it names, comma-separated, with `, …` when it changed more; empty when
+    /// it names none.
+    #[must_use]
+    pub fn listed(&self) -> String {
+        let mut text = self.paths.join(", ");
+        if !text.is_empty() && self.files() as usize > self.paths.len() {
+            text.push_str(", …");
+        }
+        text
+    }
+}
+
 impl BurstRecord {
     /// What `retrace log` shows of it.
     #[must_use]

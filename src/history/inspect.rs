@@ -862,9 +862,7 @@ impl Session {
     /// # Errors
     /// [`Error::Store`] when a snapshot tree is damaged or the store cannot be read.
     pub fn span_changes(&self, span: Span) -> Result<Vec<PathChange>, Error> {
-        let reader = self.ws.store().reader()?;
-        let changes = leaf_changes(&reader, span)?;
-        Ok(selected_changes(&reader, &changes, &[]))
+        span_changes(&self.ws, span)
     }
 
     /// The paths of [`Session::span_changes`] alone, no line counted (reads trees only).
@@ -872,12 +870,24 @@ impl Session {
     /// # Errors
     /// As [`Session::span_changes`].
     pub fn span_paths(&self, span: Span) -> Result<Vec<String>, Error> {
-        let reader = self.ws.store().reader()?;
-        Ok(leaf_changes(&reader, span)?
-            .into_iter()
-            .filter_map(|(old, new)| old.or(new).map(|e| e.path.show()))
-            .collect())
+        span_paths(&self.ws, span)
     }
+}
+
+/// [`Session::span_changes`] of any two snapshots of `wc`'s store.
+pub(crate) fn span_changes(wc: &WorkingCopy, span: Span) -> Result<Vec<PathChange>, Error> {
+    let reader = wc.store().reader()?;
+    let changes = leaf_changes(&reader, span)?;
+    Ok(selected_changes(&reader, &changes, &[]))
+}
+
+/// [`Session::span_paths`] of any two snapshots of `wc`'s store.
+pub(crate) fn span_paths(wc: &WorkingCopy, span: Span) -> Result<Vec<String>, Error> {
+    let reader = wc.store().reader()?;
+    Ok(leaf_changes(&reader, span)?
+        .into_iter()
+        .filter_map(|(old, new)| old.or(new).map(|e| e.path.show()))
+        .collect())
 }
 
 /// `log` of a session as [`Session::log`] returns it.

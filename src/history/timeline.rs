@@ -30,6 +30,9 @@ pub enum Moment {
     Redo,
     /// The session moved to an anchor (`retrace navigate`): a restore of a recorded point.
     Navigate,
+    /// A burst of writes the watcher's recorder captured (the workspace's local history,
+    /// in no session: [`crate::Workspace::local_history`]).
+    Burst,
 }
 
 impl Moment {
@@ -43,6 +46,7 @@ impl Moment {
             Moment::Undo => "undo",
             Moment::Redo => "redo",
             Moment::Navigate => "restore",
+            Moment::Burst => "burst",
         }
     }
 }
@@ -59,8 +63,14 @@ pub struct TimelineEntry {
     pub entry: Option<LogEntry>,
     /// An undo or navigation: the turn applied afterwards (None: before the first turn).
     pub to: Option<u64>,
-    /// An undo, redo or navigation: the snapshot the disk was left equal to.
+    /// An undo, redo or navigation: the snapshot the disk was left equal to; a burst: its
+    /// snapshot.
     pub snapshot: Option<ObjectId>,
+    /// A burst: what it changed, as its recorder saw it (from the snapshot before it then,
+    /// which thinning may since have taken: [`TimelineEntry::span`] starts at the snapshot
+    /// before it now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<super::bursts::BurstSummary>,
     /// The change of [`TimelineEntry::entry`]: the two snapshots it lies between, for
     /// [`Session::span_changes`] (None when it changed nothing that was captured).
     #[serde(skip)]
@@ -130,6 +140,7 @@ impl Session {
                 entry,
                 to,
                 snapshot,
+                burst: None,
                 span,
             });
         }
@@ -143,6 +154,7 @@ impl Session {
             entry: Some(i.entry.clone()),
             to: None,
             snapshot: None,
+            burst: None,
             span: i.span,
         }));
         // A stable sort: ties keep the order above.

@@ -41,6 +41,8 @@ pub enum Action {
     /// Restore the workspace to an entry's snapshot (`turn:N`, `turn:N:before`,
     /// `checkpoint:N`).
     RestoreEntry(String),
+    /// Restore the whole workspace to a snapshot of the local history (a burst).
+    RestoreSnapshot(ObjectId),
     /// Restore one path as an entry's snapshot holds it.
     RestorePath(ObjectId, String),
     /// Take a checkpoint of the disk now.
@@ -56,6 +58,9 @@ impl Action {
             Action::Redo(what) => format!("Redo {what}?"),
             Action::Revert(n) => format!("Revert turn {n}, keeping every later change?"),
             Action::RestoreEntry(r) => format!("Restore the whole workspace to {r}?"),
+            Action::RestoreSnapshot(id) => {
+                format!("Restore the whole workspace to burst {}?", id.short())
+            }
             Action::RestorePath(id, p) => format!("Restore {p} as snapshot {} has it?", id.short()),
             Action::Checkpoint => "Take a checkpoint of the workspace now?".into(),
         }
@@ -111,7 +116,10 @@ pub struct App {
     ws: Workspace,
     /// The workspace's sessions, most recently used first.
     pub sessions: Vec<SessionInfo>,
-    /// The selected session (index into [`App::sessions`]).
+    /// How many bursts the workspace's local history keeps: when any, a last row of the
+    /// sessions pane selects it.
+    pub bursts: usize,
+    /// The selected session (index into [`App::sessions`]; its length: the local history).
     pub session: usize,
     /// Its timeline.
     pub timeline: Option<Timeline>,
@@ -142,7 +150,7 @@ pub struct App {
     /// Set by `q` and Ctrl-C.
     pub quit: bool,
     /// What the sessions looked like when last loaded (a reload when it changes).
-    stamp: Vec<(String, usize, usize, u64)>,
+    stamp: Stamp,
     /// What a GC would free, being worked out.
     gc_job: Option<Receiver<Option<u64>>>,
     /// A reload being read (None in it: nothing had changed).
@@ -170,6 +178,8 @@ fn identity(e: &TimelineEntry) -> Identity {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Selection {
     session: Option<SessionKey>,
+    /// The local history is selected.
+    local: bool,
     row: Option<Identity>,
     showing: Showing,
 }
@@ -179,7 +189,7 @@ struct ReloadAsk {
     ws: Workspace,
     /// The sessions' stamp at the last look: nothing is read beyond the sessions while it
     /// holds (empty: read whatever it is).
-    stamp: Vec<(String, usize, usize, u64)>,
+    stamp: Stamp,
     /// The selection when asked: the reload reads that session's timeline and that row's
     /// paths.
     at: Selection,
@@ -194,8 +204,12 @@ struct ReloadAsk {
 struct Reloaded {
     at: Selection,
     sessions: Vec<SessionInfo>,
-    stamp: Vec<(String, usize, usize, u64)>,
-    /// Whose timeline it read (None: there are no sessions).
+    /// The local history, when it is selected (else its bursts are only counted).
+    local: Vec<TimelineEntry>,
+    bursts: usize,
+    stamp: Stamp,
+    /// Whose timeline it read (None: there are no sessions; the local history's, with
+    /// `at.local`).
     timeline_of: Option<SessionKey>,
     timeline: Result<Option<Timeline>, String>,
     /// The paths of row `at.row` as `at.showing` shows them (None: the row is gone).
@@ -212,43 +226,51 @@ impl ReloadAsk {
             let _ = hold.recv();
         }
         let sessions = self.ws.sessions().ok()?;
-        let stamp = stamp_of(&sessions);
+        let local = self.ws.local_history().ok()?;
+        let stamp = stamp_of(&sessions, &local);
         if stamp == self.stamp {
             return None;
         }
+        let on_local = self.at.local && !local.is_empty();
         // The selected session stays selected, else the first is.
         let info = self
             .at
             .session
             .and_then(|k| sessions.iter().find(|s| s.key == k))
-            .or(sessions.first());
-        let timeline = info
-            .map(|i| self.ws.session_of(i).timeline())
-            .transpose()
-            .map_err(|e| e.to_string());
+            .or(sessions.first())
+            .filter(|_| !on_local);
+        let timeline = if on_local {
+            Ok(Some(local_timeline(local.clone())))
+        } else {
+            info.map(|i| self.ws.session_of(i).timeline())
+                .transpose()
+                .map_err(|e| e.to_string())
+        };
         let mut detail = None;
         let mut paths_of: Vec<(Span, Vec<String>)> = Vec::new();
-        if let (Some(info), Ok(Some(t))) = (info, &timeline) {
+        if let Ok(Some(t)) = &timeline {
             let row = self
                 .at
                 .row
                 .and_then(|k| t.entries.iter().find(|e| identity(e) == k));
             detail = row.map(|e| {
-                read_detail(&self.ws, info, e.span, &self.at.showing).map_err(|e| e.to_string())
+                read_detail(&self.ws, e.span, &self.at.showing).map_err(|e| e.to_string())
             });
             if let Some(known) = &self.known {
-                let session = self.ws.session_of(info);
                 for e in &t.entries {
                     if !known.contains(&e.span) && !paths_of.iter().any(|(s, _)| *s == e.span) {
-                        paths_of.push((e.span, lower_paths(&session, e.span)));
+                        paths_of.push((e.span, lower_paths(&self.ws, e.span)));
                     }
                 }
             }
         }
+        let bursts = local.len();
         Some(Reloaded {
             at: self.at,
             timeline_of: info.map(|i| i.key),
             sessions,
+            local: if on_local { local } else { Vec::new() },
+            bursts,
             stamp,
             timeline,
             detail,
@@ -257,27 +279,20 @@ impl ReloadAsk {
     }
 }
 
-/// The paths a change of `session` changed, lower case (for the filter; none when they
-/// cannot be read).
-fn lower_paths(session: &crate::Session, span: Span) -> Vec<String> {
-    session
-        .span_paths(span)
+/// The paths a change changed, lower case (for the filter; none when they cannot be read).
+fn lower_paths(ws: &Workspace, span: Span) -> Vec<String> {
+    crate::history::inspect::span_paths(ws.working_copy(), span)
         .unwrap_or_default()
         .into_iter()
         .map(|p| p.to_lowercase())
         .collect()
 }
 
-/// The paths shown for the row with `span` of session `info`: its change, or how the disk
-/// differs from the snapshot `showing` names.
-fn read_detail(
-    ws: &Workspace,
-    info: &SessionInfo,
-    span: Span,
-    showing: &Showing,
-) -> Result<Vec<PathChange>, Error> {
+/// The paths shown for the row with `span`: its change, or how the disk differs from the
+/// snapshot `showing` names.
+fn read_detail(ws: &Workspace, span: Span, showing: &Showing) -> Result<Vec<PathChange>, Error> {
     match showing {
-        Showing::Change => ws.session_of(info).span_changes(span),
+        Showing::Change => ws.span_changes(span),
         Showing::AgainstDisk(id) => {
             let d = ws.diff(id, None)?;
             let change = |path: &String, change| PathChange {
@@ -300,12 +315,41 @@ fn read_detail(
     }
 }
 
-/// The sessions' stamp: enough to see another process recorded something.
-fn stamp_of(sessions: &[SessionInfo]) -> Vec<(String, usize, usize, u64)> {
-    sessions
+/// What the sessions and the local history looked like: enough to see another process
+/// recorded something.
+type Stamp = Vec<(String, usize, usize, u64)>;
+
+/// The stamp of `sessions` and of the local history's bursts `local` (newest first).
+fn stamp_of(sessions: &[SessionInfo], local: &[TimelineEntry]) -> Stamp {
+    let mut stamp: Stamp = sessions
         .iter()
         .map(|s| (s.id.clone(), s.turns, s.checkpoints, s.touched_ms))
-        .collect()
+        .collect();
+    if let Some(newest) = local.first() {
+        stamp.push((String::new(), local.len(), 0, newest.time_ms));
+    }
+    stamp
+}
+
+/// The local history's bursts as a timeline: no session, so no cursor and nothing to
+/// undo or redo.
+fn local_timeline(entries: Vec<TimelineEntry>) -> Timeline {
+    Timeline {
+        status: crate::history::SessionStatus {
+            session: String::new(),
+            name: None,
+            subagent: false,
+            turns: 0,
+            checkpoints: 0,
+            cursor: None,
+            can_undo: false,
+            can_redo: false,
+            redo_turn: None,
+            pending: None,
+            last_known: None,
+        },
+        entries,
+    }
 }
 
 impl App {
@@ -317,6 +361,7 @@ impl App {
     /// that names none.
     pub fn new(ws: Workspace, session: Option<&str>) -> Result<App, Error> {
         let sessions = ws.sessions()?;
+        let local = ws.local_history()?;
         let selected = match session {
             None => 0,
             Some(q) => match ws.find_session(q)? {
@@ -335,7 +380,8 @@ impl App {
         };
         let mut app = App {
             ws,
-            stamp: stamp_of(&sessions),
+            stamp: stamp_of(&sessions, &local),
+            bursts: local.len(),
             sessions,
             session: selected,
             timeline: None,
@@ -374,10 +420,16 @@ impl App {
         Ok(app)
     }
 
-    /// The selected session.
+    /// The selected session (None: there are none, or the local history is selected).
     #[must_use]
     pub fn selected_session(&self) -> Option<&SessionInfo> {
         self.sessions.get(self.session)
+    }
+
+    /// Whether the local history is selected (the row after the sessions).
+    #[must_use]
+    pub fn on_local(&self) -> bool {
+        self.bursts > 0 && self.session == self.sessions.len()
     }
 
     /// The timeline rows the filter keeps.
@@ -395,23 +447,18 @@ impl App {
 
     /// Whether entry `e`'s prompt, or a path it changed, holds `needle` (lower case).
     fn matches(&self, e: &TimelineEntry, needle: &str) -> bool {
-        let Some(entry) = &e.entry else {
-            return false;
+        let text = match (&e.entry, &e.burst) {
+            (Some(entry), _) => entry.text.as_deref(),
+            (None, Some(_)) => None,
+            (None, None) => return false,
         };
-        if entry
-            .text
-            .as_deref()
-            .is_some_and(|t| t.to_lowercase().contains(needle))
-        {
+        if text.is_some_and(|t| t.to_lowercase().contains(needle)) {
             return true;
         }
-        let Some(s) = self.selected_session() else {
-            return false;
-        };
         let mut known = self.paths_of.borrow_mut();
         let paths = known
             .entry(e.span)
-            .or_insert_with(|| lower_paths(&self.ws.session_of(s), e.span));
+            .or_insert_with(|| lower_paths(&self.ws, e.span));
         paths.iter().any(|p| p.contains(needle))
     }
 
@@ -496,8 +543,14 @@ impl App {
         self.gc_job.is_some()
     }
 
-    /// The selected session's timeline, read now.
+    /// The selected session's timeline (or the local history's), read now.
     fn read_timeline(&self) -> Result<Option<Timeline>, String> {
+        if self.on_local() {
+            return match self.ws.local_history() {
+                Ok(local) => Ok(Some(local_timeline(local))),
+                Err(e) => Err(e.to_string()),
+            };
+        }
         self.selected_session()
             .map(|s| self.ws.session_of(s).timeline())
             .transpose()
@@ -529,12 +582,9 @@ impl App {
     /// Loads the selected entry's paths (its change, or how the disk differs from it);
     /// false when they could not be read (the message says why).
     fn load_detail(&mut self) -> bool {
-        let read = match (self.selected_entry(), self.selected_session()) {
-            (Some(e), Some(s)) => {
-                Some(read_detail(&self.ws, s, e.span, &self.showing).map_err(|e| e.to_string()))
-            }
-            _ => None,
-        };
+        let read = self
+            .selected_entry()
+            .map(|e| read_detail(&self.ws, e.span, &self.showing).map_err(|e| e.to_string()));
         self.set_detail(read)
     }
 
@@ -643,6 +693,7 @@ impl App {
     fn selection(&self) -> Selection {
         Selection {
             session: self.selected_session().map(|s| s.key),
+            local: self.on_local(),
             row: self.selected_entry().map(identity),
             showing: self.showing.clone(),
         }
@@ -664,15 +715,23 @@ impl App {
     /// turn comes in above the row), reading again only what the selection moved to since.
     fn take_reload(&mut self, r: Reloaded) -> bool {
         let at = self.selection();
-        self.session = at
-            .session
-            .and_then(|k| r.sessions.iter().position(|s| s.key == k))
-            .unwrap_or(0);
+        self.bursts = r.bursts;
+        self.session = if at.local && r.bursts > 0 {
+            r.sessions.len()
+        } else {
+            at.session
+                .and_then(|k| r.sessions.iter().position(|s| s.key == k))
+                .unwrap_or(0)
+        };
         self.sessions = r.sessions;
         self.stamp = r.stamp;
         self.paths_of.borrow_mut().extend(r.paths_of);
         let (path, focus) = (self.path, self.focus);
-        let read_here = self.selected_session().map(|s| s.key) == r.timeline_of;
+        let read_here = if self.on_local() {
+            r.at.local && !r.local.is_empty()
+        } else {
+            !r.at.local && self.selected_session().map(|s| s.key) == r.timeline_of
+        };
         let timeline = if read_here {
             r.timeline
         } else {
@@ -723,7 +782,8 @@ impl App {
         };
         match self.focus {
             Pane::Sessions => {
-                let at = moved(self.session, self.sessions.len());
+                let rows = self.sessions.len() + usize::from(self.bursts > 0);
+                let at = moved(self.session, rows);
                 if at != self.session {
                     self.session = at;
                     self.entry = 0;
@@ -859,6 +919,10 @@ impl App {
                     self.message = None;
                 }
             }
+            Key::Char('u' | 'U' | 'v' | 'c') if self.on_local() => self.say_refused(
+                "the local history has no turns: s restores the workspace to the selected \
+                 burst, p one path of it",
+            ),
             // Asked only when there is something to do, naming the turn.
             Key::Char('u') => match self.status().and_then(|st| st.cursor) {
                 Some(n) => {
@@ -885,9 +949,20 @@ impl App {
                 }
                 _ => self.say_refused("select a turn to revert"),
             },
-            Key::Char('s') => match self.restore_target() {
-                Some(r) => self.ask(Action::RestoreEntry(r)),
-                None => self.say_refused("this entry has no snapshot of the files to restore"),
+            Key::Char('s') => match (self.restore_target(), self.selected_entry()) {
+                (Some(r), _) => self.ask(Action::RestoreEntry(r)),
+                (
+                    None,
+                    Some(TimelineEntry {
+                        moment: Moment::Burst,
+                        snapshot: Some(id),
+                        ..
+                    }),
+                ) => {
+                    let id = *id;
+                    self.ask(Action::RestoreSnapshot(id));
+                }
+                _ => self.say_refused("this entry has no snapshot of the files to restore"),
             },
             Key::Char('p') => {
                 let target = self.entry_snapshot();
@@ -931,6 +1006,7 @@ impl App {
             (Moment::Checkpoint, Some(l)) => Some(format!("checkpoint:{}", l.number)),
             (Moment::Undo, Some(l)) => Some(format!("turn:{}:before", l.number)),
             (Moment::Navigate, _) => e.to.map(|n| format!("turn:{n}")),
+            (Moment::Burst, _) => None,
             (_, Some(l)) if l.after.is_some() => Some(format!("turn:{}", l.number)),
             _ => None,
         }
@@ -994,6 +1070,43 @@ impl App {
 
     /// Runs a confirmed action with the CLI's guards (no `--force`) and says what came of it.
     fn run(&mut self, action: &Action) {
+        let restored = |p: Option<&str>, o: &crate::RestoreOutcome| Message {
+            line: format!(
+                "restored {}: {} written, {} deleted",
+                p.unwrap_or("the workspace"),
+                o.written.len(),
+                o.deleted.len()
+            ),
+            ..Message::default()
+        };
+        match action {
+            // A burst is in no session: the restore is the workspace's, as `retrace restore
+            // ID` (refused over unsaved work or another writer's, a safety snapshot first).
+            Action::RestoreSnapshot(id) => {
+                let done = self.ws.restore(id, RestoreOptions::default());
+                self.message = Some(match done {
+                    Ok(o) => restored(None, &o),
+                    Err(e) => refusal_of(&e.into()),
+                });
+                self.after_action();
+                return;
+            }
+            Action::RestorePath(id, p) => {
+                let done = self.ws.restore_paths(
+                    id,
+                    std::slice::from_ref(p),
+                    RestoreOptions::default(),
+                    &NoProgress,
+                );
+                self.message = Some(match done {
+                    Ok(o) => restored(Some(p), &o),
+                    Err(e) => refusal_of(&e.into()),
+                });
+                self.after_action();
+                return;
+            }
+            _ => {}
+        }
         let Some(info) = self.selected_session().cloned() else {
             self.say_refused("no session to act on");
             return;
@@ -1006,27 +1119,7 @@ impl App {
             Action::Revert(n) => session.revert(*n, opts),
             Action::RestoreEntry(r) => session.navigate_with(r, Mode::Files, opts),
             Action::Checkpoint => session.checkpoint(None),
-            Action::RestorePath(id, p) => {
-                let done = self.ws.restore_paths(
-                    id,
-                    std::slice::from_ref(p),
-                    RestoreOptions::default(),
-                    &NoProgress,
-                );
-                self.message = Some(match done {
-                    Ok(o) => Message {
-                        line: format!(
-                            "restored {p}: {} written, {} deleted",
-                            o.written.len(),
-                            o.deleted.len()
-                        ),
-                        ..Message::default()
-                    },
-                    Err(e) => refusal_of(&e.into()),
-                });
-                self.after_action();
-                return;
-            }
+            Action::RestoreSnapshot(_) | Action::RestorePath(..) => return,
         };
         self.message = Some(match outcome {
             Ok(o) => message_of(&o),

@@ -540,3 +540,114 @@ fn undo_and_redo_ask_naming_the_turn_and_only_when_there_is_one() {
         .unwrap_or_default();
     assert!(said.contains("nothing to redo"), "{said}");
 }
+
+/// A workspace whose local history keeps three bursts around a turn of one session:
+/// a.txt written (burst 1), the turn adds b.txt, then a.txt changed and notes.md added
+/// (burst 2), then a.txt changed again (burst 3).
+fn local_fixture() -> Fixture {
+    let f = Fixture {
+        ws: tempfile::tempdir().unwrap(),
+        home: tempfile::tempdir().unwrap(),
+    };
+    let ws = f.open();
+    f.write("a.txt", b"v1\n");
+    ws.capture_burst().unwrap();
+    turn(&ws, "claude-1", "claude-code", "add b", || {
+        f.write("b.txt", b"b\n");
+    });
+    f.write("a.txt", b"v2\n");
+    f.write("notes.md", b"# notes\n");
+    ws.capture_burst().unwrap();
+    f.write("a.txt", b"v3\n");
+    ws.capture_burst().unwrap();
+    f
+}
+
+#[test]
+fn the_local_history_is_a_row_below_the_sessions_and_its_bursts_restore() {
+    let f = local_fixture();
+    let mut app = f.app(None);
+    assert_eq!(app.bursts, 3);
+    assert!(!app.on_local(), "the session is selected first");
+    keys(&mut app, &[Key::BackTab, Key::Down]);
+    assert!(app.on_local());
+    let rows: Vec<_> = app
+        .rows()
+        .iter()
+        .map(|e| (e.moment.word(), e.burst.as_ref().map(crate::BurstSummary::listed)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("burst", Some("a.txt".into())),
+            ("burst", Some("a.txt, notes.md".into())),
+            // The log's first snapshot: everything new, no path named.
+            ("burst", Some(String::new())),
+        ]
+    );
+    // Its change is against the snapshot before it: the turn's after-state.
+    keys(&mut app, &[Key::Tab, Key::Down]);
+    let paths: Vec<_> = app
+        .paths
+        .iter()
+        .map(|p| (p.path.as_str(), p.change))
+        .collect();
+    assert_eq!(paths, [("a.txt", "M"), ("notes.md", "A")]);
+    assert_screen("local_history_80x24", &mut app, 80, 24);
+
+    // No turns here: undo, redo, revert and checkpoint say what works instead.
+    for k in ['u', 'U', 'v', 'c'] {
+        keys(&mut app, &[Key::Char(k)]);
+        let m = app.message.clone().unwrap();
+        assert!(m.refused && m.line.contains("no turns"), "{k}: {m:?}");
+        assert_eq!(app.mode, Input::Browse);
+    }
+    // A whole restore to burst 2, after a question.
+    keys(&mut app, &[Key::Char('s')]);
+    assert!(
+        matches!(&app.mode, Input::Confirm(a) if a.question().contains("burst")),
+        "{:?}",
+        app.mode
+    );
+    keys(&mut app, &[Key::Char('y')]);
+    let m = app.message.clone().unwrap();
+    assert!(!m.refused, "{m:?}");
+    assert_eq!(f.read("a.txt"), "v2\n");
+    assert_eq!(f.read("notes.md"), "# notes\n");
+    assert!(app.on_local(), "the local history stays selected");
+    // One path of burst 1: a.txt as it first was, nothing else touched.
+    keys(&mut app, &[Key::Down, Key::Tab]);
+    assert_eq!(app.paths[app.path].path, "a.txt");
+    keys(&mut app, &[Key::Char('p'), Key::Char('y')]);
+    assert_eq!(f.read("a.txt"), "v1\n");
+    assert_eq!(f.read("notes.md"), "# notes\n");
+    assert_eq!(f.read("b.txt"), "b\n");
+}
+
+#[test]
+fn the_local_history_filters_by_path_and_takes_in_new_bursts() {
+    let f = local_fixture();
+    let mut app = f.app(None);
+    keys(&mut app, &[Key::BackTab, Key::Down, Key::Char('/')]);
+    for c in "notes".chars() {
+        keys(&mut app, &[Key::Char(c)]);
+    }
+    let rows: Vec<_> = app.rows().iter().map(|e| e.time_ms).collect();
+    assert_eq!(rows.len(), 1, "only burst 2 changed notes.md");
+    keys(&mut app, &[Key::Esc]);
+    // Another process records a burst: a reload shows it, the local history selected still.
+    f.write("c.txt", b"c\n");
+    f.open().capture_burst().unwrap();
+    assert!(app.refresh());
+    assert!(app.on_local());
+    assert_eq!(app.bursts, 4);
+    assert_eq!(app.rows()[0].burst.as_ref().unwrap().listed(), "c.txt");
+}
+
+#[test]
+fn without_bursts_there_is_no_local_history_row() {
+    let f = fixture();
+    let app = f.app(None);
+    assert_eq!(app.bursts, 0);
+    assert!(!screen(&app, 80, 24).contains("local history"));
+}

@@ -141,7 +141,9 @@ pub fn draw(f: &mut Frame, app: &App) {
     let left_share = if app.diff.is_some() { 38 } else { 58 };
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(left_share), Constraint::Fill(1)]).areas(body);
-    let sessions_height = u16::try_from(app.sessions.len().max(1) + 2)
+    let sessions_height = u16::try_from(
+        (app.sessions.len() + usize::from(app.bursts > 0)).max(1) + 2,
+    )
         .unwrap_or(u16::MAX)
         .min(left.height / 3)
         .max(3);
@@ -179,7 +181,7 @@ pub fn draw(f: &mut Frame, app: &App) {
 
 fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     let width = usize::from(area.width.saturating_sub(2 + SYMBOL_WIDTH));
-    let items: Vec<ListItem> = app
+    let mut items: Vec<ListItem> = app
         .sessions
         .iter()
         .map(|s| {
@@ -199,7 +201,20 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
             ListItem::new(format!("{}{tail}", fit(&name, name_width)))
         })
         .collect();
+    if app.bursts > 0 {
+        let tail = format!(
+            " {:>3} burst{}",
+            app.bursts,
+            if app.bursts == 1 { " " } else { "s" }
+        );
+        let name_width = width.saturating_sub(columns(&tail)).max(4);
+        items.push(ListItem::new(Line::styled(
+            format!("{}{tail}", fit("local history (no session)", name_width)),
+            paint.fg(Color::Magenta),
+        )));
+    }
     let title = format!(" sessions ({}) ", app.sessions.len());
+    let empty = items.is_empty();
     let list = List::new(items)
         .block(
             Block::bordered()
@@ -209,7 +224,7 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
         .highlight_style(Paint::selected())
         .highlight_symbol(SYMBOL);
     let mut state = ListState::default().with_selected(Some(app.session));
-    if app.sessions.is_empty() {
+    if empty {
         let empty = Paragraph::new("no sessions yet: an agent's turns appear here").block(
             Block::bordered()
                 .title(focused(" sessions ", app.focus == Pane::Sessions))
@@ -223,6 +238,9 @@ fn draw_sessions(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
 
 /// The session's position as `retrace status` says it: the cursor and the redo stack.
 fn position(app: &App) -> String {
+    if app.on_local() {
+        return "local history, newest first".into();
+    }
     let Some(t) = &app.timeline else {
         return String::new();
     };
@@ -267,6 +285,15 @@ fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String
             (None, None) => String::new(),
         },
         (_, Some(l)) => l.text.clone().unwrap_or_default(),
+        (Moment::Burst, None) => match &e.burst {
+            Some(b) if b.files() == 0 => "directories only".into(),
+            // The log's first snapshot names no path: everything in it is new.
+            Some(b) if b.paths.is_empty() => {
+                format!("{} file{}", b.files(), if b.files() == 1 { "" } else { "s" })
+            }
+            Some(b) => b.listed(),
+            None => String::new(),
+        },
         (_, None) => String::new(),
     };
     let wide = width >= 64;
@@ -278,6 +305,12 @@ fn timeline_row(e: &TimelineEntry, cursor: Option<u64>, width: usize) -> (String
             l.counts.deleted,
             short_bytes(l.bytes_added)
         ),
+        (Moment::Burst, _) => e.burst.as_ref().map_or_else(String::new, |b| {
+            format!(
+                " +{} ~{} -{}",
+                b.counts.added, b.counts.modified, b.counts.deleted
+            )
+        }),
         _ => String::new(),
     };
     let time = short_time(e.time_ms);
@@ -305,6 +338,7 @@ fn draw_timeline(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
                 ('↶', _) => paint.fg(Color::DarkGray),
                 (_, Moment::Undo | Moment::Redo | Moment::Navigate) => paint.fg(Color::Yellow),
                 (_, Moment::Checkpoint) => paint.fg(Color::Blue),
+                (_, Moment::Burst) => paint.fg(Color::Magenta),
                 _ => Style::default(),
             };
             ListItem::new(Line::styled(text, style))
@@ -347,6 +381,7 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
                 format!(" {} of turn {}: its change ", e.moment.word(), l.number)
             }
             (Some(l), m) => format!(" {} {}: {} path(s) ", m.word(), l.number, app.paths.len()),
+            (None, Moment::Burst) => format!(" burst: {} path(s) ", app.paths.len()),
             (None, _) => format!(" {} ", e.moment.word()),
         },
         (Showing::Change, None) => " paths ".into(),
@@ -357,7 +392,7 @@ fn draw_paths(f: &mut Frame, app: &App, paint: &Paint, area: Rect) {
     if app.paths.is_empty() {
         let why = match app.selected_entry() {
             None => String::new(),
-            Some(e) if e.entry.is_none() => {
+            Some(e) if e.entry.is_none() && e.moment != Moment::Burst => {
                 format!(
                     "a {} moves the session; select a turn to see a change",
                     e.moment.word()
