@@ -12,6 +12,7 @@ mod claude_code_e2e;
 mod cli_session;
 mod codex_e2e;
 mod compat;
+mod copilot_e2e;
 mod corruption;
 mod crash;
 mod damaged;

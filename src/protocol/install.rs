@@ -36,7 +36,8 @@ use {record::*, splice::*, write::*};
 pub struct Target {
     /// The agent.
     pub agent: Agent,
-    /// `.claude`, `.codex`, `.gemini` or `.qwen` in the project or in the user's home directory.
+    /// `.claude`, `.codex`, `.gemini`, `.qwen` or `.github/hooks` in the project, or the
+    /// agent's directory in the user's home directory.
     pub dir: PathBuf,
     /// Whether `dir` is the user's (every project's) rather than one project's.
     pub user: bool,
@@ -54,25 +55,25 @@ impl Target {
     /// The agent's configuration directory in `project`, or in `$HOME` when `user`.
     #[must_use]
     pub fn new(agent: Agent, project: &Path, user: bool) -> Target {
-        let name = agent.spec().config_dir;
+        let spec = agent.spec();
         if !user {
             return Target {
                 agent,
-                dir: project.join(name),
+                dir: project.join(spec.config_dir),
                 user,
                 local: false,
                 record: None,
             };
         }
         // The agents' own overrides of their user directory.
-        let own = agent.spec().user_dir_env.and_then(std::env::var_os);
+        let own = spec.user_dir_env.and_then(std::env::var_os);
         let dir = own.filter(|d| !d.is_empty()).map_or_else(
             || {
                 std::env::var_os("HOME")
                     .map_or_else(|| PathBuf::from("/"), PathBuf::from)
-                    .join(name)
+                    .join(spec.user_config_dir.unwrap_or(spec.config_dir))
             },
-            PathBuf::from,
+            |d| PathBuf::from(d).join(spec.user_env_subdir),
         );
         Target {
             agent,
@@ -157,6 +158,7 @@ impl Target {
             name: spec.entry_name,
             kind: "command",
             command,
+            timeout_key: spec.timeout_key,
             timeout: spec.entry_timeout,
         };
         let matcher = self
@@ -197,15 +199,28 @@ struct Group<'a> {
     hooks: [Entry<'a>; 1],
 }
 
-/// A hook entry as retrace writes it.
-#[derive(Serialize)]
+/// A hook entry as retrace writes it: `name` (where the agent has one), `type`, `command`,
+/// and the timeout under the agent's key ([`AgentSpec::timeout_key`]), in this order.
 struct Entry<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'static str>,
-    #[serde(rename = "type")]
     kind: &'static str,
     command: &'a str,
+    timeout_key: &'static str,
     timeout: u32,
+}
+
+impl Serialize for Entry<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        if let Some(name) = self.name {
+            m.serialize_entry("name", name)?;
+        }
+        m.serialize_entry("type", self.kind)?;
+        m.serialize_entry("command", self.command)?;
+        m.serialize_entry(self.timeout_key, &self.timeout)?;
+        m.end()
+    }
 }
 
 /// `text` quoted for POSIX `sh`: in single quotes, each `'` written as `'\''`.
@@ -333,7 +348,7 @@ pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
     let original = read_text(&path)?;
     let mut text = match &original {
         Some(t) if !t.trim().is_empty() => t.clone(),
-        _ => "{}\n".to_string(),
+        _ => target.agent.spec().new_settings.to_string(),
     };
     let root = scan(&text, &path)?;
     let style = Style::of(&text, &root);
@@ -513,7 +528,7 @@ pub fn uninstall(target: &Target) -> Result<Changes, String> {
         // Left as an install started from it: the file goes if install created it, a blank
         // one gets its text back.
         let real = follow_links(&path)?;
-        let start = is_empty_object(&text);
+        let start = is_empty_object(&text) || same_json(&text, target.agent.spec().new_settings);
         if start && record.created(&real) {
             writable(&path)?;
             std::fs::remove_file(&real)

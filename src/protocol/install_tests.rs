@@ -15,7 +15,10 @@ fn a_symlinked_settings_file_is_edited_through_the_link_and_stays_a_link() {
         std::fs::create_dir_all(&target.dir).unwrap();
         // A relative link, as dotfiles managers make them.
         let link = target.settings();
-        let rel = PathBuf::from("../../dotfiles").join(real.file_name().unwrap());
+        let up = Path::new(agent.spec().config_dir).components().count() + 1;
+        let rel = PathBuf::from("../".repeat(up))
+            .join("dotfiles")
+            .join(real.file_name().unwrap());
         std::os::unix::fs::symlink(&rel, &link).unwrap();
         install(&target, &format!("retrace hook {}", agent.name())).unwrap();
         let is_link = |p: &Path| p.symlink_metadata().unwrap().file_type().is_symlink();

@@ -15,6 +15,7 @@ OMP_VERSION=18.2.3
 BUN_VERSION=1.4.5
 OPENCODE_VERSION=1.18.33
 QWEN_VERSION=0.24.4
+COPILOT_VERSION=1.0.102
 
 install() { # install <dir> <package@version> <file that proves it is there>
     local dir=target/e2e/$1
@@ -48,6 +49,9 @@ install bun "@oven/bun-linux-x64@$BUN_VERSION" node_modules/@oven/bun-linux-x64/
 install opencode "opencode-ai@$OPENCODE_VERSION" node_modules/opencode-ai/bin/opencode.exe
 # Qwen Code runs on the Node 22 above (it wants Node 22 or newer).
 install qwen "@qwen-code/qwen-code@$QWEN_VERSION" node_modules/@qwen-code/qwen-code/cli-entry.js
+# GitHub Copilot CLI: a launcher and a native binary of its platform package (129 MB).
+install copilot "@github/copilot@$COPILOT_VERSION" \
+    node_modules/@github/copilot-linux-x64/copilot
 
 # Aider (PyPI `aider-chat`), which has no hooks (`retrace wrap`): a virtual environment of
 # its own (about 690 MB, two minutes the first time).

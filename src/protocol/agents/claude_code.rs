@@ -7,8 +7,11 @@ const SPEC: AgentSpec = AgentSpec {
     name: "claude-code",
     aliases: &["claude"],
     config_dir: ".claude",
+    user_config_dir: None,
     user_dir_env: Some("CLAUDE_CONFIG_DIR"),
+    user_env_subdir: "",
     settings_file: "settings.json",
+    new_settings: "{}\n",
     local_settings_file: Some("settings.local.json"),
     events: &[
         "UserPromptSubmit",
@@ -25,6 +28,7 @@ const SPEC: AgentSpec = AgentSpec {
     tool_matcher: "Bash|Edit|Write|MultiEdit|NotebookEdit",
     entry_name: None,
     entry_timeout: 60,
+    timeout_key: "timeout",
     block_decision: "block",
     json_when_quiet: false,
     undo_note: "retrace restored the files (shell-made changes too, which Claude Code's own \

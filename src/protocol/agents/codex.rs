@@ -7,8 +7,11 @@ const SPEC: AgentSpec = AgentSpec {
     name: "codex",
     aliases: &[],
     config_dir: ".codex",
+    user_config_dir: None,
     user_dir_env: Some("CODEX_HOME"),
+    user_env_subdir: "",
     settings_file: "hooks.json",
+    new_settings: "{}\n",
     local_settings_file: None,
     events: &[
         "UserPromptSubmit",
@@ -25,6 +28,7 @@ const SPEC: AgentSpec = AgentSpec {
     tool_matcher: "Bash|apply_patch",
     entry_name: None,
     entry_timeout: 60,
+    timeout_key: "timeout",
     block_decision: "block",
     json_when_quiet: false,
     undo_note: "retrace restored the files (shell-made changes too); the conversation is \

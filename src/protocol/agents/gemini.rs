@@ -7,8 +7,11 @@ const SPEC: AgentSpec = AgentSpec {
     name: "gemini",
     aliases: &[],
     config_dir: ".gemini",
+    user_config_dir: None,
     user_dir_env: None,
+    user_env_subdir: "",
     settings_file: "settings.json",
+    new_settings: "{}\n",
     local_settings_file: None,
     events: &[
         "BeforeAgent",
@@ -28,6 +31,7 @@ const SPEC: AgentSpec = AgentSpec {
     // What `/hooks` shows.
     entry_name: Some("retrace"),
     entry_timeout: 60_000,
+    timeout_key: "timeout",
     block_decision: "deny",
     json_when_quiet: true,
     undo_note: "retrace restored the files (shell-made changes too); the conversation is \

@@ -1,5 +1,5 @@
 //! The agents whose hooks run `retrace hook <agent>`, as data: one [`AgentSpec`] per agent,
-//! in a file of its own (`claude_code.rs`, `codex.rs`, `gemini.rs`, `qwen.rs`), which install,
+//! in a file of its own (`claude_code.rs`, `codex.rs`, `gemini.rs`, `qwen.rs`, `copilot.rs`), which install,
 //! uninstall and the hooks read. Adding an agent is one new file with its spec and one line
 //! in [`Agent::ALL`].
 
@@ -9,6 +9,7 @@ use super::hooks::HookOutput;
 
 mod claude_code;
 mod codex;
+mod copilot;
 mod gemini;
 mod qwen;
 
@@ -21,10 +22,19 @@ pub struct AgentSpec {
     pub aliases: &'static [&'static str],
     /// Its configuration directory, in a project or in the user's home (`.claude`).
     pub config_dir: &'static str,
+    /// Its configuration directory in the user's home, when that is not `config_dir`
+    /// (Copilot: `.copilot/hooks`, its project one being `.github/hooks`).
+    pub user_config_dir: Option<&'static str>,
     /// The environment variable by which the agent moves its user directory, if any.
     pub user_dir_env: Option<&'static str>,
+    /// Where the hooks file is below the directory `user_dir_env` names (Copilot: `hooks`);
+    /// empty: there.
+    pub user_env_subdir: &'static str,
     /// The file of its configuration directory that holds hook entries.
     pub settings_file: &'static str,
+    /// The text of the settings file when install creates it: `{}`, or what the agent
+    /// requires in every hooks file (Copilot: `"version": 1`).
+    pub new_settings: &'static str,
     /// Its personal, uncommitted settings file of a project, if it has one
     /// (`retrace install --local`).
     pub local_settings_file: Option<&'static str>,
@@ -50,6 +60,8 @@ pub struct AgentSpec {
     pub entry_name: Option<&'static str>,
     /// A hook entry's timeout, in the agent's unit (seconds or milliseconds): one minute.
     pub entry_timeout: u32,
+    /// The key of a hook entry's timeout (`timeout`; Copilot: `timeoutSec`).
+    pub timeout_key: &'static str,
     /// The `decision` that stops a prompt from reaching the model.
     pub block_decision: &'static str,
     /// Whether the agent parses a hook's stdout as JSON even when it has nothing to say.
@@ -137,7 +149,13 @@ impl Eq for Agent {}
 
 impl Agent {
     /// Every supported agent: one line per agent.
-    pub const ALL: [Agent; 4] = [Agent::CLAUDE_CODE, Agent::CODEX, Agent::GEMINI, Agent::QWEN];
+    pub const ALL: [Agent; 5] = [
+        Agent::CLAUDE_CODE,
+        Agent::CODEX,
+        Agent::GEMINI,
+        Agent::QWEN,
+        Agent::COPILOT,
+    ];
 
     /// Its spec.
     #[must_use]

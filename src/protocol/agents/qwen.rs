@@ -8,8 +8,11 @@ const SPEC: AgentSpec = AgentSpec {
     name: "qwen",
     aliases: &["qwen-code"],
     config_dir: ".qwen",
+    user_config_dir: None,
     user_dir_env: Some("QWEN_HOME"),
+    user_env_subdir: "",
     settings_file: "settings.json",
+    new_settings: "{}\n",
     local_settings_file: None,
     events: &[
         "UserPromptSubmit",
@@ -34,6 +37,7 @@ const SPEC: AgentSpec = AgentSpec {
     entry_name: Some("retrace"),
     // Seconds (a value of 1000 or more is read as milliseconds).
     entry_timeout: 60,
+    timeout_key: "timeout",
     block_decision: "block",
     json_when_quiet: false,
     undo_note: "retrace restored the files (shell-made changes too); the conversation is \

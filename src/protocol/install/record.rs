@@ -142,12 +142,21 @@ pub(super) fn remember_at(record: &Path, settings: &Path, installed: &Installed)
     write_atomic(record, &text, true)
 }
 
+/// Whether `text` and `start` are the same JSON text but for white space (an install's
+/// file as it created it).
+pub(super) fn same_json(text: &str, start: &str) -> bool {
+    let bare = |t: &str| -> String {
+        t.chars()
+            .filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r'))
+            .collect()
+    };
+    bare(text) == bare(start)
+}
+
 /// Whether the settings text is an empty object: what an install into a missing file
 /// starts from.
 pub(super) fn is_empty_object(text: &str) -> bool {
-    text.chars()
-        .filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r'))
-        .eq("{}".chars())
+    same_json(text, "{}")
 }
 
 /// The settings files under the workspace `root` that an install recorded in the retrace
