@@ -1184,3 +1184,51 @@ fn qwen_prompt_events_naming_the_running_turn_continue_it_and_failures_end_it() 
     assert!(!env.path("other.txt").exists());
     assert_eq!(env.read("notes.txt"), "original\nmore\n");
 }
+
+#[test]
+fn droid_command_prompts_are_stopped_with_continue_false() {
+    // Droid reads no `decision` from a prompt hook: only `continue: false` stops a prompt.
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let event = |name: &str, extra: Value| {
+        let mut e = json!({"session_id": "dr-1", "transcript_path": "/tmp/dr-1.jsonl",
+            "cwd": env.root(), "hook_event_name": name, "permission_mode": "auto-high"});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        let o = hook_of(&env, "droid", &e);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        o
+    };
+    let o = event(
+        "UserPromptSubmit",
+        json!({"prompt": "append a line", "message_id": "m1", "has_images": false}),
+    );
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    let shell = json!({"tool_name": "Execute",
+        "tool_input": {"command": "echo more >> notes.txt", "summary": "append"}});
+    event("PreToolUse", shell.clone());
+    env.write("notes.txt", "original\nmore\n");
+    event("PostToolUse", shell);
+    event(
+        "Stop",
+        json!({"stop_hook_active": false, "message_id": "m2"}),
+    );
+    let steps = env.open().session("dr-1").steps(1).unwrap();
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert!(steps[0].ended_ms.is_some(), "{steps:?}");
+
+    let d = decision(&event(
+        "UserPromptSubmit",
+        json!({"prompt": "retrace undo"}),
+    ));
+    assert_eq!(d["continue"], false, "{d}");
+    assert!(d.get("decision").is_none(), "{d}");
+    assert!(
+        d["stopReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("retrace: turn 1: restored")),
+        "{d}"
+    );
+    assert_eq!(env.read("notes.txt"), "original\n");
+}

@@ -18,6 +18,7 @@ mod crash;
 mod damaged;
 mod deltas;
 mod demo;
+mod droid_e2e;
 mod dump;
 mod first_hour;
 mod format_api;

@@ -227,7 +227,7 @@ pub struct SessionName {
     pub version: u8,
     /// The host's session id (its key is the hash of exactly this).
     pub name: String,
-    /// The agent that opened it (`claude-code`, `codex`, `gemini`, `qwen`, `copilot`, `pi`), when it said.
+    /// The agent that opened it (`claude-code`, `codex`, `gemini`, `qwen`, `copilot`, `droid`, `pi`), when it said.
     pub agent: Option<String>,
 }
 

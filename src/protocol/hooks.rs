@@ -372,15 +372,20 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
 /// given: absolute or relative to the agent's cwd), `Some([])` for a shell tool (anything),
 /// None for a tool that writes nothing in the workspace. The tools are those of
 /// [`Agent::tool_matcher`]: Claude Code's, Codex's (every shell tool is `Bash` to its hooks,
-/// every edit `apply_patch`, whose patch text names the files) and Gemini CLI's.
+/// every edit `apply_patch`, whose patch text names the files), Gemini CLI's, Qwen Code's,
+/// Copilot's (`Bash`, `Write`, `Edit`) and Droid's (`Execute`, `Create`, `Edit`, `ApplyPatch`).
 fn tool_writes(tool: &str, input: &Value) -> Option<Vec<String>> {
     let text = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_string);
     match tool {
-        "Bash" | "run_shell_command" | "shell" | "local_shell" | "exec_command" => Some(Vec::new()),
+        "Bash" | "run_shell_command" | "shell" | "local_shell" | "exec_command" | "Execute" => {
+            Some(Vec::new())
+        }
+        // Droid's patch tool: its files are not named in a form read here, so anything.
+        "ApplyPatch" => Some(Vec::new()),
         // An edit tool that names no file may write anything.
         "apply_patch" => Some(text("command").map(|p| patch_files(&p)).unwrap_or_default()),
         "Edit" | "Write" | "MultiEdit" | "NotebookEdit" | "write_file" | "replace" | "edit"
-        | "notebook_edit" => {
+        | "notebook_edit" | "Create" => {
             Some(
                 ["file_path", "notebook_path", "absolute_path", "path"]
                     .iter()

@@ -72,7 +72,11 @@ fn agents_are_named_as_on_the_command_line() {
     assert_eq!(Agent::from_name("cursor"), None);
     assert_eq!(Agent::from_name("qwen-code"), Some(Agent::QWEN));
     assert_eq!(Agent::from_name("copilot-cli"), Some(Agent::COPILOT));
-    assert_eq!(Agent::names(), "claude-code, codex, gemini, qwen, copilot");
+    assert_eq!(Agent::from_name("factory"), Some(Agent::DROID));
+    assert_eq!(
+        Agent::names(),
+        "claude-code, codex, gemini, qwen, copilot, droid"
+    );
 }
 
 #[test]
@@ -146,7 +150,7 @@ fn every_tool_event_installed_has_a_matcher_of_writing_tools() {
             assert!(tool_writes(name, &json!({})).is_some(), "{agent:?} {name}");
         }
     }
-    for agent in [Agent::CLAUDE_CODE, Agent::CODEX, Agent::COPILOT] {
+    for agent in [Agent::CLAUDE_CODE, Agent::CODEX, Agent::COPILOT, Agent::DROID] {
         for name in agent.tool_matcher().split('|') {
             assert!(tool_writes(name, &json!({})).is_some(), "{agent:?} {name}");
         }

@@ -16,6 +16,9 @@ BUN_VERSION=1.4.5
 OPENCODE_VERSION=1.18.33
 QWEN_VERSION=0.24.4
 COPILOT_VERSION=1.0.102
+# The CLI package 0.225.1 names a platform package the registry does not have: the
+# platform package (a self-contained binary) alone.
+DROID_VERSION=0.225.2
 
 install() { # install <dir> <package@version> <file that proves it is there>
     local dir=target/e2e/$1
@@ -52,6 +55,7 @@ install qwen "@qwen-code/qwen-code@$QWEN_VERSION" node_modules/@qwen-code/qwen-c
 # GitHub Copilot CLI: a launcher and a native binary of its platform package (129 MB).
 install copilot "@github/copilot@$COPILOT_VERSION" \
     node_modules/@github/copilot-linux-x64/copilot
+install droid "@factory/cli-linux-x64@$DROID_VERSION" node_modules/@factory/cli-linux-x64/bin/droid
 
 # Aider (PyPI `aider-chat`), which has no hooks (`retrace wrap`): a virtual environment of
 # its own (about 690 MB, two minutes the first time).

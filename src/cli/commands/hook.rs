@@ -12,7 +12,7 @@ use crate::cli::exit::OK;
 #[derive(clap::Args)]
 #[command(hide = true)]
 pub struct HookArgs {
-    /// The agent: `claude-code`, `codex`, `gemini`, `qwen` or `copilot`.
+    /// The agent: `claude-code`, `codex`, `gemini`, `qwen`, `copilot` or `droid`.
     agent: String,
     /// Start the workspace's watcher (`retrace watch`) when none runs.
     #[arg(long)]

@@ -14,15 +14,15 @@ use crate::cli::exit::{OK, REFUSED, Usage};
 /// idempotent, keeps every other hook.
 #[derive(clap::Args)]
 pub struct InstallArgs {
-    /// The agent: `claude-code`, `codex`, `gemini`, `qwen`, `copilot` or `opencode` (its
-    /// plugin, and
+    /// The agent: `claude-code`, `codex`, `gemini`, `qwen`, `copilot`, `droid` or `opencode`
+    /// (its plugin, and
     /// `"snapshot": false` in `opencode.json`).
     agent: String,
     #[command(flatten)]
     scope: ScopeArgs,
     /// The hooks also start the workspace's watcher (`retrace watch`) when none runs,
     /// so that captures look only at what changed (claude-code, codex, gemini, qwen,
-    /// copilot).
+    /// copilot, droid).
     #[arg(long)]
     watch: bool,
 }
@@ -197,7 +197,8 @@ fn install_opencode(project: &std::path::Path, user: bool, add: bool) -> Result<
 /// Remove exactly what `install` added
 #[derive(clap::Args)]
 pub struct UninstallArgs {
-    /// The agent: `claude-code`, `codex`, `gemini`, `qwen`, `copilot` or `opencode`.
+    /// The agent: `claude-code`, `codex`, `gemini`, `qwen`, `copilot`, `droid` or
+    /// `opencode`.
     agent: String,
     #[command(flatten)]
     scope: ScopeArgs,
@@ -206,12 +207,12 @@ pub struct UninstallArgs {
 /// Which settings `install` and `uninstall` work on.
 #[derive(clap::Args)]
 struct ScopeArgs {
-    /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`, `~/.qwen`, `~/.copilot/hooks`,
+    /// The user's settings (`~/.claude`, `~/.codex`, `~/.gemini`, `~/.qwen`, `~/.copilot/hooks`, `~/.factory`,
     /// `~/.config/opencode`) instead of the project's.
     #[arg(long, conflicts_with_all = ["project", "local"])]
     user: bool,
     /// The project's settings (`.claude/settings.json`, `.codex/hooks.json`,
-    /// `.gemini/settings.json`, `.qwen/settings.json`, `.github/hooks/retrace.json`; the default), usually committed: shared with everyone who
+    /// `.gemini/settings.json`, `.qwen/settings.json`, `.github/hooks/retrace.json`, `.factory/settings.json`; the default), usually committed: shared with everyone who
     /// clones the project.
     #[arg(long, conflicts_with = "local")]
     project: bool,

@@ -37,7 +37,7 @@ const SPEC: AgentSpec = AgentSpec {
     entry_name: None,
     entry_timeout: 60,
     timeout_key: "timeoutSec",
-    block_decision: "block",
+    block_decision: Some("block"),
     json_when_quiet: false,
     undo_note: "retrace restored the files (shell-made changes too); the conversation is \
                 unchanged",

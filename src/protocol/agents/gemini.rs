@@ -32,7 +32,7 @@ const SPEC: AgentSpec = AgentSpec {
     entry_name: Some("retrace"),
     entry_timeout: 60_000,
     timeout_key: "timeout",
-    block_decision: "deny",
+    block_decision: Some("deny"),
     json_when_quiet: true,
     undo_note: "retrace restored the files (shell-made changes too); the conversation is \
                 unchanged",

@@ -1,5 +1,5 @@
 //! The agents whose hooks run `retrace hook <agent>`, as data: one [`AgentSpec`] per agent,
-//! in a file of its own (`claude_code.rs`, `codex.rs`, `gemini.rs`, `qwen.rs`, `copilot.rs`), which install,
+//! in a file of its own (`claude_code.rs`, `codex.rs`, `gemini.rs`, `qwen.rs`, `copilot.rs`, `droid.rs`), which install,
 //! uninstall and the hooks read. Adding an agent is one new file with its spec and one line
 //! in [`Agent::ALL`].
 
@@ -10,6 +10,7 @@ use super::hooks::HookOutput;
 mod claude_code;
 mod codex;
 mod copilot;
+mod droid;
 mod gemini;
 mod qwen;
 
@@ -62,8 +63,9 @@ pub struct AgentSpec {
     pub entry_timeout: u32,
     /// The key of a hook entry's timeout (`timeout`; Copilot: `timeoutSec`).
     pub timeout_key: &'static str,
-    /// The `decision` that stops a prompt from reaching the model.
-    pub block_decision: &'static str,
+    /// The `decision` that stops a prompt from reaching the model; `None`: the agent takes
+    /// no decision there, but stops on `{"continue": false, "stopReason": …}` (Droid).
+    pub block_decision: Option<&'static str>,
     /// Whether the agent parses a hook's stdout as JSON even when it has nothing to say.
     pub json_when_quiet: bool,
     /// What a block says after a files-only undo: how the conversation can follow.
@@ -149,12 +151,13 @@ impl Eq for Agent {}
 
 impl Agent {
     /// Every supported agent: one line per agent.
-    pub const ALL: [Agent; 5] = [
+    pub const ALL: [Agent; 6] = [
         Agent::CLAUDE_CODE,
         Agent::CODEX,
         Agent::GEMINI,
         Agent::QWEN,
         Agent::COPILOT,
+        Agent::DROID,
     ];
 
     /// Its spec.
@@ -227,7 +230,10 @@ impl Agent {
     /// The answer that stops a prompt from reaching the model, with a one-line reason.
     pub(super) fn block(self, reason: &str) -> HookOutput {
         HookOutput {
-            stdout: Some(json!({"decision": self.0.block_decision, "reason": reason})),
+            stdout: Some(match self.0.block_decision {
+                Some(decision) => json!({"decision": decision, "reason": reason}),
+                None => json!({"continue": false, "stopReason": reason}),
+            }),
         }
     }
 

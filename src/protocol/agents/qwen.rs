@@ -38,7 +38,7 @@ const SPEC: AgentSpec = AgentSpec {
     // Seconds (a value of 1000 or more is read as milliseconds).
     entry_timeout: 60,
     timeout_key: "timeout",
-    block_decision: "block",
+    block_decision: Some("block"),
     json_when_quiet: false,
     undo_note: "retrace restored the files (shell-made changes too); the conversation is \
                 unchanged",
