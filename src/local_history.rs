@@ -304,7 +304,9 @@ pub fn timeline(wc: &WorkingCopy) -> Result<Vec<TimelineEntry>, StoreError> {
             && r.root == s.root
             && s.label.is_none()
         {
-            let before = previous.filter(|p| *p != s.root);
+            // After thinning, the row before may hold the same files (a burst that undid
+            // the one thinned away): then it changed nothing, not everything.
+            let before = previous;
             out.push(TimelineEntry {
                 moment: Moment::Burst,
                 time_ms: s.time_ms,
@@ -315,12 +317,25 @@ pub fn timeline(wc: &WorkingCopy) -> Result<Vec<TimelineEntry>, StoreError> {
                 span: Some((before, s.root)),
             });
         }
-        if previous != Some(s.root) {
-            previous = Some(s.root);
-        }
+        previous = Some(s.root);
     }
     out.reverse();
     Ok(out)
+}
+
+/// What the local history looks like at a glance, for a reload to tell it changed without
+/// reading it: how many burst rows the log has, and the newest one's row number.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read.
+pub(crate) fn stamp(wc: &WorkingCopy) -> Result<(usize, u64), StoreError> {
+    let (mut n, mut newest) = (0, 0);
+    wc.store().begin_read()?.each_row(BURSTS, &WORKSPACE, |row, _| {
+        n += 1;
+        newest = newest.max(row);
+        Ok(())
+    })?;
+    Ok((n, newest))
 }
 
 /// What the recorder tells its caller.

@@ -108,3 +108,41 @@ fn the_settings_give_the_thinning() {
     let t = Thinning::of(&s);
     assert_eq!((t.all, t.daily), (HOUR_MS / 2, 0));
 }
+
+#[test]
+fn a_burst_after_a_thinned_one_that_it_undid_changed_nothing_not_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let ws =
+        crate::Workspace::open(dir.path(), &crate::Config::with_home(home.path())).unwrap();
+    let write = |text: &str| std::fs::write(dir.path().join("a.txt"), text).unwrap();
+    write("x\n");
+    ws.capture_burst().unwrap();
+    write("y\n");
+    ws.capture_burst().unwrap();
+    write("x\n");
+    ws.capture_burst().unwrap();
+    // Thin the middle burst away: the newest now follows a row of the same files.
+    let wc = ws.working_copy();
+    let rows: Vec<u64> = wc
+        .store()
+        .reader()
+        .unwrap()
+        .snapshot_rows()
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(rows.len(), 3);
+    wc.store()
+        .transact(|tx| tx.remove_snapshots(&rows[1..2]))
+        .unwrap();
+    let entries = timeline(wc).unwrap();
+    assert_eq!(entries.len(), 2);
+    let (before, after) = entries[0].span.unwrap();
+    assert_eq!(before, Some(after));
+    assert!(ws.span_changes(entries[0].span).unwrap().is_empty());
+    // The oldest: everything it holds is new.
+    assert_eq!(entries[1].span.unwrap().0, None);
+    assert_eq!(ws.span_changes(entries[1].span).unwrap().len(), 1);
+}

@@ -1232,3 +1232,63 @@ fn droid_command_prompts_are_stopped_with_continue_false() {
     );
     assert_eq!(env.read("notes.txt"), "original\n");
 }
+
+#[test]
+fn a_qwen_turn_that_goes_on_after_its_end_keeps_what_it_did_since() {
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let event = |session: &str, name: &str, extra: Value| {
+        let mut e = json!({"session_id": session, "cwd": env.root(), "hook_event_name": name,
+            "prompt_id": format!("{session}########1")});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        let o = hook_of(&env, "qwen", &e);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        o
+    };
+    let write = |session: &str, file: &str| {
+        let call = json!({"tool_name": "write_file", "tool_use_id": format!("toolu-{file}"),
+            "tool_input": {"file_path": env.path(file), "content": "x\n"}});
+        event(session, "PreToolUse", call.clone());
+        env.write(file, "x\n");
+        event(session, "PostToolUse", call);
+    };
+    // A failed answer (StopFailure) the user retries: no new prompt, the same prompt_id.
+    event("qa", "UserPromptSubmit", json!({"prompt": "do it"}));
+    event("qa", "StopFailure", json!({"error": "API Error: 500"}));
+    write("qa", "a.txt");
+    event("qa", "UserPromptSubmit", json!({"prompt": ""}));
+    event("qa", "Stop", json!({"stop_hook_active": false}));
+    // Another Stop hook makes the agent go on: its reason comes as a prompt of the same turn.
+    event("qb", "UserPromptSubmit", json!({"prompt": "make b"}));
+    event("qb", "Stop", json!({"stop_hook_active": false}));
+    event(
+        "qb",
+        "UserPromptSubmit",
+        json!({"prompt": "Run the tests before stopping"}),
+    );
+    write("qb", "b.txt");
+    event("qb", "Stop", json!({"stop_hook_active": true}));
+
+    let ws = env.open();
+    for (session, prompt, file) in [("qa", "do it", "a.txt"), ("qb", "make b", "b.txt")] {
+        let log = ws.session(session).log().unwrap();
+        let turns: Vec<_> = log
+            .entries
+            .iter()
+            .map(|e| (e.text.clone(), e.counts.added))
+            .collect();
+        assert_eq!(turns, [(Some(prompt.to_string()), 1)], "{session}: {file}");
+    }
+    drop(ws);
+    // Undo takes each back with what it did after its first end.
+    for (session, file) in [("qb", "b.txt"), ("qa", "a.txt")] {
+        let e = json!({"session_id": session, "cwd": env.root(),
+            "hook_event_name": "UserPromptSubmit", "prompt": "/undo",
+            "prompt_id": format!("{session}########2")});
+        let d = decision(&hook_of(&env, "qwen", &e));
+        assert_eq!(d["decision"], "block", "{d}");
+        assert!(!env.path(file).exists(), "{session}: {d}");
+    }
+}

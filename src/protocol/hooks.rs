@@ -272,9 +272,14 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
             Err(OpError::NoTurn) => false,
             Err(e) => return Err(e.to_string()),
         };
-        // A second Stop of one turn (another Stop hook made the agent go on): what the agent
-        // did since the first is that turn's.
-        let again = event.get("stop_hook_active").and_then(Value::as_bool) == Some(true);
+        // A second Stop of one turn (another Stop hook made the agent go on, or Qwen Code
+        // retried its answer after a failure, naming the same turn): what the agent did
+        // since the first is that turn's.
+        let again = event.get("stop_hook_active").and_then(Value::as_bool) == Some(true)
+            || (!ended
+                && anchor
+                    .as_deref()
+                    .is_some_and(|a| turn_named(&ws, id, a) == Ok(Some(false))));
         if !ended && again && agent.is_stop_event(name) {
             session.extend_turn(anchor).map_err(|e| e.to_string())?;
         }
@@ -296,9 +301,12 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     }
     let prompt = field("prompt").unwrap_or("");
     // Qwen Code fires its prompt event again, naming the same turn, when a tool's result
-    // goes back to the model: the running turn goes on.
+    // goes back to the model: the running turn goes on. After that turn's end (another Stop
+    // hook made it go on, or a failed answer is retried), it goes on too: its next Stop
+    // extends it to what it did since.
     if let Some(a) = anchor.as_deref()
-        && running_turn_is(&ws, id, a)?
+        && turn_named(&ws, id, a)?.is_some()
+        && PromptCommand::parse(prompt).is_none()
     {
         return Ok(agent.quiet());
     }
@@ -541,16 +549,22 @@ fn about_another_turn(ws: &Workspace, id: &str, stop: &str) -> Result<bool, Stri
         .is_some_and(|open| open != stop))
 }
 
-/// Whether session `id`'s running turn is the one its agent names `anchor`.
-fn running_turn_is(ws: &Workspace, id: &str, anchor: &str) -> Result<bool, String> {
+/// Whether session `id`'s agent names `anchor` its running turn (`Some(true)`) or, with
+/// none running, its last turn (`Some(false)`); `None` for neither.
+fn turn_named(ws: &Workspace, id: &str, anchor: &str) -> Result<Option<bool>, String> {
     use crate::history::{db, record};
     let tx = ws.working_copy().store().begin_read().map_err(|e| e.to_string())?;
     let l = db::load(&tx, &db::session_key(id)).map_err(|e| e.to_string())?;
     let anchor = record::truncate(anchor.to_string(), record::MAX_ANCHOR_BYTES);
-    Ok(l.state
+    let running = l.state.pending.is_some();
+    let turn = l
+        .state
         .pending
-        .and_then(|n| l.turn(n))
-        .is_some_and(|t| t.anchor.as_deref() == Some(anchor.as_str())))
+        .or_else(|| l.state.next_turn.checked_sub(1))
+        .and_then(|n| l.turn(n));
+    Ok(turn
+        .filter(|t| t.anchor.as_deref() == Some(anchor.as_str()))
+        .map(|_| running))
 }
 
 /// Most files `/diff` lists.

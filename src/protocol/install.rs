@@ -73,7 +73,7 @@ impl Target {
                     .map_or_else(|| PathBuf::from("/"), PathBuf::from)
                     .join(spec.user_config_dir.unwrap_or(spec.config_dir))
             },
-            |d| PathBuf::from(d).join(spec.user_env_subdir),
+            |d| home_relative(&PathBuf::from(d)).join(spec.user_env_subdir),
         );
         Target {
             agent,
@@ -186,6 +186,15 @@ impl Target {
                 (self.dir.join(path), text)
             })
             .collect()
+    }
+}
+
+/// `dir` with a leading `~` read as `$HOME`, as the agents read their directory variables
+/// (`QWEN_HOME=~/q`).
+fn home_relative(dir: &Path) -> PathBuf {
+    match (dir.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => dir.to_path_buf(),
     }
 }
 

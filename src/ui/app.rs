@@ -226,11 +226,18 @@ impl ReloadAsk {
             let _ = hold.recv();
         }
         let sessions = self.ws.sessions().ok()?;
-        let local = self.ws.local_history().ok()?;
-        let stamp = stamp_of(&sessions, &local);
+        // The local history is read only when it changed; one that cannot be read is shown
+        // as none (sessions still reload).
+        let glance = crate::local_history::stamp(self.ws.working_copy()).unwrap_or_default();
+        let stamp = stamp_of(&sessions, glance);
         if stamp == self.stamp {
             return None;
         }
+        let local = if glance.0 > 0 {
+            self.ws.local_history().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let on_local = self.at.local && !local.is_empty();
         // The selected session stays selected, else the first is.
         let info = self
@@ -319,14 +326,15 @@ fn read_detail(ws: &Workspace, span: Span, showing: &Showing) -> Result<Vec<Path
 /// recorded something.
 type Stamp = Vec<(String, usize, usize, u64)>;
 
-/// The stamp of `sessions` and of the local history's bursts `local` (newest first).
-fn stamp_of(sessions: &[SessionInfo], local: &[TimelineEntry]) -> Stamp {
+/// The stamp of `sessions` and of the local history (its `local_history::stamp`: burst
+/// rows, the newest row).
+fn stamp_of(sessions: &[SessionInfo], (bursts, newest): (usize, u64)) -> Stamp {
     let mut stamp: Stamp = sessions
         .iter()
         .map(|s| (s.id.clone(), s.turns, s.checkpoints, s.touched_ms))
         .collect();
-    if let Some(newest) = local.first() {
-        stamp.push((String::new(), local.len(), 0, newest.time_ms));
+    if bursts > 0 {
+        stamp.push((String::new(), bursts, 0, newest));
     }
     stamp
 }
@@ -361,7 +369,13 @@ impl App {
     /// that names none.
     pub fn new(ws: Workspace, session: Option<&str>) -> Result<App, Error> {
         let sessions = ws.sessions()?;
-        let local = ws.local_history()?;
+        // A local history that cannot be read is shown as none: the sessions still open.
+        let glance = crate::local_history::stamp(ws.working_copy()).unwrap_or_default();
+        let local = if glance.0 > 0 {
+            ws.local_history().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let selected = match session {
             None => 0,
             Some(q) => match ws.find_session(q)? {
@@ -380,7 +394,7 @@ impl App {
         };
         let mut app = App {
             ws,
-            stamp: stamp_of(&sessions, &local),
+            stamp: stamp_of(&sessions, glance),
             bursts: local.len(),
             sessions,
             session: selected,
