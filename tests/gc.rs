@@ -366,3 +366,58 @@ fn a_capture_killed_after_staging_loses_nothing_and_gc_frees_what_it_staged() {
     .unwrap();
     assert_eq!(common::tree_of(env.root()), before);
 }
+
+#[test]
+fn packs_left_mostly_dead_have_their_live_frames_moved_and_go() {
+    const PACK: u64 = retrace::store::schema::PACK_BYTES;
+    let env = Env::new();
+    let ws = env.open();
+    // 240 small frames of one incompressible object each (about 4 packs); a snapshot keeps
+    // one in 20, spread over every pack, and nothing keeps the rest.
+    let ids = orphans(&ws, 0..240, 1000);
+    for (i, s) in (0..240).step_by(20).enumerate() {
+        env.write(&format!("kept/{i}.bin"), noise(s, 1000));
+    }
+    let snap = ws.snapshot(None).unwrap();
+    let packed = |ws: &retrace::Workspace| {
+        ws.working_copy()
+            .store()
+            .reader()
+            .unwrap()
+            .stats()
+            .unwrap()
+            .packed_bytes
+    };
+    let before = packed(&ws);
+    assert!(before >= 3 * PACK, "{before}");
+    drop(ws);
+    let r = gc(&env, "0");
+    assert_eq!(r["objects_freed"], 228, "{r}");
+    assert!(r["packs_freed"].as_u64().unwrap() >= 3, "{r}");
+    let ws = env.open();
+    let after = packed(&ws);
+    // What stays: the twelve kept objects, the snapshot's trees and the log's tail.
+    assert!(after <= 2 * PACK, "{before} -> {after}");
+    assert_verified(&env);
+    std::fs::remove_dir_all(env.path("kept")).unwrap();
+    ws.restore(
+        &snap.id,
+        RestoreOptions {
+            force: true,
+            dry_run: false,
+        },
+    )
+    .unwrap();
+    for (i, s) in (0..240).step_by(20).enumerate() {
+        assert_eq!(
+            std::fs::read(env.path(&format!("kept/{i}.bin"))).unwrap(),
+            noise(s, 1000),
+            "{i}"
+        );
+    }
+    assert_eq!(ids.len(), 240);
+    // A second collection has nothing left to move.
+    drop(ws);
+    let r = gc(&env, "0");
+    assert_eq!(r["frames_rewritten"], 0, "{r}");
+}

@@ -1,6 +1,7 @@
 //! Garbage collection: mark every object reachable from the given roots, sweep unreferenced
-//! objects older than a grace period, rewrite frames that became mostly dead, free the pack
-//! log's unreferenced values, then compact the file.
+//! objects older than a grace period, rewrite frames that became mostly dead, move the small
+//! surviving frames out of pack values left mostly dead, free the pack log's unreferenced
+//! values, then compact the file.
 //!
 //! The caller (`retention::gc`, under an `Exclusive` guard) holds the workspace lock exclusively, so no capture runs
 //! meanwhile: a capture decides "already stored" by looking an object up, and must not see
@@ -22,6 +23,15 @@ use crate::object::{
 /// A frame is rewritten when at least this share (percent) of its payload is dead; below it,
 /// only the dead records go and their bytes wait for a later collection.
 const REWRITE_DEAD_PERCENT: u64 = 25;
+
+/// A pack value whose surviving frames fill less than this share (percent) of it has them
+/// moved to the end of the log, so that it goes (thinned local history leaves packs mostly
+/// dead whose every frame holds something live).
+const SPARSE_PACK_PERCENT: u64 = 50;
+
+/// Only frames up to this size are moved out of a sparse pack: a bigger one spans packs
+/// whose freeing would not pay for moving it.
+const MOVABLE_FRAME_BYTES: u64 = PACK_BYTES / 2;
 
 /// What a collection found and did.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -221,17 +231,19 @@ impl Store {
                 f.dead.push(id);
             }
         }
+        let moved = frames_out_of_sparse_packs(&frames);
         let mut removed: Vec<ObjectId> = Vec::new();
         let mut rewrite: Vec<PendingObject> = Vec::new();
         let mut rewritten_written: HashMap<ObjectId, u64> = HashMap::new();
-        for f in frames.values() {
-            if f.dead.is_empty() {
+        for (offset, f) in &frames {
+            let sparse = moved.contains(offset);
+            if f.dead.is_empty() && !sparse {
                 continue;
             }
             removed.extend(&f.dead);
             if f.live.is_empty() {
                 report.stored_bytes_freed += u64::from(f.stored_len);
-            } else if f.dead_bytes * 100 >= u64::from(f.raw_len) * REWRITE_DEAD_PERCENT {
+            } else if sparse || f.dead_bytes * 100 >= u64::from(f.raw_len) * REWRITE_DEAD_PERCENT {
                 report.frames_rewritten += 1;
                 report.stored_bytes_freed += u64::from(f.stored_len);
                 for (id, rec) in f
@@ -397,6 +409,45 @@ impl Store {
             Ok(total - packs.len().map_err(|x| e(x.into()))?)
         })
     }
+}
+
+/// The frames (by offset) to move out of sparse pack values: a frame survives the
+/// collection when it keeps something live and is not rewritten for its own dead share; a
+/// pack whose survivors fill less than [`SPARSE_PACK_PERCENT`] of it, all of them small
+/// ([`MOVABLE_FRAME_BYTES`]), has them moved so that it is freed. The log's last pack (its
+/// tail, still being filled) is left alone.
+fn frames_out_of_sparse_packs(frames: &HashMap<u64, Frame>) -> HashSet<u64> {
+    let surviving = |f: &Frame| {
+        !f.live.is_empty()
+            && f.dead_bytes * 100 < u64::from(f.raw_len) * REWRITE_DEAD_PERCENT
+    };
+    let end = frames
+        .iter()
+        .map(|(offset, f)| offset + u64::from(f.stored_len))
+        .max()
+        .unwrap_or(0);
+    let tail = end / PACK_BYTES;
+    // Per pack: the bytes of surviving frames in it, whether all are small, and their offsets.
+    let mut packs: HashMap<u64, (u64, bool, Vec<u64>)> = HashMap::new();
+    for (offset, f) in frames.iter().filter(|(_, f)| surviving(f)) {
+        let len = u64::from(f.stored_len).max(1);
+        let small = len <= MOVABLE_FRAME_BYTES;
+        for p in offset / PACK_BYTES..=(offset + len - 1) / PACK_BYTES {
+            let (start, stop) = (p * PACK_BYTES, (p + 1) * PACK_BYTES);
+            let overlap = (offset + len).min(stop) - (*offset).max(start);
+            let e = packs.entry(p).or_insert((0, true, Vec::new()));
+            e.0 += overlap;
+            e.1 &= small;
+            e.2.push(*offset);
+        }
+    }
+    packs
+        .into_iter()
+        .filter(|(p, (bytes, small, _))| {
+            *p < tail && *small && bytes * 100 < PACK_BYTES * SPARSE_PACK_PERCENT
+        })
+        .flat_map(|(_, (_, _, offsets))| offsets)
+        .collect()
 }
 
 /// The nearest object below `dead` in its delta chain that `kept` keeps, with its depth
