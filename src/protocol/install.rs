@@ -355,9 +355,14 @@ impl Changes {
 pub fn install(target: &Target, command: &str) -> Result<Changes, String> {
     let path = target.settings();
     let original = read_text(&path)?;
+    // A missing or blank file starts as the agent's new one; so does an empty object where
+    // the agent's new file holds more (Copilot's says its format's version).
+    let start = target.agent.spec().new_settings;
     let mut text = match &original {
-        Some(t) if !t.trim().is_empty() => t.clone(),
-        _ => target.agent.spec().new_settings.to_string(),
+        Some(t) if t.trim().is_empty() => start.to_string(),
+        Some(t) if is_empty_object(t) && !is_empty_object(start) => start.to_string(),
+        Some(t) => t.clone(),
+        None => start.to_string(),
     };
     let root = scan(&text, &path)?;
     let style = Style::of(&text, &root);

@@ -162,3 +162,23 @@ fn an_append_is_undone_by_removing_the_last_item() {
         }
     }
 }
+
+#[test]
+fn an_empty_copilot_hooks_file_gets_the_version_copilot_requires() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::new(Agent::COPILOT, dir.path(), false);
+    std::fs::create_dir_all(&target.dir).unwrap();
+    std::fs::write(target.settings(), "{}").unwrap();
+    install(&target, "retrace hook copilot").unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(target.settings()).unwrap())
+        .unwrap();
+    assert_eq!(v["version"], 1, "{v}");
+    assert!(v["hooks"]["PreToolUse"].is_array(), "{v}");
+    // Another agent's `{}` stays as written, byte for byte, once uninstalled.
+    let claude = Target::new(Agent::CLAUDE_CODE, dir.path(), false);
+    std::fs::create_dir_all(&claude.dir).unwrap();
+    std::fs::write(claude.settings(), "{}").unwrap();
+    install(&claude, "retrace hook claude-code").unwrap();
+    uninstall(&claude).unwrap();
+    assert_eq!(std::fs::read_to_string(claude.settings()).unwrap(), "{}");
+}
