@@ -277,6 +277,7 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
         // since the first is that turn's.
         let again = event.get("stop_hook_active").and_then(Value::as_bool) == Some(true)
             || (!ended
+                && agent.turns_go_on()
                 && anchor
                     .as_deref()
                     .is_some_and(|a| turn_named(&ws, id, a) == Ok(Some(false))));
@@ -305,8 +306,11 @@ pub fn handle(agent: Agent, event: &Value, config: &Config) -> Result<HookOutput
     // hook made it go on, or a failed answer is retried), it goes on too: its next Stop
     // extends it to what it did since.
     if let Some(a) = anchor.as_deref()
-        && turn_named(&ws, id, a)?.is_some()
         && PromptCommand::parse(prompt).is_none()
+        && match turn_named(&ws, id, a)? {
+            Some(running) => running || agent.turns_go_on(),
+            None => false,
+        }
     {
         return Ok(agent.quiet());
     }

@@ -22,6 +22,7 @@ const SPEC: AgentSpec = AgentSpec {
         "PostToolUse",
     ],
     turn_field: None,
+    turns_go_on: false,
     prompt_event: "UserPromptSubmit",
     stop_events: &["Stop"],
     tool_events: ("PreToolUse", &["PostToolUse"]),

@@ -21,6 +21,7 @@ const SPEC: AgentSpec = AgentSpec {
         "PostToolUse",
     ],
     turn_field: Some("turn_id"),
+    turns_go_on: false,
     prompt_event: "UserPromptSubmit",
     stop_events: &["Stop"],
     tool_events: ("PreToolUse", &["PostToolUse"]),

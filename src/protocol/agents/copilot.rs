@@ -27,6 +27,7 @@ const SPEC: AgentSpec = AgentSpec {
         "PostToolUseFailure",
     ],
     turn_field: None,
+    turns_go_on: false,
     prompt_event: "UserPromptSubmit",
     stop_events: &["Stop"],
     // A failed tool call sends `PostToolUseFailure` instead of `PostToolUse`.

@@ -22,6 +22,7 @@ const SPEC: AgentSpec = AgentSpec {
         "AfterTool",
     ],
     turn_field: None,
+    turns_go_on: false,
     prompt_event: "BeforeAgent",
     stop_events: &["AfterAgent"],
     tool_events: ("BeforeTool", &["AfterTool"]),

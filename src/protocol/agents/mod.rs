@@ -48,6 +48,11 @@ pub struct AgentSpec {
     /// event it fires again, with an empty prompt, when a tool's result goes back to the
     /// model: the running turn goes on).
     pub turn_field: Option<&'static str>,
+    /// Whether a turn goes on after its end under the same name (`turn_field`): Qwen Code
+    /// retries a failed answer, or goes on for another Stop hook, naming the ended turn. A
+    /// prompt event naming it then begins nothing, and the next stop extends it to what was
+    /// done since. Elsewhere a repeated stop never claims edits made after the turn ended.
+    pub turns_go_on: bool,
     /// The events of the agent's answer ended (the turn ends): its answer's end, then any
     /// event it sends instead when the answer failed (Qwen Code's `StopFailure`).
     pub stop_events: &'static [&'static str],
@@ -188,6 +193,10 @@ impl Agent {
 
     pub(super) fn turn_field(self) -> Option<&'static str> {
         self.0.turn_field
+    }
+
+    pub(super) fn turns_go_on(self) -> bool {
+        self.0.turns_go_on
     }
 
     pub(super) fn prompt_event(self) -> &'static str {

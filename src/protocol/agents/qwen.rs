@@ -25,6 +25,7 @@ const SPEC: AgentSpec = AgentSpec {
         "PostToolUseFailure",
     ],
     turn_field: Some("prompt_id"),
+    turns_go_on: true,
     prompt_event: "UserPromptSubmit",
     // A turn that ends on an API error or a detected loop sends `StopFailure` instead.
     stop_events: &["Stop", "StopFailure"],
