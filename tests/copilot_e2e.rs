@@ -18,8 +18,11 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::common::fake_http::{FakeHttp, chat_sse, text_of};
-use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout};
+use crate::common::fake_http::{FakeHttp, chat_sse, next_planned_call};
+use crate::common::{
+    Env, RETRACE, agent_session, missing_cli, output_within, prompts, stderr, stdout,
+    step_summaries,
+};
 use serde_json::{Value, json};
 
 /// Copilot's launcher, when installed with its platform package.
@@ -65,18 +68,7 @@ fn planned_calls(prompt: &str) -> Vec<(&'static str, Value)> {
 /// after the tool results already in the conversation, else a final text.
 fn chat_answer(request: &Value, calls: &AtomicU64) -> String {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let asked = messages.iter().rposition(|m| {
-        m["role"] == "user" && {
-            let t = text_of(&m["content"]);
-            t.contains("FIRST-TURN") || t.contains("SECOND-TURN")
-        }
-    });
-    let call = asked.and_then(|i| {
-        let done = messages[i..].iter().filter(|m| m["role"] == "tool").count();
-        planned_calls(&text_of(&messages[i]["content"]))
-            .into_iter()
-            .nth(done)
-    });
+    let call = next_planned_call(&messages, planned_calls);
     let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed));
     chat_sse(
         &request["model"],
@@ -157,30 +149,19 @@ fn real_copilot_turns_steps_undo_and_redo() {
     let requests = model.requests().len();
 
     let ws = env.open();
-    let id = ws
-        .sessions()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.agent.as_deref() == Some("copilot"))
-        .expect("Copilot's session")
-        .name
-        .expect("the agent's session id");
-    let log = ws.session(&id).log().unwrap();
-    let prompts: Vec<_> = log.entries.iter().map(|e| e.text.as_deref()).collect();
+    let id = agent_session(&ws, "copilot");
+    let prompts = prompts(&ws, &id);
     assert!(
         prompts.len() == 2
-            && prompts[0].is_some_and(|p| p.contains("now SECOND-TURN"))
-            && prompts[1].is_some_and(|p| p.contains("please FIRST-TURN")),
+            && prompts[0]
+                .as_deref()
+                .is_some_and(|p| p.contains("now SECOND-TURN"))
+            && prompts[1]
+                .as_deref()
+                .is_some_and(|p| p.contains("please FIRST-TURN")),
         "one turn per prompt: {prompts:?}"
     );
-    let steps = |turn| -> Vec<(String, String, bool)> {
-        ws.session(&id)
-            .steps(turn)
-            .unwrap()
-            .into_iter()
-            .map(|s| (s.tool, s.summary, s.ended_ms.is_some()))
-            .collect()
-    };
+    let steps = |turn| step_summaries(&ws, &id, turn);
     let own = |s: &str| s.to_string();
     assert_eq!(
         steps(1),

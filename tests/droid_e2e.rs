@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use crate::common::fake_http::{FakeHttp, chat_sse, text_of};
-use crate::common::{Env, RETRACE, missing_cli, stderr};
+use crate::common::fake_http::{FakeHttp, chat_sse, next_planned_call};
+use crate::common::{Env, RETRACE, agent_session, missing_cli, prompts, stderr, step_summaries};
 use serde_json::{Value, json};
 
 fn droid_binary() -> Option<PathBuf> {
@@ -63,18 +63,7 @@ fn answer(path: &str, request: &Value, calls: &AtomicU64) -> String {
         return "{}".into();
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let asked = messages.iter().rposition(|m| {
-        m["role"] == "user" && {
-            let t = text_of(&m["content"]);
-            t.contains("FIRST-TURN") || t.contains("SECOND-TURN")
-        }
-    });
-    let call = asked.and_then(|i| {
-        let done = messages[i..].iter().filter(|m| m["role"] == "tool").count();
-        planned_calls(&text_of(&messages[i]["content"]))
-            .into_iter()
-            .nth(done)
-    });
+    let call = next_planned_call(&messages, planned_calls);
     let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed));
     chat_sse(
         &request["model"],
@@ -229,30 +218,17 @@ fn real_droid_turns_steps_undo_and_redo() {
     let asked = chats(&model.requests());
 
     let ws = env.open();
-    let session = ws
-        .sessions()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.agent.as_deref() == Some("droid"))
-        .expect("Droid's session")
-        .name
-        .expect("the agent's session id");
-    let log = ws.session(&session).log().unwrap();
-    let prompts: Vec<_> = log.entries.iter().map(|e| e.text.as_deref()).collect();
+    let session = agent_session(&ws, "droid");
     assert_eq!(
-        prompts,
-        [Some("now SECOND-TURN"), Some("please FIRST-TURN")],
+        prompts(&ws, &session),
+        [
+            Some("now SECOND-TURN".into()),
+            Some("please FIRST-TURN".into())
+        ],
         "one turn per prompt"
     );
-    let steps: Vec<_> = ws
-        .session(&session)
-        .steps(1)
-        .unwrap()
-        .into_iter()
-        .map(|s| (s.tool, s.summary, s.ended_ms.is_some()))
-        .collect();
     assert_eq!(
-        steps,
+        step_summaries(&ws, &session, 1),
         [
             ("Create".into(), "hello.txt".into(), true),
             (

@@ -18,8 +18,11 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::common::fake_http::{FakeHttp, chat_sse, text_of};
-use crate::common::{Env, RETRACE, missing_cli, output_within, stderr, stdout, succeeded};
+use crate::common::fake_http::{FakeHttp, chat_sse, next_planned_call, text_of};
+use crate::common::{
+    Env, RETRACE, agent_session, missing_cli, output_within, prompts, stderr, stdout,
+    step_summaries, succeeded,
+};
 use serde_json::{Value, json};
 
 /// Node 22 and Qwen Code's entry script, when installed.
@@ -72,21 +75,10 @@ fn chat_answer(request: &Value, root: &str, calls: &AtomicU64) -> String {
     let main = messages
         .first()
         .is_some_and(|m| text_of(&m["content"]).starts_with("You are Qwen Code"));
-    // The prompt: the newest user message with a marker; the tool results after it.
-    let asked = messages.iter().rposition(|m| {
-        m["role"] == "user" && {
-            let t = text_of(&m["content"]);
-            t.contains("FIRST-TURN") || t.contains("SECOND-TURN")
-        }
-    });
-    let call = match (main, asked) {
-        (true, Some(i)) => {
-            let done = messages[i..].iter().filter(|m| m["role"] == "tool").count();
-            planned_calls(&text_of(&messages[i]["content"]), root)
-                .into_iter()
-                .nth(done)
-        }
-        _ => None,
+    let call = if main {
+        next_planned_call(&messages, |p| planned_calls(p, root))
+    } else {
+        None
     };
     let id = format!("call_{}", calls.fetch_add(1, Ordering::Relaxed));
     if request["stream"] == true {
@@ -167,28 +159,16 @@ fn real_qwen_turns_steps_undo_and_redo() {
     let requests = model.requests().len();
 
     let ws = env.open();
-    let session = ws
-        .sessions()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.agent.as_deref() == Some("qwen"))
-        .expect("Qwen Code's session");
-    let id = session.name.expect("the agent's session id");
-    let log = ws.session(&id).log().unwrap();
-    let prompts: Vec<_> = log.entries.iter().map(|e| e.text.as_deref()).collect();
+    let id = agent_session(&ws, "qwen");
     assert_eq!(
-        prompts,
-        [Some("now SECOND-TURN"), Some("please FIRST-TURN")],
+        prompts(&ws, &id),
+        [
+            Some("now SECOND-TURN".into()),
+            Some("please FIRST-TURN".into())
+        ],
         "one turn per prompt, none for the tool results sent back"
     );
-    let steps = |turn| -> Vec<(String, String, bool)> {
-        ws.session(&id)
-            .steps(turn)
-            .unwrap()
-            .into_iter()
-            .map(|s| (s.tool, s.summary, s.ended_ms.is_some()))
-            .collect()
-    };
+    let steps = |turn| step_summaries(&ws, &id, turn);
     let own = |s: &str| s.to_string();
     assert_eq!(
         steps(1),

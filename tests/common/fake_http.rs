@@ -131,3 +131,19 @@ pub fn text_of(content: &Value) -> String {
         _ => String::new(),
     }
 }
+
+/// The tool call a scripted model makes next: the newest user message for which `plan`
+/// gives calls, and the first of them not yet answered by a tool result after it; None when
+/// no message has a plan or every planned call was answered (then the model says its text).
+pub fn next_planned_call<T>(messages: &[Value], plan: impl Fn(&str) -> Vec<T>) -> Option<T> {
+    let asked = messages
+        .iter()
+        .rposition(|m| m["role"] == "user" && !plan(&text_of(&m["content"])).is_empty())?;
+    let done = messages[asked..]
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count();
+    plan(&text_of(&messages[asked]["content"]))
+        .into_iter()
+        .nth(done)
+}

@@ -427,3 +427,35 @@ pub fn wait_paused(child: &mut std::process::Child, file: &Path) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
+
+/// The agent's id of the session `agent` opened in `ws` (retrace's key is another).
+pub fn agent_session(ws: &Workspace, agent: &str) -> String {
+    ws.sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.agent.as_deref() == Some(agent))
+        .unwrap_or_else(|| panic!("no session of {agent}"))
+        .name
+        .expect("the agent's session id")
+}
+
+/// Turn `turn` of session `id`'s steps: tool, summary, and whether it ended.
+pub fn step_summaries(ws: &Workspace, id: &str, turn: u64) -> Vec<(String, String, bool)> {
+    ws.session(id)
+        .steps(turn)
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.tool, s.summary, s.ended_ms.is_some()))
+        .collect()
+}
+
+/// Session `id`'s prompts, newest first.
+pub fn prompts(ws: &Workspace, id: &str) -> Vec<Option<String>> {
+    ws.session(id)
+        .log()
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.text)
+        .collect()
+}
