@@ -146,3 +146,55 @@ fn a_burst_after_a_thinned_one_that_it_undid_changed_nothing_not_everything() {
     assert_eq!(entries[1].span.unwrap().0, None);
     assert_eq!(ws.span_changes(entries[1].span).unwrap().len(), 1);
 }
+
+#[test]
+fn the_log_shows_what_each_capture_stored_and_forgets_it_with_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let ws =
+        crate::Workspace::open(dir.path(), &crate::Config::with_home(home.path())).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.txt"), "x".repeat(5000)).unwrap();
+    let first = ws.snapshot(None).unwrap();
+    std::fs::write(dir.path().join("src/b.txt"), "y\n").unwrap();
+    let second = ws.snapshot(None).unwrap();
+    std::fs::write(dir.path().join("c.txt"), "z\n").unwrap();
+    let third = ws.snapshot(None).unwrap();
+    // Trees included: a walk of the changed files alone would say less.
+    assert!(second.new_bytes > 0 && third.new_bytes > 0);
+    let figures = |ws: &crate::Workspace| -> Vec<u64> {
+        ws.snapshot_log(&[])
+            .unwrap()
+            .iter()
+            .map(|e| e.bytes_added)
+            .collect()
+    };
+    assert_eq!(
+        figures(&ws),
+        [third.new_bytes, second.new_bytes, first.new_bytes]
+    );
+    let wc = ws.working_copy();
+    let rows = || -> Vec<u64> {
+        let r = wc.store().reader().unwrap();
+        let mut kept: Vec<u64> = r.snapshot_added().unwrap().into_keys().collect();
+        kept.sort_unstable();
+        assert_eq!(
+            kept,
+            r.snapshot_rows()
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect::<Vec<_>>()
+        );
+        kept
+    };
+    let all = rows();
+    wc.store()
+        .transact(|tx| tx.remove_snapshots(&all[1..2]))
+        .unwrap();
+    assert_eq!(rows().len(), 2);
+    assert_eq!(figures(&ws), [third.new_bytes, first.new_bytes]);
+    // Age pruning takes the figures with the rows (never the newest row).
+    wc.store().prune_snapshots(u64::MAX).unwrap();
+    assert_eq!(rows().len(), 1);
+}

@@ -510,15 +510,6 @@ impl Workspace {
         crate::history::inspect::snapshot_log(&self.wc, paths)
     }
 
-    /// The bytes snapshot `root` added to the store against `previous`, as `retrace log`
-    /// counts them (`crate::history::inspect::bytes_added`).
-    ///
-    /// # Errors
-    /// As [`Workspace::file_log`].
-    pub fn bytes_added(&self, previous: Option<ObjectId>, root: ObjectId) -> Result<u64, Error> {
-        crate::history::inspect::bytes_added(&self.wc, previous, root)
-    }
-
     /// Snapshot `id` in full: its labels, what it holds, and what changed from the snapshot
     /// before it (`crate::history::inspect::snapshot_detail`).
     ///

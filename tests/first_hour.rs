@@ -845,6 +845,8 @@ fn snapshot_and_log_say_the_same_bytes_added() {
         s["bytes_added"], v2["entries"][0]["bytes_added"],
         "{s}\n{v2}"
     );
+    // Recorded with the row: everything the capture stored, its directory listings too.
+    assert_eq!(s["bytes_added"], s["new_bytes"], "{s}");
     assert_eq!(v["entries"].as_array().map(Vec::len), Some(2), "{v}");
 }
 

@@ -133,14 +133,15 @@ pub fn main(args: &[String]) {
         let mut seed = round as u64 + 1;
         for i in 0..2 {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            let p = t
-                .root
-                .join(super::rel((seed >> 33) as usize % files.max(1)));
-            if p.is_file() {
-                let mut f = fs::OpenOptions::new().append(true).open(&p).unwrap();
-                std::io::Write::write_all(&mut f, format!("burst {round} {i}\n").as_bytes())
-                    .unwrap();
-            }
+            let i_file = (seed >> 33) as usize % files.max(1);
+            let p = t.root.join(if monorepo {
+                super::monorepo::rel(i_file)
+            } else {
+                super::rel(i_file)
+            });
+            assert!(p.is_file(), "{} is not a file of the layout", p.display());
+            let mut f = fs::OpenOptions::new().append(true).open(&p).unwrap();
+            std::io::Write::write_all(&mut f, format!("burst {round} {i}\n").as_bytes()).unwrap();
         }
         fs::write(dir.join(format!("new-{round}.txt")), "new\n").unwrap();
         let wrote = Instant::now();

@@ -554,7 +554,7 @@ fn unchanged(
         let none = std::collections::HashMap::new();
         let written =
             ctx.store
-                .write_with(Vec::new(), record.as_ref(), last_known, |tx| {
+                .write_with(Vec::new(), record.as_ref(), last_known, crate::store::WriteStats::default(), |tx| {
                     match opts.also {
                         Some(also) => also(tx, root, &Captured::Trees(&none)),
                         None => Ok(()),

@@ -87,7 +87,7 @@ pub(super) fn commit(
     let last_known = record.as_ref().map(|_| root);
     let written = ctx
         .store
-        .write_with(batch, record.as_ref(), last_known, |tx| {
+        .write_with(batch, record.as_ref(), last_known, flushed, |tx| {
             tx.index_staged(&staged)?;
             match opts.also {
                 Some(also) => also(tx, root, seen),

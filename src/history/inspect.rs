@@ -16,7 +16,13 @@
 //! - a workspace snapshot (`retrace log --snapshots`): the previous snapshot to it, the
 //!   first one from nothing (everything in it is added).
 //!
-//! **Bytes added** (`bytes_added`) is computed, not recorded: walking the entries shown
+//! **Bytes added** (`bytes_added`) of a workspace snapshot is recorded when its row is
+//! written: the stored bytes the operation that wrote it added to the store (its capture's new
+//! file contents, chunk lists, deltas and trees; what `retrace snapshot` reports as
+//! `new_bytes`), so that listing the log reads rows and walks no trees. A row written before
+//! that figure was kept (an older store) is counted as a turn is, below.
+//!
+//! A turn's or checkpoint's bytes added are computed, not recorded: walking the entries shown
 //! oldest first, the stored bytes of the objects each entry's after-side introduced for the
 //! paths it changed: the new blob, and for a file stored in chunks its chunk list and each
 //! chunk, counted as stored (compressed; a delta as its delta; an object sharing a frame with
@@ -521,6 +527,7 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
     let paths = normalized(paths);
     let reader = wc.store().reader()?;
     let snapshots = reader.snapshot_rows()?;
+    let recorded = reader.snapshot_added()?;
     // Only listing: unreadable burst records show as plain snapshots.
     let mut bursts = wc
         .store()
@@ -544,21 +551,31 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
             }
             continue;
         }
-        let changes = match leaf_changes(&reader, Some((previous, s.root))) {
-            Ok(c) => c,
-            // Only listing: a damaged snapshot shows as changing nothing (verify names it).
-            Err(_) if paths.is_empty() => Vec::new(),
-            Err(e) => return Err(e.into()),
+        let known = recorded.get(&row).copied();
+        // A row whose figure was recorded needs its change walked only to name paths.
+        let changes = if known.is_some() && paths.is_empty() {
+            Vec::new()
+        } else {
+            match leaf_changes(&reader, Some((previous, s.root))) {
+                Ok(c) => c,
+                // Only listing: a damaged snapshot shows as changing nothing (verify names it).
+                Err(_) if paths.is_empty() => Vec::new(),
+                Err(e) => return Err(e.into()),
+            }
         };
         previous = Some(s.root);
-        for o in changes.iter().filter_map(|(o, _)| o.as_ref()) {
-            counter.seed(o);
-        }
-        let bytes_added = changes
-            .iter()
-            .filter_map(|(_, n)| n.as_ref())
-            .map(|n| counter.added(n))
-            .sum();
+        let bytes_added = if let Some(b) = known {
+            b
+        } else {
+            for o in changes.iter().filter_map(|(o, _)| o.as_ref()) {
+                counter.seed(o);
+            }
+            changes
+                .iter()
+                .filter_map(|(_, n)| n.as_ref())
+                .map(|n| counter.added(n))
+                .sum()
+        };
         let changed = if paths.is_empty() {
             Vec::new()
         } else {
@@ -582,34 +599,6 @@ pub fn snapshot_log(wc: &WorkingCopy, paths: &[String]) -> Result<Vec<SnapshotLo
     }
     out.reverse();
     Ok(out)
-}
-
-/// The bytes snapshot `root` added to the store against the snapshot before it, `previous`
-/// (None: everything in it is new), counted as `retrace log` counts them (see the [module
-/// docs](self)) for this one change alone: what `retrace snapshot` reports, so that the two
-/// say the same figure.
-///
-/// # Errors
-/// [`Error::Store`] when a tree cannot be read.
-pub fn bytes_added(
-    wc: &WorkingCopy,
-    previous: Option<ObjectId>,
-    root: ObjectId,
-) -> Result<u64, Error> {
-    let reader = wc.store().reader()?;
-    let changes = leaf_changes(&reader, Some((previous, root)))?;
-    let mut counter = Counter {
-        reader: &reader,
-        seen: HashSet::new(),
-    };
-    for o in changes.iter().filter_map(|(o, _)| o.as_ref()) {
-        counter.seed(o);
-    }
-    Ok(changes
-        .iter()
-        .filter_map(|(_, n)| n.as_ref())
-        .map(|n| counter.added(n))
-        .sum())
 }
 
 /// One snapshot in full (`retrace show ID`): its state's row of the log, the snapshot before

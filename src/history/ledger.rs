@@ -817,7 +817,7 @@ pub fn up_to(store: &crate::store::Store, root: ObjectId) -> Result<(), StoreErr
         return Ok(());
     }
     let reader = store.reader()?;
-    store.write_with(Vec::new(), None, None, |tx| match from(tx)? {
+    store.write_with(Vec::new(), None, None, crate::store::WriteStats::default(), |tx| match from(tx)? {
         Some(at) if at == root => bring_up_to_date(tx, (&reader, at), &[], root, Window::default()),
         Some(at) => match crate::diff::changes(&reader, &at, &root) {
             Ok(changes) => bring_up_to_date(tx, (&reader, at), &changes, root, Window::default()),

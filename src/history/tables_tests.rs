@@ -32,7 +32,7 @@ fn a_new_store_has_the_tables_it_always_had() {
     std::fs::write(dir.path().join("f"), "x").unwrap();
     t.end(None).unwrap();
     let all = listed(&ws);
-    let order: Vec<_> = ["meta", "objects", "packs", "snapshots"]
+    let order: Vec<_> = ["meta", "objects", "packs", "snapshots", "snapshot_added"]
         .into_iter()
         .chain(ALL.iter().map(|t| t.name()))
         .chain(["staged"])

@@ -3,9 +3,11 @@
 
 use std::path::PathBuf;
 
-use redb::{ReadableTable, ReadableTableMetadata};
+use redb::ReadableTable;
 
-use super::schema::{self, META, META_LAST_KNOWN, META_STORE_ID, META_WORKSPACE, SNAPSHOTS};
+use super::schema::{
+    self, META, META_LAST_KNOWN, META_STORE_ID, META_WORKSPACE, SNAPSHOT_ADDED, SNAPSHOTS,
+};
 use super::{SNAPSHOT_VERSION, SnapshotRecord, Store, StoreReader, WriteTx};
 use crate::error::StoreError;
 use crate::object::ObjectId;
@@ -107,16 +109,20 @@ impl Store {
     pub fn prune_snapshots(&self, cutoff_ms: u64) -> Result<u64, StoreError> {
         let e = self.db_err();
         self.transact(|tx| {
-            let mut t = tx.tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
-            let before = t.len().map_err(|x| e(x.into()))?;
-            let newest = t.last().map_err(|x| e(x.into()))?.map(|(k, _)| k.value());
-            t.retain(|k, v| {
-                Some(k) == newest
-                    || postcard::from_bytes::<SnapshotRecord>(v)
-                        .map_or(true, |r| r.time_ms >= cutoff_ms)
-            })
-            .map_err(|x| e(x.into()))?;
-            Ok(before - t.len().map_err(|x| e(x.into()))?)
+            let rows: Vec<u64> = {
+                let t = tx.tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
+                let mut rows = Vec::new();
+                for item in t.iter().map_err(|x| e(x.into()))? {
+                    let (k, v) = item.map_err(|x| e(x.into()))?;
+                    if postcard::from_bytes::<SnapshotRecord>(v.value())
+                        .is_ok_and(|r| r.time_ms < cutoff_ms)
+                    {
+                        rows.push(k.value());
+                    }
+                }
+                rows
+            };
+            tx.remove_snapshots(&rows)
         })
     }
 }
@@ -132,9 +138,14 @@ impl WriteTx<'_> {
         let e = super::tx::db_error(self.path);
         let mut t = self.tx.open_table(SNAPSHOTS).map_err(|x| e(x.into()))?;
         let newest = t.last().map_err(|x| e(x.into()))?.map(|(k, _)| k.value());
+        let mut added = self
+            .tx
+            .open_table(SNAPSHOT_ADDED)
+            .map_err(|x| e(x.into()))?;
         let mut removed = 0;
         for &n in rows {
             if Some(n) != newest && t.remove(n).map_err(|x| e(x.into()))?.is_some() {
+                added.remove(n).map_err(|x| e(x.into()))?;
                 removed += 1;
             }
         }
@@ -221,6 +232,26 @@ impl StoreReader {
                 postcard::from_bytes(bytes)
                     .map_err(|x| self.corrupt(&ObjectId::ZERO, format!("snapshot record: {x}")))?,
             ));
+        }
+        Ok(out)
+    }
+
+    /// What each `snapshots` row's operation added to the store, by row (see
+    /// [`schema::SNAPSHOT_ADDED`]); rows written without the figure are absent.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] when redb fails.
+    pub fn snapshot_added(&self) -> Result<std::collections::HashMap<u64, u64>, StoreError> {
+        let Some(t) = super::open_opt(&self.tx, SNAPSHOT_ADDED).map_err(|x| self.db_err(x))?
+        else {
+            return Ok(std::collections::HashMap::new());
+        };
+        let mut out = std::collections::HashMap::new();
+        for item in t.iter().map_err(|x| self.db_err(x))? {
+            let (k, v) = item.map_err(|x| self.db_err(x))?;
+            if let Ok(b) = <[u8; 8]>::try_from(v.value()) {
+                out.insert(k.value(), u64::from_le_bytes(b));
+            }
         }
         Ok(out)
     }

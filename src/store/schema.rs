@@ -21,6 +21,12 @@ pub const OBJECTS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("obj
 pub const PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("packs");
 /// `snapshots`: sequence number → postcard [`crate::store::SnapshotRecord`].
 pub const SNAPSHOTS: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshots");
+/// `snapshot_added`: a `snapshots` row's key → the stored (compressed) bytes the operation
+/// that wrote the row added to the store, `u64` little endian: its new file contents, chunk
+/// lists, deltas and trees, over every transaction it wrote. Written in the row's own
+/// transaction and deleted with the row; a row without one (written before the table, or by
+/// an older retrace) has its figure computed by walking its change.
+pub const SNAPSHOT_ADDED: TableDefinition<u64, &[u8]> = TableDefinition::new("snapshot_added");
 /// `staged`: row number → the index records of objects a capture appended to the pack log
 /// and has not indexed yet, in id order: per object its 32-byte id, the record's length
 /// (u16 little endian) and the postcard [`crate::object::ObjectRecord`]. The capture that
@@ -66,7 +72,14 @@ pub const META_LAST_KNOWN: &str = "last_known";
 pub const PACK_BYTES: u64 = 65536 - 128;
 
 /// The names of the store's own tables, which no table of a layer above may take.
-pub const STORE_TABLES: [&str; 5] = ["meta", "objects", "packs", "snapshots", "staged"];
+pub const STORE_TABLES: [&str; 6] = [
+    "meta",
+    "objects",
+    "packs",
+    "snapshots",
+    "snapshot_added",
+    "staged",
+];
 
 /// The store's own meta keys, which no [`super::MetaKey`] of a layer above may take.
 pub const STORE_META_KEYS: [&str; 11] = [

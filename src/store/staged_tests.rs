@@ -44,7 +44,7 @@ fn staged_objects_are_found_once_the_final_commit_indexes_them() {
     assert_eq!(r.staged_rows().unwrap(), 2);
     drop(r);
     let rows = staged.rows();
-    s.write_with(Vec::new(), None, None, |tx| tx.index_staged(&rows))
+    s.write_with(Vec::new(), None, None, WriteStats::default(), |tx| tx.index_staged(&rows))
         .unwrap();
     let r = s.reader().unwrap();
     for bytes in [&a, &b, &c] {
@@ -98,7 +98,7 @@ fn recompression_meanwhile_keeps_the_packs_of_staged_objects() {
     let report = s.recompress(None).unwrap();
     assert!(report.frames >= 1, "the pass rewrote frames: {report:?}");
     let rows = staged.rows();
-    s.write_with(Vec::new(), None, None, |tx| tx.index_staged(&rows))
+    s.write_with(Vec::new(), None, None, WriteStats::default(), |tx| tx.index_staged(&rows))
         .unwrap();
     let r = s.reader().unwrap();
     assert_eq!(r.read_blob(&ObjectId::of_blob(&big)).unwrap(), big);
@@ -155,7 +155,7 @@ fn indexing_keeps_a_record_another_process_indexed_meanwhile() {
         .unwrap();
     let theirs = s.reader().unwrap().record(&id).unwrap();
     let rows = staged.rows();
-    s.write_with(Vec::new(), None, None, |tx| tx.index_staged(&rows))
+    s.write_with(Vec::new(), None, None, WriteStats::default(), |tx| tx.index_staged(&rows))
         .unwrap();
     let r = s.reader().unwrap();
     assert_eq!(r.record(&id).unwrap(), theirs, "their record stays");
@@ -167,7 +167,7 @@ fn a_staged_row_that_vanished_fails_the_commit() {
     let d = tempfile::tempdir().unwrap();
     let s = store(&d);
     let err = s
-        .write_with(Vec::new(), None, None, |tx| tx.index_staged(&[7]))
+        .write_with(Vec::new(), None, None, WriteStats::default(), |tx| tx.index_staged(&[7]))
         .unwrap_err();
     assert!(err.to_string().contains("staged row 7"), "{err}");
 }

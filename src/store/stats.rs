@@ -3,7 +3,9 @@
 
 use redb::{ReadTransaction, ReadableTableMetadata};
 
-use super::schema::{self, META, META_LOG_END, OBJECTS, PACKS, SNAPSHOTS, STAGED};
+use super::schema::{
+    self, META, META_LOG_END, OBJECTS, PACKS, SNAPSHOT_ADDED, SNAPSHOTS, STAGED,
+};
 use super::{
     BytesTable, KeyKind, KeyedTable, NamedTable, RowsTable, StoreReader, StoreStats, Table,
     TableBytes, disk_bytes, open_opt,
@@ -134,6 +136,7 @@ impl StoreReader {
             one(tx, OBJECTS),
             one(tx, PACKS),
             one(tx, SNAPSHOTS),
+            one(tx, SNAPSHOT_ADDED),
         ]
         .into_iter()
         .chain(above)

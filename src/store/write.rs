@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use redb::{ReadableTable, TransactionError, WriteTransaction};
 
-use super::schema::{FORMAT_DELTAS, META, META_FORMAT, META_LAST_KNOWN, OBJECTS, PACKS, SNAPSHOTS};
+use super::schema::{
+    FORMAT_DELTAS, META, META_FORMAT, META_LAST_KNOWN, OBJECTS, PACKS, SNAPSHOT_ADDED, SNAPSHOTS,
+};
 use super::{LOCK_WAIT, SnapshotRecord, Store, WriteStats, WriteTx};
 use crate::error::StoreError;
 use crate::object::{NewFrame, ObjectId, ObjectRecord};
@@ -104,11 +106,14 @@ impl Store {
         snapshot: Option<&SnapshotRecord>,
         last_known: Option<ObjectId>,
     ) -> Result<WriteStats, StoreError> {
-        self.write_with(frames, snapshot, last_known, |_| Ok(()))
+        self.write_with(frames, snapshot, last_known, WriteStats::default(), |_| Ok(()))
     }
 
     /// [`Store::write`], running `also` in the same transaction (journal and history
-    /// records), so everything commits together with one sync.
+    /// records), so everything commits together with one sync. `earlier` is what the same
+    /// operation stored in transactions before this one (a capture's flushed batches): a
+    /// snapshot row it adds records those bytes and this write's as what it added
+    /// ([`schema::SNAPSHOT_ADDED`](super::schema::SNAPSHOT_ADDED)).
     ///
     /// # Errors
     /// As [`Store::write`], or `also`'s error; nothing is committed then.
@@ -122,6 +127,7 @@ impl Store {
         frames: Vec<NewFrame>,
         snapshot: Option<&SnapshotRecord>,
         last_known: Option<ObjectId>,
+        earlier: WriteStats,
         also: impl FnOnce(&WriteTx<'_>) -> Result<(), StoreError>,
     ) -> Result<WriteStats, StoreError> {
         crate::trace::commit(std::panic::Location::caller());
@@ -165,6 +171,11 @@ impl Store {
                     })?;
                     snaps
                         .insert(next, bytes.as_slice())
+                        .map_err(|x| e(x.into()))?;
+                    let added = earlier.stored_bytes + stats.stored_bytes;
+                    tx.open_table(SNAPSHOT_ADDED)
+                        .map_err(|x| e(x.into()))?
+                        .insert(next, added.to_le_bytes().as_slice())
                         .map_err(|x| e(x.into()))?;
                 }
             }

@@ -98,8 +98,14 @@ impl Exclusive<'_> {
         let prepared = self.prepare_target(reader, current, target_entries, false)?;
         let mut phases = crate::trace::Phases::new("restore");
         let rec = JournalRecord::new(j.what.clone(), j.source, j.target, j.then.clone());
-        self.store
-            .write_with(j.frames, None, None, |tx| journal::put(tx, &rec))?;
+        // What the restore stores (the versions it keeps aside) counts as what its row added.
+        let stored = self.store.write_with(
+            j.frames,
+            None,
+            None,
+            crate::store::WriteStats::default(),
+            |tx| journal::put(tx, &rec),
+        )?;
         phases.mark("journal");
         let applied = match self.execute(reader, prepared, progress) {
             Ok(a) => a,
@@ -108,7 +114,7 @@ impl Exclusive<'_> {
                 // history stays as it was (a journal left here would be "completed" later).
                 if !f.touched {
                     self.store
-                        .write_with(Vec::new(), None, None, journal::clear)?;
+                        .write_with(Vec::new(), None, None, crate::store::WriteStats::default(), journal::clear)?;
                     return Err(*f.error);
                 }
                 // Failed midway (a write the disk refused): put back what was changed, so
@@ -141,7 +147,7 @@ impl Exclusive<'_> {
         phases.mark("apply");
         let recorded = self.store.reader().and_then(|fresh| {
             self.store
-                .write_with(Vec::new(), record.as_ref(), Some(snapshot), |tx| {
+                .write_with(Vec::new(), record.as_ref(), Some(snapshot), stored, |tx| {
                     if j.then.is_none() {
                         T::record_unclaimed(tx, &j.what, j.source, snapshot, &fresh)?;
                     }
@@ -199,7 +205,7 @@ impl Exclusive<'_> {
         // Exactly as it was: the last known state is the source again.
         let last_known = exact.then_some(source);
         self.store
-            .write_with(Vec::new(), None, last_known, journal::clear)?;
+            .write_with(Vec::new(), None, last_known, crate::store::WriteStats::default(), journal::clear)?;
         kept.extend(applied.verify_diff);
         kept.truncate(5);
         Ok((back.len(), kept))
@@ -266,7 +272,7 @@ impl Exclusive<'_> {
                 // The files cannot be restored as the journal says (a name the filesystem
                 // refuses, a directory replaced): a recovery must never be stuck for good.
                 // The disk as found is kept above; the operation is dropped, unclaimed.
-                self.store.write_with(Vec::new(), None, None, |tx| {
+                self.store.write_with(Vec::new(), None, None, crate::store::WriteStats::default(), |tx| {
                     finish::<T>(tx, None, disk.id, &reader)
                 })?;
                 return Ok(Some(format!(
@@ -309,7 +315,7 @@ impl Exclusive<'_> {
         };
         let fresh = self.store.reader()?;
         self.store
-            .write_with(frames, None, Some(now), |tx| finish(tx, then, now, &fresh))?;
+            .write_with(frames, None, Some(now), crate::store::WriteStats::default(), |tx| finish(tx, then, now, &fresh))?;
         let mut msg = if missed.is_empty() {
             format!(
                 "recovered an interrupted {} (started by process {}): completed it ({} written, \

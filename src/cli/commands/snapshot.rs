@@ -48,13 +48,9 @@ pub fn snapshot(ws: &Workspace, label: Option<String>, json: bool, rescan: bool)
     };
     drop(bar);
     maintain_later(ws.working_copy());
-    // The figure `log` shows for this snapshot (file contents, as stored; `new_bytes` also
-    // counts the directory listings).
-    let added = if last == Some(c.id) {
-        0
-    } else {
-        ws.bytes_added(last, c.id)?
-    };
+    // The figure `log` shows for this snapshot: what its row recorded (none when it added
+    // no row).
+    let added = if last == Some(c.id) { 0 } else { c.new_bytes };
     if json {
         json::answer(
             "snapshot",
