@@ -20,6 +20,7 @@ import sys
 # Lowest first. A module may name modules of its own layer or of a lower one.
 LAYERS = [
     # The vocabulary: errors, object ids and records, settings, paths of the home, locks.
+    ["platform"],
     ["error", "fault", "object", "dirent", "vouch", "progress", "trace", "config", "home", "lock",
      "test_util"],
     ["scan", "statcache", "watch"],
@@ -34,6 +35,9 @@ LAYERS = [
     ["cli"],
 ]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
+# The calls only Linux offers: named in src/platform.rs alone (docs/platforms.md).
+LINUX_ONLY = re.compile(r'renameat_with|openat2|OFlags::PATH\b|fs::inotify|"/proc|libc::syscall'
+                        r'|ioprio|mallopt|target_os\s*=\s*"linux"')
 
 root = pathlib.Path(__file__).resolve().parent.parent
 src = root / "src"
@@ -64,6 +68,9 @@ for path in sorted(src.rglob("*.rs")):
     text = path.read_text()
     lines = list(code_lines(text))
     for n, line in lines:
+        if rel.parts[0] != "platform.rs" and LINUX_ONLY.search(line):
+            faults.append(f"src/{rel}:{n}: a Linux-only call outside src/platform.rs "
+                          f"(docs/platforms.md): {LINUX_ONLY.search(line).group(0)}")
         if rel.parts[0] != "store" and "redb::" in line:
             faults.append(f"src/{rel}:{n}: names redb:: outside src/store/")
         if re.search(r"\bimpl(<[^>]*>)?\s+Workspace\b", line) and str(rel) != "workspace.rs":

@@ -8,7 +8,6 @@
 //! Anything uncertain (another host or container, an unreadable identity, a record of a
 //! future version) keeps the turn pending; `retrace-dump sessions` shows why.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -64,13 +63,6 @@ pub struct Identity {
     pub pid_ns: u64,
 }
 
-fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
 /// The host id held in the text of a `host-id` file: its trimmed contents, when they are
 /// 32 bytes long (what [`host_id`] writes); None for anything else.
 #[must_use]
@@ -95,7 +87,7 @@ pub fn host_id(home: &Path) -> Option<String> {
     let mut h = blake3::Hasher::new();
     h.update(format!("{:?}{}", std::time::SystemTime::now(), std::process::id()).as_bytes());
     h.update(
-        read_trim("/proc/sys/kernel/random/uuid")
+        crate::platform::random_uuid()
             .unwrap_or_default()
             .as_bytes(),
     );
@@ -146,20 +138,18 @@ pub enum LeaseError {
 pub fn identity(home: &Path) -> Result<Identity, LeaseError> {
     Ok(Identity {
         host_id: host_id(home).ok_or(LeaseError::HostId)?,
-        hostname: read_trim("/proc/sys/kernel/hostname")
+        hostname: crate::platform::hostname()
             .or_else(|| std::env::var("HOSTNAME").ok())
             .ok_or(LeaseError::Hostname)?,
-        boot_id: read_trim("/proc/sys/kernel/random/boot_id").ok_or(LeaseError::BootId)?,
-        pid_ns: std::fs::metadata("/proc/self/ns/pid")
-            .map(|m| m.ino())
-            .map_err(LeaseError::PidNamespace)?,
+        boot_id: crate::platform::boot_id().ok_or(LeaseError::BootId)?,
+        pid_ns: crate::platform::pid_namespace().map_err(LeaseError::PidNamespace)?,
     })
 }
 
 /// The start time of process `pid` (clock ticks after boot), if it exists.
 #[must_use]
 pub fn start_time(pid: u32) -> Option<u64> {
-    parse_start_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_start_time(&crate::platform::process_stat(pid)?)
 }
 
 /// The start time (field 22) in the text of a `/proc/<pid>/stat` file; None when the text

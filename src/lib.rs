@@ -87,6 +87,7 @@ modules! {
     mod merge;
     mod object;
     mod patch;
+    mod platform;
     mod progress;
     #[cfg(feature = "cli")]
     mod protocol;

@@ -195,22 +195,7 @@ fn spawn_pass(wc: &WorkingCopy) -> std::io::Result<u32> {
 /// start: call it first, before any thread is started.
 pub fn lower_priority() {
     let _ = rustix::process::setpriority_process(None, 19);
-    #[cfg(target_os = "linux")]
-    {
-        const IOPRIO_WHO_PROCESS: libc::c_long = 1;
-        const IOPRIO_CLASS_IDLE: libc::c_long = 3;
-        const IOPRIO_CLASS_SHIFT: libc::c_long = 13;
-        // SAFETY: `ioprio_set(which, who, ioprio)` takes three integers and reads or writes
-        // no memory of this process; `who` 0 is the calling thread.
-        let _ = unsafe {
-            libc::syscall(
-                libc::SYS_ioprio_set,
-                IOPRIO_WHO_PROCESS,
-                0 as libc::c_long,
-                IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT,
-            )
-        };
-    }
+    crate::platform::idle_io_priority();
 }
 
 /// What the background process of [`maintain_later`] runs: the pass, if it is still due

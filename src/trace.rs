@@ -50,8 +50,8 @@ impl Phases {
                 self.what,
                 (now - self.last).as_secs_f64() * 1e3,
                 (now - self.start).as_secs_f64() * 1e3,
-                status_kib("VmRSS:").unwrap_or(0),
-                status_kib("VmHWM:").unwrap_or(0),
+                crate::platform::memory_kib(true).unwrap_or(0),
+                crate::platform::memory_kib(false).unwrap_or(0),
             );
             self.last = now;
         }
@@ -64,15 +64,9 @@ impl Phases {
 /// process held when it started this one.
 pub fn report_peak_memory() {
     if enabled()
-        && let Some(kib) = status_kib("VmHWM:")
+        && let Some(kib) = crate::platform::memory_kib(false)
     {
         eprintln!("retrace trace: peak RSS {kib} KiB");
     }
 }
 
-/// A `/proc/self/status` figure in KiB: `VmHWM:` (peak resident memory) or `VmRSS:` (now).
-fn status_kib(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}

@@ -29,7 +29,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use rayon::prelude::*;
-use rustix::fs::{AtFlags, FileType, OFlags};
+use rustix::fs::{AtFlags, FileType};
 
 use super::hash::{Hasher, Looked, Parent};
 use super::tree::{Reuse, TreeBuilder, kind_of};
@@ -250,7 +250,7 @@ struct Relisted {
 /// from both): its rules are those the cache's listings were made with.
 fn gitignore_same(root: &Root, cache: &StatCache, dir: &[u8]) -> bool {
     let gi = join(dir, b".gitignore");
-    match (cache.get(&gi), root.open_at(&gi, OFlags::PATH)) {
+    match (cache.get(&gi), root.open_at(&gi, crate::platform::PATH_ONLY)) {
         (None, Err(e)) => e == rustix::io::Errno::NOENT,
         (Some(c), Ok(fd)) => rustix::fs::fstat(fd).is_ok_and(|st| {
             let now = stat_of(&st);

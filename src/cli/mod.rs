@@ -160,12 +160,7 @@ fn json_given(m: &clap::ArgMatches) -> bool {
 /// its own freed memory: the peak RSS of a 300k-file cold snapshot was 309 MB with the
 /// default and 245 MB with two arenas, at the same speed (docs/benchmarks.md).
 fn cap_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `mallopt` only sets an allocator parameter, under glibc's own lock; it is
-    // called before any other thread exists, and a refusal (return 0) changes nothing.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
+    crate::platform::cap_malloc_arenas();
 }
 
 /// Ctrl-C during a snapshot (a cold one of a big workspace takes minutes): instead of dying

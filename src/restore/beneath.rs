@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::fault::{Faults, Point};
@@ -127,7 +127,7 @@ impl Beneath {
     pub fn open(root: &Path) -> Result<Beneath, RestoreError> {
         let fd = rustix::fs::open(
             root,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            crate::platform::PATH_ONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map_err(|e| RestoreError::Io {
@@ -191,7 +191,7 @@ impl Beneath {
         let fd = match rustix::fs::openat(
             &*up,
             name,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            crate::platform::PATH_ONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
             Ok(fd) => fd,
@@ -315,13 +315,7 @@ impl Beneath {
             rustix::fs::fchmod(&f, Mode::from_raw_mode(mode)).map_err(&io)
         })();
         let placed = written.and_then(|()| {
-            match rustix::fs::renameat_with(
-                &*dir,
-                tmp.as_slice(),
-                &*dir,
-                name,
-                RenameFlags::NOREPLACE,
-            ) {
+            match crate::platform::rename_noreplace(&*dir, tmp.as_slice(), &*dir, name) {
                 Ok(()) => Ok(Taken::AsPlanned),
                 Err(Errno::EXIST) => Ok(taken()),
                 Err(e) => Err(io(e)),
@@ -379,13 +373,7 @@ impl Beneath {
             let st = rustix::fs::fstat(&f).map_err(&io)?;
             // Complete: from here on it carries the name of a complete version.
             let out = out_name();
-            rustix::fs::renameat_with(
-                &*dir,
-                tmp.as_slice(),
-                &*dir,
-                out.as_slice(),
-                RenameFlags::NOREPLACE,
-            )
+            crate::platform::rename_noreplace(&*dir, tmp.as_slice(), &*dir, out.as_slice())
             .map_err(&io)?;
             Ok((st.st_ino, out))
         })();
@@ -417,7 +405,7 @@ impl Beneath {
         let (_, name) = leaf(rel)?;
         let io = self.io(rel);
         let Some(expected) = over else {
-            return match rustix::fs::renameat_with(dir, tmp, dir, name, RenameFlags::NOREPLACE) {
+            return match crate::platform::rename_noreplace(dir, tmp, dir, name) {
                 Ok(()) => Ok(Taken::AsPlanned),
                 Err(Errno::EXIST) => {
                     let _ = rustix::fs::unlinkat(dir, tmp, AtFlags::empty());
@@ -432,7 +420,7 @@ impl Beneath {
             };
         };
         let before = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok();
-        match rustix::fs::renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE) {
+        match crate::platform::rename_exchange(dir, tmp, dir, name) {
             Ok(()) => {}
             Err(Errno::NOENT) => {
                 // Deleted meanwhile: a deletion is the user's too; leave the path empty.
@@ -451,7 +439,7 @@ impl Beneath {
             return self.discard(dir, tmp, rel, expected);
         }
         // Someone else's version: swap it back; what comes out should be our file.
-        match rustix::fs::renameat_with(dir, tmp, dir, name, RenameFlags::EXCHANGE) {
+        match crate::platform::rename_exchange(dir, tmp, dir, name) {
             Ok(()) => {
                 // Ours, unless yet another version arrived meanwhile or someone wrote into
                 // ours while it was at the path: then that is kept visible too.
@@ -495,7 +483,7 @@ impl Beneath {
         let io = self.io(rel);
         let before = rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW).ok();
         let tmp = out_name();
-        match rustix::fs::renameat_with(&*dir, name, &*dir, tmp.as_slice(), RenameFlags::NOREPLACE)
+        match crate::platform::rename_noreplace(&*dir, name, &*dir, tmp.as_slice())
         {
             Ok(()) => {}
             Err(Errno::NOENT) => return Ok(Taken::Missing),
@@ -505,7 +493,7 @@ impl Beneath {
         if Self::check_out(&dir, &tmp, rel, expected, before.as_ref(), cache) == Check::Matches {
             return self.discard(&dir, &tmp, rel, expected);
         }
-        match rustix::fs::renameat_with(&*dir, tmp.as_slice(), &*dir, name, RenameFlags::NOREPLACE)
+        match crate::platform::rename_noreplace(&*dir, tmp.as_slice(), &*dir, name)
         {
             Ok(()) => Ok(Taken::Kept {
                 kept_at: lossy(rel),
@@ -519,7 +507,7 @@ impl Beneath {
         let (parent, name) = split(rel);
         loop {
             let kept = kept_name(name);
-            match rustix::fs::renameat_with(dir, tmp, dir, kept.as_slice(), RenameFlags::NOREPLACE)
+            match crate::platform::rename_noreplace(dir, tmp, dir, kept.as_slice())
             {
                 Ok(()) => {
                     let mut at = parent.to_vec();

@@ -16,7 +16,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 /// Cleared once `openat2` is found missing (old kernels, some seccomp filters): from then
@@ -45,7 +45,7 @@ impl Root {
     pub fn open(path: &Path) -> std::io::Result<Root> {
         let fd = rustix::fs::open(
             path,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            crate::platform::PATH_ONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
         Ok(Root { fd })
@@ -66,7 +66,7 @@ impl Root {
     /// # Errors
     /// As [`Root::open_at`].
     pub fn dir(&self, rel: &[u8]) -> rustix::io::Result<OwnedFd> {
-        self.open_at(rel, OFlags::PATH | OFlags::DIRECTORY)
+        self.open_at(rel, crate::platform::PATH_ONLY | OFlags::DIRECTORY)
     }
 }
 
@@ -78,19 +78,10 @@ pub fn open_beneath(dir: BorrowedFd<'_>, rel: &[u8], flags: OFlags) -> rustix::i
     let flags = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW;
     let rel = if rel.is_empty() { &b"."[..] } else { rel };
     if HAS_OPENAT2.load(Ordering::Relaxed) {
-        let how = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-        for _ in 0..4 {
-            match rustix::fs::openat2(dir, OsStr::from_bytes(rel), flags, Mode::empty(), how) {
-                // A rename elsewhere on the system raced the lookup: the kernel asks again.
-                Err(Errno::AGAIN) => {}
-                Err(Errno::NOSYS) => {
-                    HAS_OPENAT2.store(false, Ordering::Relaxed);
-                    break;
-                }
-                // A filter that refuses the call itself: resolve by hand this time.
-                Err(Errno::PERM) => break,
-                r => return r,
-            }
+        match crate::platform::open_beneath(dir, rel, flags) {
+            crate::platform::Beneath::Done(r) => return r,
+            crate::platform::Beneath::NoSuchCall => HAS_OPENAT2.store(false, Ordering::Relaxed),
+            crate::platform::Beneath::Refused => {}
         }
     }
     by_components(dir, rel, flags)
@@ -115,7 +106,7 @@ fn by_components(dir: BorrowedFd<'_>, rel: &[u8], flags: OFlags) -> rustix::io::
         let next = rustix::fs::openat(
             at,
             OsStr::from_bytes(part),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            crate::platform::PATH_ONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )?;
         // O_PATH with O_NOFOLLOW can open a symlink itself on some kernels: check.

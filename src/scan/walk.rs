@@ -373,7 +373,7 @@ impl<'a> Walk<'a> {
             Err(e) => {
                 if !is_root
                     && let Ok(st) = self
-                        .open_beneath(&job.rel, OFlags::PATH)
+                        .open_beneath(&job.rel, crate::platform::PATH_ONLY)
                         .and_then(|fd| rustix::fs::fstat(fd).map(|s| stat_of(&s)))
                 {
                     found

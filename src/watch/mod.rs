@@ -209,14 +209,10 @@ fn short_path<T>(path: &Path, f: impl FnOnce(&Path) -> std::io::Result<T>) -> st
     };
     let d = rustix::fs::open(
         dir,
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        crate::platform::PATH_ONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )?;
-    let via = PathBuf::from(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&d)
-    ))
-    .join(name);
+    let via = crate::platform::fd_path(std::os::fd::AsFd::as_fd(&d)).join(name);
     f(&via)
 }
 

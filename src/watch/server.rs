@@ -374,7 +374,7 @@ fn paused() -> bool {
 fn read_events(shared: &Shared) -> Exit {
     let spec = &shared.spec;
     let mut buf = vec![MaybeUninit::<u8>::uninit(); 256 << 10];
-    let mountinfo = std::fs::File::open("/proc/self/mountinfo").ok();
+    let mountinfo = crate::platform::mount_table();
     let mut retry_at: Option<Instant> = None;
     loop {
         if let Some(at) = retry_at {
@@ -645,46 +645,6 @@ fn sync_cookie(shared: &Shared, epoch: u64) -> Result<(), &'static str> {
 }
 
 /// Answers a capture holding `since`.
-/// The directories (workspace-relative) of the files under `root` that some process maps
-/// shared and writable, read from `/proc/<pid>/maps` of every process whose maps this one
-/// may read (the user's own). Empty where `/proc` cannot be read.
-fn mapped_for_writing(root: &Path) -> Vec<Vec<u8>> {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut prefix = root.as_os_str().as_bytes().to_vec();
-    prefix.push(b'/');
-    let mut out = HashSet::new();
-    for p in procs.flatten() {
-        if !p.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
-            continue;
-        }
-        let Ok(maps) = std::fs::read(p.path().join("maps")) else {
-            continue;
-        };
-        for line in maps.split(|&b| b == b'\n') {
-            // address perms offset dev inode path: "rw-s" is a shared writable mapping.
-            let mut fields = line.splitn(6, |&b| b == b' ');
-            let perms = fields.nth(1).unwrap_or_default();
-            if perms.get(1) != Some(&b'w') || perms.get(3) != Some(&b's') {
-                continue;
-            }
-            let path = fields.nth(3).unwrap_or_default().trim_ascii_start();
-            if let Some(rel) = path.strip_prefix(prefix.as_slice())
-                && !rel.ends_with(b" (deleted)")
-            {
-                let dir = rel
-                    .iter()
-                    .rposition(|&b| b == b'/')
-                    .map_or(&rel[..0], |i| &rel[..i]);
-                out.insert(dir.to_vec());
-            }
-        }
-    }
-    out.into_iter().collect()
-}
-
 fn changes(shared: &Shared, since: Option<Token>) -> Reply {
     let epoch = {
         let mut st = shared.lock();
@@ -706,7 +666,7 @@ fn changes(shared: &Shared, since: Option<Token>) -> Reply {
     // Read before the state lock is taken: reading every process's maps must never hold
     // up the thread that reads inotify's events.
     let mapped = if synced.is_ok() {
-        mapped_for_writing(&shared.spec.root)
+        crate::platform::mapped_for_writing(&shared.spec.root)
     } else {
         Vec::new()
     };

@@ -11,11 +11,11 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use crate::platform::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 
@@ -291,7 +291,7 @@ impl Tree {
             self.unwatchable += 1;
             return Ok(None);
         };
-        let via = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        let via = crate::platform::fd_path(dir.as_fd());
         // The magic link names the directory opened: followed (it is no symlink of the tree).
         let wd = match inotify::add_watch(&self.fd, &via, MASK.difference(WatchFlags::DONT_FOLLOW))
         {

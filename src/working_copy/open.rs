@@ -214,8 +214,7 @@ impl WorkingCopy {
         }
         let _ = std::fs::write(&marker, b"");
         let need = self.watcher_status().map_or(0, |s| s.watches);
-        let max = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
-            .map_or_else(|_| "unknown".into(), |t| t.trim().to_string());
+        let max = crate::platform::max_user_watches().unwrap_or_else(|| "unknown".into());
         let want = (2 * need).max(524_288);
         self.warn(format!(
             "the watcher of {} ran out of inotify watches (fs.inotify.max_user_watches is {max}, \

@@ -40,21 +40,9 @@ pub fn agent_pid() -> u32 {
 /// Whether process `pid` only runs a command for its parent, as far as `/proc` tells (a
 /// process it cannot read is taken for the agent).
 fn runs_a_command(pid: u32) -> bool {
-    let proc = format!("/proc/{pid}");
-    let comm = std::fs::read_to_string(format!("{proc}/comm")).unwrap_or_default();
-    let exe = std::fs::read_link(format!("{proc}/exe")).ok();
-    let exe = exe
-        .as_ref()
-        .and_then(|p| p.file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    let cmdline = std::fs::read(format!("{proc}/cmdline")).unwrap_or_default();
-    let argv: Vec<&[u8]> = cmdline
-        .strip_suffix(b"\0")
-        .unwrap_or(&cmdline)
-        .split(|b| *b == 0)
-        .collect();
-    [comm.trim(), exe]
+    let (comm, exe, argv) = crate::platform::process_command(pid);
+    let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+    [comm.as_str(), exe.as_str()]
         .iter()
         .any(|name| !name.is_empty() && is_runner(name, &argv))
 }
@@ -77,16 +65,9 @@ fn is_runner(name: &str, argv: &[&[u8]]) -> bool {
     })
 }
 
-/// The parent of process `pid` (field 4 of `/proc/<pid>/stat`, after the parenthesised
-/// name, which may hold spaces and parentheses).
+/// The parent of process `pid`.
 fn parent_of(pid: u32) -> Option<u32> {
-    parse_parent(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// The parent pid in the text of a `/proc/<pid>/stat` file.
-fn parse_parent(stat: &str) -> Option<u32> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
+    crate::platform::parent_in_stat(&crate::platform::process_stat(pid)?)
 }
 
 #[cfg(test)]
@@ -114,12 +95,5 @@ mod tests {
         assert!(!runs("bash", &["bash", "--login"]));
         assert!(!runs("node", &["node", "/usr/bin/claude", "-c"]));
         assert!(!runs("codex", &["codex", "exec", "fix it"]));
-    }
-
-    #[test]
-    fn the_parent_is_read_past_a_name_with_spaces_and_parentheses() {
-        assert_eq!(parse_parent("42 (a b) c) S 17 42 42 0"), Some(17));
-        assert_eq!(parse_parent("42 (sh) S 1 42"), Some(1));
-        assert_eq!(parse_parent("garbage"), None);
     }
 }

@@ -3,7 +3,6 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use rustix::fs::OFlags;
 
 use super::rules::{Rules, root_rules};
 use super::{Found, Job, Walk, Walked, entry, join, parent_of};
@@ -119,7 +118,7 @@ impl Walk<'_> {
         let dir = self.abs(rel);
         let rules = Arc::new(Rules {
             has_file: self
-                .open_beneath(&join(rel, b".gitignore"), OFlags::PATH)
+                .open_beneath(&join(rel, b".gitignore"), crate::platform::PATH_ONLY)
                 .is_ok(),
             gitignore: OnceLock::new(),
             parent: parent_of(rel).map(|p| self.rules_of(p, known)),
