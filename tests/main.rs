@@ -44,6 +44,7 @@ mod local_history;
 mod mcp;
 mod memory;
 mod nested_capture;
+mod npm_registry;
 mod opencode_e2e;
 mod ownership;
 mod ownership_model;

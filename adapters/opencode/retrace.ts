@@ -33,6 +33,7 @@
 import type { Plugin } from "@opencode-ai/plugin";
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import * as fs from "node:fs";
+import { createRequire } from "node:module";
 import * as path from "node:path";
 
 /** An outcome of undo or redo (docs/protocol.md). */
@@ -99,9 +100,23 @@ function editOf(args: Record<string, unknown>, directory: string): { files: stri
 /** At most this many undo or redo steps for one revert (a guard against a loop). */
 const MAX_STEPS = 10_000;
 
-/** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
+/** The binary of the `retrace-cli` package this one depends on (installed from npm), if any. */
+function fromDependency(): string | null {
+	try {
+		const require = createRequire(import.meta.url);
+		const bin: unknown = require("retrace-cli").binaryPath();
+		return typeof bin === "string" ? bin : null;
+	} catch {
+		return null;
+	}
+}
+
+/**
+ * The `retrace` binary: `RETRACE_BIN` (or `RETRACE_BINARY`, as the npm launcher reads it), else
+ * the `retrace-cli` npm package this one was installed with, else the first `retrace` on PATH.
+ */
 function findRetrace(): string | null {
-	const explicit = process.env.RETRACE_BIN;
+	const explicit = process.env.RETRACE_BIN || process.env.RETRACE_BINARY;
 	if (explicit) {
 		try {
 			fs.accessSync(explicit, fs.constants.X_OK);
@@ -110,6 +125,8 @@ function findRetrace(): string | null {
 			return null;
 		}
 	}
+	const bundled = fromDependency();
+	if (bundled) return bundled;
 	for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
 		if (!dir) continue;
 		const candidate = path.join(dir, "retrace");

@@ -30,6 +30,7 @@
 
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import * as fs from "node:fs";
+import { createRequire } from "node:module";
 import * as path from "node:path";
 
 // The hosts' types differ between Pi, Pi 1.x and Oh-My-Pi; only the members used here are
@@ -97,10 +98,26 @@ interface ToolEvent {
 	input?: Record<string, unknown>;
 }
 
-/** The `retrace` binary: `RETRACE_BIN`, else the first `retrace` on PATH. */
+/** The binary of the `retrace-cli` package this one depends on (installed from npm), if any. */
+function fromDependency(): string | null {
+	try {
+		const require = createRequire(import.meta.url);
+		const bin: unknown = require("retrace-cli").binaryPath();
+		return typeof bin === "string" ? bin : null;
+	} catch {
+		return null;
+	}
+}
+
+/**
+ * The `retrace` binary: `RETRACE_BIN` (or `RETRACE_BINARY`, as the npm launcher reads it), else
+ * the `retrace-cli` npm package this one was installed with, else the first `retrace` on PATH.
+ */
 function findRetrace(): string | null {
-	const explicit = process.env.RETRACE_BIN;
+	const explicit = process.env.RETRACE_BIN || process.env.RETRACE_BINARY;
 	if (explicit) return fs.existsSync(explicit) ? explicit : null;
+	const bundled = fromDependency();
+	if (bundled) return bundled;
 	for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
 		if (!dir) continue;
 		const candidate = path.join(dir, "retrace");

