@@ -36,6 +36,7 @@ mod ignore;
 mod incremental;
 mod inspect;
 mod install;
+mod installer;
 mod json_schema;
 mod leases;
 mod ledger_retention;
