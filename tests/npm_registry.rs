@@ -10,114 +10,14 @@
 //! Without the registry or the package managers the test says so and passes, except under
 //! `CI`, where it fails.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
 
+use crate::common::registry::{clean, e2e, publish_tree};
 use crate::common::{RETRACE, missing_cli, output_within, stderr, stdout};
 
 const LIMIT: Duration = Duration::from_mins(5);
-
-fn e2e() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/e2e")
-}
-
-/// A Verdaccio on a free loopback port, killed when dropped.
-struct Registry {
-    child: Child,
-    url: String,
-    port: u16,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Registry {
-    fn start(dir: &Path) -> Registry {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        // Only what is published here exists: no uplink to the public registry.
-        let config = dir.join("config.yaml");
-        std::fs::write(
-            &config,
-            "storage: ./storage\nmax_body_size: 200mb\npackages:\n  '**':\n    access: $all\n    publish: $anonymous\n\
-             log: { type: stdout, format: pretty, level: warn }\n",
-        )
-        .unwrap();
-        let child = Command::new("node")
-            .arg(e2e().join("verdaccio/node_modules/verdaccio/bin/verdaccio"))
-            .args(["--config".as_ref(), config.as_os_str()])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .current_dir(dir)
-            .stdout(std::fs::File::create(dir.join("verdaccio.log")).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let registry = Registry {
-            child,
-            url: format!("http://127.0.0.1:{port}/"),
-            port,
-        };
-        let start = Instant::now();
-        while !registry.ping() {
-            assert!(
-                start.elapsed() < LIMIT,
-                "Verdaccio did not answer: {}",
-                std::fs::read_to_string(dir.join("verdaccio.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        registry
-    }
-
-    fn ping(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let request = format!(
-            "GET /-/ping HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n\r\n",
-            self.port
-        );
-        let mut answer = String::new();
-        s.write_all(request.as_bytes()).is_ok()
-            && s.read_to_string(&mut answer).is_ok()
-            && answer.starts_with("HTTP/1.1 200")
-    }
-}
-
-/// A clean home for one package manager: its own `HOME`, caches and npm settings.
-fn clean(cmd: &mut Command, home: &Path, registry: &Registry) {
-    std::fs::create_dir_all(home).unwrap();
-    let npmrc = home.join(".npmrc");
-    std::fs::write(
-        &npmrc,
-        format!(
-            "registry={}\n//127.0.0.1:{}/:_authToken=test\nfund=false\naudit=false\n",
-            registry.url, registry.port
-        ),
-    )
-    .unwrap();
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("npm_config_userconfig", &npmrc)
-        .env("npm_config_cache", home.join(".npm"))
-        .env("npm_config_registry", &registry.url)
-        .env("XDG_CACHE_HOME", home.join(".cache"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .current_dir(home);
-}
 
 fn ok(o: Output, what: &str) -> Output {
     assert!(
@@ -162,18 +62,7 @@ fn the_npm_packages_install_from_a_registry_and_run() {
     let version = env!("CARGO_PKG_VERSION");
 
     // Every package, built from this tree with the binaries of this test run.
-    let bin_dir = Path::new(RETRACE).parent().unwrap();
-    let o = ok(
-        output_within(
-            Command::new("node")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("npm/stage.mjs"))
-                .args(["--out".as_ref(), t.join("stage").as_os_str()])
-                .args(["--binaries", &format!("linux-x64={}", bin_dir.display())]),
-            LIMIT,
-        ),
-        "stage",
-    );
-    let staged: Vec<PathBuf> = stdout(&o).lines().map(PathBuf::from).collect();
+    let (registry, staged) = publish_tree(t, None);
     let names: Vec<String> = staged
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -187,17 +76,6 @@ fn the_npm_packages_install_from_a_registry_and_run() {
             "retrace-opencode"
         ]
     );
-
-    std::fs::create_dir_all(t.join("registry")).unwrap();
-    let registry = Registry::start(&t.join("registry"));
-    for dir in &staged {
-        let mut c = Command::new("npm");
-        clean(&mut c, &t.join("publisher"), &registry);
-        ok(
-            output_within(c.arg("publish").arg(dir), LIMIT),
-            &format!("npm publish {}", dir.display()),
-        );
-    }
 
     // npm, globally, in a clean prefix: the launcher and only this platform's package.
     let home = t.join("npm-home");

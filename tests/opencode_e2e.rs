@@ -99,12 +99,16 @@ fn config(port: u16) -> String {
 /// The private home OpenCode runs in: its config, data and cache directories.
 struct AgentHome {
     dir: tempfile::TempDir,
+    /// A registry OpenCode installs its plugins from; then the plugin's binary comes from
+    /// its npm dependency alone (no `RETRACE_BIN`, no `retrace` on `PATH`).
+    registry: Option<String>,
 }
 
 impl AgentHome {
     fn new() -> AgentHome {
         AgentHome {
             dir: tempfile::tempdir().unwrap(),
+            registry: None,
         }
     }
 
@@ -128,10 +132,27 @@ impl AgentHome {
             .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
             .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
             .env("RETRACE_HOME", env.home.path())
-            .env("RETRACE_BIN", bin)
             .env_remove("OPENCODE_CONFIG")
-            .env_remove("OPENCODE_CONFIG_DIR")
+            .env_remove("OPENCODE_CONFIG_DIR");
+        match &self.registry {
+            None => command.env("RETRACE_BIN", bin),
+            Some(url) => command
+                .env_remove("RETRACE_BIN")
+                .env_remove("RETRACE_BINARY")
+                .env("npm_config_registry", url)
+                .env("PATH", path_without_retrace()),
+        }
     }
+}
+
+/// `PATH` without any directory that holds a `retrace`.
+fn path_without_retrace() -> String {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !Path::new(d).join("retrace").exists())
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// One HTTP/1.1 request to 127.0.0.1:`port`; the JSON answer (`Null` for an empty one).
@@ -751,5 +772,58 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
         env.read("opencode.json"),
         original,
         "opencode.json is given back byte for byte"
+    );
+}
+
+/// The plugin by name (`"plugin": ["retrace-opencode"]` in `opencode.json`), installed by
+/// OpenCode itself from a real registry on loopback holding the packages built from this
+/// tree (other packages proxied to the machine's registry): with neither `RETRACE_BIN` nor
+/// a `retrace` on `PATH`, the plugin runs the binary of its `retrace-cli` dependency, and
+/// OpenCode's revert and unrevert restore the files through it.
+#[test]
+fn opencode_loads_the_plugin_by_name_from_the_npm_registry() {
+    if missing_cli(
+        opencode_bin().exists() && crate::common::registry::installed(),
+        "OpenCode (and Verdaccio)",
+    ) {
+        return;
+    }
+    let packages = tempfile::tempdir().unwrap();
+    let upstream = crate::common::registry::upstream();
+    let (registry, _) = crate::common::registry::publish_tree(packages.path(), Some(&upstream));
+    let calls = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&calls);
+    let model = FakeHttp::start(move |request| chat_answer(request, &counter));
+    let env = Env::new();
+    let mut home = AgentHome::new();
+    home.registry = Some(registry.url.clone());
+    let mut config: Value = serde_json::from_str(&config(model.port)).unwrap();
+    config["snapshot"] = json!(false);
+    config["plugin"] = json!(["retrace-opencode"]);
+    env.write(
+        "opencode.json",
+        serde_json::to_string_pretty(&config).unwrap(),
+    );
+    env.write("notes.txt", "base\n");
+
+    let mut server = Server::start(&home, &env);
+    let a = server.new_session();
+    server.prompt(&a, "Please WRITE-HELLO");
+    wait_turns(&server, &env, &a, 1);
+    server.prompt(&a, "Now BASH-EDIT");
+    wait_turns(&server, &env, &a, 2);
+    assert_eq!(env.read("notes.txt"), "base\nedited by bash\n");
+    let [_, m2] = <[String; 2]>::try_from(server.prompts(&a)).unwrap();
+    server.revert(&a, &m2);
+    server.next_toast("undo: turn 2");
+    assert_eq!(env.read("notes.txt"), "base\n");
+    assert_eq!(env.read("hello.txt"), "hello from opencode\n");
+    server.unrevert(&a);
+    server.next_toast("redo: turn 2");
+    assert_eq!(env.read("notes.txt"), "base\nedited by bash\n");
+    assert!(
+        !opencode_log(&home).contains("not on PATH"),
+        "{}",
+        opencode_log(&home)
     );
 }

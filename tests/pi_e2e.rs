@@ -171,7 +171,7 @@ struct Rpc {
 
 impl Rpc {
     fn start(host: &Host, env: &Env, agent_home: &Path, port: u16) -> Rpc {
-        Rpc::spawn(host, env, agent_home, port, true, Path::new(RETRACE))
+        Rpc::spawn(host, env, agent_home, port, true, Some(Path::new(RETRACE)))
     }
 
     /// Starts the host in RPC mode, with `-e` the extension (and the tree helper) or, without,
@@ -182,7 +182,7 @@ impl Rpc {
         agent_home: &Path,
         port: u16,
         load_extension: bool,
-        retrace_bin: &Path,
+        retrace_bin: Option<&Path>,
     ) -> Rpc {
         let stderr_log = agent_home.join(format!("stderr-{}.log", std::process::id()));
         let mut command = host_command_with_model(host, agent_home, port);
@@ -203,9 +203,16 @@ impl Rpc {
                 .arg("-e")
                 .arg(root.join("tests/e2e/goto.ts"));
         }
+        match retrace_bin {
+            Some(bin) => command.env("RETRACE_BIN", bin),
+            // The binary comes from where the extension was installed, and from nowhere else.
+            None => command
+                .env_remove("RETRACE_BIN")
+                .env_remove("RETRACE_BINARY")
+                .env("PATH", path_without_retrace()),
+        };
         let mut child = command
             .current_dir(env.root())
-            .env("RETRACE_BIN", retrace_bin)
             .env("RETRACE_HOME", env.home.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -564,7 +571,14 @@ fn installed_without_retrace(host: &Host, install: &[&str]) {
         String::from_utf8_lossy(&o.stderr)
     );
     let missing = Path::new("/nonexistent/retrace");
-    let mut a = Rpc::spawn(host, &env, agent_home.path(), model.port, false, missing);
+    let mut a = Rpc::spawn(
+        host,
+        &env,
+        agent_home.path(),
+        model.port,
+        false,
+        Some(missing),
+    );
     a.prompt(host, "please WRITE-HELLO");
     a.prompt(host, "please BASH-EDIT");
     assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
@@ -573,6 +587,76 @@ fn installed_without_retrace(host: &Host, install: &[&str]) {
     assert_eq!(env.read("hello.txt"), "hello from pi\n");
     let warnings = a.notes.iter().filter(|n| n.contains("not on PATH")).count();
     assert_eq!(warnings, 1, "{}: {:?}", host.name, a.notes);
+}
+
+/// `PATH` without any directory that holds a `retrace`.
+fn path_without_retrace() -> String {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !Path::new(d).join("retrace").exists())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Installed from the npm registry (`pi install npm:retrace-pi`, against a real registry on
+/// loopback holding the packages built from this tree): with neither `RETRACE_BIN` nor a
+/// `retrace` on `PATH`, the extension runs the binary of its `retrace-cli` dependency, and
+/// a turn is undone and redone.
+fn from_the_registry(host: &Host, install: &[&str]) {
+    if missing_cli(
+        host_command(host).is_some() && crate::common::registry::installed(),
+        &format!("{} (and Verdaccio)", host.name),
+    ) {
+        return;
+    }
+    let packages = tempfile::tempdir().unwrap();
+    let (registry, _) = crate::common::registry::publish_tree(packages.path(), None);
+    let env = Env::new();
+    env.write("notes.txt", "original\n");
+    let calls = AtomicU64::new(0);
+    let model = FakeHttp::start(move |request| chat_answer(request, &calls));
+    let agent_home = tempfile::tempdir().unwrap();
+    let o = host_command_with_model(host, agent_home.path(), model.port)
+        .args(install)
+        .arg("npm:retrace-pi")
+        .current_dir(env.root())
+        .env("npm_config_registry", &registry.url)
+        .env("npm_config_cache", agent_home.path().join(".npm"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}: {}{}",
+        host.name,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut a = Rpc::spawn(host, &env, agent_home.path(), model.port, false, None);
+    let sid = a.session_id();
+    a.prompt(host, "please WRITE-HELLO");
+    settled(&env, &sid);
+    a.prompt(host, "please BASH-EDIT");
+    settled(&env, &sid);
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    let note = a.command("/undo", "Files and conversation");
+    assert!(note.contains("turn 2: restored"), "{}: {note}", host.name);
+    assert_eq!(env.read("notes.txt"), "original\n");
+    assert_eq!(env.read("hello.txt"), "hello from pi\n");
+    let note = a.command("/redo", "");
+    assert!(note.contains("turn 2"), "{}: {note}", host.name);
+    assert_eq!(env.read("notes.txt"), "original\nedited by bash\n");
+    assert!(
+        !a.notes.iter().any(|n| n.contains("not on PATH")),
+        "{}: {:?}",
+        host.name,
+        a.notes
+    );
+}
+
+#[test]
+fn pi_from_the_npm_registry_runs_the_binary_it_brought() {
+    from_the_registry(&PI_073, &["install"]);
 }
 
 #[test]

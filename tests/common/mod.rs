@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 use retrace::{Config, Workspace};
 
 pub mod fake_http;
+pub mod registry;
 
 /// A workspace directory and a private retrace home, both removed on drop.
 pub struct Env {
