@@ -775,8 +775,8 @@ fn opencode_revert_and_unrevert_restore_the_files_through_retrace() {
     );
 }
 
-/// The plugin by name (`"plugin": ["retrace-opencode"]` in `opencode.json`), installed by
-/// OpenCode itself from a real registry on loopback holding the packages built from this
+/// The plugin by name (`retrace install opencode --npm`: `"plugin": ["retrace-opencode"]` in
+/// `opencode.json`), installed by OpenCode itself from a real registry on loopback holding the packages built from this
 /// tree (other packages proxied to the machine's registry): with neither `RETRACE_BIN` nor
 /// a `retrace` on `PATH`, the plugin runs the binary of its `retrace-cli` dependency, and
 /// OpenCode's revert and unrevert restore the files through it.
@@ -797,14 +797,16 @@ fn opencode_loads_the_plugin_by_name_from_the_npm_registry() {
     let env = Env::new();
     let mut home = AgentHome::new();
     home.registry = Some(registry.url.clone());
-    let mut config: Value = serde_json::from_str(&config(model.port)).unwrap();
-    config["snapshot"] = json!(false);
-    config["plugin"] = json!(["retrace-opencode"]);
-    env.write(
-        "opencode.json",
-        serde_json::to_string_pretty(&config).unwrap(),
-    );
+    env.write("opencode.json", config(model.port));
     env.write("notes.txt", "base\n");
+    let mut install = Command::new(RETRACE);
+    home.env(&mut install, &env, RETRACE)
+        .args(["install", "opencode", "--npm"]);
+    succeeded(install.output().unwrap(), "retrace install opencode --npm");
+    let installed: Value = serde_json::from_str(&env.read("opencode.json")).unwrap();
+    assert_eq!(installed["plugin"], json!(["retrace-opencode"]));
+    assert_eq!(installed["snapshot"], false);
+    assert!(!env.path(".opencode/plugins/retrace.ts").exists());
 
     let mut server = Server::start(&home, &env);
     let a = server.new_session();

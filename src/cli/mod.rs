@@ -34,7 +34,7 @@ pub use open::NoStore;
 /// never another session's work. Installed into an agent (`retrace install`), its `/undo`
 /// runs `retrace undo`; every command also works by hand. Start with `retrace demo`.
 #[derive(Parser)]
-#[command(version, about, long_about)]
+#[command(name = "retrace", version, about, long_about)]
 struct Cli {
     /// Workspace directory (default: the current directory).
     #[arg(short = 'C', global = true, value_name = "DIR")]

@@ -25,11 +25,26 @@ pub struct InstallArgs {
     /// copilot, droid).
     #[arg(long)]
     watch: bool,
+    /// opencode only: name the plugin's npm package (`"plugin": ["retrace-opencode"]` in
+    /// `opencode.json`), which OpenCode installs with the `retrace` binary it depends on,
+    /// instead of copying the plugin file.
+    #[arg(long)]
+    npm: bool,
 }
 
 /// Runs `retrace install`.
 pub fn run(args: InstallArgs, cx: &Ctx) -> Result<u8> {
     let scope = args.scope.scope();
+    if args.npm && args.agent != "opencode" {
+        return Err(Usage(format!(
+            "--npm is for opencode (its plugin by package name); {} takes none",
+            args.agent
+        ))
+        .into());
+    }
+    if args.agent == "opencode" {
+        return install_opencode_in(cx.dir(), scope, true, args.npm, args.watch);
+    }
     install(&args.agent, cx.dir(), scope, true, args.watch)
 }
 
@@ -100,21 +115,7 @@ pub fn install(
         Ok(crate::home::resolve_root(&dir, &crate::home::default_home())?.path)
     };
     if agent == "opencode" {
-        if scope == Scope::Local {
-            return Err(Usage(
-                "--local is Claude Code's personal project settings; opencode has none: install \
-                 into the project (opencode.json) or --user"
-                    .into(),
-            )
-            .into());
-        }
-        if watch {
-            println!(
-                "retrace: opencode's plugin runs `retrace serve`, which watches the workspace \
-                 already (--watch changes nothing)"
-            );
-        }
-        return install_opencode(&project()?, user, add);
+        return install_opencode_in(dir, scope, add, false, watch);
     }
     let agent = Agent::from_name(agent).ok_or_else(|| {
         Usage(format!(
@@ -168,10 +169,41 @@ pub fn install(
     Ok(OK)
 }
 
-/// `retrace install|uninstall opencode`: the plugin and `"snapshot": false`.
-fn install_opencode(project: &std::path::Path, user: bool, add: bool) -> Result<u8> {
+/// `retrace install|uninstall opencode` in the workspace holding `dir`.
+fn install_opencode_in(
+    dir: Option<&PathBuf>,
+    scope: Scope,
+    add: bool,
+    npm: bool,
+    watch: bool,
+) -> Result<u8> {
+    let dir = dir.cloned().unwrap_or_else(|| PathBuf::from("."));
+    let project = || -> Result<PathBuf> {
+        Ok(crate::home::resolve_root(&dir, &crate::home::default_home())?.path)
+    };
+    if scope == Scope::Local {
+        return Err(Usage(
+            "--local is Claude Code's personal project settings; opencode has none: install \
+             into the project (opencode.json) or --user"
+                .into(),
+        )
+        .into());
+    }
+    if watch {
+        println!(
+            "retrace: opencode's plugin runs `retrace serve`, which watches the workspace \
+             already (--watch changes nothing)"
+        );
+    }
+    install_opencode(&project()?, scope == Scope::User, add, npm)
+}
+
+/// `retrace install|uninstall opencode`: the plugin (a file, or with `npm` its package name)
+/// and `"snapshot": false`.
+fn install_opencode(project: &std::path::Path, user: bool, add: bool, npm: bool) -> Result<u8> {
     use crate::protocol::install::opencode::{self, OpenCode};
-    let target = OpenCode::new(project, user, &crate::home::default_home());
+    let mut target = OpenCode::new(project, user, &crate::home::default_home());
+    target.by_name = npm;
     let changes = if add {
         opencode::install(&target, &std::env::current_exe()?)
     } else {

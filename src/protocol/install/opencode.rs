@@ -24,6 +24,12 @@ const MARKER: &str = "/**\n * retrace for OpenCode:";
 /// The config member retrace sets.
 const KEY: &str = "snapshot";
 
+/// The config member that names plugins by npm package, and retrace's package.
+const PLUGINS: &str = "plugin";
+/// The npm package of the plugin (`npm/stage.mjs`), which OpenCode installs by name with the
+/// `retrace` binary it depends on.
+pub const NPM_PLUGIN: &str = "retrace-opencode";
+
 /// Where the plugin and the config go: a project's `.opencode/` and `opencode.json`, or the
 /// user's `~/.config/opencode/`.
 #[derive(Clone, Debug)]
@@ -38,6 +44,9 @@ pub struct OpenCode {
     /// The record of what an install found and created (`installed.json` in the retrace
     /// home), for uninstall.
     pub record: PathBuf,
+    /// Name the plugin's npm package in the config (`"plugin": ["retrace-opencode"]`)
+    /// instead of writing the plugin file (`retrace install opencode --npm`).
+    pub by_name: bool,
 }
 
 impl OpenCode {
@@ -68,6 +77,7 @@ impl OpenCode {
             config,
             user,
             record: home.join("installed.json"),
+            by_name: false,
         }
     }
 
@@ -111,6 +121,7 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
     let mut record = recorded_at(&target.record, &target.config);
     let existing = read_text(&plugin)?;
     if let Some(text) = &existing
+        && !target.by_name
         && text != PLUGIN
         && !text.starts_with(MARKER)
     {
@@ -142,6 +153,12 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
             Some(insert_member(&text, &plain, &root, KEY, "false"))
         }
     };
+    let edited = if target.by_name {
+        let base = edited.as_deref().unwrap_or(&text);
+        with_package(base, &target.config, &mut record)?.or(edited)
+    } else {
+        edited
+    };
     if edited.is_some() {
         super::writable(&target.config)?;
         match (&original, blank) {
@@ -152,12 +169,19 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
             _ => {}
         }
     }
-    if existing.is_none() {
+    if existing.is_none() && !target.by_name {
         record.create(&plugin);
     }
     remember_at(&target.record, &target.config, &record)?;
     let mut changes = Changes::default();
     match existing {
+        // By name: a copy of the file would load the plugin twice.
+        Some(t) if target.by_name && t.starts_with(MARKER) => {
+            std::fs::remove_file(&plugin)
+                .map_err(|e| format!("cannot remove {}: {e}", plugin.display()))?;
+            changes.push(&plugin, "removed the copied plugin: OpenCode loads it by name now");
+        }
+        _ if target.by_name => {}
         None => {
             write_atomic(&plugin, PLUGIN, false)?;
             changes.push(&plugin, "added the retrace plugin");
@@ -172,7 +196,12 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
         write_atomic(&target.config, &text, false)?;
         changes.push(
             &target.config,
-            "set \"snapshot\": false (OpenCode's own snapshots off)",
+            if target.by_name {
+                "named the plugin \"retrace-opencode\" (OpenCode installs it from npm, with \
+                 the retrace binary) and set \"snapshot\": false"
+            } else {
+                "set \"snapshot\": false (OpenCode's own snapshots off)"
+            },
         );
     }
     for later in overriding(target) {
@@ -184,7 +213,8 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
         ));
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    if !found_on_path(exe, &path) && std::env::var_os("RETRACE_BIN").is_none() {
+    if !target.by_name && !found_on_path(exe, &path) && std::env::var_os("RETRACE_BIN").is_none()
+    {
         changes.lines.push(format!(
             "note: the plugin runs the `retrace` it finds on PATH, and {} is not on PATH: add \
              its directory to PATH, or set RETRACE_BIN={} where OpenCode runs",
@@ -242,6 +272,10 @@ pub fn uninstall(target: &OpenCode) -> Result<Changes, String> {
         }
         Some(_) => changes.push(&plugin, "left alone: not retrace's"),
         None => {}
+    }
+    if let Some(text) = without_package(target, &record)? {
+        write_atomic(&target.config, &text, false)?;
+        changes.push(&target.config, "removed the plugin \"retrace-opencode\"");
     }
     if let Some(before) = record.set.get(KEY)
         && let Some(original) = read_text(&target.config)?
@@ -301,6 +335,77 @@ pub fn uninstall(target: &OpenCode) -> Result<Changes, String> {
     }
     remember_at(&target.record, &target.config, &Installed::default())?;
     Ok(changes)
+}
+
+/// Whether the `plugin` entry `node` (a JSON string in `plain`) names retrace's package,
+/// with or without a version (`retrace-opencode@0.2.0`).
+fn names_ours(plain: &str, node: &Node) -> bool {
+    serde_json::from_str::<String>(&plain[node.start..node.end]).is_ok_and(|name| {
+        name == NPM_PLUGIN
+            || name
+                .strip_prefix(NPM_PLUGIN)
+                .is_some_and(|v| v.starts_with('@'))
+    })
+}
+
+/// `text` with retrace's package in its `plugin` list (the member added when missing,
+/// which `record` keeps for uninstall); `None` when it is there already.
+///
+/// # Errors
+/// When `plugin` is not a list, or the text is not JSON.
+fn with_package(text: &str, path: &Path, record: &mut Installed) -> Result<Option<String>, String> {
+    let plain = plain(text);
+    let root = scan(&plain, path)?;
+    let Some((_, list)) = root.member(PLUGINS) else {
+        record.set.insert(PLUGINS.to_string(), None);
+        let value = serde_json::to_string(&[NPM_PLUGIN]).unwrap_or_default();
+        return Ok(Some(insert_member(text, &plain, &root, PLUGINS, &value)));
+    };
+    let Some(items) = list.elements() else {
+        return Err(format!(
+            "{}: \"plugin\" is not a list of package names; fix it first (nothing was changed)",
+            path.display()
+        ));
+    };
+    if items.iter().any(|n| names_ours(&plain, n)) {
+        return Ok(None);
+    }
+    super::append(text, list, None, &NPM_PLUGIN, &Style::of(&plain, &root)).map(Some)
+}
+
+/// The config's text without retrace's package in its `plugin` list (and without the
+/// member when an install added it and nothing else is in it); `None` when it names none.
+///
+/// # Errors
+/// When the config cannot be read or is not JSON.
+fn without_package(target: &OpenCode, record: &Installed) -> Result<Option<String>, String> {
+    let Some(mut text) = read_text(&target.config)? else {
+        return Ok(None);
+    };
+    let mut changed = false;
+    loop {
+        let plain = plain(&text);
+        if plain.trim().is_empty() {
+            break;
+        }
+        let root = scan(&plain, &target.config)?;
+        let Some((at, list)) = root.member(PLUGINS) else {
+            break;
+        };
+        let Some(items) = list.elements() else {
+            break;
+        };
+        if let Some(i) = items.iter().position(|n| names_ours(&plain, n)) {
+            text = super::remove(&text, list, i);
+            changed = true;
+            continue;
+        }
+        if changed && items.is_empty() && record.set.get(PLUGINS) == Some(&None) {
+            text = remove_member(&text, &plain, &root, at);
+        }
+        break;
+    }
+    Ok(changed.then_some(text))
 }
 
 /// `text` (JSON with comments) with every comment and trailing comma turned into spaces,

@@ -215,3 +215,70 @@ fn uninstall_without_a_record_says_it_left_snapshot_off() {
         "{changes:?}"
     );
 }
+
+#[test]
+fn by_name_the_package_is_named_instead_of_the_file_copied_and_taken_back_exactly() {
+    // No config: both members added, no plugin file, no PATH note (npm brings the binary).
+    let (_dir, mut target) = project(None);
+    target.by_name = true;
+    let changes = install(&target, &exe()).unwrap();
+    assert!(!target.plugin().exists());
+    let config: serde_json::Value = serde_json::from_str(&read(&target.config)).unwrap();
+    assert_eq!(
+        config,
+        serde_json::json!({"snapshot": false, "plugin": ["retrace-opencode"]})
+    );
+    assert!(
+        !changes.lines.iter().any(|l| l.contains("not on PATH")),
+        "{changes:?}"
+    );
+    let again = install(&target, &exe()).unwrap();
+    assert!(
+        again.lines.iter().all(|l| l.starts_with("note:")),
+        "{again:?}"
+    );
+    uninstall(&target).unwrap();
+    assert!(!target.config.exists(), "install created it");
+
+    // A list of the user's own, with comments: appended to, and given back byte for byte.
+    let original = "{\n  // mine\n  \"plugin\": [\"opencode-wakatime\"],\n  \"snapshot\": true\n}\n";
+    let (_dir, mut target) = project(Some(original));
+    target.by_name = true;
+    install(&target, &exe()).unwrap();
+    let text = read(&target.config);
+    assert!(
+        text.contains("[\"opencode-wakatime\",\"retrace-opencode\"]") && text.contains("// mine"),
+        "{text}"
+    );
+    uninstall(&target).unwrap();
+    assert_eq!(read(&target.config), original);
+
+    // Named already (with a version): nothing added; uninstall takes it out all the same.
+    let named = "{\"snapshot\": false, \"plugin\": [\"retrace-opencode@0.1.0\"]}\n";
+    let (_dir, mut target) = project(Some(named));
+    target.by_name = true;
+    install(&target, &exe()).unwrap();
+    assert_eq!(read(&target.config), named);
+    uninstall(&target).unwrap();
+    assert!(!read(&target.config).contains("retrace-opencode"));
+
+    // Not a list: refused, nothing changed.
+    let odd = "{\"plugin\": \"retrace-opencode\"}\n";
+    let (_dir, mut target) = project(Some(odd));
+    target.by_name = true;
+    let err = install(&target, &exe()).unwrap_err();
+    assert!(err.contains("not a list"), "{err}");
+    assert_eq!(read(&target.config), odd);
+}
+
+#[test]
+fn by_name_after_a_copy_the_copied_file_goes() {
+    let (_dir, mut target) = project(None);
+    install(&target, &exe()).unwrap();
+    assert!(target.plugin().exists());
+    target.by_name = true;
+    let changes = install(&target, &exe()).unwrap();
+    assert!(!target.plugin().exists(), "{changes:?}");
+    let config: serde_json::Value = serde_json::from_str(&read(&target.config)).unwrap();
+    assert_eq!(config["plugin"], serde_json::json!(["retrace-opencode"]));
+}
