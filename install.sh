@@ -48,12 +48,14 @@ case "$machine" in
     *) die "no prebuilt retrace for Linux on $machine (x86_64 and aarch64 only); build it from source: cargo install --locked retrace-cli" ;;
 esac
 if [ -z "$LIBC" ]; then
-    # The musl build is static: it runs anywhere, and is the choice where glibc is missing.
-    if ldd --version 2>&1 | grep -qi glibc || getconf GNU_LIBC_VERSION >/dev/null 2>&1; then
-        LIBC=gnu
-    else
-        LIBC=musl
-    fi
+    # The glibc build needs glibc 2.34 or newer (built on Ubuntu 22.04); the musl build is
+    # static and runs on any Linux: the choice without glibc or with an older one.
+    LIBC=musl
+    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $2 }') || glibc=""
+    case "$glibc" in
+        2.*) [ "${glibc#2.}" -ge 34 ] 2>/dev/null && LIBC=gnu ;;
+        [3-9].*) LIBC=gnu ;;
+    esac
 fi
 case "$LIBC" in
     gnu|musl) ;;

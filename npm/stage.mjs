@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Assembles retrace's npm packages from built binaries, ready for `npm publish`:
 //
-//   node npm/stage.mjs --out DIR [--version X.Y.Z] --binaries linux-x64=DIR [--binaries …]
+//   node npm/stage.mjs --out DIR [--version X.Y.Z] [--repository URL] --binaries linux-x64=DIR …
 //
 // Each `--binaries PLATFORM=DIR` names a directory holding that platform's `retrace` and
 // `retrace-dump` (PLATFORM: linux-x64, linux-x64-musl, linux-arm64, linux-arm64-musl). Writes
@@ -18,9 +18,11 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.dirname(here);
 const PLATFORMS = {
 	"linux-x64": { os: ["linux"], cpu: ["x64"], libc: ["glibc"] },
-	"linux-x64-musl": { os: ["linux"], cpu: ["x64"], libc: ["musl"] },
 	"linux-arm64": { os: ["linux"], cpu: ["arm64"], libc: ["glibc"] },
-	"linux-arm64-musl": { os: ["linux"], cpu: ["arm64"], libc: ["musl"] },
+	// The static musl builds run on any Linux: no `libc`, so that they also install where the
+	// glibc is older than the glibc builds need (the launcher picks them there).
+	"linux-x64-musl": { os: ["linux"], cpu: ["x64"] },
+	"linux-arm64-musl": { os: ["linux"], cpu: ["arm64"] },
 };
 
 function fail(message) {
@@ -31,11 +33,14 @@ function fail(message) {
 const args = process.argv.slice(2);
 let out = null;
 let version = null;
+let repository = null;
 const binaries = {};
 for (let i = 0; i < args.length; i++) {
 	const value = args[i + 1];
 	if (args[i] === "--out" && value) out = path.resolve(args[++i]);
 	else if (args[i] === "--version" && value) version = args[++i];
+	// npm's provenance wants the source repository named in each package.
+	else if (args[i] === "--repository" && value) repository = args[++i];
 	else if (args[i] === "--binaries" && value) {
 		const [platform, dir] = args[++i].split(/=(.*)/s);
 		if (!PLATFORMS[platform]) fail(`unknown platform ${platform} (known: ${Object.keys(PLATFORMS).join(", ")})`);
@@ -56,6 +61,7 @@ const common = {
 	license: "MIT",
 	homepage: "https://crates.io/crates/retrace-cli",
 	keywords: ["undo", "snapshot", "checkpoint", "agent", "ai"],
+	...(repository ? { repository: { type: "git", url: `git+${repository.replace(/\/$/, "")}.git` } } : {}),
 };
 
 function write(dir, manifest, files) {

@@ -267,24 +267,5 @@ fn read_trim(path: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_parent_is_read_past_a_name_with_spaces_and_parentheses() {
-        assert_eq!(parent_in_stat("42 (a (b) c) S 7 42 42 0"), Some(7));
-        assert_eq!(parent_in_stat("42 (a b) c) S 17 42 42 0"), Some(17));
-        assert_eq!(parent_in_stat("42 (sh) S 1 42"), Some(1));
-        assert_eq!(parent_in_stat("garbage"), None);
-    }
-
-    #[test]
-    fn this_process_is_read() {
-        let stat = process_stat(std::process::id()).unwrap();
-        assert_eq!(parent_in_stat(&stat), Some(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get().unsigned_abs())));
-        assert!(boot_id().is_some() && hostname().is_some());
-        assert!(memory_kib(true).is_some_and(|k| k > 0));
-        let root = rustix::fs::open(".", PATH_ONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
-        assert!(fd_path(root.as_fd()).is_dir());
-    }
-}
+#[path = "platform_tests.rs"]
+mod tests;

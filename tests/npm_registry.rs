@@ -118,6 +118,48 @@ fn the_npm_packages_install_from_a_registry_and_run() {
         "retrace demo",
     );
     assert!(stdout(&o).contains("undo"), "{}", stdout(&o));
+    // Installed through the launcher, hooks name plain `retrace` (the launcher, on PATH) in
+    // a project's settings and the launcher's place on PATH in the user's, never the binary
+    // inside node_modules, which an upgrade moves.
+    let project = t.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let path = format!(
+        "{}:{}",
+        prefix.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (scope, want) in [
+        ("--project", "retrace hook claude-code".to_string()),
+        (
+            "--user",
+            format!(
+                "'{}' hook claude-code",
+                prefix.join("bin/retrace").display()
+            ),
+        ),
+    ] {
+        ok(
+            output_within(
+                Command::new(&retrace)
+                    .args(["install", "claude-code", scope])
+                    .current_dir(&project)
+                    .env("HOME", &home)
+                    .env("RETRACE_HOME", home.join(".retrace"))
+                    .env("PATH", &path),
+                LIMIT,
+            ),
+            "retrace install claude-code",
+        );
+        let settings = if scope == "--user" {
+            home.join(".claude/settings.json")
+        } else {
+            project.join(".claude/settings.json")
+        };
+        let text = std::fs::read_to_string(&settings).unwrap();
+        assert!(text.contains(&format!("\"{want}\"")), "{scope}: {text}");
+        assert!(!text.contains("node_modules"), "{text}");
+    }
+
     // Exit codes pass through: a usage error is clap's 2, as from the binary itself.
     let wrong = output_within(Command::new(&retrace).arg("no-such-command"), LIMIT);
     let direct = output_within(Command::new(RETRACE).arg("no-such-command"), LIMIT);

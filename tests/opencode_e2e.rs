@@ -140,19 +140,9 @@ impl AgentHome {
                 .env_remove("RETRACE_BIN")
                 .env_remove("RETRACE_BINARY")
                 .env("npm_config_registry", url)
-                .env("PATH", path_without_retrace()),
+                .env("PATH", crate::common::registry::path_without_retrace()),
         }
     }
-}
-
-/// `PATH` without any directory that holds a `retrace`.
-fn path_without_retrace() -> String {
-    std::env::var("PATH")
-        .unwrap_or_default()
-        .split(':')
-        .filter(|d| !Path::new(d).join("retrace").exists())
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// One HTTP/1.1 request to 127.0.0.1:`port`; the JSON answer (`Null` for an empty one).

@@ -209,7 +209,7 @@ impl Rpc {
             None => command
                 .env_remove("RETRACE_BIN")
                 .env_remove("RETRACE_BINARY")
-                .env("PATH", path_without_retrace()),
+                .env("PATH", crate::common::registry::path_without_retrace()),
         };
         let mut child = command
             .current_dir(env.root())
@@ -587,16 +587,6 @@ fn installed_without_retrace(host: &Host, install: &[&str]) {
     assert_eq!(env.read("hello.txt"), "hello from pi\n");
     let warnings = a.notes.iter().filter(|n| n.contains("not on PATH")).count();
     assert_eq!(warnings, 1, "{}: {:?}", host.name, a.notes);
-}
-
-/// `PATH` without any directory that holds a `retrace`.
-fn path_without_retrace() -> String {
-    std::env::var("PATH")
-        .unwrap_or_default()
-        .split(':')
-        .filter(|d| !Path::new(d).join("retrace").exists())
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// Installed from the npm registry (`pi install npm:retrace-pi`, against a real registry on

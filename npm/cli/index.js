@@ -8,19 +8,26 @@
  * `RETRACE_BINARY` names a binary to run instead (a build of your own).
  */
 const fs = require("node:fs");
+const os = require("node:os");
 const path = require("node:path");
+
+/** The oldest glibc minor version (2.x) the glibc builds run on. */
+const GLIBC_MIN = 34;
 
 /** The platform packages for this system, the best first (`[]`: none is built for it). */
 function platformPackages() {
 	if (process.platform !== "linux") return [];
 	const arch = { x64: "x64", arm64: "arm64" }[process.arch];
 	if (!arch) return [];
-	// glibc reports its version; musl does not. The musl build is static, so it also runs on
-	// glibc systems: the fallback when a package manager skipped the glibc package.
+	// glibc reports its version; musl does not. The glibc build needs glibc 2.34 or newer
+	// (it is built on Ubuntu 22.04); the musl build is static and runs on any Linux, so it
+	// is the choice on older glibc and the fallback when the glibc package was skipped.
 	const report = typeof process.report?.getReport === "function" ? process.report.getReport() : null;
-	const glibc = Boolean(report?.header?.glibcVersionRuntime);
+	const glibc = String(report?.header?.glibcVersionRuntime ?? "");
 	const musl = `retrace-cli-linux-${arch}-musl`;
-	return glibc ? [`retrace-cli-linux-${arch}`, musl] : [musl];
+	const [major, minor] = glibc.split(".").map(Number);
+	const recent = major > 2 || (major === 2 && minor >= GLIBC_MIN);
+	return glibc && recent ? [`retrace-cli-linux-${arch}`, musl] : [musl];
 }
 
 /** Why there is no binary, in one line that says what to do. */
@@ -38,12 +45,11 @@ function missing(packages) {
 function binaryPath(name = "retrace") {
 	const explicit = process.env.RETRACE_BINARY;
 	if (explicit) {
-		if (name !== "retrace") {
-			const sibling = path.join(path.dirname(explicit), name);
-			if (fs.existsSync(sibling)) return sibling;
+		const file = name === "retrace" ? explicit : path.join(path.dirname(explicit), name);
+		if (!fs.existsSync(file) || !fs.statSync(file).isFile()) {
+			throw new Error(`retrace: RETRACE_BINARY names ${explicit}, and ${file} is not a file`);
 		}
-		if (!fs.existsSync(explicit)) throw new Error(`retrace: RETRACE_BINARY names ${explicit}, which does not exist`);
-		return explicit;
+		return file;
 	}
 	const packages = platformPackages();
 	for (const pkg of packages) {
@@ -78,7 +84,17 @@ function run(name) {
 		process.exit(127);
 	}
 	const { spawn } = require("node:child_process");
-	const child = spawn(bin, process.argv.slice(2), { stdio: "inherit" });
+	// The binary knows it was started by this launcher: `retrace install` then writes hooks
+	// naming plain `retrace` (this launcher, on PATH), and a hook's owner is looked for above
+	// this process, which only runs the binary.
+	let self = process.argv[1] ?? "";
+	try {
+		self = fs.realpathSync(self);
+	} catch {
+		// keep the name as given
+	}
+	const env = { ...process.env, RETRACE_LAUNCHER: self, RETRACE_LAUNCHER_PID: String(process.pid) };
+	const child = spawn(bin, process.argv.slice(2), { stdio: "inherit", env });
 	// The terminal sends SIGINT and SIGQUIT to the whole foreground group, the child too: the
 	// launcher only outlives it. A signal sent to the launcher alone goes on to the child.
 	const forward = (sig) => () => {
@@ -94,8 +110,11 @@ function run(name) {
 	child.on("exit", (code, signal) => {
 		for (const [s, h] of handlers) process.off(s, h);
 		if (signal) {
-			// Die of the same signal, so that the shell sees what the user would have seen.
+			// Die of the same signal, so that the shell sees what the user would have seen;
+			// where Node ignores it (SIGPIPE), exit as a shell reports it: 128 + its number.
+			process.exitCode = 128 + (os.constants.signals[signal] ?? 0);
 			process.kill(process.pid, signal);
+			setImmediate(() => process.exit());
 			return;
 		}
 		process.exit(code ?? 1);

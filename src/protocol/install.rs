@@ -11,7 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -135,8 +134,18 @@ impl Target {
     /// As [`hook_command`].
     pub fn hook_command(&self, exe: &Path) -> Result<String, String> {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        if !self.user && found_on_path(exe, &path) {
-            return Ok(format!("retrace hook {}", self.agent.name()));
+        if found_on_path(exe, &path) {
+            if !self.user {
+                return Ok(format!("retrace hook {}", self.agent.name()));
+            }
+            // Run through the npm package's launcher: the user's settings name the launcher
+            // where PATH finds it (npm's or pnpm's bin directory), which upgrades keep, not
+            // the binary inside `node_modules`, which they move.
+            if std::env::var_os("RETRACE_LAUNCHER").is_some()
+                && let Some(launcher) = first_on_path(&path)
+            {
+                return hook_command(&launcher, self.agent);
+            }
         }
         hook_command(exe, self.agent)
     }
@@ -252,21 +261,32 @@ pub fn hook_command(exe: &Path, agent: Agent) -> Result<String, String> {
 }
 
 /// Whether the `retrace` a shell finds on `path` (a `PATH` value) is the file `exe`: the
-/// same file once links are followed (also a hard link of it).
+/// same file once links are followed (also a hard link of it), or the npm package's
+/// launcher that started `exe` (`RETRACE_LAUNCHER`): then hooks name plain `retrace`, never
+/// a path inside `node_modules` that an upgrade moves.
 fn found_on_path(exe: &Path, path: &OsStr) -> bool {
-    let Ok(ours) = std::fs::metadata(exe) else {
-        return false;
+    let launcher = std::env::var_os("RETRACE_LAUNCHER").map(PathBuf::from);
+    let ours = match launcher.as_deref().map(std::fs::metadata) {
+        Some(Ok(m)) => m,
+        _ => match std::fs::metadata(exe) {
+            Ok(m) => m,
+            Err(_) => return false,
+        },
     };
-    // As `sh` searches: the first executable file of that name (an empty entry is `.`).
+    first_on_path(path)
+        .and_then(|p| std::fs::metadata(p).ok())
+        .is_some_and(|m| (m.dev(), m.ino()) == (ours.dev(), ours.ino()))
+}
+
+/// The `retrace` a shell finds on `path`, as `sh` searches: the first executable file of
+/// that name (an empty entry is `.`).
+fn first_on_path(path: &OsStr) -> Option<PathBuf> {
     std::env::split_paths(path)
         .map(|dir| dir.join("retrace"))
-        .find_map(|p| {
-            let meta = std::fs::metadata(&p).ok().filter(Metadata::is_file)?;
-            rustix::fs::access(&p, rustix::fs::Access::EXEC_OK)
-                .is_ok()
-                .then_some(meta)
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file())
+                && rustix::fs::access(p, rustix::fs::Access::EXEC_OK).is_ok()
         })
-        .is_some_and(|m| (m.dev(), m.ino()) == (ours.dev(), ours.ino()))
 }
 
 /// The first word of `command` as `sh` reads it (single quotes, double quotes with their

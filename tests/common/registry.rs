@@ -175,3 +175,14 @@ pub fn upstream() -> String {
         url
     }
 }
+
+/// `PATH` without any directory that holds a `retrace`: where only an npm package can
+/// bring the binary.
+pub fn path_without_retrace() -> String {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !Path::new(d).join("retrace").exists())
+        .collect::<Vec<_>>()
+        .join(":")
+}

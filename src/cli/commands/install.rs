@@ -98,8 +98,10 @@ pub fn install(
         if add {
             println!(
                 "Pi and Oh-My-Pi use retrace through an extension, not hooks; nothing was \
-                 written. Install it with `pi install {path}` (Pi) or `omp plugin install \
-                 {path}` (Oh-My-Pi), then restart the agent and type /undo after a turn."
+                 written. Install it with `pi install {path}` (Pi; or, from a released \
+                 retrace, `pi install npm:retrace-pi`, which brings the binary) or `omp plugin \
+                 install {path}` (Oh-My-Pi), then restart the agent and type /undo after a \
+                 turn."
             );
         } else {
             println!(

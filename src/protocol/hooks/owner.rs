@@ -37,9 +37,14 @@ pub fn agent_pid() -> u32 {
     pid
 }
 
-/// Whether process `pid` only runs a command for its parent, as far as `/proc` tells (a
-/// process it cannot read is taken for the agent).
+/// Whether process `pid` only runs a command for its parent, as far as the system tells (a
+/// process it cannot read is taken for the agent). The npm package's launcher (`node
+/// …/retrace-cli/bin/retrace`, which names itself in `RETRACE_LAUNCHER_PID` for the binary it
+/// starts) is one.
 fn runs_a_command(pid: u32) -> bool {
+    if std::env::var("RETRACE_LAUNCHER_PID").is_ok_and(|l| l == pid.to_string()) {
+        return true;
+    }
     let (comm, exe, argv) = crate::platform::process_command(pid);
     let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
     [comm.as_str(), exe.as_str()]

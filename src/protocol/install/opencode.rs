@@ -29,6 +29,9 @@ const PLUGINS: &str = "plugin";
 /// The npm package of the plugin (`npm/stage.mjs`), which OpenCode installs by name with the
 /// `retrace` binary it depends on.
 pub const NPM_PLUGIN: &str = "retrace-opencode";
+/// The record's name for the package name an install appended to a `plugin` list of the
+/// user's (only such an entry, or a member it added, is taken out by uninstall).
+const PLUGIN_ENTRY: &str = "plugin:retrace-opencode";
 
 /// Where the plugin and the config go: a project's `.opencode/` and `opencode.json`, or the
 /// user's `~/.config/opencode/`.
@@ -153,11 +156,16 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
             Some(insert_member(&text, &plain, &root, KEY, "false"))
         }
     };
+    let base = edited.as_deref().unwrap_or(&text);
     let edited = if target.by_name {
-        let base = edited.as_deref().unwrap_or(&text);
         with_package(base, &target.config, &mut record)?.or(edited)
     } else {
-        edited
+        // The file is the plugin now: the package named too would load it twice.
+        let dropped = without_package(base, &target.config, record.set.get(PLUGINS) == Some(&None))?;
+        if dropped.is_some() {
+            record.set.remove(PLUGIN_ENTRY);
+        }
+        dropped.or(edited)
     };
     if edited.is_some() {
         super::writable(&target.config)?;
@@ -273,7 +281,11 @@ pub fn uninstall(target: &OpenCode) -> Result<Changes, String> {
         Some(_) => changes.push(&plugin, "left alone: not retrace's"),
         None => {}
     }
-    if let Some(text) = without_package(target, &record)? {
+    let added = record.set.get(PLUGINS);
+    if (added.is_some() || record.set.contains_key(PLUGIN_ENTRY))
+        && let Some(text) = read_text(&target.config)?
+        && let Some(text) = without_package(&text, &target.config, added == Some(&None))?
+    {
         write_atomic(&target.config, &text, false)?;
         changes.push(&target.config, "removed the plugin \"retrace-opencode\"");
     }
@@ -370,25 +382,24 @@ fn with_package(text: &str, path: &Path, record: &mut Installed) -> Result<Optio
     if items.iter().any(|n| names_ours(&plain, n)) {
         return Ok(None);
     }
+    record.set.insert(PLUGIN_ENTRY.to_string(), None);
     super::append(text, list, None, &NPM_PLUGIN, &Style::of(&plain, &root)).map(Some)
 }
 
-/// The config's text without retrace's package in its `plugin` list (and without the
-/// member when an install added it and nothing else is in it); `None` when it names none.
+/// `text` without retrace's package in its `plugin` list (and without the member when
+/// `drop_member` and nothing else is left in it); `None` when it names none.
 ///
 /// # Errors
-/// When the config cannot be read or is not JSON.
-fn without_package(target: &OpenCode, record: &Installed) -> Result<Option<String>, String> {
-    let Some(mut text) = read_text(&target.config)? else {
-        return Ok(None);
-    };
+/// When the text is not JSON.
+fn without_package(text: &str, path: &Path, drop_member: bool) -> Result<Option<String>, String> {
+    let mut text = text.to_string();
     let mut changed = false;
     loop {
         let plain = plain(&text);
         if plain.trim().is_empty() {
             break;
         }
-        let root = scan(&plain, &target.config)?;
+        let root = scan(&plain, path)?;
         let Some((at, list)) = root.member(PLUGINS) else {
             break;
         };
@@ -400,7 +411,7 @@ fn without_package(target: &OpenCode, record: &Installed) -> Result<Option<Strin
             changed = true;
             continue;
         }
-        if changed && items.is_empty() && record.set.get(PLUGINS) == Some(&None) {
+        if changed && items.is_empty() && drop_member {
             text = remove_member(&text, &plain, &root, at);
         }
         break;

@@ -253,14 +253,15 @@ fn by_name_the_package_is_named_instead_of_the_file_copied_and_taken_back_exactl
     uninstall(&target).unwrap();
     assert_eq!(read(&target.config), original);
 
-    // Named already (with a version): nothing added; uninstall takes it out all the same.
-    let named = "{\"snapshot\": false, \"plugin\": [\"retrace-opencode@0.1.0\"]}\n";
+    // Named already by the user (with a version): nothing added, and uninstall leaves the
+    // user's entry (it removes what install added, nothing else).
+    let named = "{\"snapshot\": false, \"plugin\": [\"a\", \"retrace-opencode@0.1.0\"]}\n";
     let (_dir, mut target) = project(Some(named));
     target.by_name = true;
     install(&target, &exe()).unwrap();
     assert_eq!(read(&target.config), named);
     uninstall(&target).unwrap();
-    assert!(!read(&target.config).contains("retrace-opencode"));
+    assert!(read(&target.config).contains("retrace-opencode@0.1.0"));
 
     // Not a list: refused, nothing changed.
     let odd = "{\"plugin\": \"retrace-opencode\"}\n";
@@ -281,4 +282,20 @@ fn by_name_after_a_copy_the_copied_file_goes() {
     assert!(!target.plugin().exists(), "{changes:?}");
     let config: serde_json::Value = serde_json::from_str(&read(&target.config)).unwrap();
     assert_eq!(config["plugin"], serde_json::json!(["retrace-opencode"]));
+}
+
+#[test]
+fn a_copy_after_the_package_name_drops_the_name() {
+    let original = "{\n  \"plugin\": [\"a\"]\n}\n";
+    let (_dir, mut target) = project(Some(original));
+    target.by_name = true;
+    install(&target, &exe()).unwrap();
+    target.by_name = false;
+    install(&target, &exe()).unwrap();
+    assert!(target.plugin().exists());
+    let text = read(&target.config);
+    assert!(!text.contains("retrace-opencode"), "{text}");
+    assert!(text.contains("\"a\""), "{text}");
+    uninstall(&target).unwrap();
+    assert_eq!(read(&target.config), original);
 }
