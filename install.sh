@@ -12,15 +12,19 @@
 # directory holding the archives and SHA256SUMS, e.g. a mirror).
 set -eu
 
+say() { printf 'retrace-install: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# Everything runs from main, called on the last line: a download cut short runs nothing.
+main() {
 # Filled in by .github/workflows/release.yml in the copy it publishes.
 REPO="${RETRACE_REPO:-@REPO@}"
 VERSION="${RETRACE_VERSION:-@VERSION@}"
+VERSION="${VERSION#v}"
 BASE_URL="${RETRACE_DOWNLOAD_URL:-}"
-DIR="${RETRACE_INSTALL_DIR:-$HOME/.local/bin}"
+[ -n "${RETRACE_INSTALL_DIR:-}" ] || [ -n "${HOME:-}" ] || die "HOME is not set: give --dir DIR"
+DIR="${RETRACE_INSTALL_DIR:-${HOME:-}/.local/bin}"
 LIBC=""
-
-say() { printf 'retrace-install: %s\n' "$*" >&2; }
-die() { say "$*"; exit 1; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -90,8 +94,9 @@ else
     die "neither sha256sum nor shasum is installed: cannot verify the download"
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/retrace-install.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/retrace-install.XXXXXX") || die "cannot create a temporary directory (TMPDIR?)"
+trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; exit 130' INT TERM
 
 say "downloading $archive ($BASE_URL)"
 fetch "$BASE_URL/$archive" "$tmp/$archive" || die "cannot download $BASE_URL/$archive (no such release or platform?)"
@@ -108,10 +113,17 @@ for b in retrace retrace-dump; do
     [ -f "$src/$b" ] || die "$archive holds no $b: nothing installed"
 done
 mkdir -p "$DIR" || die "cannot create $DIR"
-# Each binary lands by rename from beside it: never a half-written one under its name.
+DIR=$(cd "$DIR" && pwd)
+# Both copied beside their names first, then each renamed into place: never a half-written
+# binary under its name, and a failed copy leaves the old pair.
 for b in retrace retrace-dump; do
-    cp "$src/$b" "$DIR/.$b.new" && chmod 755 "$DIR/.$b.new" && mv -f "$DIR/.$b.new" "$DIR/$b" ||
-        die "cannot write $DIR/$b"
+    if ! { cp "$src/$b" "$DIR/.$b.new" && chmod 755 "$DIR/.$b.new"; }; then
+        rm -f "$DIR/.retrace.new" "$DIR/.retrace-dump.new"
+        die "cannot write into $DIR: nothing installed"
+    fi
+done
+for b in retrace retrace-dump; do
+    mv -f "$DIR/.$b.new" "$DIR/$b" || die "cannot rename $DIR/.$b.new to $DIR/$b"
 done
 say "installed retrace $VERSION ($target) into $DIR"
 case ":$PATH:" in
@@ -119,3 +131,6 @@ case ":$PATH:" in
     *) say "$DIR is not on your PATH: add it, e.g. echo 'export PATH=\"$DIR:\$PATH\"' >> ~/.profile (then open a new shell)" ;;
 esac
 say "next: retrace demo"
+}
+
+main "$@"

@@ -68,7 +68,9 @@ function write(dir, manifest, files) {
 	fs.rmSync(dir, { recursive: true, force: true });
 	fs.mkdirSync(dir, { recursive: true });
 	fs.writeFileSync(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
-	for (const [name, from, mode] of files) {
+	manifest.files = [...(manifest.files ?? []), "LICENSE"];
+	fs.writeFileSync(path.join(dir, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+	for (const [name, from, mode] of [...files, ["LICENSE", path.join(repo, "LICENSE")]]) {
 		const to = path.join(dir, name);
 		fs.mkdirSync(path.dirname(to), { recursive: true });
 		fs.copyFileSync(from, to);

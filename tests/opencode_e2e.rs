@@ -794,7 +794,10 @@ fn opencode_loads_the_plugin_by_name_from_the_npm_registry() {
         .args(["install", "opencode", "--npm"]);
     succeeded(install.output().unwrap(), "retrace install opencode --npm");
     let installed: Value = serde_json::from_str(&env.read("opencode.json")).unwrap();
-    assert_eq!(installed["plugin"], json!(["retrace-opencode"]));
+    assert_eq!(
+        installed["plugin"],
+        json!([format!("retrace-opencode@{}", env!("CARGO_PKG_VERSION"))])
+    );
     assert_eq!(installed["snapshot"], false);
     assert!(!env.path(".opencode/plugins/retrace.ts").exists());
 

@@ -33,9 +33,18 @@ function platformPackages() {
 /** Why there is no binary, in one line that says what to do. */
 function missing(packages) {
 	if (packages.length === 0) {
-		return `retrace: no prebuilt binary for ${process.platform}-${process.arch} (Linux x64 and arm64 only for now); build it with \`cargo install --locked retrace-cli\`, or set RETRACE_BINARY`;
+		const where = `${process.platform}-${process.arch}`;
+		return process.platform === "linux"
+			? `retrace: no prebuilt binary for ${where} (x64 and arm64 only); build it with \`cargo install --locked retrace-cli\`, or set RETRACE_BINARY`
+			: `retrace: retrace runs on Linux only for now (${where}: docs/platforms.md says what a port needs)`;
 	}
-	return `retrace: the platform package ${packages[0]} is not installed (optional dependencies skipped?); reinstall retrace-cli without --no-optional / --omit=optional, or \`npm install ${packages[0]}\`, or set RETRACE_BINARY`;
+	let version = "";
+	try {
+		version = `@${require("./package.json").version}`;
+	} catch {
+		// a launcher outside its package
+	}
+	return `retrace: the platform package ${packages[0]} is not installed (optional dependencies skipped?); reinstall retrace-cli without --no-optional / --omit=optional, or \`npm install -g ${packages[0]}${version}\`, or set RETRACE_BINARY`;
 }
 
 /**

@@ -25,7 +25,7 @@ pub struct InstallArgs {
     /// copilot, droid).
     #[arg(long)]
     watch: bool,
-    /// opencode only: name the plugin's npm package (`"plugin": ["retrace-opencode"]` in
+    /// opencode only: name the plugin's npm package (`"plugin": ["retrace-opencode@VERSION"]` in
     /// `opencode.json`), which OpenCode installs with the `retrace` binary it depends on,
     /// instead of copying the plugin file.
     #[arg(long)]

@@ -205,8 +205,8 @@ pub fn install(target: &OpenCode, exe: &Path) -> Result<Changes, String> {
         changes.push(
             &target.config,
             if target.by_name {
-                "named the plugin \"retrace-opencode\" (OpenCode installs it from npm, with \
-                 the retrace binary) and set \"snapshot\": false"
+                "named the plugin \"retrace-opencode\" at this version (OpenCode installs it \
+                 from npm, with the retrace binary) and set \"snapshot\": false"
             } else {
                 "set \"snapshot\": false (OpenCode's own snapshots off)"
             },
@@ -349,6 +349,12 @@ pub fn uninstall(target: &OpenCode) -> Result<Changes, String> {
     Ok(changes)
 }
 
+/// The package as an install names it: at this retrace's version, so that the plugin OpenCode
+/// installs speaks the same protocol and store as the `retrace` the user runs.
+fn pinned() -> String {
+    format!("{NPM_PLUGIN}@{}", env!("CARGO_PKG_VERSION"))
+}
+
 /// Whether the `plugin` entry `node` (a JSON string in `plain`) names retrace's package,
 /// with or without a version (`retrace-opencode@0.2.0`).
 fn names_ours(plain: &str, node: &Node) -> bool {
@@ -370,7 +376,7 @@ fn with_package(text: &str, path: &Path, record: &mut Installed) -> Result<Optio
     let root = scan(&plain, path)?;
     let Some((_, list)) = root.member(PLUGINS) else {
         record.set.insert(PLUGINS.to_string(), None);
-        let value = serde_json::to_string(&[NPM_PLUGIN]).unwrap_or_default();
+        let value = serde_json::to_string(&[pinned()]).unwrap_or_default();
         return Ok(Some(insert_member(text, &plain, &root, PLUGINS, &value)));
     };
     let Some(items) = list.elements() else {
@@ -383,7 +389,7 @@ fn with_package(text: &str, path: &Path, record: &mut Installed) -> Result<Optio
         return Ok(None);
     }
     record.set.insert(PLUGIN_ENTRY.to_string(), None);
-    super::append(text, list, None, &NPM_PLUGIN, &Style::of(&plain, &root)).map(Some)
+    super::append(text, list, None, &pinned(), &Style::of(&plain, &root)).map(Some)
 }
 
 /// `text` without retrace's package in its `plugin` list (and without the member when

@@ -226,7 +226,7 @@ fn by_name_the_package_is_named_instead_of_the_file_copied_and_taken_back_exactl
     let config: serde_json::Value = serde_json::from_str(&read(&target.config)).unwrap();
     assert_eq!(
         config,
-        serde_json::json!({"snapshot": false, "plugin": ["retrace-opencode"]})
+        serde_json::json!({"snapshot": false, "plugin": [pinned()]})
     );
     assert!(
         !changes.lines.iter().any(|l| l.contains("not on PATH")),
@@ -247,7 +247,8 @@ fn by_name_the_package_is_named_instead_of_the_file_copied_and_taken_back_exactl
     install(&target, &exe()).unwrap();
     let text = read(&target.config);
     assert!(
-        text.contains("[\"opencode-wakatime\",\"retrace-opencode\"]") && text.contains("// mine"),
+        text.contains(&format!("[\"opencode-wakatime\",\"{}\"]", pinned()))
+            && text.contains("// mine"),
         "{text}"
     );
     uninstall(&target).unwrap();
@@ -281,7 +282,7 @@ fn by_name_after_a_copy_the_copied_file_goes() {
     let changes = install(&target, &exe()).unwrap();
     assert!(!target.plugin().exists(), "{changes:?}");
     let config: serde_json::Value = serde_json::from_str(&read(&target.config)).unwrap();
-    assert_eq!(config["plugin"], serde_json::json!(["retrace-opencode"]));
+    assert_eq!(config["plugin"], serde_json::json!([pinned()]));
 }
 
 #[test]
