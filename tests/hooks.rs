@@ -765,8 +765,8 @@ fn a_late_codex_stop_of_an_earlier_turn_leaves_the_running_turn_alone() {
     assert_eq!(env.read("user"), "the user's edit");
 }
 
-/// A hook run through a wrapper (`timeout 900 retrace hook …`, `env X=1 …`, and the agent's
-/// `sh -c` around them): the turn belongs to the agent behind them, not to the wrapper,
+/// A hook run through a wrapper (`timeout 900 retrace hook …`, `env X=1 …`, the agent's
+/// `sh -c` around them, the npm package's launcher): the turn belongs to the agent behind them, not to the wrapper,
 /// which exits with the hook; so an interrupted turn ends where the next prompt begins. The
 /// test process plays the agent: it runs the hook commands and stays alive.
 #[test]
@@ -780,7 +780,11 @@ fn a_hook_run_through_a_wrapper_is_owned_by_the_agent_behind_it() {
         format!("env X=1 nice -n 1 {hook}; true"),
         format!("{hook}; true"),
     );
-    let wrapped: [(&str, Vec<&str>); 5] = [
+    // The npm package's launcher (`node …/retrace-cli/bin/retrace`, running the binary
+    // RETRACE_BINARY names): it only runs the binary too.
+    let launcher = concat!(env!("CARGO_MANIFEST_DIR"), "/npm/cli/bin/retrace");
+    let wrapped: [(&str, Vec<&str>); 6] = [
+        ("node", vec![launcher, "hook", "claude-code"]),
         ("timeout", [&["900"][..], &direct].concat()),
         ("env", [&["X=1"][..], &direct].concat()),
         ("sh", vec!["-c", &in_timeout]),
@@ -795,7 +799,8 @@ fn a_hook_run_through_a_wrapper_is_owned_by_the_agent_behind_it() {
             // No deadline for the before-snapshot: a loaded machine makes the hook slow,
             // never the turn conversation-only.
             let mut run = env.command(program, args);
-            run.env("RETRACE_HOOK_DEADLINE_MS", "600000");
+            run.env("RETRACE_HOOK_DEADLINE_MS", "600000")
+                .env("RETRACE_BINARY", RETRACE);
             let o = crate::common::output_with_input(&mut run, event.to_string().as_bytes());
             assert!(
                 o.status.success() && stderr(&o).is_empty(),
