@@ -71,6 +71,7 @@ fn the_npm_packages_install_from_a_registry_and_run() {
         names,
         [
             "retrace-cli-linux-x64",
+            "retrace-cli-linux-x64-musl",
             "retrace-cli",
             "retrace-pi",
             "retrace-opencode"
@@ -95,6 +96,31 @@ fn the_npm_packages_install_from_a_registry_and_run() {
     says_version(&retrace, &home);
     let modules = prefix.join("lib/node_modules/retrace-cli/node_modules");
     assert!(modules.join("retrace-cli-linux-x64/bin/retrace").exists());
+    // The musl build (no `libc` field) installs on glibc too, as the fallback for an older
+    // glibc; on this glibc the launcher picks the glibc build.
+    assert!(
+        modules
+            .join("retrace-cli-linux-x64-musl/bin/retrace")
+            .exists()
+    );
+    let chosen = |which: &str| {
+        let o = ok(
+            output_within(
+                Command::new("node").arg("-p").arg(format!(
+                    "require({:?}).binaryPath()",
+                    prefix.join("lib/node_modules/retrace-cli").display()
+                )),
+                LIMIT,
+            ),
+            "binaryPath",
+        );
+        assert!(
+            stdout(&o).contains(&format!("/{which}/bin/retrace")),
+            "{}",
+            stdout(&o)
+        );
+    };
+    chosen("retrace-cli-linux-x64");
     let dump = ok(
         output_within(
             Command::new(prefix.join("bin/retrace-dump")).arg("--help"),
@@ -180,9 +206,12 @@ fn the_npm_packages_install_from_a_registry_and_run() {
         ("fake status", Some(7))
     );
 
-    // Without the platform package (a package manager that skipped optional dependencies):
-    // one line naming it and how to get it; nothing runs.
+    // Without the glibc package, the musl one runs; without either (a package manager that
+    // skipped optional dependencies): one line naming the package and how to get it.
     std::fs::remove_dir_all(modules.join("retrace-cli-linux-x64")).unwrap();
+    chosen("retrace-cli-linux-x64-musl");
+    says_version(&retrace, &home);
+    std::fs::remove_dir_all(modules.join("retrace-cli-linux-x64-musl")).unwrap();
     let o = output_within(Command::new(&retrace).arg("--version"), LIMIT);
     assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
     let said = stderr(&o);

@@ -141,7 +141,13 @@ pub fn publish_tree(dir: &Path, upstream: Option<&str>) -> (Registry, Vec<PathBu
         Command::new("node")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("npm/stage.mjs"))
             .args(["--out".as_ref(), dir.join("stage").as_os_str()])
-            .args(["--binaries", &format!("linux-x64={}", bin_dir.display())]),
+            .args(["--binaries", &format!("linux-x64={}", bin_dir.display())])
+            // The same binaries stand in for the static musl build: its package and the
+            // launcher's choice between the two are what is tested.
+            .args([
+                "--binaries",
+                &format!("linux-x64-musl={}", bin_dir.display()),
+            ]),
         LIMIT,
     );
     assert!(o.status.success(), "stage: {}", stderr(&o));
