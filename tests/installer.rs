@@ -123,15 +123,22 @@ fn gnu_target() -> &'static str {
     }
 }
 
+/// Under `dir`: a release served on loopback (its checksum wrong with `wrong_sum`) and a
+/// home to install into; the home and the release's URL.
+fn site_and_home(dir: &Path, wrong_sum: bool) -> (PathBuf, String) {
+    let site = dir.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    release(&site, gnu_target(), wrong_sum);
+    let url = serve(site);
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    (home, url)
+}
+
 #[test]
 fn the_installer_verifies_and_installs_a_release() {
     let tmp = tempfile::tempdir().unwrap();
-    let site = tmp.path().join("site");
-    std::fs::create_dir_all(&site).unwrap();
-    release(&site, gnu_target(), false);
-    let url = serve(site);
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
+    let (home, url) = site_and_home(tmp.path(), false);
     let o = install(
         &home,
         &["--version", VERSION, "--base-url", &url, "--libc", "gnu"],
@@ -182,12 +189,7 @@ fn the_installer_verifies_and_installs_a_release() {
 #[test]
 fn a_wrong_checksum_installs_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let site = tmp.path().join("site");
-    std::fs::create_dir_all(&site).unwrap();
-    release(&site, gnu_target(), true);
-    let url = serve(site);
-    let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
+    let (home, url) = site_and_home(tmp.path(), true);
     let o = install(
         &home,
         &["--version", VERSION, "--base-url", &url, "--libc", "gnu"],

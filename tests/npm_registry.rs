@@ -11,24 +11,14 @@
 //! `CI`, where it fails.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::common::registry::{clean, e2e, publish_tree};
+use crate::common::succeeded as ok;
 use crate::common::{RETRACE, missing_cli, output_within, stderr, stdout};
 
 const LIMIT: Duration = Duration::from_mins(5);
-
-fn ok(o: Output, what: &str) -> Output {
-    assert!(
-        o.status.success(),
-        "{what}: {:?}\n{}\n{}",
-        o.status,
-        stdout(&o),
-        stderr(&o)
-    );
-    o
-}
 
 /// `retrace --version` of `bin` says this build's version.
 fn says_version(bin: &Path, home: &Path) {
