@@ -259,6 +259,52 @@ pub fn cap_malloc_arenas() {
     }
 }
 
+/// What retrace may rely on about the filesystem holding a path, read from its `statfs`
+/// type number (Linux's filesystem magic numbers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filesystem {
+    /// A local filesystem whose directory mtimes change whenever an entry is created,
+    /// removed or renamed, as seen by this host (ext4, XFS, Btrfs, tmpfs, ZFS, F2FS,
+    /// bcachefs): a listing may be reused while its directory's mtime is unchanged.
+    Local,
+    /// A network or userspace filesystem (named), on which changes made elsewhere reach
+    /// neither inotify nor, promptly, directory mtimes.
+    Remote(&'static str),
+    /// Anything else (overlayfs, an unknown type, or `statfs` failed): promise nothing.
+    Unknown,
+}
+
+/// The kind of filesystem holding `path` (see [`Filesystem`]).
+#[must_use]
+pub fn filesystem(path: &Path) -> Filesystem {
+    let Ok(s) = rustix::fs::statfs(path) else {
+        return Filesystem::Unknown;
+    };
+    #[allow(
+        clippy::useless_conversion,
+        reason = "f_type's width differs by target"
+    )]
+    let t = i64::from(s.f_type);
+    filesystem_of_type(t)
+}
+
+fn filesystem_of_type(t: i64) -> Filesystem {
+    match t {
+        // ext2/3/4, XFS, Btrfs, tmpfs, ZFS, F2FS, bcachefs.
+        0xEF53 | 0x5846_5342 | 0x9123_683E | 0x0102_1994 | 0x2FC1_2FC1 | 0xF2F5_2010
+        | 0xCA45_1A4E => Filesystem::Local,
+        0x6969 => Filesystem::Remote("NFS"),
+        0x517B => Filesystem::Remote("SMB"),
+        0xFF53_4D42 => Filesystem::Remote("CIFS"),
+        0xFE53_4D42 => Filesystem::Remote("SMB2"),
+        0x6573_5546 => Filesystem::Remote("FUSE"),
+        0x0102_1997 => Filesystem::Remote("9p"),
+        0x00C3_6400 => Filesystem::Remote("Ceph"),
+        0x5346_414F | 0x6B41_4653 => Filesystem::Remote("AFS"),
+        _ => Filesystem::Unknown,
+    }
+}
+
 fn read_trim(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

@@ -19,3 +19,15 @@ fn this_process_is_read() {
     let root = rustix::fs::open(".", PATH_ONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
     assert!(fd_path(root.as_fd()).is_dir());
 }
+
+#[test]
+fn filesystems_are_told_apart_by_their_type_number() {
+    assert_eq!(filesystem_of_type(0xEF53), Filesystem::Local);
+    assert_eq!(filesystem_of_type(0x0102_1994), Filesystem::Local);
+    assert_eq!(filesystem_of_type(0x6969), Filesystem::Remote("NFS"));
+    assert_eq!(filesystem_of_type(0x6573_5546), Filesystem::Remote("FUSE"));
+    // overlayfs promises nothing about a changing lower layer.
+    assert_eq!(filesystem_of_type(0x794C_7630), Filesystem::Unknown);
+    assert_eq!(filesystem(Path::new("/nonexistent/retrace")), Filesystem::Unknown);
+    assert!(!matches!(filesystem(Path::new("/proc")), Filesystem::Local));
+}

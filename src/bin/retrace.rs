@@ -1,6 +1,12 @@
 //! `retrace`: the command-line interface. Its code is the library's `cli` module (the `cli`
 //! feature, on by default), which shares the library's internals without making them API.
 
+// The static musl build allocates through mimalloc: musl's own malloc serialises threads
+// (docs/platforms.md, "The C library"); elsewhere the C library's malloc serves.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     retrace::cli::main()
 }

@@ -157,27 +157,6 @@ fn new_epoch() -> u64 {
     u64::from_le_bytes(b.as_bytes()[..8].try_into().unwrap_or([1; 8])).max(1)
 }
 
-/// Filesystems whose changes made elsewhere inotify never sees.
-fn remote_filesystem(root: &Path) -> Option<&'static str> {
-    let t = rustix::fs::statfs(root).ok()?;
-    #[allow(
-        clippy::useless_conversion,
-        reason = "f_type's width differs by target"
-    )]
-    let t = i64::from(t.f_type);
-    Some(match t {
-        0x6969 => "NFS",
-        0x517B => "SMB",
-        0xFF53_4D42 => "CIFS",
-        0xFE53_4D42 => "SMB2",
-        0x6573_5546 => "FUSE",
-        0x0102_1997 => "9p",
-        0x00C3_6400 => "Ceph",
-        0x5346_414F | 0x6B41_4653 => "AFS",
-        _ => return None,
-    })
-}
-
 impl Watcher {
     /// Takes the workspace's watcher lock, binds its socket and starts watching (the crawl
     /// runs in the background; until it is done, requests are answered `starting`).
@@ -193,7 +172,7 @@ impl Watcher {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(what) = remote_filesystem(&spec.root) {
+        if let crate::platform::Filesystem::Remote(what) = crate::platform::filesystem(&spec.root) {
             return Err(WatchError::Unwatchable {
                 root: spec.root.clone(),
                 what: what.into(),

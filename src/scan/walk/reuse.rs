@@ -17,21 +17,7 @@ use crate::statcache::Stat;
 /// overlayfs over a changing lower layer) do not promise it, so there every directory is
 /// listed, as git's untracked cache is off unless a filesystem passes its test.
 pub(crate) fn trusts_directory_mtimes(root: &Path) -> bool {
-    const EXT4: i64 = 0xEF53;
-    const XFS: i64 = 0x5846_5342;
-    const BTRFS: i64 = 0x9123_683E;
-    const TMPFS: i64 = 0x0102_1994;
-    const ZFS: i64 = 0x2FC1_2FC1;
-    const F2FS: i64 = 0xF2F5_2010;
-    const BCACHEFS: i64 = 0xCA45_1A4E;
-    rustix::fs::statfs(root).is_ok_and(|s| {
-        #[allow(
-            clippy::useless_conversion,
-            reason = "f_type's width differs by target"
-        )]
-        let t = i64::from(s.f_type);
-        [EXT4, XFS, BTRFS, TMPFS, ZFS, F2FS, BCACHEFS].contains(&t)
-    })
+    crate::platform::filesystem(root) == crate::platform::Filesystem::Local
 }
 
 impl Walk<'_> {
