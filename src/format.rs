@@ -49,7 +49,7 @@ pub use crate::object::{
     ChunkList, DeltaBase, EntryKind, ObjectKind, ObjectRecord, Tree, TreeEntry,
 };
 pub use crate::store::SNAPSHOT_VERSION;
-pub use crate::store::schema::{FORMAT_DELTAS, FORMAT_VERSION};
+pub use crate::store::schema::{FORMAT_DELTAS, FORMAT_PARITY, FORMAT_VERSION};
 use crate::{ObjectId, SessionKey, SnapshotRecord, StepRecord};
 
 /// A store file opened read-only.

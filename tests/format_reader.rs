@@ -97,6 +97,29 @@ struct Reader {
     deltas: BTreeMap<u8, u64>,
 }
 
+/// The zstd frame inside a codec-3 frame ("Parity frames"), every shard checked against its
+/// check (this reader only reads undamaged stores).
+fn parity_frame(stored: &[u8]) -> Vec<u8> {
+    let u32_at = |at: usize| u32::from_le_bytes(stored[at..at + 4].try_into().unwrap()) as usize;
+    let check = |b: &[u8]| blake3::hash(b).as_bytes()[..8].to_vec();
+    assert_eq!(check(&stored[..8]), stored[8..16], "first header copy");
+    assert_eq!(stored[..16], stored[16..32], "second header copy");
+    let (zstd_len, shard_len) = (u32_at(0), u32_at(4));
+    let k = zstd_len.div_ceil(shard_len);
+    assert_eq!(stored.len(), 32 + (k + 1) * (shard_len + 8));
+    let body = &stored[32..32 + (k + 1) * shard_len];
+    let checks = &stored[32 + (k + 1) * shard_len..];
+    let mut parity = vec![0u8; shard_len];
+    for (shard, c) in body.chunks(shard_len).zip(checks.chunks(8)) {
+        assert_eq!(check(shard), c, "a shard's check");
+    }
+    for shard in body[..k * shard_len].chunks(shard_len) {
+        parity.iter_mut().zip(shard).for_each(|(p, b)| *p ^= b);
+    }
+    assert_eq!(parity, body[k * shard_len..], "the parity shard");
+    body[..zstd_len].to_vec()
+}
+
 impl Reader {
     /// An object's kind, content size and payload ("To read an object").
     fn object(&mut self, id: &[u8; 32]) -> (u64, u64, Vec<u8>) {
@@ -123,6 +146,7 @@ impl Reader {
         let frame = match codec {
             0 => stored,
             1 | 2 => zstd::bulk::decompress(&stored, frame_len).unwrap(),
+            3 => zstd::bulk::decompress(&parity_frame(&stored), frame_len).unwrap(),
             c => panic!("codec {c}"),
         };
         assert_eq!(frame.len(), frame_len);
@@ -233,7 +257,7 @@ fn read(db: &redb::ReadOnlyDatabase) -> Found {
     let meta = tx.open_table(META).unwrap();
     let meta = |k| meta.get(k).unwrap().expect("meta key").value().to_vec();
     let format = u32::from_le_bytes(meta("format").try_into().unwrap());
-    assert!(format == 1 || format == 2, "store format {format}");
+    assert!((1..=3).contains(&format), "store format {format}");
     let mut r = Reader {
         objects: tx.open_table(OBJECTS).unwrap(),
         packs: tx.open_table(PACKS).unwrap(),
@@ -265,13 +289,18 @@ fn read(db: &redb::ReadOnlyDatabase) -> Found {
     let log_end = u64::from_le_bytes(meta("log_end").try_into().unwrap());
     let pack_keys: Vec<u64> = (r.packs.iter().unwrap().map(|p| p.unwrap().0.value())).collect();
     assert_eq!(pack_keys.last(), Some(&((log_end - 1) / PACK_BYTES)));
-    // Format 2 exactly when some object is a delta.
-    assert_eq!(
-        format == 2,
-        !r.deltas.is_empty(),
-        "format {format}, {:?}",
-        r.deltas
-    );
+    // Format 3 exactly when some frame is a parity frame, else 2 exactly when some object
+    // is a delta.
+    if r.codecs.contains(&3) {
+        assert_eq!(format, 3);
+    } else {
+        assert_eq!(
+            format == 2,
+            !r.deltas.is_empty(),
+            "format {format}, {:?}",
+            r.deltas
+        );
+    }
     Found {
         snaps,
         states,
@@ -406,8 +435,8 @@ fn a_reader_written_from_the_format_document_reads_every_snapshot() {
     check(&found);
     assert_eq!(
         found.codecs,
-        BTreeSet::from([0, 2]),
-        "raw and recompressed frames only"
+        BTreeSet::from([0, 2, 3]),
+        "raw, recompressed and parity (the trees) frames only"
     );
     let k = &found.pack_keys;
     assert!(

@@ -278,6 +278,8 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let (codec, frame) = compress(&b"retrace ".repeat(128));
     assert_eq!(codec, Codec::Zstd);
     add("decode", "seed-zstd-frame", [&[1][..], &frame].concat());
+    let parity = retrace::object::parity::protect(&frame).unwrap();
+    add("decode", "seed-parity-frame", parity);
 
     add("statcache", "seed-four-kinds", statcache_seed());
     // records_past_the_count_are_never_read (src/statcache_tests.rs).

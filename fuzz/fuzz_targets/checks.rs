@@ -53,8 +53,17 @@ pub fn decode(data: &[u8]) {
             Ok(list)
         );
     }
+    // A parity frame: refused, or its zstd frame, never longer than the input; what it
+    // gives protects again to a frame that gives the same.
+    if let Ok((z, _)) = retrace::object::parity::unprotect(data) {
+        assert!(!z.is_empty() && z.len() <= data.len());
+        let again = retrace::object::parity::protect(&z).expect("a non-empty frame");
+        let back = retrace::object::parity::unprotect(&again).expect("its own output");
+        assert_eq!(back.0, z);
+    }
     if let Some((&len, rest)) = data.split_first() {
         let _ = decompress(Codec::Zstd, rest, u32::from(len) * 1024);
+        let _ = decompress(Codec::ZstdParity, rest, u32::from(len) * 1024);
         // A delta payload against a base: refused or decoded to exactly the size asked for.
         let base = b"fn main() { println!(\"the base a delta is read against\"); }\n";
         if let Ok(out) = retrace::object::delta::decode(base, rest, usize::from(len) * 64) {

@@ -4,6 +4,7 @@
 pub mod delta;
 mod flat;
 mod id;
+pub mod parity;
 mod path;
 pub mod record;
 mod terminal;

@@ -66,6 +66,9 @@ pub enum Codec {
     /// One zstd frame recompressed at a higher level by maintenance (read like `Zstd`; the
     /// codec says the frame needs no further recompression).
     ZstdDense,
+    /// One zstd frame written by maintenance in shards with checksums and a parity shard
+    /// (`docs/format.md`, "Parity frames"): any one damaged shard is rebuilt. Format 3.
+    ZstdParity,
 }
 
 /// What a delta object is against: the object whose payload its payload was compressed
@@ -485,14 +488,28 @@ pub fn compress_dense(raw: &[u8]) -> Option<Vec<u8>> {
         .ok()
 }
 
+/// `raw` compressed at [`DENSE_LEVEL`] and wrapped in shards with a parity shard (codec
+/// [`Codec::ZstdParity`]), or `None` when zstd fails.
+#[must_use]
+pub fn compress_protected(raw: &[u8]) -> Option<Vec<u8>> {
+    super::parity::protect(&compress_dense(raw)?)
+}
+
 /// Reverses [`compress`]; `raw_len` bounds the output so a hostile frame cannot balloon.
 ///
 /// # Errors
 /// A message when the frame is not valid zstd or does not have the recorded length.
 pub fn decompress(codec: Codec, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, String> {
+    let unprotected;
+    let stored = if codec == Codec::ZstdParity {
+        unprotected = super::parity::unprotect(stored)?.0;
+        unprotected.as_ref()
+    } else {
+        stored
+    };
     let out = match codec {
         Codec::Raw => stored.to_vec(),
-        Codec::Zstd | Codec::ZstdDense => DECOMPRESSOR.with(|d| {
+        Codec::Zstd | Codec::ZstdDense | Codec::ZstdParity => DECOMPRESSOR.with(|d| {
             let mut d = d.borrow_mut();
             if d.is_none() {
                 *d = zstd::bulk::Decompressor::new().ok();
@@ -531,7 +548,10 @@ pub fn decompress_prefix(
 ) -> Result<Vec<u8>, String> {
     use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
     let want = upto.next_multiple_of(ZSTD_BLOCK);
-    if want >= raw_len as usize || raw_len > PREFIX_MAX_FRAME || codec == Codec::Raw {
+    if want >= raw_len as usize
+        || raw_len > PREFIX_MAX_FRAME
+        || matches!(codec, Codec::Raw | Codec::ZstdParity)
+    {
         return decompress(codec, stored, raw_len);
     }
     STREAM.with(|d| {

@@ -9,6 +9,8 @@
 //! Objects never disappear in between: a concurrent capture that looks one up finds it, and a
 //! reader holding an older transaction still reads the old frame. The caller holds the
 //! workspace lock (shared is enough: it excludes GC and restores, not captures).
+//!
+//! A pass first regroups trees into parity frames (`tree_frames.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -34,6 +36,10 @@ pub struct DenseReport {
     pub bytes_after: u64,
     /// Whether every frame is now dense (false when the deadline stopped the pass).
     pub finished: bool,
+    /// The trees regrouped into parity frames first (`docs/format.md`, "Parity frames").
+    pub trees: super::tree_frames::TreeGroupReport,
+    /// Packs freed after, by moving the small frames left in packs mostly emptied.
+    pub packs_freed: u64,
 }
 
 impl Store {
@@ -43,6 +49,8 @@ impl Store {
     /// [`StoreError`] when the store cannot be read or written; a frame that does not
     /// decompress stops the pass before anything of its batch is written.
     pub fn recompress(&self, deadline: Option<Instant>) -> Result<DenseReport, StoreError> {
+        // Trees first: the frames they leave need no recompression.
+        let trees = self.group_trees(deadline)?;
         let reader = self.reader()?;
         let mut frames: BTreeMap<u64, Vec<(ObjectId, ObjectRecord)>> = BTreeMap::new();
         for (id, rec) in reader.objects()? {
@@ -54,6 +62,7 @@ impl Store {
         }
         let mut report = DenseReport {
             finished: true,
+            trees,
             ..DenseReport::default()
         };
         let mut batch: Vec<NewFrame> = Vec::new();
@@ -112,6 +121,9 @@ impl Store {
         }
         if !batch.is_empty() {
             self.rewrite(&[], batch, &written, false)?;
+        }
+        if report.frames > 0 || report.trees.trees > 0 {
+            report.packs_freed = self.vacate_sparse_packs()?;
         }
         Ok(report)
     }

@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::schema::{META, META_LOG_END, OBJECTS, PACK_BYTES, PACKS};
 use super::{Store, disk_bytes, now_secs, pack};
 use crate::error::StoreError;
+use crate::object::record::{Codec, FrameMember};
 use crate::object::{
     DeltaBase, EntryKind, NewFrame, ObjectId, ObjectKind, ObjectRecord, PendingObject,
 };
@@ -361,6 +362,10 @@ impl Store {
             {
                 super::write::mark_deltas(&mut meta).map_err(|x| e(x.into()))?;
             }
+            if frames.iter().any(|f| f.codec == Codec::ZstdParity) {
+                super::write::raise_format(&mut meta, super::schema::FORMAT_PARITY)
+                    .map_err(|x| e(x.into()))?;
+            }
             for f in &frames {
                 let stored_len =
                     u32::try_from(f.stored.len()).map_err(|_| StoreError::Corrupt {
@@ -408,6 +413,76 @@ impl Store {
                 .map_err(|x| e(x.into()))?;
             Ok(total - packs.len().map_err(|x| e(x.into()))?)
         })
+    }
+}
+
+impl Store {
+    /// Moves whole frames, byte for byte, out of packs that live frames fill less than
+    /// [`SPARSE_PACK_PERCENT`] of (see [`frames_out_of_sparse_packs`]), and deletes the
+    /// packs then unused; returns how many. For after recompression and tree regrouping,
+    /// which leave holes beside the small raw frames of deltas: unlike a collection it
+    /// needs no reachability, and the caller's shared workspace lock is enough (a frame
+    /// moves in one transaction, its records with it).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read or written.
+    pub fn vacate_sparse_packs(&self) -> Result<u64, StoreError> {
+        let reader = self.reader()?;
+        let mut frames: HashMap<u64, Frame> = HashMap::new();
+        for (id, rec) in reader.objects()? {
+            let Ok(rec) = rec else { continue };
+            frames
+                .entry(rec.offset)
+                .or_insert_with(|| Frame {
+                    stored_len: rec.stored_len,
+                    raw_len: rec.frame_len,
+                    live: Vec::new(),
+                    dead: Vec::new(),
+                    dead_bytes: 0,
+                })
+                .live
+                .push((id, rec));
+        }
+        let moved = frames_out_of_sparse_packs(&frames);
+        if moved.is_empty() {
+            return Ok(0);
+        }
+        let packs = reader
+            .packs
+            .as_ref()
+            .ok_or_else(|| reader.corrupt(&ObjectId::ZERO, "no pack log".into()))?;
+        let mut new_frames = Vec::new();
+        let mut written = HashMap::new();
+        for offset in moved {
+            let f = &frames[&offset];
+            let Some(stored) = pack::read(packs, offset, f.stored_len).map_err(|x| reader.db_err(x))?
+            else {
+                continue;
+            };
+            let codec = f.live[0].1.codec;
+            new_frames.push(NewFrame {
+                codec,
+                stored,
+                raw_len: f.raw_len,
+                members: f
+                    .live
+                    .iter()
+                    .map(|(id, r)| {
+                        written.insert(*id, r.written);
+                        FrameMember {
+                            id: *id,
+                            kind: r.kind,
+                            size: r.size,
+                            within: r.within,
+                            len: r.len,
+                            delta: r.delta,
+                        }
+                    })
+                    .collect(),
+            });
+        }
+        drop(reader);
+        self.rewrite(&[], new_frames, &written, false)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use redb::{ConcurrencyMode, Database, ReadableDatabase, ReadableTable};
 
 use super::schema::{
-    self, FORMAT_DELTAS, FORMAT_VERSION, META, META_FORMAT, META_STORE_ID, META_WORKSPACE,
+    self, FORMAT_DELTAS, FORMAT_PARITY, FORMAT_VERSION, META, META_FORMAT, META_STORE_ID, META_WORKSPACE,
     OBJECTS, PACKS, SNAPSHOTS,
 };
 use super::{
@@ -269,7 +269,7 @@ impl StoreReader {
 
     fn check_format(&self) -> Result<(), StoreError> {
         match self.format()? {
-            Some(FORMAT_VERSION | FORMAT_DELTAS) => Ok(()),
+            Some(FORMAT_VERSION | FORMAT_DELTAS | FORMAT_PARITY) => Ok(()),
             // The creating process has not committed its first transaction yet.
             None => Err(StoreError::BeingCreated {
                 path: self.path.clone(),
@@ -277,7 +277,7 @@ impl StoreReader {
             Some(found) => Err(StoreError::UnknownFormat {
                 path: self.path.clone(),
                 found,
-                expected: FORMAT_DELTAS,
+                expected: FORMAT_PARITY,
             }),
         }
     }

@@ -11,6 +11,9 @@ pub const FORMAT_VERSION: u32 = 1;
 /// format 1 refuses the store instead of misreading it. A store of another version is
 /// refused.
 pub const FORMAT_DELTAS: u32 = 2;
+/// Store format version of a store holding a parity frame (codec `ZstdParity`), recorded in
+/// the transaction that writes the first one; it holds deltas too, as format 2 may.
+pub const FORMAT_PARITY: u32 = 3;
 
 /// `meta`: small named values. Keys: [`META_FORMAT`], [`META_WORKSPACE`], [`META_STORE_ID`],
 /// [`META_LOG_END`], [`META_MAINTAINED`], [`META_OVER_BUDGET`], [`META_LAST_KNOWN`].

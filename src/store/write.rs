@@ -33,13 +33,23 @@ pub(super) fn readable_in(
     Ok(false)
 }
 
-/// Records in `meta` that the store holds delta objects (format [`FORMAT_DELTAS`]).
+/// Records in `meta` that the store holds delta objects (format [`FORMAT_DELTAS`], or
+/// higher when it already says so).
 pub(super) fn mark_deltas(meta: &mut redb::Table<'_, &str, &[u8]>) -> Result<(), redb::StorageError> {
+    raise_format(meta, FORMAT_DELTAS)
+}
+
+/// Sets `meta.format` to `to` unless it is that or higher already: a format only rises, so
+/// that a retrace reading only the older ones refuses the store instead of misreading it.
+pub(super) fn raise_format(
+    meta: &mut redb::Table<'_, &str, &[u8]>,
+    to: u32,
+) -> Result<(), redb::StorageError> {
     let format = meta
         .get(META_FORMAT)?
         .and_then(|g| g.value().try_into().ok().map(u32::from_le_bytes));
-    if format != Some(FORMAT_DELTAS) {
-        meta.insert(META_FORMAT, FORMAT_DELTAS.to_le_bytes().as_slice())?;
+    if format.is_none_or(|f| f < to) {
+        meta.insert(META_FORMAT, to.to_le_bytes().as_slice())?;
     }
     Ok(())
 }

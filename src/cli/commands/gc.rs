@@ -114,6 +114,20 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
             if r.compacted { " (compacted)" } else { "" }
         );
     }
+    if let Some(t) = out
+        .retention
+        .as_ref()
+        .map(|m| &m.dense.trees)
+        .filter(|t| t.trees > 0)
+    {
+        println!(
+            "packed {} of directories together, each version after the first stored as what \
+             changed: {} -> {}",
+            n(t.trees, "tree"),
+            bytes(t.bytes_before),
+            bytes(t.bytes_after)
+        );
+    }
     if let Some(d) = out
         .retention
         .as_ref()

@@ -1,0 +1,137 @@
+//! Unit tests of `tree_frames.rs`.
+
+use super::*;
+use crate::object::{EntryKind, PendingObject, TreeEntry};
+use crate::store::pack;
+use crate::store::schema::{FORMAT_PARITY, META_FORMAT};
+
+fn store(d: &tempfile::TempDir) -> Store {
+    Store::open(&d.path().join("store"), d.path()).unwrap()
+}
+
+/// Version `v` of a 12-file directory: file `i` was last changed at version `v - v % (i + 1)`.
+fn version(dir: &str, v: u64) -> Tree {
+    Tree {
+        entries: (0..12u64)
+            .map(|i| {
+                let at = v - v % (i + 1);
+                TreeEntry {
+                    name: format!("{dir}_{i:02}.rs").into_bytes(),
+                    kind: EntryKind::File,
+                    id: ObjectId::of_blob(format!("{dir} {i} {at}").as_bytes()),
+                    size: 1000 + at,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Writes each tree in a frame of its own, as one capture at a time does.
+fn write_one_by_one(s: &Store, trees: &[Tree]) -> Vec<ObjectId> {
+    trees
+        .iter()
+        .map(|t| {
+            let bytes = t.encode();
+            let id = t.id();
+            let pending = PendingObject::whole(id, ObjectKind::Tree, bytes.len() as u64, bytes);
+            s.write(NewFrame::pack_trees(&[pending]), None, None).unwrap();
+            id
+        })
+        .collect()
+}
+
+fn stored_bytes(s: &Store, ids: &[ObjectId]) -> u64 {
+    let r = s.reader().unwrap();
+    let mut frames: HashMap<u64, u64> = HashMap::new();
+    for id in ids {
+        let rec = r.record(id).unwrap();
+        frames.insert(rec.offset, u64::from(rec.stored_len));
+    }
+    frames.values().sum()
+}
+
+#[test]
+fn versions_of_directories_pack_into_parity_frames_that_read_back() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let trees: Vec<Tree> = (1..=60)
+        .flat_map(|v| [version("a", v), version("b", v)])
+        .collect();
+    let ids = write_one_by_one(&s, &trees);
+    let before = stored_bytes(&s, &ids);
+    let report = s.group_trees(None).unwrap();
+    assert_eq!(report.trees, 120);
+    assert_eq!(report.bytes_before, before);
+    let after = stored_bytes(&s, &ids);
+    assert_eq!(report.bytes_after, after);
+    assert!(after * 3 < before, "{before} -> {after}");
+    let r = s.reader().unwrap();
+    for (t, id) in trees.iter().zip(&ids) {
+        assert_eq!(r.record(id).unwrap().codec, Codec::ZstdParity);
+        assert_eq!(&r.read_tree(id).unwrap(), t);
+    }
+    assert_eq!(
+        r.meta_value(META_FORMAT).unwrap().unwrap(),
+        FORMAT_PARITY.to_le_bytes()
+    );
+    // The frames the trees left are freed, and a second pass has nothing to do.
+    drop(r);
+    assert_eq!(s.group_trees(None).unwrap().trees, 0);
+}
+
+#[test]
+fn one_flipped_byte_anywhere_in_a_parity_frame_costs_no_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let trees: Vec<Tree> = (1..=20).map(|v| version("a", v)).collect();
+    let ids = write_one_by_one(&s, &trees);
+    s.group_trees(None).unwrap();
+    let rec = s.reader().unwrap().record(&ids[0]).unwrap();
+    let original = {
+        let r = s.reader().unwrap();
+        pack::read(r.packs.as_ref().unwrap(), rec.offset, rec.stored_len)
+            .unwrap()
+            .unwrap()
+    };
+    // Every 7th byte of the stored frame in turn, each flip undone before the next.
+    for at in (0..original.len()).step_by(7) {
+        let mut bad = original.clone();
+        bad[at] ^= 0x10;
+        overwrite(&s, rec.offset, &bad);
+        let r = s.reader().unwrap();
+        for (t, id) in trees.iter().zip(&ids) {
+            let got = r.read_tree(id);
+            assert_eq!(got.as_ref().ok(), Some(t), "byte {at} flipped: {got:?}");
+        }
+    }
+    overwrite(&s, rec.offset, &original);
+}
+
+/// Writes `bytes` over the pack log at `offset` (damage, for the tests).
+fn overwrite(s: &Store, offset: u64, bytes: &[u8]) {
+    use crate::store::schema::{PACK_BYTES, PACKS};
+    use redb::ReadableTable;
+    s.transact(|tx| {
+        let mut packs = tx.tx.open_table(PACKS).unwrap();
+        for (i, b) in bytes.iter().enumerate() {
+            let at = offset + i as u64;
+            let mut v = packs.get(at / PACK_BYTES).unwrap().unwrap().value().to_vec();
+            v[usize::try_from(at % PACK_BYTES).unwrap()] = *b;
+            packs.insert(at / PACK_BYTES, v.as_slice()).unwrap();
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_lone_frame_is_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let t = version("a", 1);
+    let bytes = t.encode();
+    let pending = PendingObject::whole(t.id(), ObjectKind::Tree, bytes.len() as u64, bytes);
+    s.write(NewFrame::pack_trees(&[pending]), None, None).unwrap();
+    assert_eq!(s.group_trees(None).unwrap().trees, 0);
+    assert_eq!(s.reader().unwrap().record(&t.id()).unwrap().codec, Codec::Zstd);
+}
