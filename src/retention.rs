@@ -440,9 +440,13 @@ pub fn maintain_until(
         .store()
         .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
     report.dense = wc.store().recompress(dense_deadline)?;
+    if report.dense.frames == 0 && report.dense.trees.trees == 0 {
+        // Holes an earlier slice left, or a collection below its own bar.
+        report.dense.packs_freed = wc.store().vacate_sparse_packs()?;
+    }
     // Compaction is maintenance: commands never wait for it (it once ran after every
     // snapshot and restore, a few commits each, ~0.3 s at a million files).
-    if report.dense.frames > 0 {
+    if report.dense.frames > 0 || report.dense.trees.trees > 0 || report.dense.packs_freed > 0 {
         wc.store().compact_now();
     } else {
         wc.store().compact_if_sparse();

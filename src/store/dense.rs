@@ -122,6 +122,7 @@ impl Store {
         if !batch.is_empty() {
             self.rewrite(&[], batch, &written, false)?;
         }
+        // The holes this pass left (a full maintenance pass also looks when it did nothing).
         if report.frames > 0 || report.trees.trees > 0 {
             report.packs_freed = self.vacate_sparse_packs()?;
         }

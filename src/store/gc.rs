@@ -30,6 +30,11 @@ const REWRITE_DEAD_PERCENT: u64 = 25;
 /// dead whose every frame holds something live).
 const SPARSE_PACK_PERCENT: u64 = 50;
 
+/// After recompression or tree regrouping, which leave holes all over the log, a pack
+/// whose frames fill less than this share of it has them moved byte for byte (a copy costs
+/// no compression, so the bar is higher than a collection's).
+const HOLEY_PACK_PERCENT: u64 = 90;
+
 /// Only frames up to this size are moved out of a sparse pack: a bigger one spans packs
 /// whose freeing would not pay for moving it.
 const MOVABLE_FRAME_BYTES: u64 = PACK_BYTES / 2;
@@ -232,7 +237,7 @@ impl Store {
                 f.dead.push(id);
             }
         }
-        let moved = frames_out_of_sparse_packs(&frames);
+        let moved = frames_out_of_sparse_packs(&frames, SPARSE_PACK_PERCENT);
         let mut removed: Vec<ObjectId> = Vec::new();
         let mut rewrite: Vec<PendingObject> = Vec::new();
         let mut rewritten_written: HashMap<ObjectId, u64> = HashMap::new();
@@ -418,7 +423,7 @@ impl Store {
 
 impl Store {
     /// Moves whole frames, byte for byte, out of packs that live frames fill less than
-    /// [`SPARSE_PACK_PERCENT`] of (see [`frames_out_of_sparse_packs`]), and deletes the
+    /// [`HOLEY_PACK_PERCENT`] of (see [`frames_out_of_sparse_packs`]), and deletes the
     /// packs then unused; returns how many. For after recompression and tree regrouping,
     /// which leave holes beside the small raw frames of deltas: unlike a collection it
     /// needs no reachability, and the caller's shared workspace lock is enough (a frame
@@ -443,7 +448,7 @@ impl Store {
                 .live
                 .push((id, rec));
         }
-        let moved = frames_out_of_sparse_packs(&frames);
+        let moved = frames_out_of_sparse_packs(&frames, HOLEY_PACK_PERCENT);
         if moved.is_empty() {
             return Ok(0);
         }
@@ -488,10 +493,10 @@ impl Store {
 
 /// The frames (by offset) to move out of sparse pack values: a frame survives the
 /// collection when it keeps something live and is not rewritten for its own dead share; a
-/// pack whose survivors fill less than [`SPARSE_PACK_PERCENT`] of it, all of them small
+/// pack whose survivors fill less than `percent` of it, all of them small
 /// ([`MOVABLE_FRAME_BYTES`]), has them moved so that it is freed. The log's last pack (its
 /// tail, still being filled) is left alone.
-fn frames_out_of_sparse_packs(frames: &HashMap<u64, Frame>) -> HashSet<u64> {
+fn frames_out_of_sparse_packs(frames: &HashMap<u64, Frame>, percent: u64) -> HashSet<u64> {
     let surviving = |f: &Frame| {
         !f.live.is_empty()
             && f.dead_bytes * 100 < u64::from(f.raw_len) * REWRITE_DEAD_PERCENT
@@ -519,7 +524,7 @@ fn frames_out_of_sparse_packs(frames: &HashMap<u64, Frame>) -> HashSet<u64> {
     packs
         .into_iter()
         .filter(|(p, (bytes, small, _))| {
-            *p < tail && *small && bytes * 100 < PACK_BYTES * SPARSE_PACK_PERCENT
+            *p < tail && *small && bytes * 100 < PACK_BYTES * percent
         })
         .flat_map(|(_, (_, _, offsets))| offsets)
         .collect()

@@ -135,3 +135,38 @@ fn a_lone_frame_is_left_alone() {
     assert_eq!(s.group_trees(None).unwrap().trees, 0);
     assert_eq!(s.reader().unwrap().record(&t.id()).unwrap().codec, Codec::Zstd);
 }
+
+#[test]
+fn the_packs_regrouping_empties_are_freed_and_what_stayed_in_them_moves() {
+    use crate::test_util::noise;
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    // Each capture: a directory's tree, then a file that does not compress (a raw frame),
+    // as a turn writes its trees beside its deltas; 300 of them fill several packs.
+    let mut files = Vec::new();
+    let mut trees = Vec::new();
+    for v in 1..=300 {
+        let t = version("a", v);
+        let bytes = t.encode();
+        let pending = PendingObject::whole(t.id(), ObjectKind::Tree, bytes.len() as u64, bytes);
+        s.write(NewFrame::pack_trees(&[pending]), None, None).unwrap();
+        let f = noise(100, v);
+        let id = ObjectId::of_blob(&f);
+        let blob = PendingObject::whole(id, ObjectKind::Blob, 100, f.clone());
+        s.write(vec![NewFrame::raw(&[blob])], None, None).unwrap();
+        files.push((id, f));
+        trees.push(t);
+    }
+    let packs_before = s.reader().unwrap().packed_bytes().unwrap();
+    let report = s.recompress(None).unwrap();
+    assert_eq!(report.trees.trees, 300);
+    assert!(report.packs_freed > 0, "{report:?}");
+    let r = s.reader().unwrap();
+    assert!(r.packed_bytes().unwrap() < packs_before);
+    for (id, f) in &files {
+        assert_eq!(&r.read_blob(id).unwrap(), f);
+    }
+    for t in &trees {
+        assert_eq!(&r.read_tree(&t.id()).unwrap(), t);
+    }
+}
