@@ -144,3 +144,47 @@ fn stats_figures_add_up_after_gc_frees_packs() {
         "{shown}"
     );
 }
+
+#[test]
+fn stats_say_where_the_bytes_are_and_the_parts_add_up() {
+    let env = crate::common::Env::new();
+    let ws = env.open();
+    let text = |n: u64| format!("fn f() {{ {n} }}\n").repeat(400);
+    for n in 0..4u64 {
+        env.write("src/a.rs", text(n));
+        env.write(&format!("src/new_{n}.rs"), text(100 + n));
+        ws.snapshot(None).unwrap();
+    }
+    drop(ws);
+    let o = env.run(crate::common::RETRACE, &["gc", "--grace", "0"]);
+    assert!(o.status.success(), "{}", crate::common::stderr(&o));
+    let line = ok(&env, RETRACE_DUMP, &["stats", "--json"]);
+    let v: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    let k = &v["stored_by_kind"];
+    let kinds: u64 = ["contents", "deltas", "chunk_lists", "trees"]
+        .iter()
+        .map(|f| k[f].as_u64().unwrap())
+        .sum();
+    let frames = v["frame_bytes"].as_u64().unwrap();
+    // Shares are rounded down per object: within a byte each.
+    assert!(
+        kinds <= frames && frames - kinds <= v["blobs"].as_u64().unwrap() + 16,
+        "{v}"
+    );
+    assert!(k["deltas"].as_u64().unwrap() > 0, "src/a.rs's edits: {v}");
+    assert!(k["trees"].as_u64().unwrap() > 0, "{v}");
+    assert!(k["contents"].as_u64().unwrap() > 0, "{v}");
+    let p = &v["file_parts"];
+    let parts: u64 = ["packs", "index", "history", "other", "free"]
+        .iter()
+        .map(|f| p[f].as_u64().unwrap())
+        .sum();
+    assert!(parts >= v["disk_bytes"].as_u64().unwrap(), "{v}");
+    assert!(
+        p["history"].as_u64().unwrap() > 0 && p["index"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    let shown = ok(&env, RETRACE_DUMP, &["stats"]);
+    assert!(shown.contains("where      in the packs: "), "{shown}");
+    assert!(shown.contains(" object index, "), "{shown}");
+}

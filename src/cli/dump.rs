@@ -161,6 +161,39 @@ fn resolve(r: &StoreReader, id: &str) -> Result<ObjectId> {
     Ok(r.resolve(id)?)
 }
 
+/// The store file's bytes by part: each table's pages (entries, B-tree metadata, the free
+/// room inside its pages) counted under what it holds, and the rest of the disk blocks.
+#[derive(Debug, Default, serde::Serialize)]
+struct FileParts {
+    /// `packs`: the pack log.
+    packs: u64,
+    /// `objects` and `staged`: the object index.
+    index: u64,
+    /// The history and snapshot-log tables (every table of the layers above, `snapshots`,
+    /// `snapshot_added`).
+    history: u64,
+    /// `meta`.
+    other: u64,
+    /// Disk blocks no table's pages account for: redb's headers, allocator state and free
+    /// pages.
+    free: u64,
+}
+
+fn file_parts(tables: &[crate::store::TableBytes], disk_bytes: u64) -> FileParts {
+    let mut p = FileParts::default();
+    for t in tables {
+        let b = t.stored + t.metadata + t.fragmented;
+        *match t.table.as_str() {
+            "packs" => &mut p.packs,
+            "objects" | "staged" => &mut p.index,
+            "meta" => &mut p.other,
+            _ => &mut p.history,
+        } += b;
+    }
+    p.free = disk_bytes.saturating_sub(p.packs + p.index + p.history + p.other);
+    p
+}
+
 fn run(cli: &Cli) -> Result<bool> {
     match &cli.command {
         Command::Stats { json } => {
@@ -178,8 +211,9 @@ fn run(cli: &Cli) -> Result<bool> {
                     v["workspace"] =
                         serde_json::json!(r.workspace()?.map(|p| p.display().to_string()));
                     v["disk_to_log_ratio"] = serde_json::json!(ratio);
-                    v["tables"] =
-                        serde_json::to_value(r.table_bytes(crate::history::tables::ALL)?)?;
+                    let tables = r.table_bytes(crate::history::tables::ALL)?;
+                    v["file_parts"] = serde_json::to_value(file_parts(&tables, s.disk_bytes))?;
+                    v["tables"] = serde_json::to_value(tables)?;
                     println!("{v}");
                 } else {
                     println!("store      {}", path.display());
@@ -214,7 +248,29 @@ fn run(cli: &Cli) -> Result<bool> {
                         bytes(s.disk_bytes),
                         bytes(s.file_bytes)
                     );
-                    for t in r.table_bytes(crate::history::tables::ALL)? {
+                    let tables = r.table_bytes(crate::history::tables::ALL)?;
+                    let k = &s.stored_by_kind;
+                    println!(
+                        "where      in the packs: {} file contents, {} deltas, {} trees, {} \
+                         chunk lists, {} no object uses (freed frames, room at the tail)",
+                        bytes(k.contents),
+                        bytes(k.deltas),
+                        bytes(k.trees),
+                        bytes(k.chunk_lists),
+                        bytes(s.packed_bytes.saturating_sub(s.frame_bytes))
+                    );
+                    let parts = file_parts(&tables, s.disk_bytes);
+                    println!(
+                        "           in the file: {} pack log, {} object index, {} history \
+                         (sessions, turns, steps, snapshot log, ledger), {} other tables, {} \
+                         redb's own pages and free space",
+                        bytes(parts.packs),
+                        bytes(parts.index),
+                        bytes(parts.history),
+                        bytes(parts.other),
+                        bytes(parts.free)
+                    );
+                    for t in tables {
                         println!(
                             "  table {:<14} {:>8} entries, {} stored, {} metadata, {} unused",
                             t.table,

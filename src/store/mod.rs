@@ -127,6 +127,22 @@ pub struct StoreStats {
     /// Content bytes the deltas stand for, less the bytes their payloads take: what storing
     /// them as deltas saved before compression.
     pub delta_saved_bytes: u64,
+    /// The compressed bytes of [`StoreStats::frame_bytes`] by what they hold (a shared
+    /// frame's bytes shared out by its members' payload lengths).
+    pub stored_by_kind: StoredByKind,
+}
+
+/// Compressed bytes in the pack log by kind of object (`retrace-dump stats`, "where").
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StoredByKind {
+    /// File contents and chunks of big files stored whole.
+    pub contents: u64,
+    /// Deltas (of files, chunks and trees).
+    pub deltas: u64,
+    /// Chunk lists of big files.
+    pub chunk_lists: u64,
+    /// Trees stored whole.
+    pub trees: u64,
 }
 
 /// The bytes one redb table takes: its entries, its B-tree's metadata and the free space

@@ -79,6 +79,16 @@ impl StoreReader {
                 }
                 None => s.whole += 1,
             }
+            // This object's share of its frame's stored bytes.
+            let share = u64::from(rec.stored_len) * u64::from(rec.len)
+                / u64::from(rec.frame_len).max(1);
+            let by = &mut s.stored_by_kind;
+            *match (rec.delta, rec.kind) {
+                (Some(_), _) => &mut by.deltas,
+                (None, ObjectKind::Blob) => &mut by.contents,
+                (None, ObjectKind::ChunkedBlob) => &mut by.chunk_lists,
+                (None, ObjectKind::Tree) => &mut by.trees,
+            } += share;
             match rec.kind {
                 ObjectKind::Blob => {
                     s.blobs += 1;
