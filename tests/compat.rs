@@ -1,6 +1,7 @@
 //! Backward compatibility: a store written by retrace format 1 (the first release) stays
 //! readable and restorable, and so does one of format 2 (delta objects); a format-1 store
-//! takes deltas and becomes format 2. `tests/data/store-format-1.redb` was made by `retrace snapshot
+//! takes deltas and becomes format 2, and maintenance makes any store format 3 (parity frames).
+//! `tests/data/store-format-1.redb` was made by `retrace snapshot
 //! --label golden` over the workspace that `golden_workspace` describes; never regenerate it
 //! (a format change needs a new version and a new sample, and this test must keep passing).
 
@@ -8,6 +9,7 @@ use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use crate::common::{Env, Node, tree_of};
+use retrace::object::record::Codec;
 use retrace::store::Store;
 use retrace::{Config, ObjectId, RestoreOptions, Workspace};
 
@@ -251,4 +253,139 @@ fn a_format_1_store_extended_with_deltas_reads_back_old_and_new() {
     assert!(tree_of(env.root()) == tree_of(expected.root()));
     ws.restore(&edited.id, force).unwrap();
     assert_eq!(env.read("big.txt"), big);
+}
+
+/// `meta.format` of the store at `path`, read with redb alone.
+fn store_format(path: &std::path::Path) -> u32 {
+    use redb::ReadableDatabase;
+    let mut b = redb::Database::builder();
+    b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+    let db = b.open_read_only(path).unwrap();
+    let tx = db.begin_read().unwrap();
+    let meta = tx.open_table(retrace::store::schema::META).unwrap();
+    u32::from_le_bytes(
+        meta.get("format")
+            .unwrap()
+            .unwrap()
+            .value()
+            .try_into()
+            .unwrap(),
+    )
+}
+
+/// How many indexed objects lie in frames of `codec`.
+fn in_frames_of(path: &std::path::Path, codec: retrace::object::record::Codec) -> usize {
+    let store = Store::open_read_only(path).unwrap();
+    let listed = store.reader().unwrap().objects().unwrap();
+    listed
+        .into_iter()
+        .filter(|(_, r)| r.as_ref().is_ok_and(|r| r.codec == codec))
+        .count()
+}
+
+/// Restores each of the three `format_2_workspace` snapshots from the store of `env`, newest
+/// first, and compares it with the state it was made from.
+fn restores_every_format_2_state(env: &Env) {
+    let ws = env.open();
+    for (n, hex) in FORMAT_2_SNAPSHOTS.iter().enumerate().rev() {
+        let force = RestoreOptions {
+            force: true,
+            dry_run: false,
+        };
+        let out = ws
+            .restore(&ObjectId::from_hex(hex).unwrap(), force)
+            .unwrap();
+        assert!(out.verified, "{:?}", out.verify_diff);
+        let expected = Env::new();
+        format_2_workspace(&expected, n + 1);
+        assert!(
+            tree_of(env.root()) == tree_of(expected.root()),
+            "snapshot {} differs",
+            n + 1
+        );
+    }
+}
+
+/// `tests/data/store-format-3.redb` was made by `write_format_3_sample` (2026-12-07, the
+/// first format-3 build): the three states of `format_2_workspace`, then a maintenance pass
+/// that packed their trees into parity frames (and recompressed the rest). Never regenerate
+/// it.
+#[test]
+fn a_format_3_store_with_parity_frames_is_read_and_restored_exactly() {
+    let env = Env::new();
+    let store_path =
+        Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(store_path.parent().unwrap()).unwrap();
+    fs::copy("tests/data/store-format-3.redb", &store_path).unwrap();
+    assert_eq!(store_format(&store_path), 3);
+    assert!(in_frames_of(&store_path, Codec::ZstdParity) >= 4);
+    assert!(in_frames_of(&store_path, Codec::ZstdDense) >= 1);
+    {
+        let store = Store::open_read_only(&store_path).unwrap();
+        let reader = store.reader().unwrap();
+        let labels: Vec<_> = reader
+            .snapshots()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.label)
+            .collect();
+        assert_eq!(
+            labels,
+            [Some("one".into()), Some("two".into()), Some("three".into())]
+        );
+        assert!(reader.stats().unwrap().deltas >= 2);
+    }
+    restores_every_format_2_state(&env);
+}
+
+/// A format-2 store's first maintenance pass packs its trees into parity frames and makes
+/// it format 3; every snapshot still restores exactly, and a delta written after leaves it
+/// format 3.
+#[test]
+fn a_format_2_store_becomes_format_3_at_its_first_maintenance_pass() {
+    let env = Env::new();
+    let store_path =
+        Workspace::locate_store(env.root(), &Config::with_home(env.home.path())).unwrap();
+    fs::create_dir_all(store_path.parent().unwrap()).unwrap();
+    fs::copy("tests/data/store-format-2.redb", &store_path).unwrap();
+    let ws = env.open();
+    ws.maintain(now_ms(), 0).unwrap();
+    drop(ws);
+    assert_eq!(store_format(&store_path), 3);
+    assert!(in_frames_of(&store_path, Codec::ZstdParity) > 0);
+    restores_every_format_2_state(&env);
+    // A delta after: still format 3.
+    let ws = env.open();
+    let mut lib = env.read("src/lib.rs");
+    lib.push_str("pub fn appended() {}\n");
+    env.write("src/lib.rs", &lib);
+    ws.snapshot(None).unwrap();
+    drop(ws);
+    assert_eq!(store_format(&store_path), 3);
+}
+
+/// Writes `tests/data/store-format-3.redb` (run once, by hand: `cargo test --release --test
+/// main -- --ignored compat::write_format_3_sample`).
+#[test]
+#[ignore = "writes the format-3 sample; never regenerate it once committed"]
+fn write_format_3_sample() {
+    let env = Env::new();
+    let ws = env.open();
+    for (n, label) in ["one", "two", "three"].iter().enumerate() {
+        format_2_workspace(&env, n + 1);
+        let id = ws.snapshot(Some((*label).into())).unwrap().id;
+        assert_eq!(id.to_hex(), FORMAT_2_SNAPSHOTS[n]);
+    }
+    ws.maintain(now_ms(), 0).unwrap();
+    let path = ws.store_path().to_path_buf();
+    drop(ws);
+    assert_eq!(store_format(&path), 3);
+    fs::copy(&path, "tests/data/store-format-3.redb").unwrap();
+}
+
+fn now_ms() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(d.as_millis()).unwrap()
 }
