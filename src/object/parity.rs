@@ -1,7 +1,9 @@
 //! Frames that survive damage: a zstd frame cut into shards, each with a checksum, plus one
-//! parity shard (the XOR of the others), so that any one damaged shard — a flipped byte, a
-//! torn sector — is rebuilt from the rest (codec `ZstdParity`, `docs/format.md`, "Parity
-//! frames").
+//! parity shard (the XOR of the others), so that any one damaged shard — flipped bytes within
+//! one shard — is rebuilt from the rest (codec `ZstdParity`, `docs/format.md`, "Parity
+//! frames"). Damage spanning two shards (shards are 256 bytes to 1/16 of the frame, not
+//! aligned to disk sectors, so a torn 4 KiB sector usually does) loses the frame, as it would
+//! a frame of any codec.
 //!
 //! Maintenance packs many small objects of different snapshots into one such frame (the
 //! versions of a directory's tree compress against each other as git's tree deltas do),

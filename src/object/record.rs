@@ -56,8 +56,10 @@ pub enum ObjectKind {
     Tree,
 }
 
-/// How a frame is stored in the pack log.
+/// How a frame is stored in the pack log. New formats may add codecs (format 3 added
+/// `ZstdParity`), so a match needs a catch-all arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Codec {
     /// As is (compression did not pay).
     Raw,

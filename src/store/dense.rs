@@ -61,13 +61,14 @@ impl Store {
             }
         }
         let mut report = DenseReport {
-            finished: true,
+            finished: trees.finished,
             trees,
             ..DenseReport::default()
         };
         let mut batch: Vec<NewFrame> = Vec::new();
         let mut batch_bytes = 0;
         let mut written: HashMap<ObjectId, u64> = HashMap::new();
+        let mut moved_from: HashMap<ObjectId, u64> = HashMap::new();
         for members in frames.into_values() {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 report.finished = false;
@@ -102,6 +103,7 @@ impl Store {
                     .iter()
                     .map(|(id, r)| {
                         written.insert(*id, r.written);
+                        moved_from.insert(*id, r.offset);
                         FrameMember {
                             id: *id,
                             kind: r.kind,
@@ -114,13 +116,15 @@ impl Store {
                     .collect(),
             });
             if batch_bytes >= BATCH_BYTES {
-                self.rewrite(&[], std::mem::take(&mut batch), &written, false)?;
+                let batch = std::mem::take(&mut batch);
+                self.rewrite(&[], batch, &written, false, Some(&moved_from))?;
                 written.clear();
+                moved_from.clear();
                 batch_bytes = 0;
             }
         }
         if !batch.is_empty() {
-            self.rewrite(&[], batch, &written, false)?;
+            self.rewrite(&[], batch, &written, false, Some(&moved_from))?;
         }
         // The holes this pass left (a full maintenance pass also looks when it did nothing).
         if report.frames > 0 || report.trees.trees > 0 {

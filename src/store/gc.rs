@@ -301,6 +301,10 @@ impl Store {
         // versions stored whole again in small frames of their own, so that their next
         // versions can be deltas against them (see `StoreReader::delta_base`).
         let mut new_frames = Vec::new();
+        // Trees stored whole keep frames of their own, as capture writes them (the next
+        // maintenance pass packs them into parity frames, leaving nothing behind in a frame
+        // of files).
+        let mut trees = Vec::new();
         for (objects, cap) in [
             (rewrite, crate::object::record::FRAME_RAW_BYTES),
             (made_whole, super::reader::MAX_SHARED_BASE_FRAME as usize / 2),
@@ -312,6 +316,10 @@ impl Store {
                 // them.
                 if o.delta.is_some() {
                     new_frames.push(NewFrame::raw(&[o]));
+                    continue;
+                }
+                if o.kind == ObjectKind::Tree {
+                    trees.push(o);
                     continue;
                 }
                 if o.payload.len() >= crate::object::record::SOLID_MAX_OBJECT {
@@ -330,10 +338,11 @@ impl Store {
                 new_frames.push(NewFrame::pack(&batch));
             }
         }
+        new_frames.extend(NewFrame::pack_trees(&trees));
         drop(reader);
         let moved_bytes: u64 = new_frames.iter().map(|f| f.stored.len() as u64).sum();
         report.stored_bytes_freed = report.stored_bytes_freed.saturating_sub(moved_bytes);
-        report.packs_freed = self.rewrite(&removed, new_frames, &rewritten_written, true)?;
+        report.packs_freed = self.rewrite(&removed, new_frames, &rewritten_written, true, None)?;
         report.compacted = self.compact_now();
         report.disk_bytes_after = disk_bytes(&self.path);
         Ok(report)
@@ -342,13 +351,17 @@ impl Store {
     /// One transaction: remove `removed`, append `frames` (re-recording their members), and
     /// delete every pack value no remaining object needs, staged ones included
     /// ([`super::staged`]); `drop_staged` (collection, when no capture runs) deletes the
-    /// staged rows first. Returns the packs deleted.
+    /// staged rows first. With `moved_from` (passes under the shared lock, which captures
+    /// run beside), a member is re-recorded only while its record still names the frame at
+    /// the offset given, the one the pass read: a record a capture forgot (found damaged) or
+    /// replaced meanwhile stays as that capture left it. Returns the packs deleted.
     pub(super) fn rewrite(
         &self,
         removed: &[ObjectId],
         frames: Vec<NewFrame>,
         written: &HashMap<ObjectId, u64>,
         drop_staged: bool,
+        moved_from: Option<&HashMap<ObjectId, u64>>,
     ) -> Result<u64, StoreError> {
         let e = self.db_err();
         let path = self.path.clone();
@@ -381,6 +394,16 @@ impl Store {
                 let offset =
                     pack::append(&mut packs, &mut log_end, &mut tail, &f.stored).map_err(&e)?;
                 for m in &f.members {
+                    if let Some(from) = moved_from {
+                        let still = index
+                            .get(&m.id.0)
+                            .map_err(|x| e(x.into()))?
+                            .and_then(|g| ObjectRecord::decode(g.value()).ok())
+                            .is_some_and(|r| Some(&r.offset) == from.get(&m.id));
+                        if !still {
+                            continue;
+                        }
+                    }
                     let when = written.get(&m.id).copied().unwrap_or_else(now_secs);
                     let rec = f.record(m, offset, stored_len, when);
                     let bytes = rec.encode().map_err(|detail| StoreError::Encode {
@@ -449,7 +472,18 @@ impl Store {
                 .push((id, rec));
         }
         let moved = frames_out_of_sparse_packs(&frames, HOLEY_PACK_PERCENT);
-        if moved.is_empty() {
+        // Worth a pass only when it gives back half a pack or more: a frame that straddles
+        // into a pack left alone moves with its pack, and leaves that one a hole to fill.
+        let packs_emptied = moved
+            .iter()
+            .flat_map(|o| {
+                let len = u64::from(frames[o].stored_len).max(1);
+                *o / PACK_BYTES..=(*o + len - 1) / PACK_BYTES
+            })
+            .collect::<HashSet<u64>>()
+            .len() as u64;
+        let moved_bytes: u64 = moved.iter().map(|o| u64::from(frames[o].stored_len)).sum();
+        if moved.is_empty() || (packs_emptied * PACK_BYTES) < moved_bytes + PACK_BYTES * 3 / 2 {
             return Ok(0);
         }
         let packs = reader
@@ -458,6 +492,7 @@ impl Store {
             .ok_or_else(|| reader.corrupt(&ObjectId::ZERO, "no pack log".into()))?;
         let mut new_frames = Vec::new();
         let mut written = HashMap::new();
+        let mut moved_from = HashMap::new();
         for offset in moved {
             let f = &frames[&offset];
             let Some(stored) = pack::read(packs, offset, f.stored_len).map_err(|x| reader.db_err(x))?
@@ -474,6 +509,7 @@ impl Store {
                     .iter()
                     .map(|(id, r)| {
                         written.insert(*id, r.written);
+                        moved_from.insert(*id, r.offset);
                         FrameMember {
                             id: *id,
                             kind: r.kind,
@@ -487,7 +523,7 @@ impl Store {
             });
         }
         drop(reader);
-        self.rewrite(&[], new_frames, &written, false)
+        self.rewrite(&[], new_frames, &written, false, Some(&moved_from))
     }
 }
 

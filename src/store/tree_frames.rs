@@ -1,16 +1,17 @@
-//! Trees regrouped by maintenance: the versions of each directory's tree, written one
-//! capture at a time into small frames of their own, are packed together into parity frames
-//! (codec `ZstdParity`, [`crate::object::parity`]) at the dense level. Consecutive versions
-//! of a directory differ in a few entries, so zstd stores each one after the first as little
-//! more than its changed ids, as git's tree deltas do (measured on the long-session workload:
-//! 602 trees from about 260 KB to about 35 KB, docs/benchmarks.md); and no tree depends on
-//! another's bytes, while the parity shard rebuilds any one damaged shard, so a flipped byte
-//! costs no snapshot, where a tree delta chain lost every later tree.
+//! Trees packed by maintenance: trees stored whole, written one capture at a time into small
+//! frames of their own, are packed together into parity frames (codec `ZstdParity`,
+//! [`crate::object::parity`]) at the dense level, in the log's order. A directory's next
+//! version, written by a later capture, lies a few trees on and differs in a few entries, so
+//! zstd stores it as little more than its changed ids, as git's tree deltas do (measured on
+//! the long-session workload: 602 trees from 160.8 KiB to about 47 KiB, docs/benchmarks.md);
+//! and the log's order keeps a snapshot's trees together for the walks that read them all.
+//! No tree depends on another's bytes, and the parity shard rebuilds any one damaged shard,
+//! so a flipped byte costs no snapshot, where a tree delta chain lost every later tree.
 //!
-//! Versions of one directory are found without paths: trees are ordered by their first and
-//! last entry names (which a directory's versions mostly share), then by age, and cut into
-//! frames of [`TREE_FRAME_RAW_BYTES`], so a read of one tree decompresses at most that much.
-//! The caller holds the workspace lock (shared is enough, as for recompression).
+//! Frames hold at most [`TREE_FRAME_RAW_BYTES`], so a read of one tree decompresses at most
+//! that much; a parity frame under half of it is packed again with newer trees. Records are
+//! moved only where they still point where the pass read them. The caller holds the
+//! workspace lock (shared is enough, as for recompression).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -23,10 +24,16 @@ use crate::error::StoreError;
 use crate::object::record::{
     Codec, FrameMember, TREE_FRAME_RAW_BYTES, compress_protected,
 };
-use crate::object::{NewFrame, ObjectId, ObjectKind, ObjectRecord, Tree};
+use crate::object::{NewFrame, ObjectId, ObjectKind, ObjectRecord};
 
 /// Raw tree bytes one pass regroups at most (a slice of a big store; the next pass goes on).
 const PASS_BYTES: usize = 64 << 20;
+
+/// A parity frame of trees holding less than this (raw; half of [`TREE_FRAME_RAW_BYTES`]) is
+/// regrouped with newer trees: each
+/// pass packs only what was written since the last, and small frames would keep a
+/// directory's versions apart for good.
+const UNDERFILLED: u32 = 32 * 1024;
 
 /// What a regrouping pass did.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -39,11 +46,13 @@ pub struct TreeGroupReport {
     pub bytes_before: u64,
     /// Stored bytes of the parity frames written.
     pub bytes_after: u64,
+    /// Whether every tree that could be packed was (false when the deadline or the pass's
+    /// size cap stopped it).
+    pub finished: bool,
 }
 
 /// A tree waiting for a parity frame.
 struct Loose {
-    key: (Vec<u8>, Vec<u8>, u64),
     id: ObjectId,
     rec: ObjectRecord,
     payload: Vec<u8>,
@@ -65,21 +74,30 @@ impl Store {
             if let Ok(rec) = rec
                 && rec.kind == ObjectKind::Tree
                 && rec.delta.is_none()
-                && rec.codec != Codec::ZstdParity
+                && (rec.codec != Codec::ZstdParity || rec.frame_len < UNDERFILLED)
             {
                 frames.entry(rec.offset).or_default().push((id, rec));
             }
         }
-        let mut report = TreeGroupReport::default();
+        let mut report = TreeGroupReport {
+            finished: true,
+            ..TreeGroupReport::default()
+        };
         if frames.len() < 2 {
             return Ok(report);
         }
+        // In the log's order: a capture writes its trees in the order of its walk, so a
+        // snapshot's trees stay together for the walks that read them all (a restore, GC's
+        // mark), and a directory's next version, written by a later capture, follows a few
+        // trees on, within the frame's reach.
         let mut loose = Vec::new();
         let mut raw = 0;
-        for members in frames.into_values() {
+        for mut members in frames.into_values() {
             if raw >= PASS_BYTES || deadline.is_some_and(|d| Instant::now() >= d) {
+                report.finished = false;
                 break;
             }
+            members.sort_unstable_by_key(|(_, r)| r.within);
             let (first_id, first) = &members[0];
             let Ok(frame) = reader.frame(first_id, first) else {
                 continue;
@@ -93,18 +111,8 @@ impl Store {
                 if !hashes_to(ObjectKind::Tree, payload, &id) {
                     continue;
                 }
-                let names = Tree::decode(payload).ok().map(|t| {
-                    let name = |e: Option<&crate::object::TreeEntry>| {
-                        e.map(|e| e.name.clone()).unwrap_or_default()
-                    };
-                    (name(t.entries.first()), name(t.entries.last()))
-                });
-                let Some((first_name, last_name)) = names else {
-                    continue;
-                };
                 raw += payload.len();
                 loose.push(Loose {
-                    key: (first_name, last_name, rec.written),
                     id,
                     rec,
                     payload: payload.to_vec(),
@@ -113,9 +121,9 @@ impl Store {
         }
         drop(reader);
         if loose.len() < 2 {
-            return Ok(TreeGroupReport::default());
+            return Ok(report);
         }
-        loose.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.id.cmp(&b.id)));
+        let mut moved_from: HashMap<ObjectId, u64> = HashMap::new();
         let mut written: HashMap<ObjectId, u64> = HashMap::new();
         let mut out = Vec::new();
         let mut group: Vec<&Loose> = Vec::new();
@@ -125,18 +133,24 @@ impl Store {
                 out.push(parity_frame(&self.path, &group)?);
                 group.clear();
                 group_bytes = 0;
+                // Compressing is the pass's cost: what is left waits for the next pass.
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    report.finished = false;
+                    break;
+                }
             }
             group_bytes += t.payload.len();
             group.push(t);
             written.insert(t.id, t.rec.written);
+            moved_from.insert(t.id, t.rec.offset);
         }
-        if !group.is_empty() {
+        if !group.is_empty() && report.finished {
             out.push(parity_frame(&self.path, &group)?);
         }
-        report.trees = loose.len() as u64;
+        report.trees = moved_from.len() as u64;
         report.frames = out.len() as u64;
         report.bytes_after = out.iter().map(|f| f.stored.len() as u64).sum();
-        self.rewrite(&[], out, &written, false)?;
+        self.rewrite(&[], out, &written, false, Some(&moved_from))?;
         Ok(report)
     }
 }

@@ -1,7 +1,9 @@
 //! Unit tests of `tree_frames.rs`.
 
+use std::collections::HashSet;
+
 use super::*;
-use crate::object::{EntryKind, PendingObject, TreeEntry};
+use crate::object::{EntryKind, PendingObject, Tree, TreeEntry};
 use crate::store::pack;
 use crate::store::schema::{FORMAT_PARITY, META_FORMAT};
 
@@ -169,4 +171,48 @@ fn the_packs_regrouping_empties_are_freed_and_what_stayed_in_them_moves() {
     for t in &trees {
         assert_eq!(&r.read_tree(&t.id()).unwrap(), t);
     }
+}
+
+#[test]
+fn a_small_parity_frame_is_packed_again_with_newer_trees() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let older: Vec<Tree> = (1..=5).map(|v| version("a", v)).collect();
+    let older_ids = write_one_by_one(&s, &older);
+    assert_eq!(s.group_trees(None).unwrap().trees, 5);
+    let newer: Vec<Tree> = (6..=10).map(|v| version("a", v)).collect();
+    let newer_ids = write_one_by_one(&s, &newer);
+    // The five in their small parity frame go with the five new ones.
+    assert_eq!(s.group_trees(None).unwrap().trees, 10);
+    let r = s.reader().unwrap();
+    let offsets: HashSet<u64> = older_ids
+        .iter()
+        .chain(&newer_ids)
+        .map(|id| r.record(id).unwrap().offset)
+        .collect();
+    assert_eq!(offsets.len(), 1, "one frame");
+    for (t, id) in older.iter().chain(&newer).zip(older_ids.iter().chain(&newer_ids)) {
+        assert_eq!(&r.read_tree(id).unwrap(), t);
+    }
+}
+
+#[test]
+fn a_record_changed_since_the_pass_read_it_is_not_moved() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let ids = write_one_by_one(&s, &[version("a", 1), version("a", 2)]);
+    let before = s.reader().unwrap().record(&ids[0]).unwrap();
+    let t = version("a", 1);
+    let bytes = t.encode();
+    let frame = NewFrame::pack(&[PendingObject::whole(
+        ids[0],
+        ObjectKind::Tree,
+        bytes.len() as u64,
+        bytes,
+    )]);
+    // The pass read the record at another offset: a capture replaced it since.
+    let moved_from = HashMap::from([(ids[0], before.offset + 1)]);
+    s.rewrite(&[], vec![frame], &HashMap::new(), false, Some(&moved_from))
+        .unwrap();
+    assert_eq!(s.reader().unwrap().record(&ids[0]).unwrap(), before);
 }
