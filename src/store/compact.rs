@@ -5,8 +5,8 @@ use super::schema::{self, META};
 use super::{Store, disk_bytes};
 
 /// Stores smaller than this are never compacted (redb's own metadata dominates them).
-const COMPACT_MIN_FILE: u64 = 1024 * 1024;
-/// Compact when the disk blocks in use exceed this percentage of the packs the log keeps.
+const COMPACT_MIN_FILE: u64 = 8 * 1024 * 1024;
+/// Compact when the disk blocks in use exceed this percentage of the pack log.
 const COMPACT_RATIO_PERCENT: u64 = 130;
 
 impl Store {
@@ -36,8 +36,8 @@ impl Store {
         ran
     }
 
-    /// Whether [`Store::compact_if_sparse`] would compact: the file is over 1 MiB, the disk
-    /// blocks in use exceed 1.3× the packs kept, and the file grew by a tenth since the last compaction attempt.
+    /// Whether [`Store::compact_if_sparse`] would compact: the disk blocks in use exceed
+    /// 1.3× the pack log, and the file grew by a tenth since the last compaction attempt.
     /// One read transaction and one `stat`; for deciding whether to start a background
     /// pass.
     #[must_use]
@@ -45,9 +45,7 @@ impl Store {
         let Ok(reader) = self.reader() else {
             return false;
         };
-        // The packs kept, not the log's length: GC and recompression delete packs, and the
-        // pages they held are what compaction gives back.
-        let live = reader.packed_bytes().unwrap_or(0);
+        let live = reader.log_end().unwrap_or(0);
         let floor = reader
             .meta_value(schema::META_COMPACTED)
             .ok()
