@@ -34,6 +34,8 @@ pub struct RepairReport {
     pub broken: Vec<BrokenSnapshot>,
     /// One line per fault found.
     pub faults: Vec<String>,
+    /// Parity frames with a damaged shard, written again whole.
+    pub rebuilt_frames: u64,
 }
 
 /// Verifies every object, forgets the damaged ones, stores again from the workspace
@@ -55,6 +57,7 @@ pub fn repair(wc: &WorkingCopy, progress: &dyn Progress) -> Result<RepairReport,
         objects: scan.objects,
         forgotten: scan.damaged,
         faults: scan.faults,
+        rebuilt_frames: wc.store().rewrite_rebuilt_frames()?,
         ..RepairReport::default()
     };
     if wc.conversation_only().is_none() {

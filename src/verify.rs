@@ -50,6 +50,16 @@ pub enum Fault {
         /// Why.
         error: StoreError,
     },
+    /// A parity frame read back only by rebuilding one damaged shard from its parity: its
+    /// objects are whole, but a second damage would lose them.
+    Rebuilt {
+        /// The frame's offset in the pack log.
+        offset: u64,
+        /// The damaged shard.
+        shard: usize,
+        /// How many objects it holds.
+        objects: usize,
+    },
     /// A snapshot-log record whose root tree is missing or damaged.
     Snapshot {
         /// The snapshot's root.
@@ -104,6 +114,16 @@ impl fmt::Display for Fault {
             Fault::Record { error, .. }
             | Fault::Content { error, .. }
             | Fault::Sessions { error } => write!(f, "{error}"),
+            Fault::Rebuilt {
+                offset,
+                shard,
+                objects,
+            } => write!(
+                f,
+                "the frame at offset {offset} of the pack log ({objects} objects) has a damaged \
+                 shard ({shard}), rebuilt from its parity on every read; `retrace repair` \
+                 writes it again before a second damage loses it"
+            ),
             Fault::WrongKind { tree, name, .. } => write!(
                 f,
                 "tree {} entry {:?} points at the wrong kind of object",
@@ -156,6 +176,11 @@ impl fmt::Display for Fault {
 pub fn verify(store: &ReadOnlyStore) -> Result<Vec<Fault>, StoreError> {
     let reader = store.reader()?;
     let mut faults = objects(&reader)?;
+    faults.extend(reader.rebuilt_frames()?.into_iter().map(|r| Fault::Rebuilt {
+        offset: r.offset,
+        shard: r.shard,
+        objects: r.objects,
+    }));
     let tx = store.begin_read()?;
     for found in history_roots(&reader, &tx)? {
         let root = match found {

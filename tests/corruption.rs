@@ -403,6 +403,24 @@ fn one_flipped_byte_in_any_tree_frame_loses_no_snapshot() {
     let o = env.run(RETRACE, &["restore", &first.to_hex(), "--force"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(env.read("src/m05.rs"), text(5, 0));
+    // The rebuilt shard is reported (the objects are whole, but a second damage would lose
+    // them), and `retrace repair` writes the frame again.
+    let o = env.run(RETRACE_DUMP, &["verify"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("rebuilt from its parity"),
+        "{}",
+        stdout(&o)
+    );
+    let o = env.run(RETRACE, &["repair"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("wrote again 1 frame(s)"),
+        "{}",
+        stdout(&o)
+    );
     let o = env.run(RETRACE_DUMP, &["verify"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let o = env.run(RETRACE, &["restore", &first.to_hex(), "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }

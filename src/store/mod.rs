@@ -16,6 +16,7 @@ mod open;
 mod pack;
 mod reader;
 pub mod schema;
+mod scrub;
 mod space;
 mod staged;
 mod stats;

@@ -40,6 +40,12 @@ pub fn repair(ws: &Workspace, json: bool) -> Result<u8> {
             r.forgotten.len(),
             r.restored
         );
+        if r.rebuilt_frames > 0 {
+            println!(
+                "wrote again {} frame(s) read back only through their parity (a damaged shard)",
+                r.rebuilt_frames
+            );
+        }
         // Each names a path or a session: shown escaped.
         for f in r.faults.iter().take(20) {
             println!("  {}", terminal_line(f));
