@@ -303,6 +303,22 @@ pub struct FrameMember {
     pub delta: Option<DeltaBase>,
 }
 
+impl FrameMember {
+    /// The object `id` recorded as `rec`, at the same place in a frame of the same bytes
+    /// (a frame moved or recompressed whole).
+    #[must_use]
+    pub fn same_place(id: ObjectId, rec: &ObjectRecord) -> FrameMember {
+        FrameMember {
+            id,
+            kind: rec.kind,
+            size: rec.size,
+            within: rec.within,
+            len: rec.len,
+            delta: rec.delta,
+        }
+    }
+}
+
 /// A frame ready to be appended to the pack log.
 #[derive(Clone, Debug)]
 pub struct NewFrame {

@@ -98,14 +98,7 @@ impl Store {
                 .map(|(id, r)| {
                     written.insert(*id, r.written);
                     moved_from.insert(*id, r.offset);
-                    FrameMember {
-                        id: *id,
-                        kind: r.kind,
-                        size: r.size,
-                        within: r.within,
-                        len: r.len,
-                        delta: r.delta,
-                    }
+                    FrameMember::same_place(*id, r)
                 })
                 .collect();
             if good.is_empty() {
