@@ -507,3 +507,70 @@ fn a_budget_over_delta_versions_keeps_the_history_and_never_grows_the_store() {
     drop((s, ws));
     assert_verified(&env);
 }
+
+/// The op-log records a session's turns write are folded by a pass (`docs/retention.md`,
+/// "The op log") and nothing a user sees changes: the timeline (with its undo, redo and
+/// checkpoint in the middle), the log, the session's state; undo and redo work after it.
+#[test]
+fn a_pass_folds_the_turns_ops_and_the_session_reads_the_same() {
+    let env = Env::new();
+    let ws = open(&env, |_| {});
+    let s = ws.session("long");
+    let mut text = String::new();
+    let mut edit = |i: u32| {
+        text.push_str(&format!("line {i}\n"));
+        env.write("f.txt", &text);
+    };
+    for i in 0..30 {
+        turn(&s, || edit(i));
+    }
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::Restored { .. }
+    ));
+    assert!(matches!(s.redo().unwrap(), Outcome::Restored { .. }));
+    s.checkpoint(Some("middle".into())).unwrap();
+    for i in 30..80 {
+        turn(&s, || edit(i));
+    }
+    let key = retrace::history::db::session_key("long");
+    let ops = |ws: &Workspace| {
+        let tx = ws.working_copy().store().begin_read().unwrap();
+        retrace::history::db::ops(&tx, &key).unwrap().len()
+    };
+    // What the session shows, but the bytes each entry added: recompression changes them.
+    let shown = |v: serde_json::Value| {
+        let mut text = v.to_string();
+        while let Some(at) = text.find("\"bytes_added\":") {
+            let end = at + text[at..].find([',', '}']).unwrap();
+            text.replace_range(at..end, "");
+        }
+        text
+    };
+    let before = (
+        shown(serde_json::to_value(s.timeline().unwrap()).unwrap()),
+        shown(serde_json::to_value(s.log().unwrap()).unwrap()),
+        serde_json::to_value(s.status().unwrap()).unwrap(),
+    );
+    let ops_before = ops(&ws);
+    assert_eq!(ops_before, 80 * 3 + 3);
+    let r = ws.maintain(now_ms(), 3600).unwrap();
+    assert!(r.ops_folded > 100, "{r:?}");
+    assert_eq!(ops(&ws), ops_before - r.ops_folded as usize);
+    let after = (
+        shown(serde_json::to_value(s.timeline().unwrap()).unwrap()),
+        shown(serde_json::to_value(s.log().unwrap()).unwrap()),
+        serde_json::to_value(s.status().unwrap()).unwrap(),
+    );
+    assert_eq!(before, after);
+    // A second pass finds nothing more; the session goes on as before.
+    assert_eq!(ws.maintain(now_ms(), 3600).unwrap().ops_folded, 0);
+    assert!(matches!(
+        s.undo(Mode::Both).unwrap(),
+        Outcome::Restored { .. }
+    ));
+    assert_eq!(env.read("f.txt").lines().count(), 79);
+    assert!(matches!(s.redo().unwrap(), Outcome::Restored { .. }));
+    assert_eq!(env.read("f.txt").lines().count(), 80);
+    assert_verified(&env);
+}

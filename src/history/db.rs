@@ -538,6 +538,40 @@ impl<'a> Writer<'a> {
         )
     }
 
+    /// Folds the ops the turn records already hold into bases ([`super::log_thin`]),
+    /// leaving the newest `keep`; returns the rows the log lost.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; [`StoreError::History`] for a record that does not decode, or a
+    /// thinned log that would not replay to the same state (then nothing is written).
+    pub fn thin_log(&self, keep: usize) -> Result<u64, StoreError> {
+        let b = self.bad();
+        let mut rows = Vec::new();
+        self.tx.each_row(OPLOG, &self.key.0, |n, v| {
+            rows.push((n, decode::<OpRecord>(v).map_err(&b)?));
+            Ok(())
+        })?;
+        let thinning = super::log_thin::thin(&rows, keep);
+        if thinning.saved() == 0 {
+            return Ok(0);
+        }
+        let state = SessionState::replay(rows.iter().map(|(_, r)| &r.op));
+        for n in &thinning.removed {
+            self.tx.remove_row(OPLOG, &self.key.0, *n)?;
+        }
+        for (n, rec) in &thinning.put {
+            self.tx
+                .put_row(OPLOG, &self.key.0, *n, &encoded(self.tx.path(), rec)?)?;
+        }
+        if self.state()? != state {
+            return Err(StoreError::History {
+                path: self.tx.path().into(),
+                detail: "thinning the op log would change the session's state".into(),
+            });
+        }
+        Ok(thinning.saved())
+    }
+
     /// Replaces the op log by one [`Op::Base`] holding `state`.
     fn replace_log(&self, state: &SessionState) -> Result<(), StoreError> {
         let last = self.last_op_number()?;

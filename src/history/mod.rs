@@ -37,6 +37,7 @@ pub mod ledger;
 pub(crate) mod ledger_prune;
 pub mod list;
 pub mod liveness;
+pub(crate) mod log_thin;
 mod navigate;
 mod observed;
 mod outcome;

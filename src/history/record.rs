@@ -235,7 +235,8 @@ pub struct SessionName {
 /// are derived by replaying these (see [`super::state::SessionState`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
-    /// The state so far, written when older entries are dropped (turn cap).
+    /// The state so far, written when older entries are dropped (turn cap) and when
+    /// maintenance folds a run of turn ops (`super::log_thin`).
     Base {
         /// Applied turn.
         cursor: Option<u64>,

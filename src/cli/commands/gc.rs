@@ -48,13 +48,21 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
     if let Some(m) = &out.retention {
         println!(
             "retention: {} expired, {} removed, {} dropped for the byte budget, {} pruned \
-             from the log{}",
+             from the log{}{}",
             n(m.expired_sessions.len() as u64, "session"),
             n(m.tombstones_pruned + m.sessions_dropped, "session record"),
             n(m.turns_evicted, "old turn"),
             n(m.snapshots_pruned, "snapshot row"),
             if m.bursts_thinned > 0 {
                 format!(", {} thinned", n(m.bursts_thinned, "burst"))
+            } else {
+                String::new()
+            },
+            if m.ops_folded > 0 {
+                format!(
+                    ", {} folded into the turns they record",
+                    n(m.ops_folded, "op-log record")
+                )
             } else {
                 String::new()
             }
