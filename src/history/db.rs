@@ -572,6 +572,20 @@ impl<'a> Writer<'a> {
         Ok(thinning.saved())
     }
 
+    /// [`Writer::thin_log`] once the log holds twice the ops thinning leaves alone: a turn's
+    /// end calls it, so a session's log stays short as it goes (a batch every 21 turns or
+    /// so) and every replay of it stays cheap, before any maintenance pass.
+    ///
+    /// # Errors
+    /// As [`Writer::thin_log`].
+    pub fn thin_log_when_long(&self) -> Result<u64, StoreError> {
+        let keep = super::log_thin::KEEP_NEWEST;
+        if self.tx.count_rows(OPLOG, &self.key.0)? < 2 * keep as u64 {
+            return Ok(0);
+        }
+        self.thin_log(keep)
+    }
+
     /// Replaces the op log by one [`Op::Base`] holding `state`.
     fn replace_log(&self, state: &SessionState) -> Result<(), StoreError> {
         let last = self.last_op_number()?;
