@@ -157,7 +157,7 @@ pub use local_history::BurstOutcome;
 pub use maintainer::{Later, Maintainer};
 pub use repair::{BrokenSnapshot, RepairReport};
 pub use retention::MaintenanceReport;
-pub use store::{DenseReport, GcReport, TreeGroupReport};
+pub use store::{DenseReport, GcReport, GroupReport};
 pub use watch::WatchStatus;
 
 // Progress and errors.

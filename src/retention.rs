@@ -449,7 +449,7 @@ pub fn maintain_until(
         .store()
         .collect_at(&gc_roots(wc)?, grace_secs, false, now_ms / 1000)?;
     report.dense = wc.store().recompress(dense_deadline)?;
-    if report.dense.frames == 0 && report.dense.trees.trees == 0 {
+    if report.dense.frames == 0 && report.dense.trees.objects == 0 && report.dense.roots.objects == 0 {
         // Holes an earlier slice left, or a collection below its own bar.
         report.dense.packs_freed = wc.store().vacate_sparse_packs()?;
     }
@@ -472,17 +472,20 @@ pub fn maintain_until(
         0
     };
     prune_ledger(wc, &mut report)?;
-    wc.store().set_maintained(now_ms, over)?;
     // Compaction is maintenance: commands never wait for it (it once ran after every
-    // snapshot and restore, a few commits each, ~0.3 s at a million files). Last, so that
-    // the pages the pass's own later commits freed are given back too.
+    // snapshot and restore, a few commits each, ~0.3 s at a million files). After the
+    // pass's other commits, so that the pages they freed are given back too; the pass counts
+    // as done (maintained) once compaction is over.
     let compacted =
-        if report.dense.frames > 0 || report.dense.trees.trees > 0 || report.dense.packs_freed > 0 {
+        if report.dense.frames > 0 || report.dense.trees.objects > 0
+            || report.dense.roots.objects > 0
+            || report.dense.packs_freed > 0 {
             wc.store().compact_now()
         } else {
             wc.store().compact_if_sparse()
         };
     report.gc.compacted |= compacted;
+    wc.store().set_maintained(now_ms, over)?;
     report.gc.disk_bytes_after = crate::store::disk_bytes(wc.store().path());
     Ok(report)
 }

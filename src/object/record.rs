@@ -506,11 +506,12 @@ pub fn compress_dense(raw: &[u8]) -> Option<Vec<u8>> {
         .ok()
 }
 
-/// `raw` compressed at [`DENSE_LEVEL`] and wrapped in shards with a parity shard (codec
+/// `raw` compressed at zstd level `level` and wrapped in shards with a parity shard (codec
 /// [`Codec::ZstdParity`]), or `None` when zstd fails.
 #[must_use]
-pub fn compress_protected(raw: &[u8]) -> Option<Vec<u8>> {
-    super::parity::protect(&compress_dense(raw)?)
+pub fn compress_protected(raw: &[u8], level: i32) -> Option<Vec<u8>> {
+    let zstd = zstd::bulk::Compressor::new(level).ok()?.compress(raw).ok()?;
+    super::parity::protect(&zstd)
 }
 
 /// Reverses [`compress`]; `raw_len` bounds the output so a hostile frame cannot balloon.

@@ -10,7 +10,7 @@
 //! reader holding an older transaction still reads the old frame. The caller holds the
 //! workspace lock (shared is enough: it excludes GC and restores, not captures).
 //!
-//! A pass first regroups trees into parity frames (`tree_frames.rs`).
+//! A pass first regroups trees and roots into parity frames (`parity_groups.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -37,7 +37,10 @@ pub struct DenseReport {
     /// Whether every frame is now dense (false when the deadline stopped the pass).
     pub finished: bool,
     /// The trees regrouped into parity frames first (`docs/format.md`, "Parity frames").
-    pub trees: super::tree_frames::TreeGroupReport,
+    pub trees: super::parity_groups::GroupReport,
+    /// The roots (file versions deltas are stored against) regrouped into parity frames
+    /// next (`docs/format.md`, "Parity frames").
+    pub roots: super::parity_groups::GroupReport,
     /// Packs freed after, by moving the small frames left in packs mostly emptied.
     pub packs_freed: u64,
 }
@@ -49,8 +52,9 @@ impl Store {
     /// [`StoreError`] when the store cannot be read or written; a frame that does not
     /// decompress stops the pass before anything of its batch is written.
     pub fn recompress(&self, deadline: Option<Instant>) -> Result<DenseReport, StoreError> {
-        // Trees first: the frames they leave need no recompression.
+        // Trees and roots first: the frames they leave need no recompression.
         let trees = self.group_trees(deadline)?;
+        let roots = self.group_roots(deadline)?;
         let reader = self.reader()?;
         let mut frames: BTreeMap<u64, Vec<(ObjectId, ObjectRecord)>> = BTreeMap::new();
         for (id, rec) in reader.objects()? {
@@ -61,8 +65,9 @@ impl Store {
             }
         }
         let mut report = DenseReport {
-            finished: trees.finished,
+            finished: trees.finished && roots.finished,
             trees,
+            roots,
             ..DenseReport::default()
         };
         let mut batch: Vec<NewFrame> = Vec::new();
@@ -120,7 +125,7 @@ impl Store {
             self.rewrite(&[], batch, &written, false, Some(&moved_from))?;
         }
         // The holes this pass left (a full maintenance pass also looks when it did nothing).
-        if report.frames > 0 || report.trees.trees > 0 {
+        if report.frames > 0 || report.trees.objects > 0 || report.roots.objects > 0 {
             report.packs_freed = self.vacate_sparse_packs()?;
         }
         Ok(report)

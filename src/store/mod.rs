@@ -21,14 +21,14 @@ mod space;
 mod staged;
 mod stats;
 mod table;
-mod tree_frames;
+mod parity_groups;
 mod tx;
 mod write;
 
 pub use dense::DenseReport;
 pub use gc::GcReport;
 pub use space::{FreeSpace, free_space};
-pub use tree_frames::TreeGroupReport;
+pub use parity_groups::GroupReport;
 #[cfg(feature = "internals")]
 pub use staged::decode_staged_row;
 pub use staged::{Staged, StagedRow};

@@ -10,7 +10,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use super::schema::{META, OBJECTS, PACKS, SNAPSHOTS};
 use super::{ObjectListing, ReadTx, Store, StoreReader, heal, open_opt, pack};
 use crate::error::StoreError;
-use crate::object::record::decompress_prefix;
+use crate::object::record::{Codec, decompress_prefix};
 use crate::object::{ChunkList, ObjectId, ObjectKind, ObjectRecord, Tree};
 
 /// Decompressed frames a reader keeps (each at most about 1 MiB).
@@ -281,8 +281,15 @@ impl StoreReader {
         // A version sharing a big frame with others (a cold capture packs small files into
         // 1 MiB frames) costs that whole frame's decompression to read: about 1.5 ms for a
         // few KB of base, per changed file of every turn. Its next version is stored whole
-        // (in the turn's own small frame), and the versions after it are deltas.
-        if base_rec.len < base_rec.frame_len && base_rec.frame_len > MAX_SHARED_BASE_FRAME {
+        // (in the turn's own small frame), and the versions after it are deltas. A frame of
+        // roots maintenance packed (`parity_groups.rs`) is read for its roots: it holds the
+        // bases of the files edited again and again, so a turn reads few of them, once each.
+        let roots_frame = base_rec.codec == Codec::ZstdParity
+            && base_rec.frame_len as usize <= super::parity_groups::ROOT_FRAME_RAW_BYTES;
+        if base_rec.len < base_rec.frame_len
+            && base_rec.frame_len > MAX_SHARED_BASE_FRAME
+            && !roots_frame
+        {
             return Ok(None);
         }
         if base_rec

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use super::{Store, StoreReader, pack};
 use crate::error::StoreError;
 use crate::object::parity::{Shards, unprotect};
-use crate::object::record::{Codec, FrameMember, compress_protected};
-use crate::object::{NewFrame, ObjectId, ObjectRecord};
+use crate::object::record::{Codec, DENSE_LEVEL, FrameMember, compress_protected};
+use crate::object::{NewFrame, ObjectId, ObjectKind, ObjectRecord};
 
 /// A parity frame with a damaged shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,7 +104,13 @@ impl Store {
             if good.is_empty() {
                 continue;
             }
-            let Some(stored) = compress_protected(&raw) else {
+            // At the level its kind of frame was written at (`parity_groups.rs`).
+            let level = if good.iter().any(|m| m.kind == ObjectKind::Tree) {
+                DENSE_LEVEL
+            } else {
+                super::parity_groups::ROOT_LEVEL
+            };
+            let Some(stored) = compress_protected(&raw, level) else {
                 continue;
             };
             frames.push(NewFrame {

@@ -126,12 +126,26 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         .retention
         .as_ref()
         .map(|m| &m.dense.trees)
-        .filter(|t| t.trees > 0)
+        .filter(|t| t.objects > 0)
     {
         println!(
             "packed {} of directories together, each version after the first stored as what \
              changed: {} -> {}",
-            n(t.trees, "tree"),
+            n(t.objects, "tree"),
+            bytes(t.bytes_before),
+            bytes(t.bytes_after)
+        );
+    }
+    if let Some(t) = out
+        .retention
+        .as_ref()
+        .map(|m| &m.dense.roots)
+        .filter(|t| t.objects > 0)
+    {
+        println!(
+            "packed {} later versions are stored against together, similar files compressed \
+             as one: {} -> {}",
+            n(t.objects, "file version"),
             bytes(t.bytes_before),
             bytes(t.bytes_after)
         );

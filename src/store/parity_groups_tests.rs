@@ -1,4 +1,4 @@
-//! Unit tests of `tree_frames.rs`.
+//! Unit tests of `parity_groups.rs`.
 
 use std::collections::HashSet;
 
@@ -62,7 +62,7 @@ fn versions_of_directories_pack_into_parity_frames_that_read_back() {
     let ids = write_one_by_one(&s, &trees);
     let before = stored_bytes(&s, &ids);
     let report = s.group_trees(None).unwrap();
-    assert_eq!(report.trees, 120);
+    assert_eq!(report.objects, 120);
     assert_eq!(report.bytes_before, before);
     let after = stored_bytes(&s, &ids);
     assert_eq!(report.bytes_after, after);
@@ -78,7 +78,7 @@ fn versions_of_directories_pack_into_parity_frames_that_read_back() {
     );
     // The frames the trees left are freed, and a second pass has nothing to do.
     drop(r);
-    assert_eq!(s.group_trees(None).unwrap().trees, 0);
+    assert_eq!(s.group_trees(None).unwrap().objects, 0);
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn a_lone_frame_is_left_alone() {
     let bytes = t.encode();
     let pending = PendingObject::whole(t.id(), ObjectKind::Tree, bytes.len() as u64, bytes);
     s.write(NewFrame::pack_trees(&[pending]), None, None).unwrap();
-    assert_eq!(s.group_trees(None).unwrap().trees, 0);
+    assert_eq!(s.group_trees(None).unwrap().objects, 0);
     assert_eq!(s.reader().unwrap().record(&t.id()).unwrap().codec, Codec::Zstd);
 }
 
@@ -161,7 +161,7 @@ fn the_packs_regrouping_empties_are_freed_and_what_stayed_in_them_moves() {
     }
     let packs_before = s.reader().unwrap().packed_bytes().unwrap();
     let report = s.recompress(None).unwrap();
-    assert_eq!(report.trees.trees, 300);
+    assert_eq!(report.trees.objects, 300);
     assert!(report.packs_freed > 0, "{report:?}");
     let r = s.reader().unwrap();
     assert!(r.packed_bytes().unwrap() < packs_before);
@@ -179,11 +179,11 @@ fn a_small_parity_frame_is_packed_again_with_newer_trees() {
     let s = store(&d);
     let older: Vec<Tree> = (1..=5).map(|v| version("a", v)).collect();
     let older_ids = write_one_by_one(&s, &older);
-    assert_eq!(s.group_trees(None).unwrap().trees, 5);
+    assert_eq!(s.group_trees(None).unwrap().objects, 5);
     let newer: Vec<Tree> = (6..=10).map(|v| version("a", v)).collect();
     let newer_ids = write_one_by_one(&s, &newer);
     // The five in their small parity frame go with the five new ones.
-    assert_eq!(s.group_trees(None).unwrap().trees, 10);
+    assert_eq!(s.group_trees(None).unwrap().objects, 10);
     let r = s.reader().unwrap();
     let offsets: HashSet<u64> = older_ids
         .iter()
@@ -215,4 +215,82 @@ fn a_record_changed_since_the_pass_read_it_is_not_moved() {
     s.rewrite(&[], vec![frame], &HashMap::new(), false, Some(&moved_from))
         .unwrap();
     assert_eq!(s.reader().unwrap().record(&ids[0]).unwrap(), before);
+}
+
+/// File `i`'s version `v`: about 40 KB, most lines shared with the other files.
+fn file(i: usize, v: usize) -> Vec<u8> {
+    use std::fmt::Write;
+    let mut t = String::new();
+    for k in 0..1500 {
+        let _ = writeln!(t, "let value_{k} = compute({k}, {});", k % 7);
+        if k % 500 == i {
+            let _ = writeln!(t, "// file {i}, version {v}");
+        }
+    }
+    t.into_bytes()
+}
+
+/// Writes `bytes` whole in a frame of its own, and returns its id.
+fn write_whole(s: &Store, bytes: &[u8]) -> ObjectId {
+    let id = ObjectId::of_blob(bytes);
+    let o = PendingObject::whole(id, ObjectKind::Blob, bytes.len() as u64, bytes.to_vec());
+    s.write(vec![NewFrame::pack(&[o])], None, None).unwrap();
+    id
+}
+
+/// Writes `bytes` as a delta against `base`, and returns its id.
+fn write_delta(s: &Store, base: (ObjectId, &[u8]), bytes: &[u8]) -> ObjectId {
+    let id = ObjectId::of_blob(bytes);
+    let o = PendingObject {
+        id,
+        kind: ObjectKind::Blob,
+        size: bytes.len() as u64,
+        payload: crate::object::delta::encode(base.1, bytes).unwrap(),
+        delta: Some(crate::object::DeltaBase {
+            base: base.0,
+            depth: 1,
+        }),
+    };
+    s.write(vec![NewFrame::raw(&[o])], None, None).unwrap();
+    id
+}
+
+#[test]
+fn roots_pack_together_and_versions_nothing_is_stored_against_stay() {
+    let d = tempfile::tempdir().unwrap();
+    let s = store(&d);
+    let mut roots = Vec::new();
+    let mut later = Vec::new();
+    for i in 0..4 {
+        let first = file(i, 0);
+        let root = write_whole(&s, &first);
+        roots.push(root);
+        later.push((write_delta(&s, (root, &first), &file(i, 1)), file(i, 1)));
+    }
+    // Stored whole, but no delta names it: not a root.
+    let alone = write_whole(&s, &file(9, 0));
+    let before = stored_bytes(&s, &roots);
+    let report = s.group_roots(None).unwrap();
+    assert_eq!((report.objects, report.frames), (4, 1), "{report:?}");
+    let r = s.reader().unwrap();
+    for (i, id) in roots.iter().enumerate() {
+        let rec = r.record(id).unwrap();
+        assert_eq!(rec.codec, Codec::ZstdParity);
+        assert_eq!(r.read_blob(id).unwrap(), file(i, 0));
+    }
+    for (id, bytes) in &later {
+        assert_eq!(&r.read_blob(id).unwrap(), bytes);
+    }
+    assert_ne!(r.record(&alone).unwrap().codec, Codec::ZstdParity);
+    // Together they take less than a quarter of what they took apart.
+    assert!(stored_bytes(&s, &roots) * 4 < before, "{before}");
+    // A root in the new frame is a delta base (the frame is shared, but a frame of roots).
+    let (base, bytes) = r
+        .delta_base(&roots[2], ObjectKind::Blob)
+        .unwrap()
+        .expect("a base");
+    assert_eq!((base.base, bytes), (roots[2], file(2, 0)));
+    drop(r);
+    // Nothing left to pack.
+    assert_eq!(s.group_roots(None).unwrap().objects, 0);
 }

@@ -1,0 +1,267 @@
+//! Objects packed by maintenance into parity frames (codec `ZstdParity`,
+//! [`crate::object::parity`]): a zstd frame cut into checked shards with a parity shard, so
+//! one damaged shard is rebuilt on read and a flipped byte costs nothing. Two kinds of
+//! objects are packed, each in the log's order, from the frames captures wrote them in:
+//!
+//! * **Trees** stored whole, written one capture at a time into small frames of their own,
+//!   into frames of at most [`TREE_FRAME_RAW_BYTES`] at the dense level. A directory's next
+//!   version, written by a later capture, lies a few trees on and differs in a few entries,
+//!   so zstd stores it as little more than its changed ids, as git's tree deltas do
+//!   (measured on the long-session workload: 602 trees from 160.8 KiB to about 47 KiB,
+//!   docs/benchmarks.md); and the log's order keeps a snapshot's trees together for the
+//!   walks that read them all. No tree depends on another's bytes, so a flipped byte costs no
+//!   snapshot, where a tree delta chain lost every later tree.
+//! * **Roots**: file versions stored whole that deltas are stored against (a file's first
+//!   version, on which each later version's chain starts), into frames of at most
+//!   [`ROOT_FRAME_RAW_BYTES`] at [`ROOT_LEVEL`]. Similar files compress together as they do
+//!   in git's packs (the long session's 12 files: 384 KB apart at level 12, 324 KB in three
+//!   such frames at level 16). Every version of a file reads its root, so a root is what a
+//!   flipped byte must never cost: the parity shard rebuilds it. A delta's base may lie in such a frame
+//!   ([`super::reader`]'s rule for shared frames admits them): reading it decompresses at
+//!   most [`ROOT_FRAME_RAW_BYTES`], once per process for all the roots it holds.
+//!
+//! A parity frame under half of its kind's size is packed again with newer objects of its
+//! kind: each pass packs only what was written since the last, and small frames would keep
+//! related versions apart for good. Records are moved only where they still point where the
+//! pass read them. The caller holds the workspace lock (shared is enough, as for
+//! recompression).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::Store;
+use super::reader::hashes_to;
+use crate::error::StoreError;
+use crate::object::record::{
+    Codec, DENSE_LEVEL, FrameMember, TREE_FRAME_RAW_BYTES, compress_protected,
+};
+use crate::object::{NewFrame, ObjectId, ObjectKind, ObjectRecord};
+
+/// Raw bytes one pass regroups at most, per kind (a slice of a big store; the next pass goes
+/// on).
+const PASS_BYTES: usize = 64 << 20;
+
+/// Roots share parity frames of at most this many raw bytes: what a capture decompresses
+/// to read a delta base there.
+pub const ROOT_FRAME_RAW_BYTES: usize = 512 * 1024;
+
+/// The zstd level of roots' frames. Written once and read by every version of their files:
+/// worth a high level (measured with the zstd CLI on the long session's 12 files, 1.4 MB,
+/// in frames of [`ROOT_FRAME_RAW_BYTES`]: 356 KB at level 12, 324 KB at 16, 320 KB at 19;
+/// level 16 compresses at about 5 MB/s, 19 at 3, 12 at 33).
+pub const ROOT_LEVEL: i32 = 16;
+
+/// What a regrouping pass did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GroupReport {
+    /// Objects moved into parity frames.
+    pub objects: u64,
+    /// Parity frames written.
+    pub frames: u64,
+    /// Stored bytes of the frames the objects left (all of each, other members included).
+    pub bytes_before: u64,
+    /// Stored bytes of the parity frames written.
+    pub bytes_after: u64,
+    /// Whether every object that could be packed was (false when the deadline or the pass's
+    /// size cap stopped it).
+    pub finished: bool,
+}
+
+/// What one kind of regrouping packs, and how.
+#[derive(Clone, Copy)]
+struct Grouping {
+    kind: ObjectKind,
+    /// Raw bytes per frame at most.
+    frame_bytes: usize,
+    /// zstd level.
+    level: i32,
+}
+
+impl Grouping {
+    const TREES: Grouping = Grouping {
+        kind: ObjectKind::Tree,
+        frame_bytes: TREE_FRAME_RAW_BYTES,
+        level: DENSE_LEVEL,
+    };
+    const ROOTS: Grouping = Grouping {
+        kind: ObjectKind::Blob,
+        frame_bytes: ROOT_FRAME_RAW_BYTES,
+        level: ROOT_LEVEL,
+    };
+
+    /// Whether an object stored whole of this kind, in a frame of `rec`'s, is (still) to pack.
+    fn loose(self, rec: &ObjectRecord) -> bool {
+        rec.kind == self.kind
+            && rec.delta.is_none()
+            && (rec.codec != Codec::ZstdParity || (rec.frame_len as usize) < self.frame_bytes / 2)
+    }
+}
+
+/// An object waiting for a parity frame.
+struct Loose {
+    id: ObjectId,
+    rec: ObjectRecord,
+    payload: Vec<u8>,
+}
+
+impl Store {
+    /// Moves trees stored whole outside parity frames into new parity frames, oldest frames
+    /// first, until `deadline`. Does nothing while they lie in fewer than two frames (a
+    /// store's first capture, or what a pass left): one frame has nothing to share.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read or written. A frame that does not
+    /// decompress, or a tree that does not hash to its id, is left where it is (readers
+    /// report it as damage).
+    pub fn group_trees(&self, deadline: Option<Instant>) -> Result<GroupReport, StoreError> {
+        self.regroup(Grouping::TREES, |_| true, deadline)
+    }
+
+    /// Moves roots (whole file versions some delta is stored against) of at most half a
+    /// root frame outside parity frames into new parity frames, as
+    /// [`Store::group_trees`] does trees. Bigger versions stay alone.
+    ///
+    /// # Errors
+    /// As [`Store::group_trees`].
+    pub fn group_roots(&self, deadline: Option<Instant>) -> Result<GroupReport, StoreError> {
+        let mut bases = HashSet::new();
+        for (_, rec) in self.reader()?.objects()? {
+            if let Some(d) = rec.ok().and_then(|r| r.delta) {
+                bases.insert(d.base);
+            }
+        }
+        self.regroup(
+            Grouping::ROOTS,
+            |(id, rec)| bases.contains(id) && (rec.len as usize) <= ROOT_FRAME_RAW_BYTES / 2,
+            deadline,
+        )
+    }
+
+    fn regroup(
+        &self,
+        how: Grouping,
+        select: impl Fn(&(ObjectId, ObjectRecord)) -> bool,
+        deadline: Option<Instant>,
+    ) -> Result<GroupReport, StoreError> {
+        let reader = self.reader()?;
+        let mut frames: BTreeMap<u64, Vec<(ObjectId, ObjectRecord)>> = BTreeMap::new();
+        for (id, rec) in reader.objects()? {
+            if let Ok(rec) = rec {
+                let object = (id, rec);
+                if how.loose(&object.1) && select(&object) {
+                    frames.entry(object.1.offset).or_default().push(object);
+                }
+            }
+        }
+        let mut report = GroupReport {
+            finished: true,
+            ..GroupReport::default()
+        };
+        if frames.len() < 2 {
+            return Ok(report);
+        }
+        // In the log's order: a capture writes its trees in the order of its walk, so a
+        // snapshot's trees stay together for the walks that read them all (a restore, GC's
+        // mark), and a directory's next version, written by a later capture, follows a few
+        // trees on, within the frame's reach; a cold capture's files lie by directory.
+        let mut loose = Vec::new();
+        let mut raw = 0;
+        for mut members in frames.into_values() {
+            if raw >= PASS_BYTES || deadline.is_some_and(|d| Instant::now() >= d) {
+                report.finished = false;
+                break;
+            }
+            members.sort_unstable_by_key(|(_, r)| r.within);
+            let (first_id, first) = &members[0];
+            let Ok(frame) = reader.frame(first_id, first) else {
+                continue;
+            };
+            report.bytes_before += u64::from(first.stored_len);
+            for (id, rec) in members {
+                let (start, end) = (rec.within as usize, rec.within as usize + rec.len as usize);
+                let Some(payload) = frame.get(start..end) else {
+                    continue;
+                };
+                if !hashes_to(how.kind, payload, &id) {
+                    continue;
+                }
+                raw += payload.len();
+                loose.push(Loose {
+                    id,
+                    rec,
+                    payload: payload.to_vec(),
+                });
+            }
+        }
+        drop(reader);
+        if loose.len() < 2 {
+            return Ok(report);
+        }
+        let mut moved_from: HashMap<ObjectId, u64> = HashMap::new();
+        let mut written: HashMap<ObjectId, u64> = HashMap::new();
+        let mut out = Vec::new();
+        let mut group: Vec<&Loose> = Vec::new();
+        let mut group_bytes = 0;
+        for t in &loose {
+            if group_bytes + t.payload.len() > how.frame_bytes && !group.is_empty() {
+                out.push(parity_frame(&self.path, how, &group)?);
+                group.clear();
+                group_bytes = 0;
+                // Compressing is the pass's cost: what is left waits for the next pass.
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    report.finished = false;
+                    break;
+                }
+            }
+            group_bytes += t.payload.len();
+            group.push(t);
+            written.insert(t.id, t.rec.written);
+            moved_from.insert(t.id, t.rec.offset);
+        }
+        if !group.is_empty() && report.finished {
+            out.push(parity_frame(&self.path, how, &group)?);
+        }
+        report.objects = moved_from.len() as u64;
+        report.frames = out.len() as u64;
+        report.bytes_after = out.iter().map(|f| f.stored.len() as u64).sum();
+        self.rewrite(&[], out, &written, false, Some(&moved_from))?;
+        Ok(report)
+    }
+}
+
+/// One parity frame of `objects`, laid end to end in order.
+fn parity_frame(
+    path: &std::path::Path,
+    how: Grouping,
+    objects: &[&Loose],
+) -> Result<NewFrame, StoreError> {
+    let mut raw = Vec::new();
+    let mut members = Vec::with_capacity(objects.len());
+    for t in objects {
+        members.push(FrameMember {
+            id: t.id,
+            kind: how.kind,
+            size: t.rec.size,
+            within: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+            len: t.rec.len,
+            delta: None,
+        });
+        raw.extend_from_slice(&t.payload);
+    }
+    let stored = compress_protected(&raw, how.level).ok_or_else(|| StoreError::Encode {
+        path: path.to_path_buf(),
+        detail: "zstd could not compress a parity frame".into(),
+    })?;
+    Ok(NewFrame {
+        codec: Codec::ZstdParity,
+        stored,
+        raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
+        members,
+    })
+}
+
+#[cfg(test)]
+#[path = "parity_groups_tests.rs"]
+mod tests;
