@@ -143,8 +143,8 @@ pub fn gc(ws: &Workspace, dry_run: bool, grace: Option<u64>, json: bool) -> Resu
         .filter(|t| t.objects > 0)
     {
         println!(
-            "packed {} later versions are stored against together, similar files compressed \
-             as one: {} -> {}",
+            "packed {} that later versions are stored against into shared frames, similar \
+             files compressed as one: {} -> {}",
             n(t.objects, "file version"),
             bytes(t.bytes_before),
             bytes(t.bytes_after)
