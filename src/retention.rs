@@ -440,10 +440,21 @@ pub fn maintain_until(
     report.bursts_thinned =
         crate::local_history::thin_bursts(wc, now_ms, crate::local_history::Thinning::of(s))?;
     // The ops each turn's record already holds, folded (`history::log_thin`).
-    for key in db::sessions(&wc.store().begin_read()?)?.into_iter().map(|(k, _)| k) {
-        report.ops_folded += wc.store().transact(|tx| {
-            db::Writer::open(tx, key).thin_log(crate::history::log_thin::KEEP_NEWEST)
-        })?;
+    let keep = crate::history::log_thin::KEEP_NEWEST;
+    let foldable: Vec<db::SessionKey> = {
+        let tx = wc.store().begin_read()?;
+        let mut keys = Vec::new();
+        for (key, _) in db::sessions(&tx)? {
+            if db::ops_to_fold(&tx, &key, keep)? > 0 {
+                keys.push(key);
+            }
+        }
+        keys
+    };
+    for key in foldable {
+        report.ops_folded += wc
+            .store()
+            .transact(|tx| db::Writer::open(tx, key).thin_log(keep))?;
     }
     report.gc = wc
         .store()

@@ -33,6 +33,22 @@ impl Thinning {
     pub fn saved(&self) -> u64 {
         (self.removed.len() - self.put.len()) as u64
     }
+
+    /// Whether `rows` thinned so replay to the state `rows` replay to: checked before
+    /// anything is written.
+    #[must_use]
+    pub fn replays_as(&self, rows: &[(u64, OpRecord)]) -> bool {
+        let removed: std::collections::HashSet<u64> = self.removed.iter().copied().collect();
+        let mut after: Vec<(u64, &OpRecord)> = rows
+            .iter()
+            .filter(|(n, _)| !removed.contains(n))
+            .map(|(n, r)| (*n, r))
+            .chain(self.put.iter().map(|(n, r)| (*n, r)))
+            .collect();
+        after.sort_by_key(|(n, _)| *n);
+        SessionState::replay(after.iter().map(|(_, r)| &r.op))
+            == SessionState::replay(rows.iter().map(|(_, r)| &r.op))
+    }
 }
 
 /// Whether the op holds nothing but what the turn records and the replayed state hold.

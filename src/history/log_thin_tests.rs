@@ -49,7 +49,17 @@ fn any_op() -> impl Strategy<Value = Op> {
             snapshot: None,
         }),
         proptest::option::of(t.clone()).prop_map(|to| Op::Navigate { to, snapshot: None }),
-        (t, s).prop_map(|(number, snapshot)| Op::Checkpoint { number, snapshot }),
+        (t.clone(), s.clone()).prop_map(|(number, snapshot)| Op::Checkpoint { number, snapshot }),
+        (proptest::option::of(t.clone()), proptest::option::of(s), t).prop_map(
+            |(cursor, last_known, next_turn)| Op::Base {
+                cursor,
+                redo: Vec::new(),
+                last_known,
+                pending: None,
+                next_turn,
+                next_checkpoint: 1,
+            }
+        ),
     ]
 }
 
@@ -86,11 +96,18 @@ proptest! {
         let (new_at, new_end) = states(&new);
         prop_assert_eq!(old_end, new_end);
         for (n, r) in &rows {
-            if !foldable(&r.op) {
-                prop_assert!(!t.removed.contains(n), "row {} is not a turn's own", n);
+            // What the timeline, checkpoints' baselines and undo's suspects read (named
+            // here, not through the module's own rule).
+            let read = matches!(
+                r.op,
+                Op::Undo { .. } | Op::Redo { .. } | Op::Navigate { .. } | Op::Checkpoint { .. }
+            );
+            if read {
+                prop_assert!(!t.removed.contains(n), "row {} is read by the timeline", n);
                 prop_assert_eq!(&old_at[n], &new_at[n]);
             }
         }
+        prop_assert!(t.saved() == 0 || t.replays_as(&rows));
         let newest = rows.len().saturating_sub(keep);
         for (n, _) in &rows[newest..] {
             prop_assert!(!t.removed.contains(n), "row {} is among the newest", n);
@@ -134,6 +151,18 @@ fn a_long_run_of_turns_becomes_one_base_and_the_tail_stays() {
     assert_eq!(applied(&rows, &t).len(), KEEP_NEWEST + 1);
     // Thinning it again finds nothing more to fold.
     assert_eq!(thin(&applied(&rows, &t), KEEP_NEWEST).saved(), 0);
+}
+
+#[test]
+fn a_thinning_that_would_change_the_state_is_caught_before_it_is_written() {
+    let rows: Vec<(u64, OpRecord)> = (1..=4)
+        .map(|turn| (turn, rec(turn, Op::TurnBegun { turn })))
+        .collect();
+    let mut t = thin(&rows, 0);
+    assert!(t.replays_as(&rows));
+    // A base standing for another state.
+    t.put[0].1.op = SessionState::new().base();
+    assert!(!t.replays_as(&rows));
 }
 
 #[test]

@@ -821,7 +821,6 @@ impl Turn {
             })?;
             let state = w.state()?;
             let dropped = w.cap(max, &state)?;
-            w.thin_log_when_long()?;
             *recorded.borrow_mut() = Some((t, dropped, counts));
             Ok(())
         };

@@ -52,15 +52,16 @@ impl Store {
     /// [`StoreError`] when the store cannot be read or written; a frame that does not
     /// decompress stops the pass before anything of its batch is written.
     pub fn recompress(&self, deadline: Option<Instant>) -> Result<DenseReport, StoreError> {
-        // Trees and roots first: the frames they leave need no recompression.
-        let trees = self.group_trees(deadline)?;
-        let roots = self.group_roots(deadline)?;
+        // Trees and roots first: the frames they leave need no recompression. One scan of
+        // the index serves all three steps (a background slice is half a second).
+        let listing = self.listing()?;
+        let (trees, mut moved) = self.group_trees_in(&listing, deadline)?;
+        let (roots, roots_moved) = self.group_roots_in(&listing, deadline)?;
+        moved.extend(roots_moved);
         let reader = self.reader()?;
         let mut frames: BTreeMap<u64, Vec<(ObjectId, ObjectRecord)>> = BTreeMap::new();
-        for (id, rec) in reader.objects()? {
-            if let Ok(rec) = rec
-                && rec.codec == Codec::Zstd
-            {
+        for (id, rec) in listing {
+            if rec.codec == Codec::Zstd && !moved.contains(&id) {
                 frames.entry(rec.offset).or_default().push((id, rec));
             }
         }

@@ -16,9 +16,13 @@
 //!   [`ROOT_FRAME_RAW_BYTES`] at [`ROOT_LEVEL`]. Similar files compress together as they do
 //!   in git's packs (the long session's 12 files: 384 KB apart at level 12, 324 KB in three
 //!   such frames at level 16). Every version of a file reads its root, so a root is what a
-//!   flipped byte must never cost: the parity shard rebuilds it. A delta's base may lie in such a frame
-//!   ([`super::reader`]'s rule for shared frames admits them): reading it decompresses at
-//!   most [`ROOT_FRAME_RAW_BYTES`], once per process for all the roots it holds.
+//!   flipped byte must never cost: the parity shard rebuilds it. A delta's base may lie in
+//!   such a frame ([`super::reader`]'s rule for shared frames admits them): reading it
+//!   decompresses at
+//!   most [`ROOT_FRAME_RAW_BYTES`], once per store reader (its frame cache) for all the roots
+//!   it holds. Only frames every object of which moves are packed (bytes moved out of a
+//!   frame that stays would stay in it, live to GC for as long as the frame), and versions
+//!   stored nearly as large as they are (random bytes, a binary's chunks) stay alone.
 //!
 //! A parity frame under half of its kind's size is packed again with newer objects of its
 //! kind: each pass packs only what was written since the last, and small frames would keep
@@ -39,9 +43,6 @@ use crate::object::record::{
 };
 use crate::object::{NewFrame, ObjectId, ObjectKind, ObjectRecord};
 
-/// Raw bytes one pass regroups at most, per kind (a slice of a big store; the next pass goes
-/// on).
-const PASS_BYTES: usize = 64 << 20;
 
 /// Roots share parity frames of at most this many raw bytes: what a capture decompresses
 /// to read a delta base there.
@@ -77,6 +78,9 @@ struct Grouping {
     frame_bytes: usize,
     /// zstd level.
     level: i32,
+    /// Raw bytes one pass regroups at most (a slice of a big store; the next pass goes on):
+    /// a few seconds of compression at the level.
+    pass_bytes: usize,
 }
 
 impl Grouping {
@@ -84,11 +88,13 @@ impl Grouping {
         kind: ObjectKind::Tree,
         frame_bytes: TREE_FRAME_RAW_BYTES,
         level: DENSE_LEVEL,
+        pass_bytes: 64 << 20,
     };
     const ROOTS: Grouping = Grouping {
         kind: ObjectKind::Blob,
         frame_bytes: ROOT_FRAME_RAW_BYTES,
         level: ROOT_LEVEL,
+        pass_bytes: 16 << 20,
     };
 
     /// Whether an object stored whole of this kind, in a frame of `rec`'s, is (still) to pack.
@@ -106,62 +112,96 @@ struct Loose {
     payload: Vec<u8>,
 }
 
+/// The index's records that decode, as one scan read them: what a maintenance pass's
+/// regroupings and recompression share, so a background slice scans the index once.
+pub(super) type Listing = [(ObjectId, ObjectRecord)];
+
 impl Store {
-    /// Moves trees stored whole outside parity frames into new parity frames, oldest frames
-    /// first, until `deadline`. Does nothing while they lie in fewer than two frames (a
-    /// store's first capture, or what a pass left): one frame has nothing to share.
+    /// The index's records that decode (a pass's [`Listing`]).
+    pub(super) fn listing(&self) -> Result<Vec<(ObjectId, ObjectRecord)>, StoreError> {
+        Ok(self
+            .reader()?
+            .objects()?
+            .into_iter()
+            .filter_map(|(id, rec)| rec.ok().map(|rec| (id, rec)))
+            .collect())
+    }
+
+    /// Moves trees stored whole outside parity frames, of `listing`, into new parity frames,
+    /// oldest frames first, until `deadline`; returns what it did and the ids it moved. Does
+    /// nothing while they lie in fewer than two frames (a store's first capture, or what a
+    /// pass left): one frame has nothing to share.
     ///
     /// # Errors
     /// [`StoreError`] when the store cannot be read or written. A frame that does not
     /// decompress, or a tree that does not hash to its id, is left where it is (readers
     /// report it as damage).
-    pub fn group_trees(&self, deadline: Option<Instant>) -> Result<GroupReport, StoreError> {
-        self.regroup(Grouping::TREES, |_| true, deadline)
+    pub(super) fn group_trees_in(
+        &self,
+        listing: &Listing,
+        deadline: Option<Instant>,
+    ) -> Result<(GroupReport, HashSet<ObjectId>), StoreError> {
+        self.regroup(listing, Grouping::TREES, |_| true, deadline)
     }
 
     /// Moves roots (whole file versions some delta is stored against) of at most half a
-    /// root frame outside parity frames into new parity frames, as
-    /// [`Store::group_trees`] does trees. Bigger versions stay alone.
+    /// root frame, of `listing`, outside parity frames into new parity frames, as
+    /// [`Store::group_trees_in`] does trees. Bigger versions stay alone.
     ///
     /// # Errors
-    /// As [`Store::group_trees`].
-    pub fn group_roots(&self, deadline: Option<Instant>) -> Result<GroupReport, StoreError> {
-        let mut bases = HashSet::new();
-        for (_, rec) in self.reader()?.objects()? {
-            if let Some(d) = rec.ok().and_then(|r| r.delta) {
-                bases.insert(d.base);
-            }
-        }
+    /// As [`Store::group_trees_in`].
+    pub(super) fn group_roots_in(
+        &self,
+        listing: &Listing,
+        deadline: Option<Instant>,
+    ) -> Result<(GroupReport, HashSet<ObjectId>), StoreError> {
+        let bases: HashSet<ObjectId> = listing
+            .iter()
+            .filter_map(|(_, rec)| rec.delta.map(|d| d.base))
+            .collect();
+        // A frame of roots is packed again whole (a member no longer a base included); a
+        // version stored nearly as large as it is (random bytes, a binary's chunk) gains
+        // nothing from company and would cost the level's time.
+        let compressible = |r: &ObjectRecord| u64::from(r.stored_len) * 10 < u64::from(r.frame_len) * 9;
         self.regroup(
+            listing,
             Grouping::ROOTS,
-            |(id, rec)| bases.contains(id) && (rec.len as usize) <= ROOT_FRAME_RAW_BYTES / 2,
+            |(id, rec)| {
+                rec.codec == Codec::ZstdParity
+                    || (bases.contains(id)
+                        && (rec.len as usize) <= ROOT_FRAME_RAW_BYTES / 2
+                        && compressible(rec))
+            },
             deadline,
         )
     }
 
     fn regroup(
         &self,
+        listing: &Listing,
         how: Grouping,
         select: impl Fn(&(ObjectId, ObjectRecord)) -> bool,
         deadline: Option<Instant>,
-    ) -> Result<GroupReport, StoreError> {
-        let reader = self.reader()?;
+    ) -> Result<(GroupReport, HashSet<ObjectId>), StoreError> {
         let mut frames: BTreeMap<u64, Vec<(ObjectId, ObjectRecord)>> = BTreeMap::new();
-        for (id, rec) in reader.objects()? {
-            if let Ok(rec) = rec {
-                let object = (id, rec);
-                if how.loose(&object.1) && select(&object) {
-                    frames.entry(object.1.offset).or_default().push(object);
-                }
+        let mut in_frame: HashMap<u64, usize> = HashMap::new();
+        for object in listing {
+            *in_frame.entry(object.1.offset).or_default() += 1;
+            if how.loose(&object.1) && select(object) {
+                frames.entry(object.1.offset).or_default().push(object.clone());
             }
         }
+        // Only frames every object of which moves: bytes moved out of a frame that stays
+        // would stay in it too, live to GC's eyes for as long as the frame's other objects.
+        frames.retain(|offset, members| in_frame.get(offset) == Some(&members.len()));
         let mut report = GroupReport {
             finished: true,
             ..GroupReport::default()
         };
         if frames.len() < 2 {
-            return Ok(report);
+            return Ok((report, HashSet::new()));
         }
+        let reader = self.reader()?;
         // In the log's order: a capture writes its trees in the order of its walk, so a
         // snapshot's trees stay together for the walks that read them all (a restore, GC's
         // mark), and a directory's next version, written by a later capture, follows a few
@@ -169,7 +209,7 @@ impl Store {
         let mut loose = Vec::new();
         let mut raw = 0;
         for mut members in frames.into_values() {
-            if raw >= PASS_BYTES || deadline.is_some_and(|d| Instant::now() >= d) {
+            if raw >= how.pass_bytes || deadline.is_some_and(|d| Instant::now() >= d) {
                 report.finished = false;
                 break;
             }
@@ -197,7 +237,7 @@ impl Store {
         }
         drop(reader);
         if loose.len() < 2 {
-            return Ok(report);
+            return Ok((report, HashSet::new()));
         }
         let mut moved_from: HashMap<ObjectId, u64> = HashMap::new();
         let mut written: HashMap<ObjectId, u64> = HashMap::new();
@@ -222,12 +262,18 @@ impl Store {
         }
         if !group.is_empty() && report.finished {
             out.push(parity_frame(&self.path, how, &group)?);
+        } else {
+            // Not written: those objects stay where they are.
+            for t in &group {
+                moved_from.remove(&t.id);
+                written.remove(&t.id);
+            }
         }
         report.objects = moved_from.len() as u64;
         report.frames = out.len() as u64;
         report.bytes_after = out.iter().map(|f| f.stored.len() as u64).sum();
         self.rewrite(&[], out, &written, false, Some(&moved_from))?;
-        Ok(report)
+        Ok((report, moved_from.into_keys().collect()))
     }
 }
 
@@ -260,6 +306,19 @@ fn parity_frame(
         raw_len: u32::try_from(raw.len()).unwrap_or(u32::MAX),
         members,
     })
+}
+
+#[cfg(test)]
+impl Store {
+    /// [`Store::group_trees_in`] over the whole index.
+    fn group_trees(&self, deadline: Option<Instant>) -> Result<GroupReport, StoreError> {
+        Ok(self.group_trees_in(&self.listing()?, deadline)?.0)
+    }
+
+    /// [`Store::group_roots_in`] over the whole index.
+    fn group_roots(&self, deadline: Option<Instant>) -> Result<GroupReport, StoreError> {
+        Ok(self.group_roots_in(&self.listing()?, deadline)?.0)
+    }
 }
 
 #[cfg(test)]

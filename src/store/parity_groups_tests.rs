@@ -217,13 +217,13 @@ fn a_record_changed_since_the_pass_read_it_is_not_moved() {
     assert_eq!(s.reader().unwrap().record(&ids[0]).unwrap(), before);
 }
 
-/// File `i`'s version `v`: about 40 KB, most lines shared with the other files.
+/// File `i`'s version `v`: about 90 KB, most lines shared with the other files.
 fn file(i: usize, v: usize) -> Vec<u8> {
     use std::fmt::Write;
     let mut t = String::new();
-    for k in 0..1500 {
+    for k in 0..2500 {
         let _ = writeln!(t, "let value_{k} = compute({k}, {});", k % 7);
-        if k % 500 == i {
+        if k % 800 == i {
             let _ = writeln!(t, "// file {i}, version {v}");
         }
     }
@@ -269,6 +269,26 @@ fn roots_pack_together_and_versions_nothing_is_stored_against_stay() {
     }
     // Stored whole, but no delta names it: not a root.
     let alone = write_whole(&s, &file(9, 0));
+    // A root sharing its frame with a version that is not one: moving it out would leave
+    // its bytes in the frame, live for as long as the other's.
+    let (shared, other) = (file(7, 0), file(8, 0));
+    let pending = |b: &[u8]| {
+        PendingObject::whole(ObjectId::of_blob(b), ObjectKind::Blob, b.len() as u64, b.to_vec())
+    };
+    s.write(vec![NewFrame::pack(&[pending(&shared), pending(&other)])], None, None)
+        .unwrap();
+    let shared_root = ObjectId::of_blob(&shared);
+    write_delta(&s, (shared_root, &shared), &file(7, 1));
+    // A root of random bytes: nothing to gain from company.
+    let mut random = vec![0; 80_000];
+    blake3::Hasher::new()
+        .update(b"random root")
+        .finalize_xof()
+        .fill(&mut random);
+    let random_root = write_whole(&s, &random);
+    let mut random_next = random.clone();
+    random_next[100] ^= 1;
+    write_delta(&s, (random_root, &random), &random_next);
     let before = stored_bytes(&s, &roots);
     let report = s.group_roots(None).unwrap();
     assert_eq!((report.objects, report.frames), (4, 1), "{report:?}");
@@ -281,10 +301,15 @@ fn roots_pack_together_and_versions_nothing_is_stored_against_stay() {
     for (id, bytes) in &later {
         assert_eq!(&r.read_blob(id).unwrap(), bytes);
     }
-    assert_ne!(r.record(&alone).unwrap().codec, Codec::ZstdParity);
-    // Together they take less than a quarter of what they took apart.
-    assert!(stored_bytes(&s, &roots) * 4 < before, "{before}");
-    // A root in the new frame is a delta base (the frame is shared, but a frame of roots).
+    for id in [alone, shared_root, random_root] {
+        assert_ne!(r.record(&id).unwrap().codec, Codec::ZstdParity);
+    }
+    // Together they take less than a third of what they took apart.
+    let after = stored_bytes(&s, &roots);
+    assert!(after * 3 < before, "{before} -> {after}");
+    // A root in the new frame is a delta base: the frame is shared and over 256 KiB, but a
+    // frame of roots.
+    assert!(r.record(&roots[2]).unwrap().frame_len > 256 * 1024);
     let (base, bytes) = r
         .delta_base(&roots[2], ObjectKind::Blob)
         .unwrap()
