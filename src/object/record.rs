@@ -567,12 +567,18 @@ pub fn decompress_prefix(
 ) -> Result<Vec<u8>, String> {
     use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
     let want = upto.next_multiple_of(ZSTD_BLOCK);
-    if want >= raw_len as usize
-        || raw_len > PREFIX_MAX_FRAME
-        || matches!(codec, Codec::Raw | Codec::ZstdParity)
-    {
+    if want >= raw_len as usize || raw_len > PREFIX_MAX_FRAME || codec == Codec::Raw {
         return decompress(codec, stored, raw_len);
     }
+    // A parity frame is checked (and a damaged shard rebuilt) whole, then cut as any frame:
+    // a root near the start of a frame of roots costs a block or two as well.
+    let unprotected;
+    let stored = if codec == Codec::ZstdParity {
+        unprotected = super::parity::unprotect(stored)?.0;
+        unprotected.as_ref()
+    } else {
+        stored
+    };
     STREAM.with(|d| {
         let mut d = d.borrow_mut();
         if d.is_none() {

@@ -64,6 +64,14 @@ fn prefixes_of_a_frame_are_its_first_bytes() {
     }
     assert_eq!(decompress_prefix(c, &z, len, raw.len()).unwrap(), raw);
     assert_eq!(decompress_prefix(c, &z, len, raw.len() + 5).unwrap(), raw);
+    // A parity frame's prefixes likewise, a flipped byte rebuilt first.
+    let mut protected = compress_protected(&raw, DENSE_LEVEL).unwrap();
+    protected[100] ^= 0x41;
+    for upto in [1, 300_000] {
+        let p = decompress_prefix(Codec::ZstdParity, &protected, len, upto).unwrap();
+        assert!(p.len() >= upto && p.len() < raw.len(), "{upto}: {}", p.len());
+        assert_eq!(p[..], raw[..p.len()], "{upto}");
+    }
     // A frame cut short: the prefix past its end is refused.
     let cut = &z[..z.len() / 2];
     assert!(decompress_prefix(c, cut, len, 900_000).is_err());

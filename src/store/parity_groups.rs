@@ -20,8 +20,8 @@
 //!   such a frame ([`super::reader`]'s rule for shared frames admits them): reading it
 //!   decompresses at
 //!   most [`ROOT_FRAME_RAW_BYTES`], once per store reader (its frame cache) for all the roots
-//!   it holds. Only frames every object of which moves are packed (bytes moved out of a
-//!   frame that stays would stay in it, live to GC for as long as the frame), and versions
+//!   it holds. Roots move only from frames every object of which moves (bytes moved out of
+//!   a frame that stays would stay in it, live to GC for as long as the frame), and versions
 //!   stored nearly as large as they are (random bytes, a binary's chunks) stay alone.
 //!
 //! A parity frame under half of its kind's size is packed again with newer objects of its
@@ -81,6 +81,11 @@ struct Grouping {
     /// Raw bytes one pass regroups at most (a slice of a big store; the next pass goes on):
     /// a few seconds of compression at the level.
     pass_bytes: usize,
+    /// Only from frames every object of which moves: bytes moved out of a frame that stays
+    /// would stay in it too, live to GC's eyes for as long as the frame's other objects.
+    /// Roots share capture frames with other files; trees have had frames of their own
+    /// since before format 2 (a store of an older build leaves a few tree bytes behind).
+    whole_frames: bool,
 }
 
 impl Grouping {
@@ -89,12 +94,14 @@ impl Grouping {
         frame_bytes: TREE_FRAME_RAW_BYTES,
         level: DENSE_LEVEL,
         pass_bytes: 64 << 20,
+        whole_frames: false,
     };
     const ROOTS: Grouping = Grouping {
         kind: ObjectKind::Blob,
         frame_bytes: ROOT_FRAME_RAW_BYTES,
         level: ROOT_LEVEL,
         pass_bytes: 16 << 20,
+        whole_frames: true,
     };
 
     /// Whether an object stored whole of this kind, in a frame of `rec`'s, is (still) to pack.
@@ -191,9 +198,9 @@ impl Store {
                 frames.entry(object.1.offset).or_default().push(object.clone());
             }
         }
-        // Only frames every object of which moves: bytes moved out of a frame that stays
-        // would stay in it too, live to GC's eyes for as long as the frame's other objects.
-        frames.retain(|offset, members| in_frame.get(offset) == Some(&members.len()));
+        if how.whole_frames {
+            frames.retain(|offset, members| in_frame.get(offset) == Some(&members.len()));
+        }
         let mut report = GroupReport {
             finished: true,
             ..GroupReport::default()
