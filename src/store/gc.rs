@@ -72,9 +72,11 @@ pub struct GcReport {
     pub packs_freed: u64,
     /// Disk space of the store file before.
     pub disk_bytes_before: u64,
-    /// Disk space of the store file after (and after compaction).
+    /// Disk space of the store file after (and after compaction; in a maintenance pass's
+    /// report, after the whole pass).
     pub disk_bytes_after: u64,
-    /// Whether compaction ran (it needs no reader in any process).
+    /// Whether compaction ran (it needs no reader in any process; in a maintenance pass's
+    /// report, the collection's or the pass's own at its end).
     pub compacted: bool,
 }
 
