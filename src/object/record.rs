@@ -514,18 +514,22 @@ pub fn compress_protected(raw: &[u8], level: i32) -> Option<Vec<u8>> {
     super::parity::protect(&zstd)
 }
 
+/// The stored bytes of a frame without its parity wrapping (codec [`Codec::ZstdParity`]:
+/// checked, a damaged shard rebuilt); other codecs' as they are.
+fn unwrapped(codec: Codec, stored: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    if codec == Codec::ZstdParity {
+        Ok(super::parity::unprotect(stored)?.0)
+    } else {
+        Ok(std::borrow::Cow::Borrowed(stored))
+    }
+}
+
 /// Reverses [`compress`]; `raw_len` bounds the output so a hostile frame cannot balloon.
 ///
 /// # Errors
 /// A message when the frame is not valid zstd or does not have the recorded length.
 pub fn decompress(codec: Codec, stored: &[u8], raw_len: u32) -> Result<Vec<u8>, String> {
-    let unprotected;
-    let stored = if codec == Codec::ZstdParity {
-        unprotected = super::parity::unprotect(stored)?.0;
-        unprotected.as_ref()
-    } else {
-        stored
-    };
+    let stored = &*unwrapped(codec, stored)?;
     let out = match codec {
         Codec::Raw => stored.to_vec(),
         Codec::Zstd | Codec::ZstdDense | Codec::ZstdParity => DECOMPRESSOR.with(|d| {
@@ -572,13 +576,7 @@ pub fn decompress_prefix(
     }
     // A parity frame is checked (and a damaged shard rebuilt) whole, then cut as any frame:
     // a root near the start of a frame of roots costs a block or two as well.
-    let unprotected;
-    let stored = if codec == Codec::ZstdParity {
-        unprotected = super::parity::unprotect(stored)?.0;
-        unprotected.as_ref()
-    } else {
-        stored
-    };
+    let stored = &*unwrapped(codec, stored)?;
     STREAM.with(|d| {
         let mut d = d.borrow_mut();
         if d.is_none() {
