@@ -29,7 +29,7 @@ LAYERS = [
     ["restore"],
     ["working_copy"],
     ["lease", "history"],
-    ["retention", "repair", "verify", "maintainer", "format", "local_history"],
+    ["retention", "repair", "verify", "maintainer", "format", "local_history", "share"],
     ["workspace"],
     ["protocol", "ui"],
     ["cli"],

@@ -502,6 +502,94 @@ pub enum WatchError {
     },
 }
 
+/// Sharing a session failed: exporting it to git, importing it from git, bundling or
+/// unbundling it (`docs/sharing.md`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShareError {
+    /// The session has no ended turn or checkpoint (in the turns asked for).
+    #[error("session {session} has no ended turn or checkpoint to share")]
+    Nothing {
+        /// The session.
+        session: String,
+    },
+    /// The git binary could not be run.
+    #[error("cannot run git ({source}); install git: export and import use it")]
+    NoGit {
+        /// Why.
+        source: io::Error,
+    },
+    /// A git command failed.
+    #[error("git {action} in {repo} failed: {detail}")]
+    Git {
+        /// What was asked of git.
+        action: String,
+        /// The repository (its git directory).
+        repo: PathBuf,
+        /// What git said.
+        detail: String,
+    },
+    /// The ref holds commits retrace did not write, or rewritten ones.
+    #[error("{reference} in {repo}: {detail}; refusing to import it")]
+    NotRetrace {
+        /// The ref.
+        reference: String,
+        /// The repository.
+        repo: PathBuf,
+        /// What is wrong, naming the commit.
+        detail: String,
+    },
+    /// The ref already holds another history than the one being exported.
+    #[error(
+        "{reference} in {repo} holds another history ({detail}); export to another ref, or \
+         pass --force to replace it"
+    )]
+    Diverged {
+        /// The ref.
+        reference: String,
+        /// The repository.
+        repo: PathBuf,
+        /// How it differs.
+        detail: String,
+    },
+    /// A ref name that is not a git ref retrace writes.
+    #[error("{0:?} is not a ref retrace can use: give a full ref name such as refs/retrace/NAME")]
+    BadRef(String),
+    /// The session exists in this workspace with a different history.
+    #[error(
+        "session {session} exists here with another history ({detail}); import it under \
+         another name with --as NAME"
+    )]
+    Conflict {
+        /// The session.
+        session: String,
+        /// How it differs.
+        detail: String,
+    },
+    /// Something the session names did not arrive with it.
+    #[error("the import lacks {what}; nothing of the session was recorded")]
+    Missing {
+        /// What.
+        what: String,
+    },
+    /// A bundle that cannot be read: truncated, damaged, of a newer format.
+    #[error("bundle {path}: {detail}; nothing was written")]
+    Bundle {
+        /// The bundle file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
 /// Any retrace failure.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -521,6 +609,9 @@ pub enum Error {
     /// See [`OpenError`].
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// See [`ShareError`].
+    #[error(transparent)]
+    Share(#[from] ShareError),
     /// An anchor given to navigate names no snapshot of the session.
     #[error("cannot navigate to {anchor:?}: {reason}")]
     Anchor {

@@ -95,6 +95,7 @@ modules! {
     mod restore;
     mod retention;
     mod scan;
+    mod share;
     mod statcache;
     mod store;
     mod trace;
@@ -152,6 +153,10 @@ pub use history::{
     TurnSummary,
 };
 
+// Sharing a session: git commits on a side ref, bundles.
+pub use share::git::{GitExport, GitImport};
+pub use share::{Bundled, Exported, Imported};
+
 // Maintenance, repair, the watcher's status, local history.
 pub use local_history::BurstOutcome;
 pub use maintainer::{Later, Maintainer};
@@ -162,7 +167,8 @@ pub use watch::WatchStatus;
 
 // Progress and errors.
 pub use error::{
-    CaptureError, DbError, Error, HeldPath, OpenError, RestoreError, StoreError, WatchError,
+    CaptureError, DbError, Error, HeldPath, OpenError, RestoreError, ShareError, StoreError,
+    WatchError,
 };
 pub use progress::{NoProgress, Progress};
 pub use trace::report_peak_memory;

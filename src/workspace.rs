@@ -19,6 +19,8 @@ use crate::object::ObjectId;
 use crate::progress::{NoProgress, Progress};
 use crate::repair::RepairReport;
 use crate::restore::RestoreOutcome;
+use crate::share::git::{GitExport, GitImport};
+use crate::share::{Bundled, Exported, Imported};
 use crate::retention::MaintenanceReport;
 use crate::store::{DenseReport, GcReport};
 use crate::working_copy::{Config, DryRun, RestoreOptions, Status, WorkingCopy};
@@ -538,6 +540,77 @@ impl Workspace {
     /// [`Error::Store`] when the store cannot be read.
     pub fn gc_roots(&self) -> Result<Vec<ObjectId>, Error> {
         crate::retention::gc_roots(&self.wc)
+    }
+
+    /// The bare git repository beside the store that [`Workspace::export_git`] writes to
+    /// and [`Workspace::import_git`] fetches into, unless told another.
+    #[must_use]
+    pub fn share_repo(&self) -> std::path::PathBuf {
+        self.wc.dir().join("share.git")
+    }
+
+    /// Writes `session`'s ended turns and checkpoints (those of `turns`, when given) and
+    /// every object their snapshots hold to the bundle file `path`
+    /// (`crate::share::bundle`).
+    ///
+    /// # Errors
+    /// [`crate::ShareError`] when the session has nothing to share or the file cannot be
+    /// written; [`Error::Store`].
+    pub fn bundle(
+        &self,
+        session: &Session,
+        turns: Option<&std::ops::RangeInclusive<u64>>,
+        path: &Path,
+    ) -> Result<Bundled, Error> {
+        let image = crate::share::image::read(&self.wc, &session.key(), turns)?;
+        crate::share::bundle::write(&self.wc.store().reader()?, &image, path)
+    }
+
+    /// Checks the bundle at `path` whole, then records its session in this workspace
+    /// (named `as_name` when given); a bundle imported twice adds nothing the second time.
+    ///
+    /// # Errors
+    /// [`crate::ShareError::Bundle`] for a damaged, truncated or newer bundle (nothing
+    /// written); [`crate::ShareError::Conflict`] when the session exists here with other
+    /// turns.
+    pub fn unbundle(&self, path: &Path, as_name: Option<&str>) -> Result<Imported, Error> {
+        crate::share::bundle::unbundle(&self.wc, path, as_name)
+    }
+
+    /// Writes `session`'s turns as git commits on a ref, and pushes it when asked
+    /// (`crate::share::git::export`).
+    ///
+    /// # Errors
+    /// [`crate::ShareError`] (git missing or failing, a ref holding another history);
+    /// [`Error::Store`].
+    pub fn export_git(&self, session: &Session, opts: &GitExport) -> Result<Exported, Error> {
+        use crate::share::git;
+        git::check_ref(&opts.reference)?;
+        let image = crate::share::image::read(&self.wc, &session.key(), opts.turns.as_ref())?;
+        let repo = git::repo_for(opts.repo.as_deref(), &self.share_repo())?;
+        let out = git::export::export(
+            &self.wc.store().reader()?,
+            &image,
+            &repo,
+            &opts.reference,
+            opts.force,
+        )?;
+        if let Some(remote) = &opts.push {
+            git::push(&repo, remote, &opts.reference, opts.force)?;
+        }
+        Ok(out)
+    }
+
+    /// Rebuilds the session a ref's commits hold (`crate::share::git::import`).
+    ///
+    /// # Errors
+    /// [`crate::ShareError::NotRetrace`] for commits retrace did not write;
+    /// [`crate::ShareError::Conflict`]; [`crate::ShareError::Git`]; [`Error::Store`].
+    pub fn import_git(&self, opts: &GitImport) -> Result<Imported, Error> {
+        use crate::share::git;
+        git::check_ref(&opts.reference)?;
+        let repo = git::source_for(opts.source.as_deref(), &opts.reference, &self.share_repo())?;
+        git::import::import(&self.wc, &repo, &opts.reference, opts.as_name.as_deref())
     }
 
     /// Collects unreferenced objects older than `grace_secs` (see `crate::retention::gc`).

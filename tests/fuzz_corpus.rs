@@ -30,8 +30,9 @@ use retrace::statcache::{CacheEntry, RACY_MARGIN_NS, StatCache};
 type Check = fn(&[u8]);
 
 /// Each target with the check its fuzzer runs.
-const TARGETS: [(&str, Check); 5] = [
+const TARGETS: [(&str, Check); 6] = [
     ("decode", checks::decode),
+    ("bundle", checks::bundle),
     ("statcache", checks::statcache),
     ("history", checks::history),
     ("journal", checks::journal),
@@ -75,6 +76,8 @@ fn seeds_are_committed_and_decode() {
             path.display()
         );
     }
+    let bundle = retrace::share::bundle::check_bytes(&bundle_seed()).unwrap();
+    assert_eq!((bundle.trees, bundle.blobs), (1, 1));
     // Valid records decode to what was encoded (the checks assert re-encoding).
     let turn = turn_record();
     assert_eq!(retrace::history::record::decode(&encode(&turn)), Ok(turn));
@@ -378,5 +381,36 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         b"0123456789abcdef0123456789abcdef\n".to_vec(),
     );
     add("lease", "seed-owner", b"123456\n".to_vec());
+    add("bundle", "seed-bundle", bundle_seed());
     out
+}
+
+/// A bundle of one turn over a one-file snapshot.
+fn bundle_seed() -> Vec<u8> {
+    use retrace::share::image::{SessionImage, TurnImage};
+    let blob = b"hello\n".to_vec();
+    let tree = Tree {
+        entries: vec![TreeEntry {
+            name: b"a.txt".to_vec(),
+            kind: EntryKind::File,
+            id: ObjectId::of_blob(&blob),
+            size: 6,
+        }],
+    };
+    let mut record = turn_record();
+    record.before = Some(tree.id());
+    record.after = Some(tree.id());
+    let image = SessionImage {
+        name: "seed".into(),
+        agent: Some("pi".into()),
+        created_ms: 1_700_000_000_000,
+        cursor: Some(record.number),
+        turns: vec![TurnImage {
+            record,
+            reverts: None,
+            steps: Vec::new(),
+        }],
+        checkpoints: Vec::new(),
+    };
+    retrace::share::bundle::encode(&image, &[tree], &[blob]).unwrap()
 }

@@ -65,6 +65,7 @@ mod runtime_state;
 mod secrets;
 mod serve;
 mod sessions;
+mod share;
 mod surgical;
 mod surgical_hostile;
 mod terminal_escapes;

@@ -215,3 +215,11 @@ pub fn lease(data: &[u8]) {
     }
     let _ = parse_owner(data);
 }
+
+/// A bundle file (`retrace unbundle`): refused or checked whole, never a panic; one that
+/// passes names no snapshot it lacks (`check_bytes` found every object).
+pub fn bundle(data: &[u8]) {
+    if let Ok(c) = retrace::share::bundle::check_bytes(data) {
+        assert!(c.trees + c.blobs > 0 || c.image.snapshots().is_empty());
+    }
+}

@@ -23,6 +23,7 @@ const GROUPS: &[(&str, &[&str])] = &[
         "Record",
         &["snapshot", "checkpoint", "turn", "watch", "wrap"],
     ),
+    ("Share", &["export", "import", "bundle", "unbundle"]),
     (
         "Maintain",
         &["gc", "repair", "config", "completions", "man"],
@@ -37,6 +38,8 @@ const SESSIONLESS: &[&str] = &[
     "snapshot",
     "watch",
     "sessions",
+    "import",
+    "unbundle",
     "gc",
     "repair",
     "config",

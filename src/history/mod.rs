@@ -479,6 +479,14 @@ impl Session {
         }
     }
 
+    internal! {
+        /// Its key in the store.
+        #[must_use]
+        fn key(&self) -> SessionKey {
+            self.key
+        }
+    }
+
     /// Hex of the first 8 bytes of the session key.
     #[must_use]
     pub fn id(&self) -> String {

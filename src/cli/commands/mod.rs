@@ -13,13 +13,16 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 mod blame;
+mod bundle;
 mod checkpoint;
 mod completions;
 mod config;
 mod demo;
 mod diff;
+mod export;
 mod gc;
 mod hook;
+mod import;
 mod install;
 mod log;
 mod maintain_due;
@@ -39,6 +42,7 @@ mod step;
 mod turn;
 #[cfg(feature = "ui")]
 mod ui;
+mod unbundle;
 mod undo;
 mod watch;
 mod wrap;
@@ -89,6 +93,10 @@ pub enum Command {
     Revert(revert::RevertArgs),
     Checkpoint(checkpoint::CheckpointArgs),
     Navigate(navigate::NavigateArgs),
+    Export(export::ExportArgs),
+    Import(import::ImportArgs),
+    Bundle(bundle::BundleArgs),
+    Unbundle(unbundle::UnbundleArgs),
     Gc(gc::GcArgs),
     Repair(repair::RepairArgs),
     Config(config::ConfigArgs),
@@ -146,6 +154,10 @@ pub fn run(command: Command, cx: &Ctx) -> Result<u8> {
         Command::Revert(a) => revert::run(a, cx),
         Command::Checkpoint(a) => checkpoint::run(a, cx),
         Command::Navigate(a) => navigate::run(a, cx),
+        Command::Export(a) => export::run(a, cx),
+        Command::Import(a) => import::run(a, cx),
+        Command::Bundle(a) => bundle::run(a, cx),
+        Command::Unbundle(a) => unbundle::run(a, cx),
         Command::Gc(a) => gc::run(a, cx),
         Command::Repair(a) => repair::run(a, cx),
         Command::Config(a) => config::run(a, cx),

@@ -1,0 +1,502 @@
+//! Bundles: one session and every object its snapshots hold, in one self-contained file
+//! (`retrace bundle` / `retrace unbundle`). The layout is in `docs/format.md` ("Bundles"):
+//!
+//! ```text
+//! header  "RTBUNDLE" · u32 LE version (1) · u32 LE flags (0)
+//! body    one zstd frame of records: u8 tag · LEB128 length · bytes
+//!           1 session (postcard SessionImage after a version byte), first and once
+//!           2 tree (its encoding)   3 blob (a file's whole content)   0 end (empty), last
+//! trailer u64 LE length of the body uncompressed · 32-byte blake3 of header + body
+//! ```
+//!
+//! Unbundling reads the file twice: the first pass checks everything (the checksum, every
+//! record, every object's id by hashing it, every tree's entries present, every snapshot
+//! the session names present) and writes nothing; only then does the second store the
+//! objects and record the session.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use super::image::{self, Imported, SessionImage};
+use super::sink::ObjectSink;
+use crate::error::{Error, ShareError};
+use crate::object::{EntryKind, ObjectId, Tree};
+use crate::store::StoreReader;
+use crate::working_copy::WorkingCopy;
+
+/// The first bytes of every bundle.
+pub const MAGIC: &[u8; 8] = b"RTBUNDLE";
+/// The bundle format this retrace writes and reads.
+pub const BUNDLE_VERSION: u32 = 1;
+/// Version byte before the session image's postcard encoding.
+const IMAGE_VERSION: u8 = 1;
+const HEADER_LEN: usize = 16;
+const TRAILER_LEN: usize = 40;
+/// Where the trailer starts, from the end.
+const TRAILER_FROM_END: i64 = -40;
+
+const TAG_END: u8 = 0;
+const TAG_SESSION: u8 = 1;
+const TAG_TREE: u8 = 2;
+const TAG_BLOB: u8 = 3;
+
+/// What a bundle holds, as its first pass found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The session.
+    pub image: SessionImage,
+    /// Trees and blobs it holds.
+    pub trees: u64,
+    /// Blobs it holds.
+    pub blobs: u64,
+    /// Bytes of the blobs.
+    pub blob_bytes: u64,
+}
+
+fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&BUNDLE_VERSION.to_le_bytes());
+    h
+}
+
+/// A bundle being written: the header, then records through zstd, hashed and counted
+/// uncompressed; [`BodyWriter::finish`] adds the end record and the trailer.
+struct BodyWriter<W: Write> {
+    zstd: zstd::stream::write::Encoder<'static, W>,
+    hash: blake3::Hasher,
+    len: u64,
+}
+
+impl<W: Write> BodyWriter<W> {
+    /// Writes the header and the session record of `image` to `out`.
+    fn new(mut out: W, image: &SessionImage) -> std::io::Result<BodyWriter<W>> {
+        let head = header();
+        out.write_all(&head)?;
+        let mut hash = blake3::Hasher::new();
+        hash.update(&head);
+        let mut w = BodyWriter {
+            zstd: zstd::stream::write::Encoder::new(out, 9)?,
+            hash,
+            len: 0,
+        };
+        let mut encoded = vec![IMAGE_VERSION];
+        encoded.extend(postcard::to_allocvec(image).map_err(std::io::Error::other)?);
+        w.put(TAG_SESSION, &encoded)?;
+        Ok(w)
+    }
+
+    fn put(&mut self, tag: u8, bytes: &[u8]) -> std::io::Result<()> {
+        let mut head = vec![tag];
+        let mut n = bytes.len() as u64;
+        while n >= 0x80 {
+            // The low 7 bits, with the continuation bit.
+            head.push(u8::try_from(n & 0x7f).unwrap_or(0) | 0x80);
+            n >>= 7;
+        }
+        head.push(u8::try_from(n).unwrap_or(0));
+        for part in [&head[..], bytes] {
+            self.zstd.write_all(part)?;
+            self.hash.update(part);
+            self.len += part.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Ends the body and writes the trailer; the output.
+    fn finish(mut self) -> std::io::Result<W> {
+        self.put(TAG_END, &[])?;
+        let mut out = self.zstd.finish()?;
+        out.write_all(&self.len.to_le_bytes())?;
+        out.write_all(self.hash.finalize().as_bytes())?;
+        Ok(out)
+    }
+}
+
+/// A bundle of `image` holding `trees` and `blobs`, in memory: the fuzz corpus's seed and
+/// the tests' (a real bundle comes from [`write`], which shares this code).
+///
+/// # Errors
+/// An `image` postcard cannot encode.
+#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+pub fn encode(image: &SessionImage, trees: &[Tree], blobs: &[Vec<u8>]) -> std::io::Result<Vec<u8>> {
+    let mut w = BodyWriter::new(Vec::new(), image)?;
+    for t in trees {
+        w.put(TAG_TREE, &t.encode())?;
+    }
+    for b in blobs {
+        w.put(TAG_BLOB, b)?;
+    }
+    w.finish()
+}
+
+/// What [`crate::Workspace::bundle`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Bundled {
+    /// Turns in the bundle.
+    pub turns: u64,
+    /// Checkpoints in the bundle.
+    pub checkpoints: u64,
+    /// Trees and blobs in it.
+    pub objects: u64,
+    /// The file's size.
+    pub bytes: u64,
+}
+
+/// Writes `image` and every object its snapshots hold from `reader` to `path` (through a
+/// temporary file beside it, renamed into place when complete).
+///
+/// # Errors
+/// [`ShareError::Io`] when the file cannot be written; [`Error::Store`] for an object that
+/// cannot be read.
+pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<Bundled, Error> {
+    let tmp = path.with_extension("partial");
+    let io = |source| ShareError::Io {
+        path: tmp.clone(),
+        source,
+    };
+    let result = (|| -> Result<Bundled, Error> {
+        let file = File::create(&tmp).map_err(io)?;
+        let mut w = BodyWriter::new(BufWriter::new(file), image).map_err(io)?;
+        let mut seen = HashSet::new();
+        let mut objects = 0u64;
+        let mut stack: Vec<ObjectId> = image.snapshots();
+        while let Some(t) = stack.pop() {
+            if !seen.insert(t) {
+                continue;
+            }
+            let tree = reader.read_tree(&t)?;
+            w.put(TAG_TREE, &tree.encode()).map_err(io)?;
+            objects += 1;
+            for e in &tree.entries {
+                match e.kind {
+                    EntryKind::Dir => stack.push(e.id),
+                    k if k.is_content() && seen.insert(e.id) => {
+                        let data = reader.read_blob(&e.id)?;
+                        w.put(TAG_BLOB, &data).map_err(io)?;
+                        objects += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let file = w.finish().map_err(io)?;
+        let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        let bytes = file.metadata().map_err(io)?.len();
+        drop(file);
+        std::fs::rename(&tmp, path).map_err(|source| ShareError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Bundled {
+            turns: image.turns.len() as u64,
+            checkpoints: image.checkpoints.len() as u64,
+            objects,
+            bytes,
+        })
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// One record of a bundle's body.
+enum Record {
+    Session(SessionImage),
+    Tree(ObjectId, Tree),
+    Blob(ObjectId, Vec<u8>),
+}
+
+/// Why a bundle is refused (the caller names the file).
+type Refusal = String;
+
+/// Reads a LEB128 length; `None` at a clean end of input before its first byte.
+fn read_len(r: &mut impl Read) -> Result<u64, Refusal> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let mut b = [0u8];
+        r.read_exact(&mut b).map_err(|e| ended(&e))?;
+        n |= u64::from(b[0] & 0x7f) << shift;
+        if b[0] & 0x80 == 0 {
+            return Ok(n);
+        }
+    }
+    Err("a record length is malformed".into())
+}
+
+fn ended(e: &std::io::Error) -> Refusal {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        "it ends early (truncated?)".into()
+    } else {
+        format!("it does not decompress ({e})")
+    }
+}
+
+/// Reads the header; refuses another kind of file, or a bundle of a newer format.
+fn check_header(h: &[u8]) -> Result<(), Refusal> {
+    if h.len() < HEADER_LEN || &h[..8] != MAGIC {
+        return Err("not a retrace bundle (its first bytes are not RTBUNDLE)".into());
+    }
+    let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if version != BUNDLE_VERSION {
+        return Err(format!(
+            "bundle format {version}, this retrace reads format {BUNDLE_VERSION}{}",
+            if version > BUNDLE_VERSION { "; upgrade retrace" } else { "" }
+        ));
+    }
+    if h[12..16] != [0; 4] {
+        return Err("flags this retrace does not know are set".into());
+    }
+    Ok(())
+}
+
+/// Reads the body (`body`, the compressed bytes after the header), handing each record to
+/// `each`, and checks it against `trailer` and the header `head`. The records are checked
+/// as they come (ids by hashing, trees decoded); the caller must not keep anything unless
+/// this returns `Ok`.
+fn scan(
+    head: &[u8],
+    body: impl Read,
+    trailer: &[u8],
+    mut each: impl FnMut(Record) -> Result<(), Error>,
+) -> Result<Result<(), Refusal>, Error> {
+    if let Err(r) = check_header(head) {
+        return Ok(Err(r));
+    }
+    let Ok(trailer) = <[u8; TRAILER_LEN]>::try_from(trailer) else {
+        return Ok(Err("it ends early (truncated?)".into()));
+    };
+    let mut hash = blake3::Hasher::new();
+    hash.update(head);
+    let Ok(decoder) = zstd::stream::read::Decoder::new(body) else {
+        return Ok(Err("its body does not decompress".into()));
+    };
+    let mut body = Tee {
+        inner: decoder.single_frame(),
+        hash: &mut hash,
+        len: 0,
+    };
+    let mut first = true;
+    loop {
+        let mut tag = [0u8];
+        if let Err(e) = body.read_exact(&mut tag) {
+            return Ok(Err(ended(&e)));
+        }
+        let len = match read_len(&mut body) {
+            Ok(n) => n,
+            Err(r) => return Ok(Err(r)),
+        };
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 20));
+        match (&mut body).take(len).read_to_end(&mut bytes) {
+            Ok(n) if n as u64 == len => {}
+            Ok(_) => return Ok(Err("it ends early (truncated?)".into())),
+            Err(e) => return Ok(Err(ended(&e))),
+        }
+        let record = match (tag[0], first) {
+            (TAG_SESSION, true) => {
+                if bytes.first() != Some(&IMAGE_VERSION) {
+                    return Ok(Err(format!(
+                        "its session record is of version {:?}, this retrace reads {IMAGE_VERSION}",
+                        bytes.first()
+                    )));
+                }
+                match postcard::from_bytes::<SessionImage>(&bytes[1..]) {
+                    Ok(image) => Record::Session(image),
+                    Err(e) => return Ok(Err(format!("its session record does not decode ({e})"))),
+                }
+            }
+            (_, true) => return Ok(Err("it does not begin with a session record".into())),
+            (TAG_TREE, false) => match Tree::decode(&bytes) {
+                Ok(tree) => Record::Tree(ObjectId::of_tree(&bytes), tree),
+                Err(e) => return Ok(Err(format!("it holds a damaged tree ({e})"))),
+            },
+            (TAG_BLOB, false) => Record::Blob(ObjectId::of_blob(&bytes), bytes),
+            (TAG_END, false) if len == 0 => break,
+            (t, false) => return Ok(Err(format!("it holds a record of unknown kind {t}"))),
+        };
+        first = false;
+        each(record)?;
+    }
+    // Nothing may follow the end record inside the frame.
+    let mut rest = [0u8];
+    match body.read(&mut rest) {
+        Ok(0) => {}
+        Ok(_) => return Ok(Err("it holds bytes after its end record".into())),
+        Err(e) => return Ok(Err(ended(&e))),
+    }
+    let len = body.len;
+    let [l0, l1, l2, l3, l4, l5, l6, l7, sum @ ..] = trailer;
+    if u64::from_le_bytes([l0, l1, l2, l3, l4, l5, l6, l7]) != len
+        || hash.finalize().as_bytes() != &sum
+    {
+        return Ok(Err("its checksum does not match (the file is damaged)".into()));
+    }
+    Ok(Ok(()))
+}
+
+/// A reader that hashes and counts what it reads.
+struct Tee<'h, R> {
+    inner: R,
+    hash: &'h mut blake3::Hasher,
+    len: u64,
+}
+
+impl<R: Read> Read for Tee<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
+/// The first pass over a bundle's bytes: everything checked, nothing kept but the session
+/// and the counts.
+fn check_parts(head: &[u8], body: impl Read, trailer: &[u8]) -> Result<Result<Checked, Refusal>, Error> {
+    let mut image = None;
+    let (mut trees, mut blobs, mut blob_bytes) = (0u64, 0u64, 0u64);
+    let mut present: HashSet<ObjectId> = HashSet::new();
+    let mut named: HashSet<ObjectId> = HashSet::new();
+    let scanned = scan(head, body, trailer, |r| {
+        match r {
+            Record::Session(i) => image = Some(i),
+            Record::Tree(id, tree) => {
+                trees += 1;
+                present.insert(id);
+                for e in tree.entries {
+                    if e.kind == EntryKind::Dir || e.kind.is_content() {
+                        named.insert(e.id);
+                    }
+                }
+            }
+            Record::Blob(id, data) => {
+                blobs += 1;
+                blob_bytes += data.len() as u64;
+                present.insert(id);
+            }
+        }
+        Ok(())
+    })?;
+    if let Err(r) = scanned {
+        return Ok(Err(r));
+    }
+    let Some(image) = image else {
+        return Ok(Err("it holds no session".into()));
+    };
+    if let Some(id) = image
+        .snapshots()
+        .into_iter()
+        .chain(named)
+        .find(|id| !present.contains(id))
+    {
+        return Ok(Err(format!("it lacks object {}", id.to_hex())));
+    }
+    Ok(Ok(Checked {
+        image,
+        trees,
+        blobs,
+        blob_bytes,
+    }))
+}
+
+/// Checks a whole bundle held in memory: what the fuzz target drives (the file reader is
+/// the same code).
+///
+/// # Errors
+/// Why the bundle is refused.
+#[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))] // the fuzz target's
+pub fn check_bytes(bytes: &[u8]) -> Result<Checked, String> {
+    let split = |n: usize| bytes.len().checked_sub(n);
+    let (Some(_), Some(end)) = (split(HEADER_LEN), split(TRAILER_LEN)) else {
+        return Err("it ends early (truncated?)".into());
+    };
+    if end < HEADER_LEN {
+        return Err("it ends early (truncated?)".into());
+    }
+    let head = &bytes[..HEADER_LEN];
+    let body = &bytes[HEADER_LEN..end];
+    match check_parts(head, body, &bytes[end..]) {
+        Ok(r) => r,
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A bundle file's header, a reader of its compressed body, and its trailer.
+type Parts<R> = (Vec<u8>, R, Vec<u8>);
+
+/// The header, a reader of the compressed body and the trailer of the bundle at `path`.
+fn open_parts(path: &Path) -> Result<Result<Parts<impl Read>, Refusal>, ShareError> {
+    let io = |source| ShareError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    if len < (HEADER_LEN + TRAILER_LEN) as u64 {
+        let mut head = Vec::new();
+        f.read_to_end(&mut head).map_err(io)?;
+        return Ok(Err(check_header(&head)
+            .err()
+            .unwrap_or_else(|| "it ends early (truncated?)".into())));
+    }
+    let mut head = vec![0u8; HEADER_LEN];
+    f.read_exact(&mut head).map_err(io)?;
+    let mut trailer = vec![0u8; TRAILER_LEN];
+    f.seek(SeekFrom::End(TRAILER_FROM_END)).map_err(io)?;
+    f.read_exact(&mut trailer).map_err(io)?;
+    f.seek(SeekFrom::Start(HEADER_LEN as u64)).map_err(io)?;
+    let body = BufReader::new(f).take(len - (HEADER_LEN + TRAILER_LEN) as u64);
+    Ok(Ok((head, body, trailer)))
+}
+
+/// Checks the bundle at `path` without writing anything.
+///
+/// # Errors
+/// [`ShareError::Bundle`] saying why it is refused; [`ShareError::Io`].
+pub fn check(path: &Path) -> Result<Checked, Error> {
+    let refused = |detail| ShareError::Bundle {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let (head, body, trailer) = open_parts(path)?.map_err(refused)?;
+    Ok(check_parts(&head, body, &trailer)?.map_err(refused)?)
+}
+
+/// Unbundles `path` into `wc`: checks it whole first ([`check`]), then stores its objects
+/// and records its session (renamed `as_name` when given; [`image::install`]).
+///
+/// # Errors
+/// As [`check`] (nothing written then); as [`image::install`].
+pub fn unbundle(wc: &WorkingCopy, path: &Path, as_name: Option<&str>) -> Result<Imported, Error> {
+    let checked = check(path)?;
+    let refused = |detail| ShareError::Bundle {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let (head, body, trailer) = open_parts(path)?.map_err(refused)?;
+    let mut sink = ObjectSink::new(wc.store())?;
+    let scanned = scan(&head, body, &trailer, |r| {
+        match r {
+            Record::Session(_) => {}
+            Record::Tree(_, tree) => {
+                sink.tree(&tree)?;
+            }
+            Record::Blob(_, data) => {
+                sink.blob(data, None)?;
+            }
+        }
+        Ok(())
+    })?;
+    // The file changed between the two passes.
+    scanned.map_err(refused)?;
+    sink.finish()?;
+    image::install(wc, checked.image, as_name)
+}
+
+#[cfg(test)]
+#[path = "bundle_tests.rs"]
+mod tests;

@@ -1,0 +1,375 @@
+//! Sessions as git commits on a side ref: [`export`] writes a session's turns as commits
+//! (each turn's tree its after-snapshot, its parent the state before it) and [`import`]
+//! rebuilds the session from them.
+//!
+//! This speaks to the `git` binary, not a git library: `git fast-import` writes a whole
+//! export as one pack (deltas, the object format of the repository, existing objects
+//! skipped) and updates only the named ref; `git cat-file --batch` reads commits, trees and
+//! blobs through one process; and pushing and fetching need git's transports with the
+//! user's credentials, SSH setup and hooks, which only the git binary honours. Whoever
+//! shares through git has it installed. (`docs/sharing.md`, "Why the git binary".)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use crate::error::ShareError;
+
+pub mod export;
+pub mod import;
+pub mod message;
+
+/// Variables that would point git at another repository, index or object store than the
+/// one named: cleared for every command retrace runs.
+const REDIRECTS: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+];
+
+/// A git repository, by its git directory.
+#[derive(Clone, Debug)]
+pub struct Repo {
+    git_dir: PathBuf,
+}
+
+/// Checks that `reference` is a full ref name under `refs/` that git accepts.
+///
+/// # Errors
+/// [`ShareError::BadRef`].
+pub fn check_ref(reference: &str) -> Result<(), ShareError> {
+    let ok = reference.starts_with("refs/")
+        && !reference.starts_with("refs/heads/")
+        && Command::new("git")
+            .args(["check-ref-format", reference])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|source| ShareError::NoGit { source })?
+            .success();
+    if ok {
+        Ok(())
+    } else {
+        Err(ShareError::BadRef(reference.to_string()))
+    }
+}
+
+impl Repo {
+    /// The repository containing `dir` (a work tree or a bare repository).
+    ///
+    /// # Errors
+    /// [`ShareError::Git`] when `dir` is not in a repository.
+    pub fn open(dir: &Path) -> Result<Repo, ShareError> {
+        let mut cmd = Command::new("git");
+        for v in REDIRECTS {
+            cmd.env_remove(v);
+        }
+        let out = cmd
+            .current_dir(dir)
+            .args(["rev-parse", "--absolute-git-dir"])
+            .output()
+            .map_err(|source| ShareError::NoGit { source })?;
+        if !out.status.success() {
+            return Err(ShareError::Git {
+                action: "rev-parse".into(),
+                repo: dir.to_path_buf(),
+                detail: format!("{} is not in a git repository", dir.display()),
+            });
+        }
+        let s = String::from_utf8_lossy(&out.stdout);
+        Ok(Repo {
+            git_dir: PathBuf::from(s.trim_end_matches('\n')),
+        })
+    }
+
+    /// The bare repository at `path`, created when missing.
+    ///
+    /// # Errors
+    /// [`ShareError::Git`] when it cannot be created.
+    pub fn bare(path: &Path) -> Result<Repo, ShareError> {
+        let repo = Repo {
+            git_dir: path.to_path_buf(),
+        };
+        if !path.join("HEAD").exists() {
+            let mut cmd = Command::new("git");
+            for v in REDIRECTS {
+                cmd.env_remove(v);
+            }
+            let out = cmd
+                .args(["init", "--bare", "--quiet"])
+                .arg(path)
+                .output()
+                .map_err(|source| ShareError::NoGit { source })?;
+            if !out.status.success() {
+                return Err(repo.failed("init --bare", &out.stderr));
+            }
+        }
+        Ok(repo)
+    }
+
+    /// Its git directory.
+    #[must_use]
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// A git command in this repository (and no other: see [`REDIRECTS`]).
+    #[must_use]
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new("git");
+        for v in REDIRECTS {
+            cmd.env_remove(v);
+        }
+        cmd.env("GIT_DIR", &self.git_dir)
+            .current_dir(&self.git_dir)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn failed(&self, action: &str, stderr: &[u8]) -> ShareError {
+        ShareError::Git {
+            action: action.to_string(),
+            repo: self.git_dir.clone(),
+            detail: String::from_utf8_lossy(stderr).trim().to_string(),
+        }
+    }
+
+    /// Runs git with `args`; its standard output.
+    ///
+    /// # Errors
+    /// [`ShareError::Git`] naming what git said, when it fails.
+    pub fn run(&self, args: &[&str]) -> Result<Vec<u8>, ShareError> {
+        let out = self
+            .command()
+            .args(args)
+            .output()
+            .map_err(|source| ShareError::NoGit { source })?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(self.failed(&args.join(" "), &out.stderr))
+        }
+    }
+
+    /// The commit `reference` points at, if it exists.
+    ///
+    /// # Errors
+    /// [`ShareError::NoGit`].
+    pub fn tip(&self, reference: &str) -> Result<Option<String>, ShareError> {
+        let out = self
+            .command()
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("{reference}^{{commit}}"))
+            .output()
+            .map_err(|source| ShareError::NoGit { source })?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string()))
+    }
+
+    /// The commits of `tip`'s first-parent chain, oldest first.
+    ///
+    /// # Errors
+    /// [`ShareError::Git`].
+    pub fn chain(&self, tip: &str) -> Result<Vec<String>, ShareError> {
+        let out = self.run(&["rev-list", "--first-parent", "--reverse", tip])?;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// A reader of its objects (`git cat-file --batch`).
+    ///
+    /// # Errors
+    /// [`ShareError::NoGit`].
+    pub fn objects(&self) -> Result<Objects, ShareError> {
+        let mut child = self
+            .command()
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|source| ShareError::NoGit { source })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(self.failed("cat-file --batch", b"no pipes"));
+        };
+        Ok(Objects {
+            repo: self.clone(),
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        })
+    }
+}
+
+/// Objects read one at a time through `git cat-file --batch`.
+pub struct Objects {
+    repo: Repo,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+/// A git object as read: its type and content.
+pub struct GitObject {
+    /// `commit`, `tree`, `blob` or `tag`.
+    pub kind: String,
+    /// Its content.
+    pub data: Vec<u8>,
+}
+
+impl Objects {
+    /// The object `name` (a hash), or an error naming it when the repository lacks it.
+    ///
+    /// # Errors
+    /// [`ShareError::Git`].
+    pub fn get(&mut self, name: &str) -> Result<GitObject, ShareError> {
+        let broken = |what: &str| self.repo.failed("cat-file --batch", what.as_bytes());
+        writeln!(self.stdin, "{name}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| broken(&e.to_string()))?;
+        let mut head = String::new();
+        self.stdout
+            .read_line(&mut head)
+            .map_err(|e| broken(&e.to_string()))?;
+        let fields: Vec<&str> = head.trim_end().split(' ').collect();
+        let [_, kind, size] = fields.as_slice() else {
+            return Err(broken(&format!("object {name}: {}", head.trim_end())));
+        };
+        let size: usize = size.parse().map_err(|_| broken(&head))?;
+        let mut data = Vec::with_capacity(size.min(64 << 20));
+        (&mut self.stdout)
+            .take(size as u64 + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| broken(&e.to_string()))?;
+        if data.pop() != Some(b'\n') || data.len() != size {
+            return Err(broken(&format!("object {name} ended early")));
+        }
+        Ok(GitObject {
+            kind: (*kind).to_string(),
+            data,
+        })
+    }
+}
+
+impl Drop for Objects {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One entry of a git tree.
+pub struct GitEntry {
+    /// Its mode, as octal text (`100644`, `40000`, …).
+    pub mode: String,
+    /// Its name bytes.
+    pub name: Vec<u8>,
+    /// Its object's hash, hex.
+    pub hash: String,
+}
+
+/// The entries of a git tree's content; `None` when it is malformed. `hash_len` is the
+/// repository's hash length in bytes (20 for SHA-1, 32 for SHA-256).
+#[must_use]
+pub fn parse_tree(data: &[u8], hash_len: usize) -> Option<Vec<GitEntry>> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let sp = rest.iter().position(|&b| b == b' ')?;
+        let nul = rest.iter().position(|&b| b == 0)?;
+        if nul < sp || rest.len() < nul + 1 + hash_len {
+            return None;
+        }
+        let mode = String::from_utf8(rest[..sp].to_vec()).ok()?;
+        let name = rest[sp + 1..nul].to_vec();
+        let hash = hex(&rest[nul + 1..nul + 1 + hash_len]);
+        out.push(GitEntry { mode, name, hash });
+        rest = &rest[nul + 1 + hash_len..];
+    }
+    Some(out)
+}
+
+/// Where and how [`crate::Workspace::export_git`] writes a session.
+#[derive(Clone, Debug, Default)]
+pub struct GitExport {
+    /// The ref to write, `refs/retrace/<name>` by convention (never a branch).
+    pub reference: String,
+    /// The repository: a directory inside one (the workspace's own only when asked);
+    /// None: a bare repository kept beside the workspace's store, created on first use.
+    pub repo: Option<PathBuf>,
+    /// Only the turns numbered in this range (and the checkpoints taken between them).
+    pub turns: Option<std::ops::RangeInclusive<u64>>,
+    /// Replace whatever the ref holds.
+    pub force: bool,
+    /// Push the ref there afterwards (a remote's name, URL or path), with `git push`.
+    pub push: Option<String>,
+}
+
+/// Where [`crate::Workspace::import_git`] reads a session from.
+#[derive(Clone, Debug, Default)]
+pub struct GitImport {
+    /// The ref to read.
+    pub reference: String,
+    /// A directory inside a repository, or a URL to fetch the ref from (into the bare
+    /// repository beside the store); None: that bare repository itself.
+    pub source: Option<String>,
+    /// The session's name here, instead of the one it was exported under.
+    pub as_name: Option<String>,
+}
+
+/// The repository [`GitExport::repo`] names (or the bare one at `default`).
+///
+/// # Errors
+/// [`ShareError::Git`].
+pub fn repo_for(given: Option<&Path>, default: &Path) -> Result<Repo, ShareError> {
+    match given {
+        Some(dir) => Repo::open(dir),
+        None => Repo::bare(default),
+    }
+}
+
+/// The repository to import from: a directory's, or the bare one at `default` with
+/// `reference` fetched into it from a URL.
+///
+/// # Errors
+/// [`ShareError::Git`].
+pub fn source_for(source: Option<&str>, reference: &str, default: &Path) -> Result<Repo, ShareError> {
+    match source {
+        Some(s) if Path::new(s).is_dir() => Repo::open(Path::new(s)),
+        Some(url) => {
+            let repo = Repo::bare(default)?;
+            repo.run(&["fetch", "--quiet", "--no-tags", url, &format!("+{reference}:{reference}")])?;
+            Ok(repo)
+        }
+        None => Repo::bare(default),
+    }
+}
+
+/// Pushes `reference` of `repo` to `remote` (replacing it there when `force`).
+///
+/// # Errors
+/// [`ShareError::Git`] with what git said.
+pub fn push(repo: &Repo, remote: &str, reference: &str, force: bool) -> Result<(), ShareError> {
+    let spec = format!("{}{reference}:{reference}", if force { "+" } else { "" });
+    repo.run(&["push", "--quiet", remote, &spec]).map(|_| ())
+}
+
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    s
+}

@@ -1,0 +1,287 @@
+//! A session's records as they travel: its turns (with what each reverted and its steps)
+//! and checkpoints, read from one store ([`read`]) and written into another ([`install`]).
+//! The objects its snapshots name travel beside it; `install` checks that they arrived.
+
+use std::collections::BTreeSet;
+use std::ops::RangeInclusive;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ShareError, StoreError};
+use crate::history::db::{self, SessionKey, Writer};
+use crate::history::record::{
+    CheckpointRecord, HISTORY_VERSION, Op, RevertRecord, SessionRecord, StepRecord, TurnRecord,
+    TurnState, decode, encode,
+};
+use crate::history::tables::{CHECKPOINTS, SESSIONS};
+use crate::object::ObjectId;
+use crate::working_copy::WorkingCopy;
+
+/// One session's history, without the objects its snapshots hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionImage {
+    /// The host's id of the session (its key is the hash of this), or the key's hex for a
+    /// session recorded before names were kept.
+    pub name: String,
+    /// The agent that opened it, when it said.
+    pub agent: Option<String>,
+    /// Unix milliseconds when it was first seen.
+    pub created_ms: u64,
+    /// The applied turn.
+    pub cursor: Option<u64>,
+    /// Its ended turns, by number.
+    pub turns: Vec<TurnImage>,
+    /// Its checkpoints, by number.
+    pub checkpoints: Vec<CheckpointRecord>,
+}
+
+/// One turn as it travels.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnImage {
+    /// Its record.
+    pub record: TurnRecord,
+    /// What it reverted, when it is a revert (`retrace revert`).
+    pub reverts: Option<RevertRecord>,
+    /// Its tool calls.
+    pub steps: Vec<StepRecord>,
+}
+
+impl SessionImage {
+    /// Every snapshot the image names (turns' before and after, checkpoints, steps), each
+    /// once, sorted.
+    #[must_use]
+    pub fn snapshots(&self) -> Vec<ObjectId> {
+        let mut out = BTreeSet::new();
+        for t in &self.turns {
+            out.extend(t.record.before);
+            out.extend(t.record.after);
+            for s in &t.steps {
+                out.extend(s.before);
+                out.extend(s.after);
+            }
+        }
+        out.extend(self.checkpoints.iter().map(|c| c.snapshot));
+        out.into_iter().collect()
+    }
+
+    /// The key the session has in a store.
+    #[must_use]
+    pub fn key(&self) -> SessionKey {
+        db::session_key(&self.name)
+    }
+}
+
+/// What [`crate::Workspace::import_git`] and [`crate::Workspace::unbundle`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Imported {
+    /// The session's name in this workspace.
+    pub session: String,
+    /// Turns added.
+    pub turns: u64,
+    /// Checkpoints added.
+    pub checkpoints: u64,
+    /// Turns the session already held, identical.
+    pub already: u64,
+}
+
+/// The session `key` of `wc`'s store: its ended turns (those numbered in `only`, when
+/// given) and its checkpoints (those taken between the first and the last of these turns,
+/// when `only` is given). `name` names a session recorded before names were kept.
+///
+/// # Errors
+/// [`Error::Store`] when the store cannot be read; [`ShareError::Nothing`] when the session
+/// has nothing to share.
+pub fn read(
+    wc: &WorkingCopy,
+    key: &SessionKey,
+    only: Option<&RangeInclusive<u64>>,
+) -> Result<SessionImage, Error> {
+    let tx = wc.store().begin_read()?;
+    let loaded = db::load(&tx, key)?;
+    let kept = db::name(&tx, key)?;
+    let created_ms = db::sessions(&tx)?
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map_or(0, |(_, r)| r.created_ms);
+    let name = kept
+        .as_ref()
+        .map_or_else(|| ObjectId(key.0).to_hex(), |n| n.name.clone());
+    let mut turns = Vec::new();
+    for t in &loaded.turns {
+        if t.state == TurnState::Pending || only.is_some_and(|r| !r.contains(&t.number)) {
+            continue;
+        }
+        turns.push(TurnImage {
+            record: t.clone(),
+            reverts: loaded.reverts(t.number).cloned(),
+            steps: db::steps(&tx, key, t.number)?,
+        });
+    }
+    // With `only`, the checkpoints taken from the first of its turns to the last.
+    let span = only.map(|_| match (turns.first(), turns.last()) {
+        (Some(a), Some(b)) => Some(a.record.began_ms..=b.record.ended_ms.unwrap_or(u64::MAX)),
+        _ => None,
+    });
+    let checkpoints: Vec<CheckpointRecord> = loaded
+        .checkpoints
+        .iter()
+        .filter(|c| match &span {
+            None => true,
+            Some(span) => span.as_ref().is_some_and(|s| s.contains(&c.time_ms)),
+        })
+        .cloned()
+        .collect();
+    if turns.is_empty() && checkpoints.is_empty() {
+        return Err(ShareError::Nothing { session: name }.into());
+    }
+    Ok(SessionImage {
+        name,
+        agent: kept.and_then(|n| n.agent),
+        created_ms,
+        cursor: loaded.state.cursor,
+        turns,
+        checkpoints,
+    })
+}
+
+/// Whether two records of one turn number are the same turn (what a person sees of it:
+/// snapshots, prompt, time), whatever the conversation ids or counts beside them.
+fn same_turn(a: &TurnRecord, b: &TurnRecord) -> bool {
+    a.before == b.before && a.after == b.after && a.prompt == b.prompt && a.began_ms == b.began_ms
+}
+
+/// Writes `image` into `wc`'s store as the session `image.name` (which `as_name`, when
+/// given, replaces): a new session, or the turns and checkpoints an existing session of
+/// that name lacks when the ones it holds are the image's. Importing the same image twice
+/// adds nothing. Every snapshot the image names must be stored already (the objects travel
+/// first).
+///
+/// # Errors
+/// [`ShareError::Missing`] for a snapshot not stored; [`ShareError::Conflict`] when the
+/// session exists here with other turns of the same numbers, or a turn in progress;
+/// [`Error::Store`].
+pub fn install(
+    wc: &WorkingCopy,
+    mut image: SessionImage,
+    as_name: Option<&str>,
+) -> Result<Imported, Error> {
+    if let Some(n) = as_name {
+        image.name = n.to_string();
+    }
+    let reader = wc.store().reader()?;
+    for id in image.snapshots() {
+        if !reader.contains(&id)? {
+            return Err(ShareError::Missing {
+                what: format!("snapshot {}", id.to_hex()),
+            }
+            .into());
+        }
+    }
+    drop(reader);
+    let key = image.key();
+    let path = wc.store().path().to_path_buf();
+    let conflict = |detail: String| ShareError::Conflict {
+        session: image.name.clone(),
+        detail,
+    };
+    let enc = |detail: String| StoreError::Encode {
+        path: path.clone(),
+        detail,
+    };
+    let out = wc.store().transact(|tx| {
+        let fresh = tx.keyed(SESSIONS, &key.0)?.is_none();
+        // Read without touching the session: an import that adds nothing changes nothing.
+        let w = Writer::open(tx, key);
+        let state = w.state()?;
+        let mut out = Imported {
+            session: image.name.clone(),
+            ..Imported::default()
+        };
+        let mut add = Vec::new();
+        for t in &image.turns {
+            match w.get_turn(t.record.number)? {
+                Some(have) if same_turn(&have, &t.record) => out.already += 1,
+                Some(_) => {
+                    return Ok(Err(conflict(format!(
+                        "its turn {} is another turn than the one imported",
+                        t.record.number
+                    ))));
+                }
+                None => add.push(t),
+            }
+        }
+        let mut checkpoints = Vec::new();
+        for c in &image.checkpoints {
+            match tx.row(CHECKPOINTS, &key.0, c.number)? {
+                Some(v) => {
+                    let have: CheckpointRecord = decode(&v).map_err(|e| StoreError::History {
+                        path: path.clone(),
+                        detail: e.to_string(),
+                    })?;
+                    if have.snapshot != c.snapshot {
+                        return Ok(Err(conflict(format!(
+                            "its checkpoint {} holds another snapshot",
+                            c.number
+                        ))));
+                    }
+                }
+                None => checkpoints.push(c),
+            }
+        }
+        if add.is_empty() && checkpoints.is_empty() {
+            return Ok(Ok(out));
+        }
+        if let Some(n) = state.pending {
+            return Ok(Err(conflict(format!(
+                "turn {n} is in progress here; import once it has ended"
+            ))));
+        }
+        if let Some(first) = add.first()
+            && first.record.number < state.next_turn
+            && !fresh
+        {
+            return Ok(Err(conflict(format!(
+                "it has turns numbered from {} on that the import does not hold",
+                first.record.number
+            ))));
+        }
+        let w = Writer::new(tx, key)?;
+        w.name(&image.name, image.agent.as_deref())?;
+        if fresh {
+            let rec = SessionRecord {
+                version: HISTORY_VERSION,
+                created_ms: image.created_ms,
+                touched_ms: crate::store::now_ms(),
+            };
+            tx.put_keyed(SESSIONS, &key.0, &encode(&rec).map_err(&enc)?)?;
+        }
+        for t in &add {
+            w.turn(&t.record)?;
+            if let Some(r) = &t.reverts {
+                w.revert(r)?;
+            }
+            for s in &t.steps {
+                w.step(s)?;
+            }
+        }
+        for c in &checkpoints {
+            w.checkpoint(c)?;
+        }
+        let last_turn = image.turns.iter().map(|t| t.record.number).max();
+        let last_checkpoint = image.checkpoints.iter().map(|c| c.number).max();
+        w.op(Op::Base {
+            cursor: if add.is_empty() { state.cursor } else { image.cursor },
+            redo: if add.is_empty() { state.redo } else { Vec::new() },
+            last_known: state.last_known,
+            pending: None,
+            next_turn: state.next_turn.max(last_turn.map_or(1, |n| n + 1)),
+            next_checkpoint: state
+                .next_checkpoint
+                .max(last_checkpoint.map_or(1, |n| n + 1)),
+        })?;
+        out.turns = add.len() as u64;
+        out.checkpoints = checkpoints.len() as u64;
+        Ok(Ok(out))
+    })?;
+    Ok(out?)
+}

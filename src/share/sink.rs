@@ -1,0 +1,210 @@
+//! Storing objects that arrive from elsewhere (a git repository, a bundle): file contents
+//! and trees, framed as a capture frames them (small objects together, big files in
+//! chunks, a new version of a path as a delta against the one before it when that pays),
+//! written in batches.
+
+use std::collections::HashSet;
+
+use crate::error::StoreError;
+use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, TREE_FRAME_RAW_BYTES};
+use crate::object::{
+    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, NewFrame, ObjectId, ObjectKind,
+    PendingObject, Tree,
+};
+use crate::store::{Store, StoreReader};
+
+/// Queued bytes that make [`ObjectSink`] write a batch.
+const BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// Smaller contents are stored whole (as a capture does).
+const DELTA_MIN_BYTES: usize = 256;
+
+/// Objects on their way into a store.
+pub struct ObjectSink<'a> {
+    store: &'a Store,
+    reader: StoreReader,
+    queued: HashSet<ObjectId>,
+    solid: Vec<PendingObject>,
+    solid_bytes: usize,
+    trees: Vec<PendingObject>,
+    trees_bytes: usize,
+    frames: Vec<NewFrame>,
+    frame_bytes: usize,
+    /// Objects written, and their bytes as stored.
+    pub written: (u64, u64),
+}
+
+impl<'a> ObjectSink<'a> {
+    /// A sink writing into `store`.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read.
+    pub fn new(store: &'a Store) -> Result<ObjectSink<'a>, StoreError> {
+        Ok(ObjectSink {
+            store,
+            reader: store.reader()?,
+            queued: HashSet::new(),
+            solid: Vec::new(),
+            solid_bytes: 0,
+            trees: Vec::new(),
+            trees_bytes: 0,
+            frames: Vec::new(),
+            frame_bytes: 0,
+            written: (0, 0),
+        })
+    }
+
+    /// Whether `id` is stored or queued.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn has(&self, id: &ObjectId) -> Result<bool, StoreError> {
+        Ok(self.queued.contains(id) || self.reader.contains(id)?)
+    }
+
+    /// Stores a file's content (or a symlink's target), `previous` the version of the same
+    /// path it replaces (its delta base, when that pays); returns its id.
+    ///
+    /// # Errors
+    /// [`StoreError`] from a batch write.
+    pub fn blob(
+        &mut self,
+        data: Vec<u8>,
+        previous: Option<ObjectId>,
+    ) -> Result<ObjectId, StoreError> {
+        let id = ObjectId::of_blob(&data);
+        if self.has(&id)? {
+            return Ok(id);
+        }
+        if data.len() as u64 > CHUNK_THRESHOLD {
+            let mut chunks = Vec::new();
+            for c in fastcdc::v2020::FastCDC::new(&data, CHUNK_MIN, CHUNK_AVG, CHUNK_MAX) {
+                let bytes = &data[c.offset..c.offset + c.length];
+                let cid = ObjectId::of_blob(bytes);
+                chunks.push((cid, u32::try_from(c.length).unwrap_or(u32::MAX)));
+                if !self.has(&cid)? {
+                    self.queue(PendingObject::whole(
+                        cid,
+                        ObjectKind::Blob,
+                        bytes.len() as u64,
+                        bytes.to_vec(),
+                    ))?;
+                }
+            }
+            let list = ChunkList {
+                version: crate::object::record::RECORD_VERSION,
+                chunks,
+            }
+            .encode()
+            .map_err(|detail| StoreError::Encode {
+                path: self.store.path().to_path_buf(),
+                detail,
+            })?;
+            let size = data.len() as u64;
+            self.queue(PendingObject::whole(id, ObjectKind::ChunkedBlob, size, list))?;
+            return Ok(id);
+        }
+        let size = data.len() as u64;
+        if let Some(prev) = previous.filter(|p| *p != id && data.len() >= DELTA_MIN_BYTES)
+            && let Some((base, bytes)) = self.reader.delta_base(&prev, ObjectKind::Blob)?
+            && let Ok(delta) = crate::object::delta::encode(&bytes, &data)
+            && crate::object::delta::pays(delta.len(), &data)
+        {
+            self.queue(PendingObject {
+                id,
+                kind: ObjectKind::Blob,
+                size,
+                payload: delta,
+                delta: Some(base),
+            })?;
+            return Ok(id);
+        }
+        self.queue(PendingObject::whole(id, ObjectKind::Blob, size, data))?;
+        Ok(id)
+    }
+
+    /// Stores a tree; returns its id.
+    ///
+    /// # Errors
+    /// [`StoreError`] from a batch write.
+    pub fn tree(&mut self, tree: &Tree) -> Result<ObjectId, StoreError> {
+        let bytes = tree.encode();
+        let id = ObjectId::of_tree(&bytes);
+        if !self.has(&id)? {
+            let size = bytes.len() as u64;
+            self.queue(PendingObject::whole(id, ObjectKind::Tree, size, bytes))?;
+        }
+        Ok(id)
+    }
+
+    fn queue(&mut self, o: PendingObject) -> Result<(), StoreError> {
+        self.queued.insert(o.id);
+        if o.delta.is_some() {
+            self.push(NewFrame::raw(&[o]));
+        } else if o.payload.len() >= SOLID_MAX_OBJECT {
+            self.push(NewFrame::pack(&[o]));
+        } else if o.kind == ObjectKind::Tree {
+            self.trees_bytes += o.payload.len();
+            self.trees.push(o);
+            if self.trees_bytes >= TREE_FRAME_RAW_BYTES {
+                self.trees_bytes = 0;
+                let full = std::mem::take(&mut self.trees);
+                self.push(NewFrame::pack(&full));
+            }
+        } else {
+            self.solid_bytes += o.payload.len();
+            self.solid.push(o);
+            if self.solid_bytes >= FRAME_RAW_BYTES {
+                self.solid_bytes = 0;
+                let full = std::mem::take(&mut self.solid);
+                self.push(NewFrame::pack(&full));
+            }
+        }
+        if self.frame_bytes >= BATCH_BYTES {
+            self.write(false)?;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, frame: NewFrame) {
+        self.frame_bytes += frame.stored.len();
+        self.frames.push(frame);
+    }
+
+    /// Writes what is queued: every frame, the partly filled ones too when `all`.
+    fn write(&mut self, all: bool) -> Result<(), StoreError> {
+        if all {
+            if !self.solid.is_empty() {
+                let full = std::mem::take(&mut self.solid);
+                self.push(NewFrame::pack(&full));
+            }
+            if !self.trees.is_empty() {
+                let full = std::mem::take(&mut self.trees);
+                for f in NewFrame::pack_trees(&full) {
+                    self.push(f);
+                }
+            }
+            self.solid_bytes = 0;
+            self.trees_bytes = 0;
+        }
+        if self.frames.is_empty() {
+            return Ok(());
+        }
+        let frames = std::mem::take(&mut self.frames);
+        self.frame_bytes = 0;
+        let stats = self.store.write(frames, None, None)?;
+        self.written.0 += stats.objects;
+        self.written.1 += stats.stored_bytes;
+        // What a later object is checked against, or a delta taken against, is stored now.
+        self.queued = self.solid.iter().chain(&self.trees).map(|o| o.id).collect();
+        self.reader = self.store.reader()?;
+        Ok(())
+    }
+
+    /// Writes everything queued: from now on the store holds every object given.
+    ///
+    /// # Errors
+    /// [`StoreError`] from the write.
+    pub fn finish(&mut self) -> Result<(), StoreError> {
+        self.write(true)
+    }
+}
