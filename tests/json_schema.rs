@@ -288,12 +288,45 @@ fn every_json_answer_has_the_documented_shape_of_its_result() {
     c.run(&env, None, &["gc", "--dry-run"]);
     c.run(&env, None, &["gc"]);
     c.run(&env, None, &["repair"]);
+    // Sharing, last: the sessions it adds change what the calls above would pick.
+    let shared = tempfile::tempdir().unwrap();
+    let bundle = shared.path().join("s1.bundle");
+    let bundle = bundle.to_str().unwrap();
+    c.run(&env, Some("s1"), &["bundle", "-o", bundle]);
+    c.run(&env, None, &["unbundle", bundle, "--as", "s1-copy"]);
+    c.run(&env, None, &["unbundle", bundle, "--as", "s1-copy"]);
+    std::fs::write(shared.path().join("bad.bundle"), "not a bundle").unwrap();
+    let bad = shared.path().join("bad.bundle");
+    let refused = c.run(&env, None, &["unbundle", bad.to_str().unwrap()]);
+    assert_eq!(refused["result"], "refused", "{refused}");
+    let exported = c.run(
+        &env,
+        Some("s1"),
+        &["export", "--git-ref", "refs/retrace/s1"],
+    );
+    assert_eq!(exported["result"], "exported", "{exported}");
+    c.run(
+        &env,
+        None,
+        &["import", "--git-ref", "refs/retrace/s1", "--as", "s1-git"],
+    );
+    c.run(
+        &env,
+        Some("s1"),
+        &["export", "--git-ref", "refs/heads/main"],
+    );
+    c.run(
+        &env,
+        Some("s1"),
+        &["export", "1..x", "--git-ref", "refs/retrace/x"],
+    );
 
     // Every kind that can be brought about here was, and by the commands expected.
     let reached: BTreeSet<&str> = c.seen.keys().map(String::as_str).collect();
     for kind in [
         "begun",
         "blame",
+        "bundled",
         "busy",
         "checkpointed",
         "config",
@@ -302,7 +335,9 @@ fn every_json_answer_has_the_documented_shape_of_its_result() {
         "dirty",
         "ended",
         "gc",
+        "exported",
         "held",
+        "imported",
         "log",
         "no_pending_turn",
         "no_step",

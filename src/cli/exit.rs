@@ -4,7 +4,7 @@
 
 use crate::cli::json;
 use crate::object::terminal_text;
-use crate::{Error, RestoreError};
+use crate::{Error, RestoreError, ShareError};
 
 /// Exit code of success.
 pub const OK: u8 = 0;
@@ -78,6 +78,15 @@ pub fn classify(e: &anyhow::Error) -> (&'static str, u8) {
             | Error::Inspect { .. },
         ) => ("usage", USAGE),
         Some(Error::Restore(r)) if matches!(**r, RestoreError::Path { .. }) => ("usage", USAGE),
+        Some(Error::Share(ShareError::BadRef(_))) => ("usage", USAGE),
+        // What the ref, the bundle or this workspace already holds stands in the way.
+        Some(Error::Share(
+            ShareError::Conflict { .. }
+            | ShareError::Diverged { .. }
+            | ShareError::NotRetrace { .. }
+            | ShareError::Bundle { .. }
+            | ShareError::Nothing { .. },
+        )) => ("refused", REFUSED),
         _ => ("error", FAILED),
     }
 }

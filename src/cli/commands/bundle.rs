@@ -10,7 +10,7 @@ use crate::cli::exit::OK;
 use crate::cli::json;
 use crate::cli::open::{reading_history, session_of};
 
-/// Write a session and every file version it needs to one bundle file
+/// Write a session and the file versions it needs to one file
 ///
 /// For a bug report, or to move a session without a git remote: `retrace unbundle FILE`
 /// brings it into another workspace. The file is checksummed (`docs/format.md`,

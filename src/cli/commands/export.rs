@@ -3,11 +3,11 @@
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::Pick;
 use crate::cli::commands::Ctx;
-use crate::cli::exit::OK;
+use crate::cli::exit::{OK, Usage};
 use crate::cli::json;
 use crate::cli::open::{reading_history, session_of};
 use crate::{Exported, GitExport};
@@ -48,8 +48,12 @@ pub fn parse_turns(s: &str) -> Result<RangeInclusive<u64>> {
         if t.is_empty() {
             return Ok(default);
         }
-        t.parse()
-            .map_err(|_| anyhow::anyhow!("{s:?} is not a turn range: give N, N..M, N.. or ..M"))
+        t.parse().map_err(|_| {
+            Usage(format!(
+                "{s:?} is not a turn range: give N, N..M, N.. or ..M"
+            ))
+            .into()
+        })
     };
     let range = if let Some((a, b)) = s.split_once("..") {
         num(a, 1)?..=num(b, u64::MAX)?
@@ -58,7 +62,7 @@ pub fn parse_turns(s: &str) -> Result<RangeInclusive<u64>> {
         n..=n
     };
     if range.is_empty() || *range.end() == 0 {
-        bail!("{s:?} names no turn: turns are numbered from 1");
+        return Err(Usage(format!("{s:?} names no turn: turns are numbered from 1")).into());
     }
     Ok(range)
 }

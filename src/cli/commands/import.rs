@@ -8,7 +8,7 @@ use crate::cli::exit::OK;
 use crate::cli::json;
 use crate::cli::open::open;
 
-/// Rebuild a session from the git commits `retrace export` wrote
+/// Rebuild a session from the commits `retrace export` wrote
 ///
 /// Reads the ref's commits, stores their files in this workspace's store, checks that
 /// every snapshot rebuilds exactly, and records the session's turns, prompts and
