@@ -75,10 +75,10 @@ pub fn classify(e: &anyhow::Error) -> (&'static str, u8) {
             Error::Store(crate::StoreError::BadSnapshotId(_))
             | Error::NoSuchOwner { .. }
             | Error::Anchor { .. }
-            | Error::Inspect { .. },
+            | Error::Inspect { .. }
+            | Error::Share(ShareError::BadRef(_)),
         ) => ("usage", USAGE),
         Some(Error::Restore(r)) if matches!(**r, RestoreError::Path { .. }) => ("usage", USAGE),
-        Some(Error::Share(ShareError::BadRef(_))) => ("usage", USAGE),
         // What the ref, the bundle or this workspace already holds stands in the way.
         Some(Error::Share(
             ShareError::Conflict { .. }
