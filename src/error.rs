@@ -566,6 +566,16 @@ pub enum ShareError {
         /// How it differs.
         detail: String,
     },
+    /// What arrived is not a session retrace can record: numbers out of range or repeated,
+    /// records filed under another turn, a turn still running, a name with control
+    /// characters.
+    #[error("{what} cannot be imported: {detail}; nothing of it was recorded")]
+    Refused {
+        /// What was imported.
+        what: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// Something the session names did not arrive with it.
     #[error("the import lacks {what}; nothing of the session was recorded")]
     Missing {

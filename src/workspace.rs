@@ -588,13 +588,10 @@ impl Workspace {
         git::check_ref(&opts.reference)?;
         let image = crate::share::image::read(&self.wc, &session.key(), opts.turns.as_ref())?;
         let repo = git::repo_for(opts.repo.as_deref(), &self.share_repo())?;
-        let out = git::export::export(
-            &self.wc.store().reader()?,
-            &image,
-            &repo,
-            &opts.reference,
-            opts.force,
-        )?;
+        let reader = self.wc.store().reader()?;
+        let out = crate::share::on_big_stack(|| {
+            git::export::export(&reader, &image, &repo, &opts.reference, opts.force)
+        })?;
         if let Some(remote) = &opts.push {
             git::push(&repo, remote, &opts.reference, opts.force)?;
         }
@@ -609,8 +606,11 @@ impl Workspace {
     pub fn import_git(&self, opts: &GitImport) -> Result<Imported, Error> {
         use crate::share::git;
         git::check_ref(&opts.reference)?;
-        let repo = git::source_for(opts.source.as_deref(), &opts.reference, &self.share_repo())?;
-        git::import::import(&self.wc, &repo, &opts.reference, opts.as_name.as_deref())
+        let (repo, reference) =
+            git::source_for(opts.source.as_deref(), &opts.reference, &self.share_repo())?;
+        crate::share::on_big_stack(|| {
+            git::import::import(&self.wc, &repo, &reference, opts.as_name.as_deref())
+        })
     }
 
     /// Collects unreferenced objects older than `grace_secs` (see `crate::retention::gc`).

@@ -405,6 +405,7 @@ fn bundle_seed() -> Vec<u8> {
         agent: Some("pi".into()),
         created_ms: 1_700_000_000_000,
         cursor: Some(record.number),
+        redo: Vec::new(),
         turns: vec![TurnImage {
             record,
             reverts: None,

@@ -176,6 +176,15 @@ fn a_session_pushed_cloned_and_imported_elsewhere_is_the_same_session() {
         ),
         "export --push",
     );
+    // Every commit is retrace's: no name from the session reaches a header line.
+    let authors = git(
+        remote.path(),
+        &["log", "--format=%an <%ae>", "refs/retrace/shared"],
+    );
+    assert!(
+        authors.lines().all(|a| a == "retrace <retrace@localhost>"),
+        "{authors}"
+    );
     // The remote's log shows each turn under its prompt.
     let log = git(
         remote.path(),
@@ -498,8 +507,19 @@ fn a_bundle_round_trips_exactly_and_a_damaged_one_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("s.bundle");
     let s = ws.session("shared");
+    // Undone: the cursor and the redo stack travel too.
+    assert!(matches!(
+        s.undo(retrace::Mode::Both).unwrap(),
+        retrace::Outcome::Restored { .. }
+    ));
+    // A file beside the bundle that looks like a temporary one is left alone.
+    std::fs::write(dir.path().join("s.partial"), "mine").unwrap();
     let b = ws.bundle(&s, None, &file).unwrap();
     assert_eq!((b.turns, b.checkpoints), (21, 2));
+    assert_eq!(
+        std::fs::read(dir.path().join("s.partial")).unwrap(),
+        b"mine"
+    );
     let bytes = std::fs::read(&file).unwrap();
 
     let env2 = Env::new();
@@ -555,6 +575,13 @@ fn a_bundle_round_trips_exactly_and_a_damaged_one_writes_nothing() {
 
     let got = ws2.unbundle(&file, None).unwrap();
     assert_eq!((got.turns, got.checkpoints), (21, 2));
+    let state = |w: &Workspace| {
+        let tx = w.working_copy().store().begin_read().unwrap();
+        let l = db::load(&tx, &db::session_key("shared")).unwrap();
+        (l.state.cursor, l.state.redo)
+    };
+    assert_eq!(state(&ws2), state(&ws));
+    assert_eq!(state(&ws2).1.len(), 1);
     let imported = history(&ws2, "shared");
     assert_eq!(imported.checkpoints, original.checkpoints);
     assert_eq!(imported.reverts, original.reverts);
@@ -570,4 +597,262 @@ fn a_bundle_round_trips_exactly_and_a_damaged_one_writes_nothing() {
     let renamed = ws2.unbundle(&file, Some("copy")).unwrap();
     assert_eq!(renamed.turns, 21);
     assert_eq!(history(&ws2, "copy").turns, original.turns);
+}
+
+/// A change made to a session image before it is bundled.
+type Shape = Box<dyn FnOnce(&mut retrace::share::image::SessionImage)>;
+
+/// A bundle of one session over a one-file snapshot, its image shaped by `shape`.
+fn tiny_bundle(shape: impl FnOnce(&mut retrace::share::image::SessionImage)) -> Vec<u8> {
+    use retrace::history::record::{Counts, HISTORY_VERSION, TurnState};
+    use retrace::object::{EntryKind, Tree, TreeEntry};
+    use retrace::share::image::{SessionImage, TurnImage};
+    let blob = b"hello\n".to_vec();
+    let tree = Tree {
+        entries: vec![TreeEntry {
+            name: b"a.txt".to_vec(),
+            kind: EntryKind::File,
+            id: ObjectId::of_blob(&blob),
+            size: 6,
+        }],
+    };
+    let turn = |number: u64| TurnImage {
+        record: TurnRecord {
+            version: HISTORY_VERSION,
+            number,
+            parent: number.checked_sub(1).filter(|p| *p > 0),
+            anchor: None,
+            leaf: None,
+            rounds: Vec::new(),
+            prompt: Some(format!("prompt {number}")),
+            began_ms: number * 1000,
+            ended_ms: Some(number * 1000 + 1),
+            before: Some(tree.id()),
+            after: Some(tree.id()),
+            state: TurnState::Complete,
+            reason: None,
+            counts: Counts::default(),
+        },
+        reverts: None,
+        steps: Vec::new(),
+    };
+    let mut image = SessionImage {
+        name: "tiny".into(),
+        agent: None,
+        created_ms: 1,
+        cursor: Some(2),
+        redo: Vec::new(),
+        turns: vec![turn(1), turn(2)],
+        checkpoints: Vec::new(),
+    };
+    shape(&mut image);
+    retrace::share::bundle::encode(&image, &[tree], &[blob]).unwrap()
+}
+
+#[test]
+fn an_import_that_would_rewrite_history_or_reach_outside_is_refused() {
+    let env = Env::new();
+    let ws = env.open();
+    let dir = tempfile::tempdir().unwrap();
+    let unbundle = |name: &str, bytes: Vec<u8>| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        ws.unbundle(&p, None).map_err(|e| e.to_string())
+    };
+    // Records that name another turn, numbers out of range or repeated, a turn running,
+    // names a command line or a fast-import stream would take for more than a name.
+    let bad: Vec<(&str, Shape)> = vec![
+        (
+            "agent",
+            Box::new(|i| i.agent = Some("x\ncommit refs/heads/main".into())),
+        ),
+        ("name", Box::new(|i| i.name = "a\nb".into())),
+        ("max", Box::new(|i| i.turns[1].record.number = u64::MAX)),
+        ("zero", Box::new(|i| i.turns[0].record.number = 0)),
+        ("twice", Box::new(|i| i.turns[1].record.number = 1)),
+        (
+            "pending",
+            Box::new(|i| i.turns[1].record.state = retrace::TurnState::Pending),
+        ),
+        (
+            "revert",
+            Box::new(|i| {
+                i.turns[1].reverts = Some(RevertRecord {
+                    version: 1,
+                    number: 1,
+                    reverts: 99,
+                    merged: Vec::new(),
+                });
+            }),
+        ),
+    ];
+    for (what, shape) in bad {
+        let e = unbundle(what, tiny_bundle(shape)).unwrap_err();
+        assert!(e.contains("cannot be imported"), "{what}: {e}");
+        assert!(ws.sessions().unwrap().is_empty(), "{what}");
+    }
+    // A snapshot that is a file, not a tree.
+    let e = unbundle(
+        "blob",
+        tiny_bundle(|i| i.turns[1].record.after = Some(ObjectId::of_blob(b"hello\n"))),
+    )
+    .unwrap_err();
+    assert!(e.contains("lacks the tree"), "{e}");
+    // Another conversation of the same name: refused, not merged into this one.
+    unbundle("mine", tiny_bundle(|_| {})).unwrap();
+    let theirs = tiny_bundle(|i| {
+        let mut t = i.turns[1].clone();
+        t.record.number = 3;
+        t.record.parent = Some(2);
+        i.turns = vec![t];
+        i.cursor = Some(3);
+    });
+    let e = unbundle("theirs", theirs).unwrap_err();
+    assert!(
+        e.contains("another history") && e.contains("its turn 1 is not in the import"),
+        "{e}"
+    );
+    assert_eq!(history(&ws, "tiny").turns.len(), 2);
+    // Options passed as a repository never reach git.
+    let marker = dir.path().join("ran");
+    let o = env.run(
+        RETRACE,
+        &[
+            "import",
+            "--git-ref",
+            "refs/retrace/x",
+            &format!("--repo=--upload-pack=touch {}", marker.display()),
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(!marker.exists(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_hostile_git_tree_is_refused_before_anything_is_recorded() {
+    let env = Env::new();
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    git(r, &["init", "--quiet", "--bare"]);
+    let blob = {
+        let o = Command::new("git")
+            .current_dir(r)
+            .args(["hash-object", "-w", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        o.stdin
+            .as_ref()
+            .unwrap()
+            .write_all(b"#!/bin/sh\necho pwned\n")
+            .unwrap();
+        stdout(&o.wait_with_output().unwrap()).trim().to_string()
+    };
+    let mktree = |listing: String| {
+        let mut c = Command::new("git")
+            .current_dir(r)
+            .args(["mktree"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(listing.as_bytes())
+            .unwrap();
+        stdout(&c.wait_with_output().unwrap()).trim().to_string()
+    };
+    let hooks = mktree(format!("100755 blob {blob}\tpost-checkout\n"));
+    let dotgit = mktree(format!("040000 tree {hooks}\thooks\n"));
+    for name in [".GIT", ".git", "node_modules"] {
+        let root = mktree(format!("040000 tree {dotgit}\t{name}\n"));
+        let msg = format!(
+            "p\n\nRetrace-Format: 1\nRetrace-Session: evil\nRetrace-Kind: checkpoint\n\
+             Retrace-Checkpoint: 1\nRetrace-Snapshot: {}\n",
+            "ab".repeat(32)
+        );
+        let c = Command::new("git")
+            .current_dir(r)
+            .args(["commit-tree", &root, "-m", &msg])
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        git(r, &["update-ref", "refs/retrace/evil", stdout(&c).trim()]);
+        let o = env.run(
+            RETRACE,
+            &[
+                "import",
+                "--git-ref",
+                "refs/retrace/evil",
+                "--repo",
+                r.to_str().unwrap(),
+            ],
+        );
+        assert!(!o.status.success(), "{name}");
+        assert!(stderr(&o).contains("unsafe name"), "{name}: {}", stderr(&o));
+        assert!(env.open().sessions().unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn a_checkpoint_taken_during_a_turn_waits_for_it_and_exports_stay_incremental() {
+    let env = Env::new();
+    let ws = env.open();
+    let s = ws.session("mid");
+    turn(&s, "first", || env.write("a.txt", "1"));
+    let t = s.begin_turn(None, Some("second".into())).unwrap();
+    t.wait_before(Duration::from_mins(1)).unwrap();
+    env.write("a.txt", "2");
+    s.checkpoint(Some("mid-turn".into())).unwrap();
+    let first = stdout(&succeeded(
+        env.run(
+            RETRACE,
+            &[
+                "--session",
+                "mid",
+                "export",
+                "--git-ref",
+                "refs/retrace/mid",
+            ],
+        ),
+        "export during the turn",
+    ));
+    assert!(first.contains("1 turn(s), 0 checkpoint(s)"), "{first}");
+    env.write("a.txt", "3");
+    t.end(None).unwrap();
+    let second = stdout(&succeeded(
+        env.run(
+            RETRACE,
+            &[
+                "--session",
+                "mid",
+                "export",
+                "--git-ref",
+                "refs/retrace/mid",
+            ],
+        ),
+        "export after it",
+    ));
+    assert!(second.contains("2 turn(s), 1 checkpoint(s)"), "{second}");
+    // An import by URL into this workspace (the same session: nothing to add) leaves the
+    // ref its exports write where it was.
+    let share = ws.share_repo();
+    let tip = git(&share, &["rev-parse", "refs/retrace/mid"]);
+    let url = format!("file://{}", share.display());
+    let again = stdout(&succeeded(
+        env.run(
+            RETRACE,
+            &["import", "--git-ref", "refs/retrace/mid", "--repo", &url],
+        ),
+        "import by URL",
+    ));
+    assert!(again.contains("nothing to import"), "{again}");
+    assert_eq!(git(&share, &["rev-parse", "refs/retrace/mid"]), tip);
 }

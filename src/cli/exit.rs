@@ -85,6 +85,8 @@ pub fn classify(e: &anyhow::Error) -> (&'static str, u8) {
             | ShareError::Diverged { .. }
             | ShareError::NotRetrace { .. }
             | ShareError::Bundle { .. }
+            | ShareError::Refused { .. }
+            | ShareError::Missing { .. }
             | ShareError::Nothing { .. },
         )) => ("refused", REFUSED),
         _ => ("error", FAILED),

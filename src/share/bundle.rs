@@ -152,13 +152,23 @@ pub struct Bundled {
 /// [`ShareError::Io`] when the file cannot be written; [`Error::Store`] for an object that
 /// cannot be read.
 pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<Bundled, Error> {
-    let tmp = path.with_extension("partial");
+    // Beside it, a name of this process's own, created new: never a file of the user's.
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.retrace-partial",
+        path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        std::process::id()
+    ));
     let io = |source| ShareError::Io {
         path: tmp.clone(),
         source,
     };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io)?;
+    // From here on the temporary file is ours, removed on any failure.
     let result = (|| -> Result<Bundled, Error> {
-        let file = File::create(&tmp).map_err(io)?;
         let mut w = BodyWriter::new(BufWriter::new(file), image).map_err(io)?;
         let mut seen = HashSet::new();
         let mut objects = 0u64;
@@ -204,17 +214,23 @@ pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<
     result
 }
 
-/// One record of a bundle's body.
-enum Record {
+/// One record of a bundle's body, as [`scan`] hands it on.
+enum Record<'r> {
     Session(SessionImage),
     Tree(ObjectId, Tree),
-    Blob(ObjectId, Vec<u8>),
+    /// A blob's content, `len` bytes, to read (what is left unread, [`scan`] skips); its id
+    /// follows as [`Record::BlobId`] once all of it was read.
+    Blob(&'r mut dyn Read, u64),
+    BlobId(ObjectId, u64),
 }
 
 /// Why a bundle is refused (the caller names the file).
 type Refusal = String;
 
-/// Reads a LEB128 length; `None` at a clean end of input before its first byte.
+/// Largest session or tree record read whole; blobs are streamed.
+const MAX_RECORD: u64 = 256 << 20;
+
+/// Reads a LEB128 length.
 fn read_len(r: &mut impl Read) -> Result<u64, Refusal> {
     let mut n = 0u64;
     for shift in (0..64).step_by(7) {
@@ -254,15 +270,39 @@ fn check_header(h: &[u8]) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// A blob's content as it streams out of the body: hashed, its first read error kept (the
+/// sink reading it cannot tell a damaged bundle from its own failure; [`scan`] can).
+struct BlobBody<'a, R: Read> {
+    inner: std::io::Take<&'a mut R>,
+    hash: blake3::Hasher,
+    failed: Option<std::io::Error>,
+}
+
+impl<R: Read> Read for BlobBody<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.hash.update(&buf[..n]);
+                Ok(n)
+            }
+            Err(e) => {
+                let kept = std::io::Error::new(e.kind(), e.to_string());
+                self.failed.get_or_insert(e);
+                Err(kept)
+            }
+        }
+    }
+}
+
 /// Reads the body (`body`, the compressed bytes after the header), handing each record to
-/// `each`, and checks it against `trailer` and the header `head`. The records are checked
-/// as they come (ids by hashing, trees decoded); the caller must not keep anything unless
-/// this returns `Ok`.
+/// `each`, and checks it against `trailer` and the header `head`. Records are checked as
+/// they come (trees decoded, blob ids hashed as they stream); the caller must keep nothing
+/// unless this answers `Ok(Ok(()))`.
 fn scan(
     head: &[u8],
     body: impl Read,
     trailer: &[u8],
-    mut each: impl FnMut(Record) -> Result<(), Error>,
+    mut each: impl FnMut(Record<'_>) -> Result<(), Error>,
 ) -> Result<Result<(), Refusal>, Error> {
     if let Err(r) = check_header(head) {
         return Ok(Err(r));
@@ -290,6 +330,28 @@ fn scan(
             Ok(n) => n,
             Err(r) => return Ok(Err(r)),
         };
+        if tag[0] == TAG_BLOB && !first {
+            let mut blob = BlobBody {
+                inner: (&mut body).take(len),
+                hash: blake3::Hasher::new(),
+                failed: None,
+            };
+            each(Record::Blob(&mut blob, len))?;
+            let rest = std::io::copy(&mut blob, &mut std::io::sink());
+            if let Some(e) = blob.failed.take() {
+                return Ok(Err(ended(&e)));
+            }
+            if rest.is_err() || blob.inner.limit() != 0 {
+                return Ok(Err("it ends early (truncated?)".into()));
+            }
+            each(Record::BlobId(ObjectId(*blob.hash.finalize().as_bytes()), len))?;
+            continue;
+        }
+        if len > MAX_RECORD {
+            return Ok(Err(format!(
+                "it holds a record of {len} bytes, more than a session or a tree can be"
+            )));
+        }
         let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 20));
         match (&mut body).take(len).read_to_end(&mut bytes) {
             Ok(n) if n as u64 == len => {}
@@ -314,7 +376,6 @@ fn scan(
                 Ok(tree) => Record::Tree(ObjectId::of_tree(&bytes), tree),
                 Err(e) => return Ok(Err(format!("it holds a damaged tree ({e})"))),
             },
-            (TAG_BLOB, false) => Record::Blob(ObjectId::of_blob(&bytes), bytes),
             (TAG_END, false) if len == 0 => break,
             (t, false) => return Ok(Err(format!("it holds a record of unknown kind {t}"))),
         };
@@ -355,28 +416,37 @@ impl<R: Read> Read for Tee<'_, R> {
 }
 
 /// The first pass over a bundle's bytes: everything checked, nothing kept but the session
-/// and the counts.
-fn check_parts(head: &[u8], body: impl Read, trailer: &[u8]) -> Result<Result<Checked, Refusal>, Error> {
+/// and the counts. Every snapshot the session names must be a tree of the bundle, every
+/// directory a tree, every file a blob.
+fn check_parts(
+    head: &[u8],
+    body: impl Read,
+    trailer: &[u8],
+) -> Result<Result<Checked, Refusal>, Error> {
     let mut image = None;
-    let (mut trees, mut blobs, mut blob_bytes) = (0u64, 0u64, 0u64);
-    let mut present: HashSet<ObjectId> = HashSet::new();
-    let mut named: HashSet<ObjectId> = HashSet::new();
+    let (mut blobs, mut blob_bytes) = (0u64, 0u64);
+    let mut trees: HashSet<ObjectId> = HashSet::new();
+    let mut contents: HashSet<ObjectId> = HashSet::new();
+    let mut dirs_named: HashSet<ObjectId> = HashSet::new();
+    let mut files_named: HashSet<ObjectId> = HashSet::new();
     let scanned = scan(head, body, trailer, |r| {
         match r {
             Record::Session(i) => image = Some(i),
             Record::Tree(id, tree) => {
-                trees += 1;
-                present.insert(id);
+                trees.insert(id);
                 for e in tree.entries {
-                    if e.kind == EntryKind::Dir || e.kind.is_content() {
-                        named.insert(e.id);
+                    if e.kind == EntryKind::Dir {
+                        dirs_named.insert(e.id);
+                    } else if e.kind.is_content() {
+                        files_named.insert(e.id);
                     }
                 }
             }
-            Record::Blob(id, data) => {
+            Record::Blob(..) => {}
+            Record::BlobId(id, len) => {
                 blobs += 1;
-                blob_bytes += data.len() as u64;
-                present.insert(id);
+                blob_bytes += len;
+                contents.insert(id);
             }
         }
         Ok(())
@@ -390,14 +460,17 @@ fn check_parts(head: &[u8], body: impl Read, trailer: &[u8]) -> Result<Result<Ch
     if let Some(id) = image
         .snapshots()
         .into_iter()
-        .chain(named)
-        .find(|id| !present.contains(id))
+        .chain(dirs_named)
+        .find(|id| !trees.contains(id))
     {
-        return Ok(Err(format!("it lacks object {}", id.to_hex())));
+        return Ok(Err(format!("it lacks the tree {}", id.to_hex())));
+    }
+    if let Some(id) = files_named.into_iter().find(|id| !contents.contains(id)) {
+        return Ok(Err(format!("it lacks the file content {}", id.to_hex())));
     }
     Ok(Ok(Checked {
         image,
-        trees,
+        trees: trees.len() as u64,
         blobs,
         blob_bytes,
     }))
@@ -481,12 +554,13 @@ pub fn unbundle(wc: &WorkingCopy, path: &Path, as_name: Option<&str>) -> Result<
     let mut sink = ObjectSink::new(wc.store())?;
     let scanned = scan(&head, body, &trailer, |r| {
         match r {
-            Record::Session(_) => {}
+            Record::Session(_) | Record::BlobId(..) => {}
             Record::Tree(_, tree) => {
                 sink.tree(&tree)?;
             }
-            Record::Blob(_, data) => {
-                sink.blob(data, None)?;
+            // A read error is the bundle's, which `scan` reports.
+            Record::Blob(data, len) => {
+                let _ = sink.blob_from(data, len, None)?;
             }
         }
         Ok(())

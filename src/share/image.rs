@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, ShareError, StoreError};
 use crate::history::db::{self, SessionKey, Writer};
 use crate::history::record::{
-    CheckpointRecord, HISTORY_VERSION, Op, RevertRecord, SessionRecord, StepRecord, TurnRecord,
-    TurnState, decode, encode,
+    CheckpointRecord, HISTORY_VERSION, Mode, Op, RevertRecord, SessionRecord, StepRecord,
+    TurnRecord, TurnState, decode, encode,
 };
-use crate::history::tables::{CHECKPOINTS, SESSIONS};
-use crate::object::ObjectId;
+use crate::history::tables::{CHECKPOINTS, SESSIONS, TURNS};
+use crate::object::{ObjectId, ObjectKind};
 use crate::working_copy::WorkingCopy;
 
 /// One session's history, without the objects its snapshots hold.
@@ -27,8 +27,10 @@ pub struct SessionImage {
     pub agent: Option<String>,
     /// Unix milliseconds when it was first seen.
     pub created_ms: u64,
-    /// The applied turn.
+    /// The applied turn (one of `turns`, or none).
     pub cursor: Option<u64>,
+    /// Undone turns (of `turns`), most recent last, with the mode of their undo.
+    pub redo: Vec<(u64, Mode)>,
     /// Its ended turns, by number.
     pub turns: Vec<TurnImage>,
     /// Its checkpoints, by number.
@@ -122,9 +124,17 @@ pub fn read(
         (Some(a), Some(b)) => Some(a.record.began_ms..=b.record.ended_ms.unwrap_or(u64::MAX)),
         _ => None,
     });
+    // A checkpoint taken during a turn still running would come before that turn once it
+    // ends: it waits for the turn, as the turn does.
+    let running = loaded
+        .state
+        .pending
+        .and_then(|n| loaded.turn(n))
+        .map_or(u64::MAX, |t| t.began_ms);
     let checkpoints: Vec<CheckpointRecord> = loaded
         .checkpoints
         .iter()
+        .filter(|c| c.time_ms < running)
         .filter(|c| match &span {
             None => true,
             Some(span) => span.as_ref().is_some_and(|s| s.contains(&c.time_ms)),
@@ -134,20 +144,94 @@ pub fn read(
     if turns.is_empty() && checkpoints.is_empty() {
         return Err(ShareError::Nothing { session: name }.into());
     }
+    let has = |n: u64| turns.iter().any(|t| t.record.number == n);
+    let cursor = match loaded.state.cursor {
+        Some(c) if has(c) => Some(c),
+        // A range that leaves the cursor out: its newest turn is applied.
+        _ if only.is_some() => turns.last().map(|t| t.record.number),
+        other => other,
+    };
+    let redo = loaded
+        .state
+        .redo
+        .iter()
+        .copied()
+        .filter(|(n, _)| has(*n))
+        .collect();
     Ok(SessionImage {
         name,
         agent: kept.and_then(|n| n.agent),
         created_ms,
-        cursor: loaded.state.cursor,
+        cursor,
+        redo,
         turns,
         checkpoints,
     })
 }
 
 /// Whether two records of one turn number are the same turn (what a person sees of it:
-/// snapshots, prompt, time), whatever the conversation ids or counts beside them.
+/// snapshots, prompt, time), whatever the conversation ids or counts beside them. A turn
+/// whose snapshots retention removed on one side is the same turn by its prompt and time.
 fn same_turn(a: &TurnRecord, b: &TurnRecord) -> bool {
-    a.before == b.before && a.after == b.after && a.prompt == b.prompt && a.began_ms == b.began_ms
+    let expired = a.state == TurnState::Expired || b.state == TurnState::Expired;
+    (expired || a.before == b.before && a.after == b.after)
+        && a.prompt == b.prompt
+        && a.began_ms == b.began_ms
+}
+
+/// Highest turn or checkpoint number an image may hold: a step's row puts its turn's number
+/// above 20 bits, and the next number must not wrap.
+const MAX_NUMBER: u64 = 1 << 43;
+
+/// Whether `s` is a name or agent a person can be shown: not empty, no control characters.
+fn plain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 4096 && !s.chars().any(char::is_control)
+}
+
+/// Whether `numbers` ascend strictly, from 1 to [`MAX_NUMBER`].
+fn ascending(numbers: impl Iterator<Item = u64>) -> bool {
+    let mut last = 0;
+    for n in numbers {
+        if n <= last || n > MAX_NUMBER {
+            return false;
+        }
+        last = n;
+    }
+    true
+}
+
+/// Why `image` cannot be recorded as it stands, if it cannot: every number in range and
+/// once, every record naming the turn it is filed under, no turn still running.
+fn check(image: &SessionImage) -> Result<(), String> {
+    if !plain(&image.name) {
+        return Err("its session name is empty or holds control characters".into());
+    }
+    if image.agent.as_deref().is_some_and(|a| !plain(a)) {
+        return Err("its agent name holds control characters".into());
+    }
+    if !ascending(image.turns.iter().map(|t| t.record.number)) {
+        return Err(format!(
+            "its turn numbers are not ascending from 1 to {MAX_NUMBER}, each once"
+        ));
+    }
+    if !ascending(image.checkpoints.iter().map(|c| c.number)) {
+        return Err("its checkpoint numbers are not ascending, each once".into());
+    }
+    for t in &image.turns {
+        let (n, r) = (t.record.number, &t.record);
+        let complete = r.state != TurnState::Complete || r.before.is_some() && r.after.is_some();
+        if r.state == TurnState::Pending || !complete {
+            return Err(format!("its turn {n} has not ended with both snapshots"));
+        }
+        if t.reverts.as_ref().is_some_and(|v| v.number != n)
+            || t.steps.iter().any(|s| s.turn != n)
+            || !ascending(t.steps.iter().map(|s| s.number))
+            || t.steps.last().is_some_and(|s| s.number > crate::history::db::STEP_MASK)
+        {
+            return Err(format!("its turn {n} holds records of another turn"));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `image` into `wc`'s store as the session `image.name` (which `as_name`, when
@@ -168,11 +252,20 @@ pub fn install(
     if let Some(n) = as_name {
         image.name = n.to_string();
     }
+    check(&image).map_err(|detail| ShareError::Refused {
+        what: format!("session {}", image.name),
+        detail,
+    })?;
     let reader = wc.store().reader()?;
     for id in image.snapshots() {
-        if !reader.contains(&id)? {
+        let tree = match reader.record(&id) {
+            Ok(r) => r.kind == ObjectKind::Tree,
+            Err(StoreError::Missing { .. }) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if !tree {
             return Err(ShareError::Missing {
-                what: format!("snapshot {}", id.to_hex()),
+                what: format!("snapshot {} (a tree)", id.to_hex()),
             }
             .into());
         }
@@ -236,14 +329,25 @@ pub fn install(
                 "turn {n} is in progress here; import once it has ended"
             ))));
         }
-        if let Some(first) = add.first()
-            && first.record.number < state.next_turn
-            && !fresh
-        {
-            return Ok(Err(conflict(format!(
-                "it has turns numbered from {} on that the import does not hold",
-                first.record.number
-            ))));
+        // Added only to the same history: the session here holds no turn or checkpoint the
+        // import lacks (else it is another conversation that happens to share the name).
+        if !fresh {
+            let mut lacking = None;
+            tx.each_row(TURNS, &key.0, |n, _| {
+                if !image.turns.iter().any(|t| t.record.number == n) {
+                    lacking.get_or_insert(format!("its turn {n} is not in the import"));
+                }
+                Ok(())
+            })?;
+            tx.each_row(CHECKPOINTS, &key.0, |n, _| {
+                if !image.checkpoints.iter().any(|c| c.number == n) {
+                    lacking.get_or_insert(format!("its checkpoint {n} is not in the import"));
+                }
+                Ok(())
+            })?;
+            if let Some(why) = lacking {
+                return Ok(Err(conflict(why)));
+            }
         }
         let w = Writer::new(tx, key)?;
         w.name(&image.name, image.agent.as_deref())?;
@@ -255,8 +359,12 @@ pub fn install(
             };
             tx.put_keyed(SESSIONS, &key.0, &encode(&rec).map_err(&enc)?)?;
         }
+        let known = |n: u64| image.turns.iter().any(|t| t.record.number == n);
         for t in &add {
-            w.turn(&t.record)?;
+            let mut record = t.record.clone();
+            // A turn range leaves out the turns before it: their numbers name nothing here.
+            record.parent = record.parent.filter(|p| known(*p));
+            w.turn(&record)?;
             if let Some(r) = &t.reverts {
                 w.revert(r)?;
             }
@@ -269,9 +377,15 @@ pub fn install(
         }
         let last_turn = image.turns.iter().map(|t| t.record.number).max();
         let last_checkpoint = image.checkpoints.iter().map(|c| c.number).max();
+        let cursor = image.cursor.filter(|c| known(*c));
+        let redo = image.redo.iter().copied().filter(|(n, _)| known(*n)).collect();
         w.op(Op::Base {
-            cursor: if add.is_empty() { state.cursor } else { image.cursor },
-            redo: if add.is_empty() { state.redo } else { Vec::new() },
+            cursor: if add.is_empty() { state.cursor } else { cursor },
+            redo: match (add.is_empty(), fresh) {
+                (true, _) => state.redo,
+                (false, true) => redo,
+                (false, false) => Vec::new(),
+            },
             last_known: state.last_known,
             pending: None,
             next_turn: state.next_turn.max(last_turn.map_or(1, |n| n + 1)),

@@ -13,3 +13,31 @@ pub mod sink;
 pub use bundle::Bundled;
 pub use git::export::Exported;
 pub use image::Imported;
+
+use crate::error::{Error, ShareError};
+
+/// Runs `f` on a thread with a stack deep enough for the deepest tree an import or export
+/// walks ([`MAX_DEPTH`] levels, each a frame of a recursive walk).
+///
+/// # Errors
+/// `f`'s; [`ShareError::Io`] when the thread cannot be started.
+pub fn on_big_stack<T: Send>(
+    f: impl FnOnce() -> Result<T, Error> + Send,
+) -> Result<T, Error> {
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("retrace-share".into())
+            .stack_size(256 << 20)
+            .spawn_scoped(s, f)
+            .map_err(|source| ShareError::Io {
+                path: "(a thread for the walk)".into(),
+                source,
+            })?;
+        handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Deepest directory nesting an import accepts (git's own limit, `core.maxTreeDepth`).
+pub const MAX_DEPTH: usize = 4096;

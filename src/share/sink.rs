@@ -4,6 +4,7 @@
 //! written in batches.
 
 use std::collections::HashSet;
+use std::io::Read;
 
 use crate::error::StoreError;
 use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, TREE_FRAME_RAW_BYTES};
@@ -90,15 +91,7 @@ impl<'a> ObjectSink<'a> {
                     ))?;
                 }
             }
-            let list = ChunkList {
-                version: crate::object::record::RECORD_VERSION,
-                chunks,
-            }
-            .encode()
-            .map_err(|detail| StoreError::Encode {
-                path: self.store.path().to_path_buf(),
-                detail,
-            })?;
+            let list = self.chunk_list(chunks)?;
             let size = data.len() as u64;
             self.queue(PendingObject::whole(id, ObjectKind::ChunkedBlob, size, list))?;
             return Ok(id);
@@ -120,6 +113,70 @@ impl<'a> ObjectSink<'a> {
         }
         self.queue(PendingObject::whole(id, ObjectKind::Blob, size, data))?;
         Ok(id)
+    }
+
+    /// Stores a file's content of `len` bytes read from `r` (a big one chunk by chunk, never
+    /// whole in memory), `previous` as for [`ObjectSink::blob`]; returns its id, or an error
+    /// when `r` ends before `len` bytes or holds more.
+    ///
+    /// # Errors
+    /// [`std::io::Error`] from `r` (the caller names the source); [`StoreError`] from a batch
+    /// write.
+    pub fn blob_from(
+        &mut self,
+        r: &mut dyn Read,
+        len: u64,
+        previous: Option<ObjectId>,
+    ) -> Result<Result<ObjectId, std::io::Error>, StoreError> {
+        let short = || std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "ends early");
+        if len <= CHUNK_THRESHOLD {
+            let mut data = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+            if let Err(e) = r.take(len).read_to_end(&mut data) {
+                return Ok(Err(e));
+            }
+            if data.len() as u64 != len {
+                return Ok(Err(short()));
+            }
+            return self.blob(data, previous).map(Ok);
+        }
+        let mut whole = blake3::Hasher::new();
+        let mut chunks = Vec::new();
+        let mut total = 0u64;
+        for chunk in fastcdc::v2020::StreamCDC::new(r.take(len), CHUNK_MIN, CHUNK_AVG, CHUNK_MAX) {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => return Ok(Err(std::io::Error::other(e))),
+            };
+            whole.update(&chunk.data);
+            total += chunk.data.len() as u64;
+            let cid = ObjectId::of_blob(&chunk.data);
+            chunks.push((cid, u32::try_from(chunk.data.len()).unwrap_or(u32::MAX)));
+            if !self.has(&cid)? {
+                let size = chunk.data.len() as u64;
+                self.queue(PendingObject::whole(cid, ObjectKind::Blob, size, chunk.data))?;
+            }
+        }
+        if total != len {
+            return Ok(Err(short()));
+        }
+        let id = ObjectId(*whole.finalize().as_bytes());
+        if !self.has(&id)? {
+            let list = self.chunk_list(chunks)?;
+            self.queue(PendingObject::whole(id, ObjectKind::ChunkedBlob, len, list))?;
+        }
+        Ok(Ok(id))
+    }
+
+    fn chunk_list(&self, chunks: Vec<(ObjectId, u32)>) -> Result<Vec<u8>, StoreError> {
+        ChunkList {
+            version: crate::object::record::RECORD_VERSION,
+            chunks,
+        }
+        .encode()
+        .map_err(|detail| StoreError::Encode {
+            path: self.store.path().to_path_buf(),
+            detail,
+        })
     }
 
     /// Stores a tree; returns its id.

@@ -379,7 +379,14 @@ pub fn export(
     if start == planned.len() {
         return Ok(out);
     }
-    let mut args = vec!["fast-import", "--quiet", "--date-format=raw"];
+    // No hook of the repository runs (`--repo .` is the user's own repository).
+    let mut args = vec![
+        "-c",
+        "core.hooksPath=/dev/null",
+        "fast-import",
+        "--quiet",
+        "--date-format=raw",
+    ];
     if force {
         args.push("--force");
     }
@@ -481,10 +488,9 @@ fn feed(
         };
         let (m, time_ms) = message(image, p, &extras);
         let msg = m.encode();
-        let who = match &image.agent {
-            Some(a) => format!("{a} via retrace <retrace@localhost>"),
-            None => "retrace <retrace@localhost>".to_string(),
-        };
+        // Fixed: names from the session (which an import may have brought from anywhere)
+        // go only into the message, whose length fast-import is told.
+        let who = "retrace <retrace@localhost>";
         let when = format!("{} +0000", time_ms / 1000);
         writeln!(
             w,
@@ -566,6 +572,7 @@ mod tests {
             agent: None,
             created_ms: 0,
             cursor: Some(3),
+            redo: Vec::new(),
             turns: vec![turn(1, 10, 1, 2), turn(2, 20, 2, 3), turn(3, 40, 9, 4)],
             checkpoints: vec![CheckpointRecord {
                 version: HISTORY_VERSION,

@@ -12,6 +12,7 @@ use crate::history::record::{
     CheckpointRecord, Counts, HISTORY_VERSION, RevertRecord, TurnRecord, TurnState,
 };
 use crate::object::tree::is_safe_name;
+use crate::scan::exclude::is_never_restored;
 use crate::object::{EntryKind, ObjectId, Tree, TreeEntry};
 use crate::share::image::{self, Imported, SessionImage, TurnImage};
 use crate::share::sink::ObjectSink;
@@ -49,6 +50,16 @@ impl Rebuild<'_, '_> {
         prefix: &[u8],
         extras: &[(Vec<u8>, Extra)],
     ) -> Result<(ObjectId, u64), Error> {
+        if prefix.iter().filter(|&&b| b == b'/').count() > crate::share::MAX_DEPTH {
+            let shown = crate::object::show_path(prefix);
+            return Ok(self.refuse(format!(
+                "{shown} lies deeper than {} directories",
+                crate::share::MAX_DEPTH
+            )));
+        }
+        if self.refused.is_some() {
+            return Ok((ObjectId::ZERO, 0));
+        }
         if let Some(g) = git
             && extras.is_empty()
             && let Some(found) = self.trees.get(g)
@@ -128,7 +139,13 @@ impl Rebuild<'_, '_> {
             });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        if let Some(bad) = entries.iter().find(|e| !is_safe_name(&e.name)) {
+        // What a restore would refuse to write, and `.git` in any case (a case-insensitive
+        // file system takes `.GIT` for it).
+        if let Some(bad) = entries.iter().find(|e| {
+            !is_safe_name(&e.name)
+                || is_never_restored(&e.name)
+                || e.name.eq_ignore_ascii_case(b".git")
+        }) {
             let shown = crate::object::show_path(&bad.name);
             return Ok(self.refuse(format!("it holds an unsafe name {shown}")));
         }
@@ -149,14 +166,24 @@ impl Rebuild<'_, '_> {
             self.at_path.insert(path.to_vec(), found.0);
             return Ok(found);
         }
-        let o = self.objects.get(hash)?;
-        if o.kind != "blob" {
-            let shown = crate::object::show_path(path);
-            return Ok(self.refuse(format!("{shown} is a {} in git, not a file", o.kind)));
-        }
-        let size = o.data.len() as u64;
         let previous = self.at_path.get(path).copied();
-        let id = self.sink.blob(o.data, previous)?;
+        let Rebuild { objects, sink, .. } = self;
+        let mut size = 0;
+        let stored = objects.blob(hash, |r, len| {
+            size = len;
+            Ok(sink.blob_from(r, len, previous)?)
+        })?;
+        let id = match stored {
+            Ok(Ok(id)) => id,
+            Ok(Err(e)) => {
+                let shown = crate::object::show_path(path);
+                return Ok(self.refuse(format!("{shown} could not be read from git ({e})")));
+            }
+            Err(kind) => {
+                let shown = crate::object::show_path(path);
+                return Ok(self.refuse(format!("{shown} is a {kind} in git, not a file")));
+            }
+        };
         self.blobs.insert(hash.to_string(), (id, size));
         self.at_path.insert(path.to_vec(), id);
         Ok((id, size))
@@ -359,7 +386,9 @@ pub fn import(
         name: name.unwrap_or_default(),
         agent,
         created_ms: turns.first().map_or(0, |t| t.record.began_ms),
+        // The cursor where the session was is not exported: its newest turn is applied.
         cursor: turns.last().map(|t| t.record.number),
+        redo: Vec::new(),
         turns,
         checkpoints,
     };

@@ -227,36 +227,84 @@ pub struct GitObject {
 }
 
 impl Objects {
-    /// The object `name` (a hash), or an error naming it when the repository lacks it.
-    ///
-    /// # Errors
-    /// [`ShareError::Git`].
-    pub fn get(&mut self, name: &str) -> Result<GitObject, ShareError> {
-        let broken = |what: &str| self.repo.failed("cat-file --batch", what.as_bytes());
+    fn broken(&self, what: &str) -> ShareError {
+        self.repo.failed("cat-file --batch", what.as_bytes())
+    }
+
+    /// Asks for `name`; its type and size.
+    fn ask(&mut self, name: &str) -> Result<(String, u64), ShareError> {
         writeln!(self.stdin, "{name}")
             .and_then(|()| self.stdin.flush())
-            .map_err(|e| broken(&e.to_string()))?;
+            .map_err(|e| self.broken(&e.to_string()))?;
         let mut head = String::new();
         self.stdout
             .read_line(&mut head)
-            .map_err(|e| broken(&e.to_string()))?;
+            .map_err(|e| self.broken(&e.to_string()))?;
         let fields: Vec<&str> = head.trim_end().split(' ').collect();
         let [_, kind, size] = fields.as_slice() else {
-            return Err(broken(&format!("object {name}: {}", head.trim_end())));
+            return Err(self.broken(&format!("object {name}: {}", head.trim_end())));
         };
-        let size: usize = size.parse().map_err(|_| broken(&head))?;
-        let mut data = Vec::with_capacity(size.min(64 << 20));
-        (&mut self.stdout)
-            .take(size as u64 + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| broken(&e.to_string()))?;
-        if data.pop() != Some(b'\n') || data.len() != size {
-            return Err(broken(&format!("object {name} ended early")));
+        let size = size.parse().map_err(|_| self.broken(&head))?;
+        Ok(((*kind).to_string(), size))
+    }
+
+    /// Reads the content `ask` announced to `f` (which may read less: the rest is skipped),
+    /// then the newline after it.
+    fn content<T>(
+        &mut self,
+        size: u64,
+        f: impl FnOnce(&mut dyn Read) -> Result<T, crate::error::Error>,
+    ) -> Result<T, crate::error::Error> {
+        let mut body = (&mut self.stdout).take(size);
+        let out = f(&mut body);
+        let rest = std::io::copy(&mut body, &mut std::io::sink());
+        let mut nl = [0u8];
+        let ended = rest.is_ok() && body.limit() == 0 && self.stdout.read_exact(&mut nl).is_ok();
+        if !ended || nl != *b"\n" {
+            return Err(self.broken("an object ended early").into());
         }
-        Ok(GitObject {
-            kind: (*kind).to_string(),
-            data,
-        })
+        out
+    }
+
+    /// The object `name` (a hash) whole: a commit or a tree (at most [`MAX_READ`] bytes).
+    ///
+    /// # Errors
+    /// [`ShareError::Git`] when the repository lacks it or it is too big.
+    pub fn get(&mut self, name: &str) -> Result<GitObject, crate::error::Error> {
+        let (kind, size) = self.ask(name)?;
+        if size > MAX_READ {
+            // Skipped, so that the next request reads its own answer.
+            self.content(size, |_| Ok(()))?;
+            return Err(self
+                .broken(&format!("object {name} is a {kind} of {size} bytes, too big to read"))
+                .into());
+        }
+        let repo = self.repo.clone();
+        let data = self.content(size, |r| {
+            let mut data = Vec::new();
+            r.read_to_end(&mut data)
+                .map_err(|e| repo.failed("cat-file --batch", e.to_string().as_bytes()))?;
+            Ok(data)
+        })?;
+        Ok(GitObject { kind, data })
+    }
+
+    /// Streams the blob `name` to `f` with its size (a file's content is never held whole
+    /// here); an error when `name` is not a blob.
+    ///
+    /// # Errors
+    /// [`ShareError::Git`]; `f`'s.
+    pub fn blob<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut dyn Read, u64) -> Result<T, crate::error::Error>,
+    ) -> Result<Result<T, String>, crate::error::Error> {
+        let (kind, size) = self.ask(name)?;
+        if kind != "blob" {
+            self.content(size, |_| Ok(()))?;
+            return Ok(Err(kind));
+        }
+        self.content(size, |r| f(r, size)).map(Ok)
     }
 }
 
@@ -314,6 +362,22 @@ pub struct GitExport {
     pub push: Option<String>,
 }
 
+/// Largest commit or tree read whole (a tree of a million entries is about 50 MB); file
+/// contents are streamed, never held whole unless small.
+pub const MAX_READ: u64 = 256 << 20;
+
+/// Refuses a remote or source that git would take for an option.
+fn not_an_option(what: &str, value: &str) -> Result<(), ShareError> {
+    if value.starts_with('-') {
+        return Err(ShareError::Git {
+            action: what.to_string(),
+            repo: PathBuf::from(value),
+            detail: "a repository or remote cannot begin with '-'".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Where [`crate::Workspace::import_git`] reads a session from.
 #[derive(Clone, Debug, Default)]
 pub struct GitImport {
@@ -337,20 +401,39 @@ pub fn repo_for(given: Option<&Path>, default: &Path) -> Result<Repo, ShareError
     }
 }
 
-/// The repository to import from: a directory's, or the bare one at `default` with
-/// `reference` fetched into it from a URL.
+/// The repository to import from and the ref to read there: a directory's repository and
+/// `reference`; or the bare one at `default`, `reference` fetched from a URL into a ref of
+/// its own (`refs/retrace-import/<hash of the URL>/…`, so that an import never moves the
+/// ref an export of this workspace writes); or that bare repository itself.
 ///
 /// # Errors
 /// [`ShareError::Git`].
-pub fn source_for(source: Option<&str>, reference: &str, default: &Path) -> Result<Repo, ShareError> {
+pub fn source_for(
+    source: Option<&str>,
+    reference: &str,
+    default: &Path,
+) -> Result<(Repo, String), ShareError> {
     match source {
-        Some(s) if Path::new(s).is_dir() => Repo::open(Path::new(s)),
+        Some(s) if Path::new(s).is_dir() => Ok((Repo::open(Path::new(s))?, reference.to_string())),
         Some(url) => {
+            not_an_option("fetch", url)?;
             let repo = Repo::bare(default)?;
-            repo.run(&["fetch", "--quiet", "--no-tags", url, &format!("+{reference}:{reference}")])?;
-            Ok(repo)
+            let place = format!(
+                "refs/retrace-import/{}/{}",
+                &blake3::hash(url.as_bytes()).to_hex()[..16],
+                reference.trim_start_matches("refs/")
+            );
+            repo.run(&[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--",
+                url,
+                &format!("+{reference}:{place}"),
+            ])?;
+            Ok((repo, place))
         }
-        None => Repo::bare(default),
+        None => Ok((Repo::bare(default)?, reference.to_string())),
     }
 }
 
@@ -359,8 +442,10 @@ pub fn source_for(source: Option<&str>, reference: &str, default: &Path) -> Resu
 /// # Errors
 /// [`ShareError::Git`] with what git said.
 pub fn push(repo: &Repo, remote: &str, reference: &str, force: bool) -> Result<(), ShareError> {
+    not_an_option("push", remote)?;
     let spec = format!("{}{reference}:{reference}", if force { "+" } else { "" });
-    repo.run(&["push", "--quiet", remote, &spec]).map(|_| ())
+    repo.run(&["push", "--quiet", "--", remote, &spec])
+        .map(|_| ())
 }
 
 /// Lowercase hex of `bytes`.
