@@ -28,6 +28,10 @@
 //! times undo and redo of a 25-file agent turn with a watcher (20k files by default), each a
 //! whole command, beside agent-undo's `au oops` when its binary is given (see `undo.rs`).
 //!
+//! `cargo bench --bench macrobench -- --profile share [--files N] [--turns N] [--from PATH
+//! --session NAME]` exports a session to git, imports it, bundles and unbundles it, each
+//! beside git moving the same history (see `share.rs`).
+//!
 //! `cargo bench --bench macrobench -- --profile bursts [--files N] [--layout macro|monorepo]`
 //! measures local history (`retrace watch --record`): how soon a burst of writes is in the
 //! log, its capture's time, and the watcher's CPU while idle (see `bursts.rs`).
@@ -55,6 +59,8 @@ mod monorepo;
 mod opencode_storage;
 #[path = "macrobench/restore.rs"]
 mod restore;
+#[path = "macrobench/share.rs"]
+mod share;
 #[path = "macrobench/steps.rs"]
 mod steps;
 #[path = "macrobench/undo.rs"]
@@ -526,9 +532,10 @@ fn main() {
         Some(Some("restore")) => return restore::main(&args),
         Some(Some("undo")) => return undo::main(&args),
         Some(Some("bursts")) => return bursts::main(&args),
+        Some(Some("share")) => return share::main(&args),
         Some(p) => panic!(
             "unknown --profile {p:?} (known: long-session, opencode, monorepo, steps, restore, \
-             undo, bursts)"
+             undo, bursts, share)"
         ),
     }
     let arg = |name: &str| arg(&args, name);

@@ -4,7 +4,9 @@
 //! `restore::fault`) may name, besides the restore's points:
 //!
 //! - `listed:<N>:<file>`: the walk has just listed its N-th directory (the root is the first);
-//! - `read:<N>:<file>`: the capture is about to read its N-th file or symlink.
+//! - `read:<N>:<file>`: the capture is about to read its N-th file or symlink;
+//! - `stored:<N>:<file>`: an import (`retrace import`, `unbundle`) has just written its N-th
+//!   batch of objects, before its session is recorded.
 //!
 //! At that point the process creates `<file>` and waits until it is removed, so that a test
 //! can change the workspace at that exact moment. Tests run such captures with
@@ -17,6 +19,8 @@ pub enum Point {
     Listed,
     /// The capture is about to read a file or symlink.
     Read,
+    /// An import wrote a batch of objects.
+    Stored,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -30,6 +34,7 @@ mod hooks {
     static PAUSES: OnceLock<Vec<(Point, usize, PathBuf)>> = OnceLock::new();
     static LISTED: AtomicUsize = AtomicUsize::new(0);
     static READ: AtomicUsize = AtomicUsize::new(0);
+    static STORED: AtomicUsize = AtomicUsize::new(0);
 
     pub fn reached(point: Point) {
         let pauses = PAUSES.get_or_init(|| {
@@ -40,6 +45,7 @@ mod hooks {
                     let point = match it.next()? {
                         "listed" => Point::Listed,
                         "read" => Point::Read,
+                        "stored" => Point::Stored,
                         _ => return None,
                     };
                     let n = it.next()?.parse().ok()?;
@@ -53,6 +59,7 @@ mod hooks {
         let counter = match point {
             Point::Listed => &LISTED,
             Point::Read => &READ,
+            Point::Stored => &STORED,
         };
         let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
         for (_, _, file) in pauses.iter().filter(|(p, at, _)| *p == point && *at == n) {

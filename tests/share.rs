@@ -856,3 +856,47 @@ fn a_checkpoint_taken_during_a_turn_waits_for_it_and_exports_stay_incremental() 
     assert!(again.contains("nothing to import"), "{again}");
     assert_eq!(git(&share, &["rev-parse", "refs/retrace/mid"]), tip);
 }
+
+#[test]
+fn an_import_killed_midway_records_nothing_and_runs_again_whole() {
+    let env = Env::new();
+    let ws = twenty_turns(&env);
+    succeeded(
+        env.run(
+            RETRACE,
+            &[
+                "--session",
+                "shared",
+                "export",
+                "--git-ref",
+                "refs/retrace/k",
+            ],
+        ),
+        "export",
+    );
+    let share = ws.share_repo();
+    let env2 = Env::new();
+    let pause = env2.root().join("paused");
+    let args = [
+        "import",
+        "--git-ref",
+        "refs/retrace/k",
+        "--repo",
+        share.to_str().unwrap(),
+    ];
+    // Stopped after its third batch of objects, then killed.
+    let mut child = crate::common::spawn_paused(&env2, &args, Some(("stored", 3, &pause)));
+    assert!(
+        crate::common::wait_paused(&mut child, &pause),
+        "it reached the point"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_file(&pause);
+    let ws2 = env2.open();
+    assert!(ws2.sessions().unwrap().is_empty(), "no half session");
+    crate::common::assert_verified(&env2);
+    let out = stdout(&succeeded(env2.run(RETRACE, &args), "import again"));
+    assert!(out.contains("21 turn(s), 2 checkpoint(s) added"), "{out}");
+    assert_eq!(history(&ws2, "shared"), history(&ws, "shared"));
+}

@@ -249,6 +249,7 @@ impl<'a> ObjectSink<'a> {
         let frames = std::mem::take(&mut self.frames);
         self.frame_bytes = 0;
         let stats = self.store.write(frames, None, None)?;
+        crate::fault::reached(crate::fault::Point::Stored);
         self.written.0 += stats.objects;
         self.written.1 += stats.stored_bytes;
         // What a later object is checked against, or a delta taken against, is stored now.
