@@ -546,6 +546,8 @@ pub fn check(path: &Path) -> Result<Checked, Error> {
 /// As [`check`] (nothing written then); as [`image::install`].
 pub fn unbundle(wc: &WorkingCopy, path: &Path, as_name: Option<&str>) -> Result<Imported, Error> {
     let checked = check(path)?;
+    // A session that would be refused is refused before anything is stored.
+    image::precheck(wc, &checked.image, as_name)?;
     let refused = |detail| ShareError::Bundle {
         path: path.to_path_buf(),
         detail,

@@ -234,6 +234,109 @@ fn check(image: &SessionImage) -> Result<(), String> {
     Ok(())
 }
 
+/// What this workspace holds of the session an import names.
+#[derive(Default)]
+struct Here {
+    turns: Vec<TurnRecord>,
+    checkpoints: Vec<CheckpointRecord>,
+    pending: Option<u64>,
+}
+
+/// What of `image` to add to the session as `here` holds it (the turns and checkpoints to
+/// add, and how many of its turns it holds already), or why it cannot be added: a turn or
+/// checkpoint of the same number that differs, a turn running here, or a turn or
+/// checkpoint here that the image lacks (another conversation of the same name).
+fn decide<'i>(
+    image: &'i SessionImage,
+    here: &Here,
+) -> Result<(Vec<&'i TurnImage>, Vec<&'i CheckpointRecord>, u64), String> {
+    let mut add = Vec::new();
+    let mut already = 0;
+    for t in &image.turns {
+        match here.turns.iter().find(|h| h.number == t.record.number) {
+            Some(have) if same_turn(have, &t.record) => already += 1,
+            Some(_) => {
+                return Err(format!(
+                    "its turn {} is another turn than the one imported",
+                    t.record.number
+                ));
+            }
+            None => add.push(t),
+        }
+    }
+    let mut checkpoints = Vec::new();
+    for c in &image.checkpoints {
+        match here.checkpoints.iter().find(|h| h.number == c.number) {
+            Some(have) if have.snapshot == c.snapshot => {}
+            Some(_) => {
+                return Err(format!(
+                    "its checkpoint {} holds another snapshot",
+                    c.number
+                ));
+            }
+            None => checkpoints.push(c),
+        }
+    }
+    if add.is_empty() && checkpoints.is_empty() {
+        return Ok((add, checkpoints, already));
+    }
+    if let Some(n) = here.pending {
+        return Err(format!(
+            "turn {n} is in progress here; import once it has ended"
+        ));
+    }
+    // Added only to the same history: the session here holds no turn or checkpoint the
+    // import lacks (else it is another conversation that happens to share the name).
+    if let Some(t) = here
+        .turns
+        .iter()
+        .find(|h| !image.turns.iter().any(|t| t.record.number == h.number))
+    {
+        return Err(format!("its turn {} is not in the import", t.number));
+    }
+    if let Some(c) = here
+        .checkpoints
+        .iter()
+        .find(|h| !image.checkpoints.iter().any(|c| c.number == h.number))
+    {
+        return Err(format!("its checkpoint {} is not in the import", c.number));
+    }
+    Ok((add, checkpoints, already))
+}
+
+/// Whether [`install`] would refuse `image` (renamed `as_name`) as things stand: checked
+/// before an import stores anything, so that a refusal writes nothing.
+///
+/// # Errors
+/// As [`install`] refuses.
+pub fn precheck(wc: &WorkingCopy, image: &SessionImage, as_name: Option<&str>) -> Result<(), Error> {
+    let name = as_name.unwrap_or(&image.name);
+    let mut renamed;
+    let image = if as_name.is_some() {
+        renamed = image.clone();
+        renamed.name = name.to_string();
+        &renamed
+    } else {
+        image
+    };
+    check(image).map_err(|detail| ShareError::Refused {
+        what: format!("session {name}"),
+        detail,
+    })?;
+    let tx = wc.store().begin_read()?;
+    let loaded = db::load(&tx, &image.key())?;
+    let here = Here {
+        turns: loaded.turns,
+        checkpoints: loaded.checkpoints,
+        pending: loaded.state.pending,
+    };
+    decide(image, &here).map_err(|detail| ShareError::Conflict {
+        session: name.to_string(),
+        detail,
+    })?;
+    Ok(())
+}
+
 /// Writes `image` into `wc`'s store as the session `image.name` (which `as_name`, when
 /// given, replaces): a new session, or the turns and checkpoints an existing session of
 /// that name lacks when the ones it holds are the image's. Importing the same image twice
@@ -281,73 +384,37 @@ pub fn install(
         path: path.clone(),
         detail,
     };
+    let bad = |e: crate::object::record::DecodeError| StoreError::History {
+        path: path.clone(),
+        detail: e.to_string(),
+    };
     let out = wc.store().transact(|tx| {
         let fresh = tx.keyed(SESSIONS, &key.0)?.is_none();
         // Read without touching the session: an import that adds nothing changes nothing.
-        let w = Writer::open(tx, key);
-        let state = w.state()?;
+        let state = Writer::open(tx, key).state()?;
+        let mut here = Here {
+            pending: state.pending,
+            ..Here::default()
+        };
+        tx.each_row(TURNS, &key.0, |_, v| {
+            here.turns.push(decode(v).map_err(&bad)?);
+            Ok(())
+        })?;
+        tx.each_row(CHECKPOINTS, &key.0, |_, v| {
+            here.checkpoints.push(decode(v).map_err(&bad)?);
+            Ok(())
+        })?;
+        let (add, checkpoints, already) = match decide(&image, &here) {
+            Ok(d) => d,
+            Err(why) => return Ok(Err(conflict(why))),
+        };
         let mut out = Imported {
             session: image.name.clone(),
+            already,
             ..Imported::default()
         };
-        let mut add = Vec::new();
-        for t in &image.turns {
-            match w.get_turn(t.record.number)? {
-                Some(have) if same_turn(&have, &t.record) => out.already += 1,
-                Some(_) => {
-                    return Ok(Err(conflict(format!(
-                        "its turn {} is another turn than the one imported",
-                        t.record.number
-                    ))));
-                }
-                None => add.push(t),
-            }
-        }
-        let mut checkpoints = Vec::new();
-        for c in &image.checkpoints {
-            match tx.row(CHECKPOINTS, &key.0, c.number)? {
-                Some(v) => {
-                    let have: CheckpointRecord = decode(&v).map_err(|e| StoreError::History {
-                        path: path.clone(),
-                        detail: e.to_string(),
-                    })?;
-                    if have.snapshot != c.snapshot {
-                        return Ok(Err(conflict(format!(
-                            "its checkpoint {} holds another snapshot",
-                            c.number
-                        ))));
-                    }
-                }
-                None => checkpoints.push(c),
-            }
-        }
         if add.is_empty() && checkpoints.is_empty() {
             return Ok(Ok(out));
-        }
-        if let Some(n) = state.pending {
-            return Ok(Err(conflict(format!(
-                "turn {n} is in progress here; import once it has ended"
-            ))));
-        }
-        // Added only to the same history: the session here holds no turn or checkpoint the
-        // import lacks (else it is another conversation that happens to share the name).
-        if !fresh {
-            let mut lacking = None;
-            tx.each_row(TURNS, &key.0, |n, _| {
-                if !image.turns.iter().any(|t| t.record.number == n) {
-                    lacking.get_or_insert(format!("its turn {n} is not in the import"));
-                }
-                Ok(())
-            })?;
-            tx.each_row(CHECKPOINTS, &key.0, |n, _| {
-                if !image.checkpoints.iter().any(|c| c.number == n) {
-                    lacking.get_or_insert(format!("its checkpoint {n} is not in the import"));
-                }
-                Ok(())
-            })?;
-            if let Some(why) = lacking {
-                return Ok(Err(conflict(why)));
-            }
         }
         let w = Writer::new(tx, key)?;
         w.name(&image.name, image.agent.as_deref())?;
