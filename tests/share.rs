@@ -884,8 +884,8 @@ fn an_import_killed_midway_records_nothing_and_runs_again_whole() {
         "--repo",
         share.to_str().unwrap(),
     ];
-    // Stopped after its third batch of objects, then killed.
-    let mut child = crate::common::spawn_paused(&env2, &args, Some(("stored", 3, &pause)));
+    // Stopped once its objects are stored, before the session is recorded, then killed.
+    let mut child = crate::common::spawn_paused(&env2, &args, Some(("stored", 1, &pause)));
     assert!(
         crate::common::wait_paused(&mut child, &pause),
         "it reached the point"

@@ -14,7 +14,7 @@
 //! the session names present) and writes nothing; only then does the second store the
 //! objects and record the session.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -41,6 +41,14 @@ const TAG_END: u8 = 0;
 const TAG_SESSION: u8 = 1;
 const TAG_TREE: u8 = 2;
 const TAG_BLOB: u8 = 3;
+/// A blob after the 32-byte id of the previous version of the same path (its delta base on
+/// import).
+const TAG_BLOB_AFTER: u8 = 4;
+
+/// zstd's level for a bundle's body.
+const LEVEL: i32 = 6;
+/// zstd's window for a bundle's body (128 MiB), and the most a reader accepts.
+const WINDOW_LOG: u32 = 27;
 
 /// What a bundle holds, as its first pass found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,11 +85,12 @@ impl<W: Write> BodyWriter<W> {
         out.write_all(&head)?;
         let mut hash = blake3::Hasher::new();
         hash.update(&head);
-        let mut w = BodyWriter {
-            zstd: zstd::stream::write::Encoder::new(out, 9)?,
-            hash,
-            len: 0,
-        };
+        // Versions of one file lie far apart in the stream: a window as wide as a long
+        // session's contents, with long-distance matching, finds them.
+        let mut zstd = zstd::stream::write::Encoder::new(out, LEVEL)?;
+        zstd.long_distance_matching(true)?;
+        zstd.window_log(WINDOW_LOG)?;
+        let mut w = BodyWriter { zstd, hash, len: 0 };
         let mut encoded = vec![IMAGE_VERSION];
         encoded.extend(postcard::to_allocvec(image).map_err(std::io::Error::other)?);
         w.put(TAG_SESSION, &encoded)?;
@@ -132,6 +141,24 @@ pub fn encode(image: &SessionImage, trees: &[Tree], blobs: &[Vec<u8>]) -> std::i
     w.finish()
 }
 
+/// The snapshots `image` names, in the order the session made them (turn by turn: before,
+/// its steps', after; then the checkpoints), each once.
+fn in_order(image: &SessionImage) -> Vec<ObjectId> {
+    let mut out = Vec::new();
+    for t in &image.turns {
+        out.extend(t.record.before);
+        for s in &t.steps {
+            out.extend(s.before);
+            out.extend(s.after);
+        }
+        out.extend(t.record.after);
+    }
+    out.extend(image.checkpoints.iter().map(|c| c.snapshot));
+    let mut seen = HashSet::new();
+    out.retain(|id| seen.insert(*id));
+    out
+}
+
 /// What [`crate::Workspace::bundle`] wrote.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Bundled {
@@ -170,8 +197,9 @@ pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<
     // From here on the temporary file is ours, removed on any failure.
     let result = (|| -> Result<Bundled, Error> {
         let mut w = BodyWriter::new(BufWriter::new(file), image).map_err(io)?;
-        let mut seen = HashSet::new();
         let mut objects = 0u64;
+        // Trees, each once.
+        let mut seen = HashSet::new();
         let mut stack: Vec<ObjectId> = image.snapshots();
         while let Some(t) = stack.pop() {
             if !seen.insert(t) {
@@ -180,16 +208,44 @@ pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<
             let tree = reader.read_tree(&t)?;
             w.put(TAG_TREE, &tree.encode()).map_err(io)?;
             objects += 1;
-            for e in &tree.entries {
-                match e.kind {
-                    EntryKind::Dir => stack.push(e.id),
-                    k if k.is_content() && seen.insert(e.id) => {
-                        let data = reader.read_blob(&e.id)?;
-                        w.put(TAG_BLOB, &data).map_err(io)?;
-                        objects += 1;
+            stack.extend(
+                tree.entries
+                    .iter()
+                    .filter(|e| e.kind == EntryKind::Dir)
+                    .map(|e| e.id),
+            );
+        }
+        // File contents in the order the session made them, each after the 32-byte id of
+        // the version of its path before it: snapshots in turn order, each read as what
+        // changed since the one before.
+        let mut last: HashMap<Vec<u8>, ObjectId> = HashMap::new();
+        let mut prev: Option<ObjectId> = None;
+        for snap in in_order(image) {
+            let entries = match prev {
+                Some(p) if p == snap => continue,
+                Some(p) => crate::diff::changes(reader, &p, &snap)?
+                    .into_iter()
+                    .filter_map(|c| c.new)
+                    .collect(),
+                None => crate::diff::flatten(reader, &snap)?,
+            };
+            prev = Some(snap);
+            for e in entries.into_iter().filter(|e| e.kind.is_content()) {
+                let path = e.path.into_bytes();
+                if seen.insert(e.id) {
+                    let data = reader.read_blob(&e.id)?;
+                    match last.get(&path) {
+                        Some(before) => {
+                            let mut bytes = before.0.to_vec();
+                            bytes.extend_from_slice(&data);
+                            w.put(TAG_BLOB_AFTER, &bytes)
+                        }
+                        None => w.put(TAG_BLOB, &data),
                     }
-                    _ => {}
+                    .map_err(io)?;
+                    objects += 1;
                 }
+                last.insert(path, e.id);
             }
         }
         let file = w.finish().map_err(io)?;
@@ -218,9 +274,10 @@ pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<
 enum Record<'r> {
     Session(SessionImage),
     Tree(ObjectId, Tree),
-    /// A blob's content, `len` bytes, to read (what is left unread, [`scan`] skips); its id
-    /// follows as [`Record::BlobId`] once all of it was read.
-    Blob(&'r mut dyn Read, u64),
+    /// A blob's content, `len` bytes, to read (what is left unread, [`scan`] skips), and the
+    /// previous version of its path when the bundle names it; its id follows as
+    /// [`Record::BlobId`] once all of it was read.
+    Blob(&'r mut dyn Read, u64, Option<ObjectId>),
     BlobId(ObjectId, u64),
 }
 
@@ -312,9 +369,12 @@ fn scan(
     };
     let mut hash = blake3::Hasher::new();
     hash.update(head);
-    let Ok(decoder) = zstd::stream::read::Decoder::new(body) else {
+    let Ok(mut decoder) = zstd::stream::read::Decoder::new(body) else {
         return Ok(Err("its body does not decompress".into()));
     };
+    if decoder.window_log_max(WINDOW_LOG).is_err() {
+        return Ok(Err("its body does not decompress".into()));
+    }
     let mut body = Tee {
         inner: decoder.single_frame(),
         hash: &mut hash,
@@ -330,13 +390,26 @@ fn scan(
             Ok(n) => n,
             Err(r) => return Ok(Err(r)),
         };
-        if tag[0] == TAG_BLOB && !first {
+        if matches!(tag[0], TAG_BLOB | TAG_BLOB_AFTER) && !first {
+            let mut len = len;
+            let mut after = None;
+            if tag[0] == TAG_BLOB_AFTER {
+                let mut id = [0u8; 32];
+                if len < 32 {
+                    return Ok(Err("it holds a malformed file record".into()));
+                }
+                if let Err(e) = body.read_exact(&mut id) {
+                    return Ok(Err(ended(&e)));
+                }
+                len -= 32;
+                after = Some(ObjectId(id));
+            }
             let mut blob = BlobBody {
                 inner: (&mut body).take(len),
                 hash: blake3::Hasher::new(),
                 failed: None,
             };
-            each(Record::Blob(&mut blob, len))?;
+            each(Record::Blob(&mut blob, len, after))?;
             let rest = std::io::copy(&mut blob, &mut std::io::sink());
             if let Some(e) = blob.failed.take() {
                 return Ok(Err(ended(&e)));
@@ -561,8 +634,8 @@ pub fn unbundle(wc: &WorkingCopy, path: &Path, as_name: Option<&str>) -> Result<
                 sink.tree(&tree)?;
             }
             // A read error is the bundle's, which `scan` reports.
-            Record::Blob(data, len) => {
-                let _ = sink.blob_from(data, len, None)?;
+            Record::Blob(data, len, after) => {
+                let _ = sink.blob_from(data, len, after)?;
             }
         }
         Ok(())

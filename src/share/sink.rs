@@ -3,14 +3,14 @@
 //! chunks, a new version of a path as a delta against the one before it when that pays),
 //! written in batches.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 use crate::error::StoreError;
 use crate::object::record::{FRAME_RAW_BYTES, SOLID_MAX_OBJECT, TREE_FRAME_RAW_BYTES};
 use crate::object::{
-    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, NewFrame, ObjectId, ObjectKind,
-    PendingObject, Tree,
+    CHUNK_AVG, CHUNK_MAX, CHUNK_MIN, CHUNK_THRESHOLD, ChunkList, DeltaBase, NewFrame, ObjectId,
+    ObjectKind, PendingObject, Tree,
 };
 use crate::store::{Store, StoreReader};
 
@@ -30,6 +30,10 @@ pub struct ObjectSink<'a> {
     trees_bytes: usize,
     frames: Vec<NewFrame>,
     frame_bytes: usize,
+    /// File contents queued since the last write, with their delta depth (0: whole): the
+    /// next version of the same path is a delta against one before it is written.
+    recent: HashMap<ObjectId, (Vec<u8>, u8)>,
+    recent_bytes: usize,
     /// Objects written, and their bytes as stored.
     pub written: (u64, u64),
 }
@@ -50,6 +54,8 @@ impl<'a> ObjectSink<'a> {
             trees_bytes: 0,
             frames: Vec::new(),
             frame_bytes: 0,
+            recent: HashMap::new(),
+            recent_bytes: 0,
             written: (0, 0),
         })
     }
@@ -97,21 +103,45 @@ impl<'a> ObjectSink<'a> {
             return Ok(id);
         }
         let size = data.len() as u64;
-        if let Some(prev) = previous.filter(|p| *p != id && data.len() >= DELTA_MIN_BYTES)
-            && let Some((base, bytes)) = self.reader.delta_base(&prev, ObjectKind::Blob)?
-            && let Ok(delta) = crate::object::delta::encode(&bytes, &data)
-            && crate::object::delta::pays(delta.len(), &data)
-        {
-            self.queue(PendingObject {
+        let delta = match previous.filter(|p| *p != id && data.len() >= DELTA_MIN_BYTES) {
+            None => None,
+            // Queued in this batch: a delta against it, unless its chain is as long as chains
+            // go (then whole).
+            Some(prev) if self.recent.contains_key(&prev) => self
+                .recent
+                .get(&prev)
+                .filter(|(_, depth)| *depth < crate::object::delta::MAX_DEPTH)
+                .and_then(|(bytes, depth)| {
+                    let delta = crate::object::delta::encode(bytes, &data).ok()?;
+                    crate::object::delta::pays(delta.len(), &data).then_some((
+                        DeltaBase {
+                            base: prev,
+                            depth: depth + 1,
+                        },
+                        delta,
+                    ))
+                }),
+            Some(prev) => self
+                .reader
+                .delta_base(&prev, ObjectKind::Blob)?
+                .and_then(|(base, bytes)| {
+                    let delta = crate::object::delta::encode(&bytes, &data).ok()?;
+                    crate::object::delta::pays(delta.len(), &data).then_some((base, delta))
+                }),
+        };
+        let depth = delta.as_ref().map_or(0, |(b, _)| b.depth);
+        self.recent_bytes += data.len();
+        self.recent.insert(id, (data.clone(), depth));
+        match delta {
+            Some((base, payload)) => self.queue(PendingObject {
                 id,
                 kind: ObjectKind::Blob,
                 size,
-                payload: delta,
+                payload,
                 delta: Some(base),
-            })?;
-            return Ok(id);
+            })?,
+            None => self.queue(PendingObject::whole(id, ObjectKind::Blob, size, data))?,
         }
-        self.queue(PendingObject::whole(id, ObjectKind::Blob, size, data))?;
         Ok(id)
     }
 
@@ -216,8 +246,8 @@ impl<'a> ObjectSink<'a> {
                 self.push(NewFrame::pack(&full));
             }
         }
-        if self.frame_bytes >= BATCH_BYTES {
-            self.write(false)?;
+        if self.frame_bytes >= BATCH_BYTES || self.recent_bytes >= 4 * BATCH_BYTES {
+            self.write()?;
         }
         Ok(())
     }
@@ -227,22 +257,23 @@ impl<'a> ObjectSink<'a> {
         self.frames.push(frame);
     }
 
-    /// Writes what is queued: every frame, the partly filled ones too when `all`.
-    fn write(&mut self, all: bool) -> Result<(), StoreError> {
-        if all {
-            if !self.solid.is_empty() {
-                let full = std::mem::take(&mut self.solid);
-                self.push(NewFrame::pack(&full));
-            }
-            if !self.trees.is_empty() {
-                let full = std::mem::take(&mut self.trees);
-                for f in NewFrame::pack_trees(&full) {
-                    self.push(f);
-                }
-            }
-            self.solid_bytes = 0;
-            self.trees_bytes = 0;
+    /// Writes everything queued, the partly filled frames too: a delta is never written
+    /// before its base (both in one transaction at the latest).
+    fn write(&mut self) -> Result<(), StoreError> {
+        if !self.solid.is_empty() {
+            let full = std::mem::take(&mut self.solid);
+            self.push(NewFrame::pack(&full));
         }
+        if !self.trees.is_empty() {
+            let full = std::mem::take(&mut self.trees);
+            for f in NewFrame::pack_trees(&full) {
+                self.push(f);
+            }
+        }
+        self.solid_bytes = 0;
+        self.trees_bytes = 0;
+        self.recent.clear();
+        self.recent_bytes = 0;
         if self.frames.is_empty() {
             return Ok(());
         }
@@ -253,7 +284,7 @@ impl<'a> ObjectSink<'a> {
         self.written.0 += stats.objects;
         self.written.1 += stats.stored_bytes;
         // What a later object is checked against, or a delta taken against, is stored now.
-        self.queued = self.solid.iter().chain(&self.trees).map(|o| o.id).collect();
+        self.queued.clear();
         self.reader = self.store.reader()?;
         Ok(())
     }
@@ -263,6 +294,6 @@ impl<'a> ObjectSink<'a> {
     /// # Errors
     /// [`StoreError`] from the write.
     pub fn finish(&mut self) -> Result<(), StoreError> {
-        self.write(true)
+        self.write()
     }
 }

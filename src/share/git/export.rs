@@ -386,6 +386,9 @@ pub fn export(
         "fast-import",
         "--quiet",
         "--date-format=raw",
+        // Input that ends without `done` (this process failed while feeding it) is an error:
+        // fast-import then updates no ref.
+        "--done",
     ];
     if force {
         args.push("--force");
@@ -414,6 +417,8 @@ pub fn export(
     let result = child
         .wait_with_output()
         .map_err(|source| ShareError::NoGit { source })?;
+    // A failure feeding it is the cause of fast-import's ("stream ends early").
+    fed?;
     if !result.status.success() {
         return Err(ShareError::Git {
             action: "fast-import".into(),
@@ -422,7 +427,6 @@ pub fn export(
         }
         .into());
     }
-    fed?;
     out.commits = (planned.len() - start) as u64;
     out.tip = repo.tip(reference)?.unwrap_or_default();
     Ok(out)
@@ -443,12 +447,10 @@ fn feed(
         repo: std::path::PathBuf::from(reference),
         detail: format!("writing its input: {e}"),
     };
-    let mut marks: HashMap<ObjectId, u64> = HashMap::new();
-    let mut next_mark = 1u64;
-    let mut memo = HashMap::new();
+    // What each commit writes and deletes, against the chain's tree before it.
+    let mut changes = Vec::with_capacity(planned.len() - start);
     let mut prev = start.checked_sub(1).and_then(|i| planned[i].tree);
-    for (i, p) in planned.iter().enumerate().skip(start) {
-        // The paths to write and delete, against the chain's tree before this commit.
+    for p in &planned[start..] {
         let (mut writes, mut deletes) = (Vec::new(), Vec::new());
         if let Some(tree) = p.tree.filter(|t| Some(*t) != prev) {
             match prev {
@@ -471,17 +473,34 @@ fn feed(
                 }
             }
         }
-        for e in &writes {
-            if marks.contains_key(&e.id) {
-                continue;
-            }
-            let data = reader.read_blob(&e.id)?;
-            writeln!(w, "blob\nmark :{next_mark}\ndata {}", data.len()).map_err(io)?;
-            w.write_all(&data).map_err(io)?;
-            w.write_all(b"\n").map_err(io)?;
-            marks.insert(e.id, next_mark);
-            next_mark += 1;
+        if p.tree.is_some() {
+            prev = p.tree;
         }
+        changes.push((writes, deletes));
+    }
+    // Every new content first, the versions of each path one after another: fast-import
+    // stores a blob as a delta against the blob before it in the stream.
+    let mut order: Vec<(&[u8], usize, ObjectId)> = changes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (writes, _))| writes.iter().map(move |e| (e.path.as_bytes(), i, e.id)))
+        .collect();
+    order.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let mut marks: HashMap<ObjectId, u64> = HashMap::new();
+    let mut next_mark = 1u64;
+    for (_, _, id) in order {
+        if marks.contains_key(&id) {
+            continue;
+        }
+        let data = reader.read_blob(&id)?;
+        writeln!(w, "blob\nmark :{next_mark}\ndata {}", data.len()).map_err(io)?;
+        w.write_all(&data).map_err(io)?;
+        w.write_all(b"\n").map_err(io)?;
+        marks.insert(id, next_mark);
+        next_mark += 1;
+    }
+    let mut memo = HashMap::new();
+    for ((i, p), (writes, deletes)) in planned.iter().enumerate().skip(start).zip(&changes) {
         let extras = match p.tree {
             Some(t) => extras_of(reader, &t, &mut memo)?,
             None => Rc::new(Vec::new()),
@@ -506,12 +525,12 @@ fn feed(
         {
             writeln!(w, "from {from}").map_err(io)?;
         }
-        for d in &deletes {
+        for d in deletes {
             w.write_all(b"D ").map_err(io)?;
             w.write_all(&quote(d.as_bytes())).map_err(io)?;
             w.write_all(b"\n").map_err(io)?;
         }
-        for e in &writes {
+        for e in writes {
             let mode = match e.kind {
                 EntryKind::Executable => "100755",
                 EntryKind::Symlink => "120000",
@@ -523,9 +542,6 @@ fn feed(
             w.write_all(b"\n").map_err(io)?;
         }
         w.write_all(b"\n").map_err(io)?;
-        if p.tree.is_some() {
-            prev = p.tree;
-        }
     }
     w.write_all(b"done\n").map_err(io)?;
     w.flush().map_err(io)?;

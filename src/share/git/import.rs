@@ -305,8 +305,6 @@ pub fn import(
                 ))
                 .into());
             }
-            // Written now: the next commit's files may be stored as deltas against these.
-            rebuild.sink.finish()?;
         }
         let number = |key: &str| m.number(key).map_err(|e| bad(&e));
         match m.get("Retrace-Kind").and_then(Kind::of) {
