@@ -98,15 +98,20 @@ impl<W: Write> BodyWriter<W> {
     }
 
     fn put(&mut self, tag: u8, bytes: &[u8]) -> std::io::Result<()> {
+        self.put_parts(tag, &[bytes])
+    }
+
+    /// A record whose bytes are `parts` end to end (written as they are, not joined).
+    fn put_parts(&mut self, tag: u8, parts: &[&[u8]]) -> std::io::Result<()> {
         let mut head = vec![tag];
-        let mut n = bytes.len() as u64;
+        let mut n: u64 = parts.iter().map(|p| p.len() as u64).sum();
         while n >= 0x80 {
             // The low 7 bits, with the continuation bit.
             head.push(u8::try_from(n & 0x7f).unwrap_or(0) | 0x80);
             n >>= 7;
         }
         head.push(u8::try_from(n).unwrap_or(0));
-        for part in [&head[..], bytes] {
+        for part in std::iter::once(&head[..]).chain(parts.iter().copied()) {
             self.zstd.write_all(part)?;
             self.hash.update(part);
             self.len += part.len() as u64;
@@ -235,11 +240,7 @@ pub fn write(reader: &StoreReader, image: &SessionImage, path: &Path) -> Result<
                 if seen.insert(e.id) {
                     let data = reader.read_blob(&e.id)?;
                     match last.get(&path) {
-                        Some(before) => {
-                            let mut bytes = before.0.to_vec();
-                            bytes.extend_from_slice(&data);
-                            w.put(TAG_BLOB_AFTER, &bytes)
-                        }
+                        Some(before) => w.put_parts(TAG_BLOB_AFTER, &[&before.0, &data]),
                         None => w.put(TAG_BLOB, &data),
                     }
                     .map_err(io)?;

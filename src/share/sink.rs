@@ -107,9 +107,10 @@ impl<'a> ObjectSink<'a> {
             None => None,
             // Queued in this batch: a delta against it, unless its chain is as long as chains
             // go (then whole).
-            Some(prev) if self.recent.contains_key(&prev) => self
-                .recent
-                .get(&prev)
+            Some(prev) if self.recent.contains_key(&prev) => {
+                self.own_frame(&prev);
+                self.recent
+                    .get(&prev)
                 .filter(|(_, depth)| *depth < crate::object::delta::MAX_DEPTH)
                 .and_then(|(bytes, depth)| {
                     let delta = crate::object::delta::encode(bytes, &data).ok()?;
@@ -120,7 +121,8 @@ impl<'a> ObjectSink<'a> {
                         },
                         delta,
                     ))
-                }),
+                    })
+            }
             Some(prev) => self
                 .reader
                 .delta_base(&prev, ObjectKind::Blob)?
@@ -130,7 +132,8 @@ impl<'a> ObjectSink<'a> {
                 }),
         };
         let depth = delta.as_ref().map_or(0, |(b, _)| b.depth);
-        self.recent_bytes += data.len();
+        // What an entry costs besides its bytes (the maps' slots, the vector's header).
+        self.recent_bytes += data.len() + 128;
         self.recent.insert(id, (data.clone(), depth));
         match delta {
             Some((base, payload)) => self.queue(PendingObject {
@@ -252,6 +255,17 @@ impl<'a> ObjectSink<'a> {
         Ok(())
     }
 
+    /// Moves `id`, when it waits whole in the shared frame being filled, into a frame of its
+    /// own: it is about to be a delta base, and a base in a shared frame costs every read of
+    /// a later version that whole frame's decompression (the rule `delta_base` keeps).
+    fn own_frame(&mut self, id: &ObjectId) {
+        if let Some(i) = self.solid.iter().position(|o| o.id == *id) {
+            let o = self.solid.swap_remove(i);
+            self.solid_bytes -= o.payload.len();
+            self.push(NewFrame::pack(&[o]));
+        }
+    }
+
     fn push(&mut self, frame: NewFrame) {
         self.frame_bytes += frame.stored.len();
         self.frames.push(frame);
@@ -297,3 +311,7 @@ impl<'a> ObjectSink<'a> {
         self.write()
     }
 }
+
+#[cfg(test)]
+#[path = "sink_tests.rs"]
+mod tests;

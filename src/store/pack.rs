@@ -129,9 +129,17 @@ impl Store {
             .collect();
         ids.sort_unstable();
         ids.dedup();
+        // An object another member of this batch is a delta against is written whatever
+        // the index holds: the delta's depth was counted from this copy, and another
+        // process may have stored the same content meanwhile as a delta of its own (whose
+        // depth would break the chain's descending order).
+        let bases: HashSet<ObjectId> = frames
+            .iter()
+            .flat_map(|f| f.members.iter().filter_map(|m| m.delta.map(|d| d.base)))
+            .collect();
         let mut held = HashSet::new();
         for id in ids {
-            if readable_in(index, &id).map_err(&e)? {
+            if !bases.contains(&id) && readable_in(index, &id).map_err(&e)? {
                 held.insert(id);
             }
         }

@@ -409,7 +409,7 @@ pub fn export(
             &planned,
             start,
             tip.as_deref().filter(|_| !force),
-            reference,
+            (reference, repo.git_dir()),
             BufWriter::with_capacity(1 << 20, stdin),
         ),
         None => Ok(()),
@@ -417,8 +417,12 @@ pub fn export(
     let result = child
         .wait_with_output()
         .map_err(|source| ShareError::NoGit { source })?;
-    // A failure feeding it is the cause of fast-import's ("stream ends early").
-    fed?;
+    // A failure of ours while feeding it (a store read) is the cause of fast-import's
+    // ("stream ends early"); a pipe fast-import closed says nothing: its own words do.
+    match fed {
+        Err(Error::Share(ShareError::Git { .. })) if !result.status.success() => {}
+        other => other?,
+    }
     if !result.status.success() {
         return Err(ShareError::Git {
             action: "fast-import".into(),
@@ -439,12 +443,12 @@ fn feed(
     planned: &[Planned],
     start: usize,
     from: Option<&str>,
-    reference: &str,
+    (reference, git_dir): (&str, &std::path::Path),
     mut w: impl Write,
 ) -> Result<(), Error> {
     let io = |e: std::io::Error| ShareError::Git {
         action: "fast-import".into(),
-        repo: std::path::PathBuf::from(reference),
+        repo: git_dir.to_path_buf(),
         detail: format!("writing its input: {e}"),
     };
     // What each commit writes and deletes, against the chain's tree before it.
