@@ -900,3 +900,66 @@ fn an_import_killed_midway_records_nothing_and_runs_again_whole() {
     assert!(out.contains("21 turn(s), 2 checkpoint(s) added"), "{out}");
     assert_eq!(history(&ws2, "shared"), history(&ws, "shared"));
 }
+
+#[test]
+fn turns_expired_since_the_last_export_do_not_stop_the_next() {
+    let env = Env::new();
+    let ws = env.open();
+    let s = ws.session("exp");
+    for n in 1..=3 {
+        turn(&s, &format!("turn {n}"), || {
+            env.write(&format!("f{n}.txt"), format!("{n}"))
+        });
+    }
+    let export = || {
+        stdout(&succeeded(
+            env.run(
+                RETRACE,
+                &[
+                    "--session",
+                    "exp",
+                    "export",
+                    "--git-ref",
+                    "refs/retrace/exp",
+                ],
+            ),
+            "export",
+        ))
+    };
+    assert!(export().contains("3 turn(s)"));
+    // Retention takes the snapshots of the first two turns here (the byte budget would).
+    ws.working_copy()
+        .store()
+        .transact(|tx| db::Writer::open(tx, db::session_key("exp")).expire(Some(&[1, 2])))
+        .unwrap();
+    turn(&s, "turn 4", || env.write("f4.txt", "4"));
+    let out = export();
+    assert!(
+        out.contains("4 turn(s)") && out.contains("1 new commit(s)"),
+        "{out}"
+    );
+    // The ref holds every turn as it was exported: the first two whole, from before.
+    let env2 = Env::new();
+    let share = ws.share_repo();
+    succeeded(
+        env2.run(
+            RETRACE,
+            &[
+                "import",
+                "--git-ref",
+                "refs/retrace/exp",
+                "--repo",
+                share.to_str().unwrap(),
+            ],
+        ),
+        "import",
+    );
+    let turns = history(&env2.open(), "exp").turns;
+    assert_eq!(turns.len(), 4);
+    assert!(
+        turns
+            .iter()
+            .all(|t| t.after.is_some() && t.state == retrace::TurnState::Complete)
+    );
+    assert_eq!(turns[3].prompt.as_deref(), Some("turn 4"));
+}

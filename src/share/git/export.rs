@@ -18,6 +18,7 @@ use super::Repo;
 use super::message::{Message, quote};
 use crate::error::{Error, ShareError};
 use crate::object::{EntryKind, ObjectId};
+use crate::history::record::TurnState;
 use crate::share::image::SessionImage;
 use crate::store::StoreReader;
 
@@ -39,7 +40,7 @@ pub struct Exported {
 }
 
 /// What a commit of the chain is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// The workspace before a turn, when the chain's tree differs from it.
     Base,
@@ -88,23 +89,34 @@ struct Planned {
 
 /// The chain of commits for `image`, in order.
 fn plan(image: &SessionImage) -> Vec<Planned> {
+    plan_after(image, |_, _| false, None)
+}
+
+/// The chain of commits for the turns and checkpoints of `image` that `skip` does not name
+/// (by kind and number), in order, on top of a chain whose tree is `tree`.
+fn plan_after(
+    image: &SessionImage,
+    skip: impl Fn(Kind, u64) -> bool,
+    mut tree: Option<ObjectId>,
+) -> Vec<Planned> {
     let mut items: Vec<(u64, Kind, usize)> = image
         .turns
         .iter()
         .enumerate()
+        .filter(|(_, t)| !skip(Kind::Turn, t.record.number))
         .map(|(i, t)| (t.record.began_ms, Kind::Turn, i))
         .chain(
             image
                 .checkpoints
                 .iter()
                 .enumerate()
+                .filter(|(_, c)| !skip(Kind::Checkpoint, c.number))
                 .map(|(i, c)| (c.time_ms, Kind::Checkpoint, i)),
         )
         .collect();
     // Stable: equal times keep turns before checkpoints, each in number order.
     items.sort_by_key(|&(t, k, _)| (t, k == Kind::Checkpoint));
     let mut out: Vec<Planned> = Vec::new();
-    let mut tree: Option<ObjectId> = None;
     for (_, kind, index) in items {
         match kind {
             Kind::Turn => {
@@ -306,6 +318,60 @@ fn identity(m: &Message) -> (Option<Kind>, Option<u64>, Option<Vec<u8>>) {
     )
 }
 
+/// Checks that the ref's commits (`existing`: each commit with the kind, number and snapshot
+/// it names) are this session's chain so far, so that what `full` (the session's whole chain)
+/// holds beyond them can be appended: every turn or checkpoint they name is the session's
+/// (its snapshot the same, unless retention expired the turn here or the turn cap removed
+/// it), and every one the session has before the last of them is among them (or has no
+/// snapshot left to export). Answers what of `full` the ref stands for (what it holds, and
+/// what expired before it was exported), or why the ref holds another history.
+fn appended(
+    image: &SessionImage,
+    full: &[Planned],
+    existing: &[(&String, Kind, u64, Option<Vec<u8>>)],
+) -> Result<std::collections::HashSet<(Kind, u64)>, String> {
+    let expired = |p: &Planned| {
+        p.kind == Kind::Turn && image.turns[p.index].record.state == TurnState::Expired
+    };
+    let mut last = None;
+    for (commit, kind, number, snapshot) in existing.iter().filter(|e| e.1 != Kind::Base) {
+        let Some(at) = full
+            .iter()
+            .position(|p| p.kind == *kind && p.number == *number)
+        else {
+            // Gone from this session (the turn cap): its commit stays as it is.
+            continue;
+        };
+        let p = &full[at];
+        if !expired(p) && p.snapshot.map(|s| s.to_hex().into_bytes()) != *snapshot {
+            return Err(format!(
+                "its commit {commit} is another {} {number} than this session's",
+                kind.name()
+            ));
+        }
+        last = Some(last.map_or(at, |l: usize| l.max(at)));
+    }
+    if let Some(last) = last
+        && let Some(p) = full[..last].iter().find(|p| {
+            p.kind != Kind::Base
+                && !expired(p)
+                && !existing.iter().any(|e| e.1 == p.kind && e.2 == p.number)
+        })
+    {
+        return Err(format!(
+            "it lacks the session's {} {} before what it holds",
+            p.kind.name(),
+            p.number
+        ));
+    }
+    let upto = last.map_or(0, |l| l + 1);
+    Ok(full[..upto]
+        .iter()
+        .map(|p| (p.kind, p.number))
+        .chain(existing.iter().map(|e| (e.1, e.2)))
+        .collect())
+}
+
 /// Writes `image` as commits on `reference` in `repo`, reading objects from `reader`.
 /// When the ref already holds the first commits of the chain, only the rest are added; when
 /// it holds anything else, the export is refused unless `force` (the ref is then replaced).
@@ -324,7 +390,9 @@ pub fn export(
     let planned = plan(image);
     let mut objects = repo.objects()?;
     let tip = repo.tip(reference)?;
-    let mut start = 0;
+    let mut planned = planned;
+    let mut held = (0, 0);
+    let mut tip_tree = None;
     if let Some(tip) = tip.as_deref().filter(|_| !force) {
         let chain = repo.chain(tip)?;
         let diverged = |detail: String| ShareError::Diverged {
@@ -332,39 +400,37 @@ pub fn export(
             repo: repo.git_dir().to_path_buf(),
             detail,
         };
-        for (i, commit) in chain.iter().enumerate() {
+        let mut existing = Vec::with_capacity(chain.len());
+        for commit in &chain {
             let o = objects.get(commit)?;
             let body = o
                 .data
                 .windows(2)
                 .position(|w| w == b"\n\n")
                 .map_or(&[][..], |at| &o.data[at + 2..]);
-            let Some(m) = Message::decode(body) else {
-                return Err(diverged(format!("commit {commit} was not written by retrace")).into());
-            };
-            let Some(p) = planned.get(i) else {
+            let m = Message::decode(body)
+                .filter(|m| m.get("Retrace-Session") == Some(image.name.as_bytes()));
+            let Some(m) = m else {
                 return Err(diverged(format!(
-                    "it holds {} commits, the session {}",
-                    chain.len(),
-                    planned.len()
+                    "its commit {commit} is not this session's (written by retrace for it)"
                 ))
                 .into());
             };
-            let want = (
-                Some(p.kind),
-                Some(p.number),
-                p.snapshot.map(|s| s.to_hex().into_bytes()),
-            );
-            if identity(&m) != want || m.get("Retrace-Session") != Some(image.name.as_bytes()) {
-                return Err(diverged(format!(
-                    "its commit {commit} is not this session's {} {}",
-                    p.kind.name(),
-                    p.number
-                ))
-                .into());
+            let (kind, number, snapshot) = identity(&m);
+            let (Some(kind), Some(number)) = (kind, number) else {
+                return Err(diverged(format!("its commit {commit} names no turn")).into());
+            };
+            if let Some(s) = &snapshot {
+                tip_tree = std::str::from_utf8(s).ok().and_then(ObjectId::from_hex);
             }
+            existing.push((commit, kind, number, snapshot));
         }
-        start = chain.len();
+        let done = appended(image, &planned, &existing).map_err(diverged)?;
+        held = (
+            existing.iter().filter(|e| e.1 == Kind::Turn).count() as u64,
+            existing.iter().filter(|e| e.1 == Kind::Checkpoint).count() as u64,
+        );
+        planned = plan_after(image, |k, n| done.contains(&(k, n)), tip_tree);
     }
     drop(objects);
     let count = |k: Kind| planned.iter().filter(|p| p.kind == k).count() as u64;
@@ -373,10 +439,10 @@ pub fn export(
         repo: repo.git_dir().to_path_buf(),
         tip: tip.clone().unwrap_or_default(),
         commits: 0,
-        turns: count(Kind::Turn),
-        checkpoints: count(Kind::Checkpoint),
+        turns: held.0 + count(Kind::Turn),
+        checkpoints: held.1 + count(Kind::Checkpoint),
     };
-    if start == planned.len() {
+    if planned.is_empty() {
         return Ok(out);
     }
     // No hook of the repository runs (`--repo .` is the user's own repository).
@@ -407,8 +473,7 @@ pub fn export(
             reader,
             image,
             &planned,
-            start,
-            tip.as_deref().filter(|_| !force),
+            (tip.as_deref().filter(|_| !force), tip_tree),
             (reference, repo.git_dir()),
             BufWriter::with_capacity(1 << 20, stdin),
         ),
@@ -431,7 +496,7 @@ pub fn export(
         }
         .into());
     }
-    out.commits = (planned.len() - start) as u64;
+    out.commits = planned.len() as u64;
     out.tip = repo.tip(reference)?.unwrap_or_default();
     Ok(out)
 }
@@ -441,8 +506,7 @@ fn feed(
     reader: &StoreReader,
     image: &SessionImage,
     planned: &[Planned],
-    start: usize,
-    from: Option<&str>,
+    (from, on): (Option<&str>, Option<ObjectId>),
     (reference, git_dir): (&str, &std::path::Path),
     mut w: impl Write,
 ) -> Result<(), Error> {
@@ -451,10 +515,13 @@ fn feed(
         repo: git_dir.to_path_buf(),
         detail: format!("writing its input: {e}"),
     };
-    // What each commit writes and deletes, against the chain's tree before it.
-    let mut changes = Vec::with_capacity(planned.len() - start);
-    let mut prev = start.checked_sub(1).and_then(|i| planned[i].tree);
-    for p in &planned[start..] {
+    // What each commit writes and deletes, against the chain's tree before it. The ref's
+    // tip tree may be gone from this store (retention expired its turn since): the first
+    // commit then lists every file anew (`deleteall`).
+    let mut changes = Vec::with_capacity(planned.len());
+    let mut prev = on.filter(|t| crate::diff::flatten(reader, t).is_ok());
+    let anew = on.is_some() && prev.is_none();
+    for p in planned {
         let (mut writes, mut deletes) = (Vec::new(), Vec::new());
         if let Some(tree) = p.tree.filter(|t| Some(*t) != prev) {
             match prev {
@@ -504,7 +571,7 @@ fn feed(
         next_mark += 1;
     }
     let mut memo = HashMap::new();
-    for ((i, p), (writes, deletes)) in planned.iter().enumerate().skip(start).zip(&changes) {
+    for ((i, p), (writes, deletes)) in planned.iter().enumerate().zip(&changes) {
         let extras = match p.tree {
             Some(t) => extras_of(reader, &t, &mut memo)?,
             None => Rc::new(Vec::new()),
@@ -524,10 +591,13 @@ fn feed(
         next_mark += 1;
         w.write_all(&msg).map_err(io)?;
         w.write_all(b"\n").map_err(io)?;
-        if i == start
-            && let Some(from) = from
-        {
-            writeln!(w, "from {from}").map_err(io)?;
+        if i == 0 {
+            if let Some(from) = from {
+                writeln!(w, "from {from}").map_err(io)?;
+            }
+            if anew {
+                w.write_all(b"deleteall\n").map_err(io)?;
+            }
         }
         for d in deletes {
             w.write_all(b"D ").map_err(io)?;
