@@ -655,6 +655,59 @@ mod tests {
         }
     }
 
+    /// The ref ends on a tree this store no longer holds: the first new commit lists every
+    /// file anew, on top of the ref's tip.
+    #[test]
+    fn a_tip_whose_tree_is_gone_is_followed_by_every_file_anew() {
+        let d = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&d.path().join("store"), d.path()).unwrap();
+        let mut sink = crate::share::sink::ObjectSink::new(&store).unwrap();
+        let blob = sink.blob(b"hello\n".to_vec(), None).unwrap();
+        let root = sink
+            .tree(&crate::object::Tree {
+                entries: vec![crate::object::TreeEntry {
+                    name: b"a.txt".to_vec(),
+                    kind: EntryKind::File,
+                    id: blob,
+                    size: 6,
+                }],
+            })
+            .unwrap();
+        sink.finish().unwrap();
+        let image = SessionImage {
+            name: "s".into(),
+            agent: None,
+            created_ms: 0,
+            cursor: None,
+            redo: Vec::new(),
+            turns: Vec::new(),
+            checkpoints: vec![CheckpointRecord {
+                version: HISTORY_VERSION,
+                number: 2,
+                label: None,
+                snapshot: root,
+                cursor: None,
+                time_ms: 5,
+            }],
+        };
+        let mut out = Vec::new();
+        let gone = ObjectId([9; 32]);
+        feed(
+            &store.reader().unwrap(),
+            &image,
+            &plan_after(&image, |_, _| false, Some(gone)),
+            (Some("0123abcd"), Some(gone)),
+            ("refs/retrace/x", d.path()),
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("from 0123abcd\ndeleteall\nM 100644 :1 a.txt\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn the_chain_puts_a_base_commit_where_the_disk_moved_between_turns() {
         let image = SessionImage {
