@@ -29,6 +29,24 @@ fn git(dir: &Path, args: &[&str]) -> String {
     stdout(&o)
 }
 
+/// `retrace import` of `reference` from `repo` into `env`, which must refuse it saying `why`
+/// and record no session.
+fn refused_import(env: &Env, reference: &str, repo: &Path, why: &str) {
+    let o = env.run(
+        RETRACE,
+        &[
+            "import",
+            "--git-ref",
+            reference,
+            "--repo",
+            repo.to_str().unwrap(),
+        ],
+    );
+    assert!(!o.status.success(), "{reference}");
+    assert!(stderr(&o).contains(why), "{reference}: {}", stderr(&o));
+    assert!(env.open().sessions().unwrap().is_empty(), "{reference}");
+}
+
 fn turn(s: &Session, prompt: &str, edit: impl FnOnce()) {
     let t = s.begin_turn(None, Some(prompt.to_string())).unwrap();
     t.wait_before(Duration::from_mins(1)).unwrap();
@@ -420,23 +438,12 @@ fn a_ref_retrace_did_not_write_or_a_rewritten_one_is_refused() {
     git(r, &["add", "-A"]);
     git(r, &["commit", "--quiet", "-m", "an ordinary commit"]);
     git(r, &["update-ref", "refs/retrace/plain", "HEAD"]);
-    let o = env.run(
-        RETRACE,
-        &[
-            "import",
-            "--git-ref",
-            "refs/retrace/plain",
-            "--repo",
-            r.to_str().unwrap(),
-        ],
+    refused_import(
+        &env,
+        "refs/retrace/plain",
+        r,
+        "was not written by `retrace export`",
     );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("was not written by `retrace export`"),
-        "{}",
-        stderr(&o)
-    );
-    assert!(env.open().sessions().unwrap().is_empty());
     // A retrace commit whose tree was changed (its message kept): refused by its snapshot id.
     let ws = env.open();
     let s = ws.session("rw");
@@ -459,44 +466,25 @@ fn a_ref_retrace_did_not_write_or_a_rewritten_one_is_refused() {
     let msg = git(r, &["log", "-1", "--format=%B", "refs/retrace/rw"]);
     let parent = git(r, &["rev-parse", "refs/retrace/rw^"]);
     let other_tree = git(r, &["rev-parse", "HEAD^{tree}"]);
-    let forged = Command::new("git")
-        .current_dir(r)
-        .args([
+    let forged = git(
+        r,
+        &[
             "commit-tree",
             other_tree.trim(),
             "-p",
             parent.trim(),
             "-m",
             msg.trim_end(),
-        ])
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    git(
-        r,
-        &["update-ref", "refs/retrace/forged", stdout(&forged).trim()],
-    );
-    let env2 = Env::new();
-    let o = env2.run(
-        RETRACE,
-        &[
-            "import",
-            "--git-ref",
-            "refs/retrace/forged",
-            "--repo",
-            r.to_str().unwrap(),
         ],
     );
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("do not rebuild the snapshot"),
-        "{}",
-        stderr(&o)
+    git(r, &["update-ref", "refs/retrace/forged", forged.trim()]);
+    let env2 = Env::new();
+    refused_import(
+        &env2,
+        "refs/retrace/forged",
+        r,
+        "do not rebuild the snapshot",
     );
-    assert!(env2.open().sessions().unwrap().is_empty());
 }
 
 #[test]
@@ -775,29 +763,9 @@ fn a_hostile_git_tree_is_refused_before_anything_is_recorded() {
              Retrace-Checkpoint: 1\nRetrace-Snapshot: {}\n",
             "ab".repeat(32)
         );
-        let c = Command::new("git")
-            .current_dir(r)
-            .args(["commit-tree", &root, "-m", &msg])
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        git(r, &["update-ref", "refs/retrace/evil", stdout(&c).trim()]);
-        let o = env.run(
-            RETRACE,
-            &[
-                "import",
-                "--git-ref",
-                "refs/retrace/evil",
-                "--repo",
-                r.to_str().unwrap(),
-            ],
-        );
-        assert!(!o.status.success(), "{name}");
-        assert!(stderr(&o).contains("unsafe name"), "{name}: {}", stderr(&o));
-        assert!(env.open().sessions().unwrap().is_empty(), "{name}");
+        let c = git(r, &["commit-tree", &root, "-m", &msg]);
+        git(r, &["update-ref", "refs/retrace/evil", c.trim()]);
+        refused_import(&env, "refs/retrace/evil", r, "unsafe name");
     }
 }
 

@@ -111,43 +111,32 @@ pub fn main(args: &[String]) {
     let pushed = work.join("push.git");
     fresh_bare(&exported);
     fresh_bare(&pushed);
-    let ex = t.session(&[
-        "export",
-        "--git-ref",
-        REF,
-        "--repo",
-        exported.to_str().unwrap(),
-    ]);
     let shadow = t.git_dir.to_str().unwrap();
-    let push = git(
-        &work,
-        &[
-            "--git-dir",
-            shadow,
-            "push",
-            "-q",
-            pushed.to_str().unwrap(),
-            "HEAD:refs/heads/main",
-        ],
-    );
-    let ex_again = t.session(&[
-        "export",
-        "--git-ref",
-        REF,
-        "--repo",
-        exported.to_str().unwrap(),
-    ]);
-    let push_again = git(
-        &work,
-        &[
-            "--git-dir",
-            shadow,
-            "push",
-            "-q",
-            pushed.to_str().unwrap(),
-            "HEAD:refs/heads/main",
-        ],
-    );
+    let export = || {
+        t.session(&[
+            "export",
+            "--git-ref",
+            REF,
+            "--repo",
+            exported.to_str().unwrap(),
+        ])
+    };
+    let push_all = || {
+        let to = pushed.to_str().unwrap();
+        git(
+            &work,
+            &[
+                "--git-dir",
+                shadow,
+                "push",
+                "-q",
+                to,
+                "HEAD:refs/heads/main",
+            ],
+        )
+    };
+    let (ex, push) = (export(), push_all());
+    let (ex_again, push_again) = (export(), push_all());
 
     // Import into an empty workspace, beside a fetch into a fresh repository.
     let imp = Tools::under(&work.join("import"), retrace.clone(), t.session);
